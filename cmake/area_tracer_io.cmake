@@ -1,0 +1,1 @@
+add_library(ft_tracer_io INTERFACE)

@@ -1,0 +1,12 @@
+/// @file
+/// `facetrace info` (placeholder until its area lands).
+#include "cli/commands.h"
+
+namespace facetrace::cli {
+
+void register_info(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("info", "not built yet");
+  cmd->callback([&exit_code] { exit_code = 1; });
+}
+
+}  // namespace facetrace::cli

@@ -1,0 +1,35 @@
+/// @file
+/// The `facetrace` command-line tool: dispatches to the subcommands of each area.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "facetrace/core/logging.h"
+
+int main(int argc, char** argv) {
+  facetrace::core::init_logging_from_env();
+  CLI::App app{"facetrace: spectral gem path tracer, face networks and GPU runtime"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "facetrace 0.1");
+  int exit_code = 0;
+#ifdef FT_HAVE_TRACER
+  facetrace::cli::register_render(app, exit_code);
+#endif
+#ifdef FT_HAVE_RUNTIME
+  facetrace::cli::register_info(app, exit_code);
+#endif
+#ifdef FT_HAVE_FACES
+  facetrace::cli::register_faces(app, exit_code);
+#endif
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "facetrace: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

@@ -1,0 +1,32 @@
+/// @file
+/// Test support: every test binary fails a test on any `warn`-or-above log from the "facetrace" logger,
+/// unless the test opens an ExpectLogs scope (style.md §5).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace facetrace::testing {
+
+/// While alive, warn/error logs are recorded instead of failing the test. Not nestable.
+class ExpectLogs {
+ public:
+  ExpectLogs();
+  ~ExpectLogs();
+  ExpectLogs(const ExpectLogs&) = delete;
+  ExpectLogs& operator=(const ExpectLogs&) = delete;
+  /// Messages captured so far (warn and above).
+  std::vector<std::string> messages() const;
+  /// True when some captured message contains `needle`.
+  bool contains(const std::string& needle) const;
+};
+
+/// Directory with the shared test data (FT_TEST_DATA_DIR, else FACETRACE_TEST_DATA); empty when absent.
+std::string test_data_dir();
+
+}  // namespace facetrace::testing
+
+/// Skip (naming the path) when ../shared/data is missing.
+#define FT_REQUIRE_TEST_DATA(dir_var)                                                 \
+  const std::string dir_var = ::facetrace::testing::test_data_dir();                  \
+  if (dir_var.empty()) GTEST_SKIP() << "test data not found (FT_TEST_DATA_DIR / FACETRACE_TEST_DATA)"
