@@ -1,0 +1,28 @@
+/// @file
+/// The CPU reference tracer: multithreaded over pixel tiles, deterministic (tracer.md §9).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "facetrace/core/status.h"
+#include "facetrace/tracer/film.h"
+#include "facetrace/tracer/scene.h"
+
+namespace facetrace::tracer {
+
+struct CpuOptions {
+  unsigned threads = 0;                               ///< 0 = all hardware threads
+  const std::atomic<bool>* cancel = nullptr;          ///< polled between tiles
+  std::function<void(double fraction)> progress;      ///< called from worker threads (thread-safe caller)
+};
+
+/// Adds samples [first_sample, first_sample + samples) of every pixel to `film`, each pixel in ascending
+/// sample order (continuing its running sum). `film` must match the scene size. Errors: kInvalidArgument
+/// (bad scene / film size), kNotSupported (a Tier 3 feature), kCancelled (film then partially updated:
+/// callers that need all-or-nothing render into a copy).
+Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
+                      const CpuOptions& options = {});
+
+}  // namespace facetrace::tracer

@@ -1,0 +1,112 @@
+/// @file
+/// The tracer's scene description (tracer.md §2–§6): fully resolved, validated before use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "facetrace/core/status.h"
+
+namespace facetrace::tracer {
+
+/// Lighting presets; the numeric value is the wire index (tracer.md §2). Tier 1: Daylight, RingLights,
+/// LightTent, IlluminantA.
+enum class LightingPreset : std::uint8_t {
+  kDaylight = 0, kIncandescent = 1, kRingLights = 2, kDarkSpotlight = 3, kIsoHemisphere = 4,
+  kLightTent = 5, kDaylightDome = 6, kUvLamp365 = 7, kUvLamp395 = 8, kDaylightSun = 9, kAset = 10,
+  kShopLights = 11, kWindowDaylight = 12, kWhiteTray = 13, kIlluminantA = 14,
+};
+
+/// Environment kinds (tracer.md §6). kFurnace is kUniform used with no planes.
+enum class EnvironmentKind : std::uint8_t { kStudio = 0, kUniform = 1, kHdr = 2 };
+
+/// Dispersion formulas (tracer.md §3), λ in µm. Sellmeier1 uses b[0], c[0]; Cauchy uses a=b[0], b=b[1], c=b[2].
+enum class DispersionModel : std::uint8_t { kSellmeier1 = 0, kSellmeier3 = 1, kCauchy = 2 };
+
+struct Dispersion {
+  DispersionModel model = DispersionModel::kSellmeier3;
+  float b[3] = {0, 0, 0};
+  float c[3] = {0, 0, 0};
+};
+
+enum class BandDomain : std::uint8_t { kWavelength = 0, kWavenumber = 1 };
+
+/// One Gaussian absorption band: α(λ) = peak·exp(−½((λ−centre)/width)²), per model unit; in the wavenumber
+/// domain centre and width are in 1/nm... taken on 1/λ (tracer.md §3).
+struct AbsorptionBand {
+  float peak = 0;
+  float centre = 0;
+  float width = 1;
+  BandDomain domain = BandDomain::kWavelength;
+};
+
+enum class OpticalCharacter : std::uint8_t { kIsotropic = 0, kUniaxialPos, kUniaxialNeg, kBiaxialPos, kBiaxialNeg };
+enum class CrystalSystem : std::uint8_t { kCubic = 0, kTetragonal, kHexagonal, kTrigonal, kOrthorhombic,
+                                          kMonoclinic, kTriclinic, kAmorphous };
+
+/// A gem material, fully resolved (never a name lookup at trace time).
+struct Material {
+  std::string name;
+  Dispersion dispersion;
+  std::vector<AbsorptionBand> o_ray;   ///< used by isotropic materials
+  std::vector<AbsorptionBand> e_ray;   ///< Tier 2
+  std::vector<AbsorptionBand> beta_ray;///< Tier 3
+  float absorption_path_scale = 1.0f;
+  OpticalCharacter optical_character = OpticalCharacter::kIsotropic;
+  CrystalSystem crystal_system = CrystalSystem::kCubic;
+  float birefringence_delta = 0.0f;    ///< Tier 2/3; anisotropic only when non-cubic and |Δ| > 1e-4
+  float scattering_sigma_s = 0.0f;     ///< Tier 2 (HG inclusions)
+  float scattering_g = 0.0f;
+  float edge_rounding_radius = 0.0f;   ///< Tier 2
+  bool fluorescence = false;           ///< Tier 3
+};
+
+/// Diamond (tracer.md §3): Sellmeier3 b = [4.3356, 0.3306, 0], c = [0.011236, 0.030625, 1.0].
+Material diamond_material();
+
+enum class Finish : std::uint8_t { kPolished = 0, kFrosted = 1 };
+
+/// A facet plane {x : n·x + d ≤ 0}; n is a unit outward normal, d < 0.
+struct Plane {
+  float normal[3] = {0, 1, 0};
+  float d = -1;
+  Finish finish = Finish::kPolished;
+};
+
+/// A complete scene. A scene carries no sample count: a request is (scene, first_sample, samples).
+struct Scene {
+  std::uint32_t width = 512;
+  std::uint32_t height = 512;
+  float yaw = 0.0f;          ///< rad
+  float pitch = 0.35f;       ///< rad, clamped to |p| ≤ 89.9° by the camera
+  float distance = 3.2f;     ///< model units
+  float light_yaw = 0.85f;   ///< rad
+  float light_pitch = 0.95f; ///< rad
+  float exposure = 1.0f;
+  std::uint32_t max_bounces = 12;  ///< ≤ 128
+  LightingPreset lighting_preset = LightingPreset::kLightTent;
+  EnvironmentKind environment = EnvironmentKind::kStudio;
+  Material material;
+  std::vector<Plane> planes;
+  bool girdle_frosted = false;  ///< re-derives Frosted for |n_y| ≤ 1e-3
+  float backdrop = 0.02f;       ///< radiance for camera rays that miss, × the illuminant spectrum
+  float surface_glare = 1.0f;   ///< 0..1
+  float head_shadow_deg = 16.0f;
+  bool tools = false;           ///< Tier 3, CPU only
+};
+
+/// Planes of the standard round brilliant (tracer.md §13): 74 planes.
+std::vector<Plane> round_brilliant_planes();
+
+/// The built-in scene: round brilliant in diamond, LightTent, 512×512, max_bounces 12.
+Scene builtin_diamond_scene();
+
+/// Checks every field (sizes, finiteness, ranges, convexity/closure of the planes, indices in [1, 6]);
+/// the error names the field and the reason. Returns kInvalidArgument.
+Status validate_scene(const Scene& scene);
+
+/// Highest tier this scene needs (1, 2 or 3), per tracer.md §1.
+int scene_tier(const Scene& scene);
+
+}  // namespace facetrace::tracer
