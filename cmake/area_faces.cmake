@@ -1,1 +1,20 @@
-add_library(ft_faces INTERFACE)
+# Faces: ONNX loader (onnx_proto), program IR, CPU interpreter, YuNet, alignment, embedders (faces.md).
+find_package(Protobuf REQUIRED)   # before ONNX: its targets link protobuf::libprotobuf
+find_package(ONNX REQUIRED)
+
+add_library(ft_faces STATIC
+  src/faces/onnx_loader.cpp
+  src/faces/lower.cpp
+  src/faces/net.cpp
+  src/faces/interpreter.cpp
+  src/faces/gemm.cpp
+  src/faces/thread_pool.cpp)
+target_include_directories(ft_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(ft_faces PUBLIC ft_core PRIVATE onnx_proto protobuf::libprotobuf spdlog::spdlog fmt::fmt
+                      ft_warnings)
+
+if(FT_BUILD_TESTS)
+  ft_add_test(faces_test cpu
+    SOURCES tests/unit/faces_ops_test.cpp
+    LIBS ft_faces onnx_proto protobuf::libprotobuf)
+endif()

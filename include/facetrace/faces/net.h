@@ -1,0 +1,95 @@
+/// @file
+/// faces::Net: an ONNX subset loaded, validated and lowered to a Program, run by the CPU interpreter.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "facetrace/core/status.h"
+#include "facetrace/faces/program.h"
+
+namespace facetrace::faces {
+
+/// Load limits (faces.md §1). Refusals name the node and the reason.
+struct NetLimits {
+  std::int64_t max_file_bytes = std::int64_t{512} << 20;
+  std::int64_t max_nodes = 20000;
+  std::int64_t max_initializers = 20000;
+  std::int64_t max_node_io = 64;              ///< inputs, outputs and attributes per node
+  std::int64_t max_list = 1000000;            ///< FLOATS / INTS attribute length
+  std::int64_t max_rank = 8;
+  std::int64_t max_tensor_elements = std::int64_t{64} << 20;
+  std::int64_t max_weight_elements = std::int64_t{64} << 20;  ///< all initializers together
+  std::int64_t max_live_bytes = std::int64_t{512} << 20;      ///< live activations + conv scratch
+};
+
+/// Options of a Net.
+struct NetOptions {
+  NetLimits limits;
+  /// Threads per call: 0 = all hardware threads, 1 = the calling thread only.
+  int threads = 0;
+};
+
+/// A named output tensor of one run.
+struct NamedTensor {
+  std::string name;
+  Shape shape;
+  std::vector<float> data;
+};
+
+/// A loaded network. Immutable after creation, cheap to copy (shared state); `run` is thread-safe and
+/// deterministic (the result does not depend on the thread count).
+class Net {
+ public:
+  /// Parses and validates ONNX bytes. Errors: kInvalidArgument (malformed or over a limit, naming the node
+  /// and attribute), kNotSupported (an operator or form outside faces.md §2).
+  static Expected<Net> create(std::span<const std::uint8_t> bytes, const NetOptions& options = {});
+  /// Reads a file (≤ max_file_bytes) and calls create. kIo when unreadable.
+  static Expected<Net> load(const std::string& path, const NetOptions& options = {});
+
+  /// Name and declared shape of the graph input (a symbolic dim is 0).
+  const std::string& input_name() const;
+  const Shape& input_shape() const;
+  /// Declared output names in graph order.
+  std::vector<std::string> output_names() const;
+  /// The opset of the default domain (recorded, not checked).
+  std::int64_t opset() const;
+  /// Threads per call for `run` (0 = all).
+  int threads() const;
+  void set_threads(int threads);
+
+  /// Infers every shape for `shape` (batch 1) without allocating activations. kInvalidArgument on mismatch.
+  Status validate_input(const Shape& shape) const;
+  /// The program lowered for `shape` (cached for the declared shape).
+  Expected<Program> program(const Shape& shape) const;
+
+  /// Runs one input of `shape` (its element count must match). Non-finite input or any non-finite node output
+  /// is kInvalidArgument.
+  Expected<std::vector<NamedTensor>> run(std::span<const float> input, const Shape& shape) const;
+  /// Runs with the declared input shape.
+  Expected<std::vector<NamedTensor>> run(std::span<const float> input) const;
+  /// B inputs of one shape; threads go across batch items when B > 1.
+  Expected<std::vector<std::vector<NamedTensor>>> run_batch(std::span<const std::span<const float>> inputs,
+                                                            const Shape& shape) const;
+
+  struct Impl;
+
+ private:
+  explicit Net(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+/// The CPU interpreter: runs a Program on B inputs (each of lens[0] floats). Returns, per input, the outputs in
+/// `program.outputs` order. `threads` as in NetOptions. Thread-safe; per-call scratch; deterministic.
+Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(const Program& program,
+                                                                      std::span<const std::span<const float>> inputs,
+                                                                      int threads = 0);
+
+/// One convolution on the CPU (the reference an accelerator's conv is checked against). `input` holds
+/// cin·h·w floats; returns cout·oh·ow.
+Expected<std::vector<float>> conv_cpu(const ConvJob& job, std::span<const float> input, int threads = 0);
+
+}  // namespace facetrace::faces

@@ -1,0 +1,50 @@
+/// @file
+/// Private: the interpreter's cache-blocked SGEMM, C += A·B, with B packed on the fly by a source (plain matrix or
+/// im2col). Each C element is summed in ascending k order by one thread, so results do not depend on the thread
+/// count.
+#pragma once
+
+#include <cstdint>
+
+namespace facetrace::faces::detail {
+
+/// Supplies B (k × n) by packing a block into NR-column panels: dst[p·kc·nr + kk·nr + jj] = B[k0+kk][n0+p·nr+jj],
+/// zero beyond n.
+class BSource {
+ public:
+  virtual ~BSource() = default;
+  virtual void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const = 0;
+};
+
+/// B as a row-major matrix with leading dimension ldb.
+class MatrixB final : public BSource {
+ public:
+  MatrixB(const float* b, std::int64_t n, std::int64_t ldb) : b_(b), n_(n), ldb_(ldb) {}
+  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const override;
+
+ private:
+  const float* b_;
+  std::int64_t n_, ldb_;
+};
+
+/// B = im2col of `cin` channels of an h×w input for a kh×kw kernel (k = cin·kh·kw rows, n = oh·ow columns).
+class Im2colB final : public BSource {
+ public:
+  Im2colB(const float* x, std::int64_t h, std::int64_t w, std::int64_t kh, std::int64_t kw, std::int64_t sh,
+          std::int64_t sw, std::int64_t pt, std::int64_t pl, std::int64_t oh, std::int64_t ow)
+      : x_(x), h_(h), w_(w), kh_(kh), kw_(kw), sh_(sh), sw_(sw), pt_(pt), pl_(pl), oh_(oh), ow_(ow) {}
+  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const override;
+
+ private:
+  const float* x_;
+  std::int64_t h_, w_, kh_, kw_, sh_, sw_, pt_, pl_, oh_, ow_;
+};
+
+/// C (m × n, leading dimension ldc) += A (m × k, row-major, lda) · B. Throws std::bad_alloc on OOM.
+void sgemm_acc(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, const BSource& b,
+               float* c, std::int64_t ldc, int threads);
+
+/// Name of the micro-kernel in use ("avx2-fma 6x16" or "sse2 4x8").
+const char* sgemm_kernel_name();
+
+}  // namespace facetrace::faces::detail

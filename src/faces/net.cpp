@@ -1,0 +1,127 @@
+/// @file
+/// faces::Net: load → parse → lower (cached for the declared shape) → run on the CPU interpreter.
+#include "facetrace/faces/net.h"
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+
+#include "faces/onnx_graph.h"
+
+namespace facetrace::faces {
+
+struct Net::Impl {
+  detail::Graph graph;
+  NetOptions options;
+  std::shared_ptr<const Program> declared;  // lowered for the declared shape (batch 0 → 1), when concrete
+  Shape declared_shape;
+  std::atomic<int> threads{0};
+};
+
+std::string_view op_name(const Op& op) {
+  static constexpr std::string_view kNames[] = {"Conv",      "Unary",   "ChannelAffine", "ChannelPrelu",
+                                                "Binary",    "Transpose", "MaxPool",     "Resize",
+                                                "GlobalAverage", "Gemv"};
+  return kNames[op.index()];
+}
+
+std::int64_t Program::macs() const {
+  std::int64_t m = 0;
+  for (const auto& s : steps)
+    if (const auto* j = std::get_if<ConvJob>(&s.op)) m += j->macs();
+  return m;
+}
+
+Expected<Net> Net::create(std::span<const std::uint8_t> bytes, const NetOptions& options) {
+  auto g = detail::parse_onnx(bytes, options.limits);
+  if (!g) return g.status();
+  auto impl = std::make_shared<Impl>();
+  impl->graph = std::move(*g);
+  impl->options = options;
+  impl->threads = options.threads;
+  if (impl->graph.inputs.size() != 1)
+    return not_supported("ONNX graph: " + std::to_string(impl->graph.inputs.size()) +
+                         " inputs (exactly one is supported)");
+  Shape s = impl->graph.inputs[0].dims;
+  if (!s.empty() && s[0] == 0) s[0] = 1;
+  bool concrete = !s.empty();
+  for (auto d : s) concrete = concrete && d > 0;
+  if (concrete) {
+    auto p = detail::lower_graph(impl->graph, s, options.limits);
+    if (!p) return p.status();
+    impl->declared = std::make_shared<const Program>(std::move(*p));
+    impl->declared_shape = s;
+  }
+  return Net(std::move(impl));
+}
+
+Expected<Net> Net::load(const std::string& path, const NetOptions& options) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return io_error("cannot open model '" + path + "'");
+  const std::streamoff size = f.tellg();
+  if (size < 0) return io_error("cannot read model '" + path + "'");
+  if (size > options.limits.max_file_bytes)
+    return invalid_argument("model '" + path + "': " + std::to_string(size) + " bytes exceeds the limit of " +
+                            std::to_string(options.limits.max_file_bytes));
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
+  f.seekg(0);
+  if (!f.read(reinterpret_cast<char*>(bytes.data()), size)) return io_error("cannot read model '" + path + "'");
+  auto n = create(bytes, options);
+  if (!n) return n.status().with_context("model '" + path + "'");
+  return n;
+}
+
+const std::string& Net::input_name() const { return impl_->graph.inputs[0].name; }
+const Shape& Net::input_shape() const { return impl_->graph.inputs[0].dims; }
+std::vector<std::string> Net::output_names() const {
+  std::vector<std::string> r;
+  for (const auto& o : impl_->graph.outputs) r.push_back(o.name);
+  return r;
+}
+std::int64_t Net::opset() const { return impl_->graph.opset; }
+int Net::threads() const { return impl_->threads.load(); }
+void Net::set_threads(int threads) { impl_->threads = threads < 0 ? 0 : threads; }
+
+Expected<Program> Net::program(const Shape& shape) const {
+  if (impl_->declared && shape == impl_->declared_shape) return *impl_->declared;
+  return detail::lower_graph(impl_->graph, shape, impl_->options.limits);
+}
+
+Status Net::validate_input(const Shape& shape) const {
+  if (impl_->declared && shape == impl_->declared_shape) return {};
+  auto p = detail::lower_graph(impl_->graph, shape, impl_->options.limits);
+  return p ? Status{} : p.status();
+}
+
+Expected<std::vector<std::vector<NamedTensor>>> Net::run_batch(std::span<const std::span<const float>> inputs,
+                                                               const Shape& shape) const {
+  std::shared_ptr<const Program> prog;
+  if (impl_->declared && shape == impl_->declared_shape) {
+    prog = impl_->declared;
+  } else {
+    auto p = detail::lower_graph(impl_->graph, shape, impl_->options.limits);
+    if (!p) return p.status();
+    prog = std::make_shared<const Program>(std::move(*p));
+  }
+  auto r = run_program_cpu(*prog, inputs, impl_->threads.load());
+  if (!r) return r.status();
+  std::vector<std::vector<NamedTensor>> out(r->size());
+  for (std::size_t b = 0; b < r->size(); ++b)
+    for (std::size_t o = 0; o < prog->outputs.size(); ++o)
+      out[b].push_back(NamedTensor{prog->outputs[o].name, prog->outputs[o].shape, std::move((*r)[b][o])});
+  return out;
+}
+
+Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const Shape& shape) const {
+  const std::span<const float> one[1] = {input};
+  auto r = run_batch(one, shape);
+  if (!r) return r.status();
+  return std::move((*r)[0]);
+}
+
+Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input) const {
+  if (!impl_->declared) return invalid_argument("the model's input shape is symbolic; pass a shape");
+  return run(input, impl_->declared_shape);
+}
+
+}  // namespace facetrace::faces

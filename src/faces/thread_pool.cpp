@@ -1,0 +1,144 @@
+/// @file
+/// The interpreter's worker pool: jobs in a FIFO queue; workers and the submitting thread claim indices atomically.
+#include "faces/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace facetrace::faces::detail {
+namespace {
+
+struct Job {
+  const std::function<void(std::int64_t)>* fn = nullptr;
+  std::int64_t n = 0;
+  int helpers_allowed = 0;
+  int helpers_joined = 0;  // guarded by Pool::mu_
+  std::atomic<std::int64_t> next{0};
+  std::atomic<std::int64_t> done{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::condition_variable cv;
+
+  // Claims and runs indices until none are left.
+  void work() {
+    for (;;) {
+      const std::int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= n) return;
+      try {
+        (*fn)(i);
+      } catch (...) {
+        failed.store(true, std::memory_order_relaxed);
+      }
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+        std::lock_guard<std::mutex> lock(mu);
+        cv.notify_all();
+      }
+    }
+  }
+};
+
+class Pool {
+ public:
+  explicit Pool(int workers) {
+    threads_.reserve(static_cast<std::size_t>(workers));
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  int workers() const { return static_cast<int>(threads_.size()); }
+
+  void submit(const std::shared_ptr<Job>& job) {
+    if (job->helpers_allowed <= 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(job);
+    }
+    if (job->helpers_allowed == 1)
+      cv_.notify_one();
+    else
+      cv_.notify_all();
+  }
+  void retire(const std::shared_ptr<Job>& job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        job = queue_.front();
+        if (++job->helpers_joined >= job->helpers_allowed ||
+            job->next.load(std::memory_order_relaxed) >= job->n)
+          queue_.pop_front();
+      }
+      job->work();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::thread> threads_;
+  bool stop_ = false;
+};
+
+Pool& pool() {
+  static Pool p(hardware_threads() - 1);
+  return p;
+}
+
+}  // namespace
+
+int hardware_threads() {
+  static const int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return n;
+}
+
+bool parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn) {
+  if (n <= 0) return true;
+  const int all = hardware_threads();
+  int t = threads <= 0 ? all : std::min(threads, all);
+  if (static_cast<std::int64_t>(t) > n) t = static_cast<int>(n);
+  if (t <= 1) {
+    bool ok = true;
+    for (std::int64_t i = 0; i < n; ++i) {
+      try {
+        fn(i);
+      } catch (...) {
+        ok = false;
+      }
+    }
+    return ok;
+  }
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->n = n;
+  job->helpers_allowed = std::min(t - 1, pool().workers());
+  pool().submit(job);
+  job->work();
+  {
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->cv.wait(lock, [&] { return job->done.load(std::memory_order_acquire) >= n; });
+  }
+  pool().retire(job);
+  return !job->failed.load();
+}
+
+}  // namespace facetrace::faces::detail

@@ -1,0 +1,18 @@
+/// @file
+/// Private: a process-wide worker pool for the CPU interpreter. Callers take part in their own work, so nested or
+/// concurrent parallel_for calls never deadlock; each index runs exactly once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace facetrace::faces::detail {
+
+/// Hardware threads (≥ 1).
+int hardware_threads();
+
+/// Runs fn(0..n-1) on up to `threads` threads (0 = all; the caller is one of them). Returns false when some call
+/// threw (the remaining indices still run). Thread-safe.
+bool parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn);
+
+}  // namespace facetrace::faces::detail
