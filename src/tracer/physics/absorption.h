@@ -1,0 +1,35 @@
+/// @file
+/// Gaussian absorption bands (tracer.md §3): α per model unit, in the wavelength or wavenumber domain.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "hd.h"
+
+namespace facetrace::tracer::physics {
+
+inline constexpr int kMaxBands = 8;  // facetrace: bands kept in the trace parameters (tracer.md §3)
+inline constexpr std::uint32_t kBandWavelength = 0;  // tracer.md §3: centre/width in nm
+inline constexpr std::uint32_t kBandWavenumber = 1;  // tracer.md §3: centre/width in cm⁻¹, on 1/λ
+inline constexpr float kNmToInvCm = 1.0e7f;          // tracer.md §3: 1/λ[cm⁻¹] = 1e7/λ[nm]
+
+/// One band: α(λ) = peak·exp(−½((x − centre)/width)²), x = λ (nm) or 1e7/λ (cm⁻¹).
+struct GpuBand {
+  float peak, centre, width;
+  std::uint32_t domain;
+};
+static_assert(sizeof(GpuBand) == 16, "GpuBand layout");
+
+/// α(λ) = Σ bands (tracer.md §3), per model unit.
+FT_HD float absorption_coefficient(const GpuBand* bands, std::uint32_t count, float lambda_nm) {
+  float alpha = 0.0f;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const float x = bands[i].domain == kBandWavenumber ? kNmToInvCm / lambda_nm : lambda_nm;
+    const float z = (x - bands[i].centre) / bands[i].width;
+    alpha += bands[i].peak * expf(-0.5f * z * z);
+  }
+  return alpha;
+}
+
+}  // namespace facetrace::tracer::physics

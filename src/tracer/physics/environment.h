@@ -1,0 +1,93 @@
+/// @file
+/// Environments (tracer.md §6): the Studio rig and the uniform environment. The Studio constants that the
+/// spec leaves to facetrace (charcoal levels, fill direction, ring placement and size, spot profile) are
+/// defined here, once, and frozen by the environment golden.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "hd.h"
+#include "params.h"
+#include "spectrum.h"
+#include "vec3.h"
+
+namespace facetrace::tracer::physics {
+
+// Lobe shapes of the Studio rig (tracer.md §6 table).
+inline constexpr float kKeyGain = 12.0f;      // tracer.md §6: key lobe 12·spot·max(0, ω·ℓ)^28
+inline constexpr float kKeyExponent = 28.0f;  // tracer.md §6
+inline constexpr float kFillGain = 4.5f;      // tracer.md §6: fill lobe 4.5·max(0, ω·ℓ_fill)^18
+inline constexpr float kFillExponent = 18.0f; // tracer.md §6
+inline constexpr int kRingLights = 16;        // tracer.md §6: 16 ring lights
+
+// facetrace choices (tracer.md §6 "remaining Studio constants").
+inline constexpr float kSpotCoreCos = 0.99862953f;   // tracer.md §6 (facetrace): spot core radius 3°
+inline constexpr float kSpotCoreGain = 4.0f;         // tracer.md §6 (facetrace): spot = 4 in the core, else 1
+inline constexpr float kFillYawOffset = 2.5f;        // tracer.md §6 (facetrace): fill yaw = key yaw + 2.5 rad
+inline constexpr float kFillPitch = 0.45f;           // tracer.md §6 (facetrace): fill pitch, rad
+inline constexpr float kTwoPi = 6.28318530717958647692f;
+
+/// Per-preset configuration of the Studio rig (tracer.md §6: "the preset chooses S(λ) and the rig's
+/// configuration"). Levels are radiance multipliers before exposure·S(λ).
+struct StudioRig {
+  std::uint32_t illuminant_kind;  ///< IlluminantKind
+  float planck_kelvin;
+  float floor_level;    ///< charcoal backdrop at ω_y = −1
+  float ceiling_level;  ///< charcoal backdrop at ω_y = +1 (quadratic blend in ½(1 + ω_y))
+  float key, fill, ring;
+  float ring_elevation_deg, ring_radius_deg;
+};
+static_assert(sizeof(StudioRig) == 36, "StudioRig layout");
+
+/// The rig of a Tier 1 preset by wire index (tracer.md §1: Daylight 0, RingLights 2, LightTent 5,
+/// IlluminantA 14); any other index gets the LightTent rig (the caller rejects non-Tier-1 presets first).
+inline constexpr StudioRig studio_rig(std::uint32_t preset) {
+  switch (preset) {
+    case 0:  // Daylight (tracer.md §6, facetrace): D65 sky, sun-like key.
+      return StudioRig{0u, 6504.0f, 0.04f, 0.45f, 1.0f, 0.6f, 0.0f, 35.0f, 4.0f};
+    case 2:  // RingLights (facetrace): dark studio, 16 bright ring lights.
+      return StudioRig{0u, 6504.0f, 0.02f, 0.06f, 0.3f, 0.2f, 8.0f, 35.0f, 4.0f};
+    case 14:  // IlluminantA (facetrace): Daylight rig under Planck 2856 K.
+      return StudioRig{1u, 2856.0f, 0.04f, 0.45f, 1.0f, 0.6f, 0.0f, 35.0f, 4.0f};
+    default:  // LightTent (facetrace): bright diffuse tent, soft key, low ring of lights.
+      return StudioRig{0u, 6504.0f, 0.06f, 0.9f, 0.5f, 0.5f, 3.0f, 20.0f, 5.0f};
+  }
+}
+
+/// Wavelength-independent shape of the Studio rig in direction w, × exposure (tracer.md §6); multiply by
+/// S(λ) for radiance.
+FT_HD float studio_shape(const TraceParams& p, Vec3 w) {
+  if (dot(w, p.view_dir) > p.cos_head_shadow) return 0.0f;  // the observer's head
+  const float h = 0.5f * (1.0f + w.y);
+  float v = p.rig_floor + (p.rig_ceiling - p.rig_floor) * (h * h);
+  const float ck = dot(w, p.key_dir);
+  if (ck > 0.0f && p.rig_key > 0.0f) {
+    const float spot = ck > kSpotCoreCos ? kSpotCoreGain : 1.0f;
+    v += p.rig_key * kKeyGain * spot * powf(ck, kKeyExponent);
+  }
+  const float cf = dot(w, p.fill_dir);
+  if (cf > 0.0f && p.rig_fill > 0.0f) v += p.rig_fill * kFillGain * powf(cf, kFillExponent);
+  if (p.rig_ring > 0.0f) {
+    const float az = atan2f(w.x, w.z);
+    const float slot = floorf(az * (static_cast<float>(kRingLights) / kTwoPi) + 0.5f);
+    const float phi = slot * (kTwoPi / static_cast<float>(kRingLights));
+    const Vec3 ring{p.ring_cos_elev * sinf(phi), p.ring_sin_elev, p.ring_cos_elev * cosf(phi)};
+    if (dot(w, ring) > p.ring_cos_radius) v += p.rig_ring;
+  }
+  return v * p.exposure;
+}
+
+/// Environment shape in direction w (× S(λ) gives radiance): exposure everywhere for the uniform environment,
+/// the Studio rig otherwise (tracer.md §6).
+FT_HD float environment_shape(const TraceParams& p, Vec3 w) {
+  return p.env_kind == kEnvUniform ? p.exposure : studio_shape(p, w);
+}
+
+/// Shape of a camera ray that misses at bounce 0 (tracer.md §7.2 step 2): the backdrop in the Studio rig,
+/// exposure in the uniform environment (the backdrop is ignored there).
+FT_HD float bounce0_miss_shape(const TraceParams& p) {
+  return p.env_kind == kEnvUniform ? p.exposure : p.backdrop;
+}
+
+}  // namespace facetrace::tracer::physics

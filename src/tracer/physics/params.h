@@ -1,0 +1,74 @@
+/// @file
+/// TraceParams and GpuPlane: the POD inputs of trace_sample, shared verbatim by the CPU tracer and the CUDA
+/// megakernel (passed by value / copied to shared memory). Built on the host by make_trace_params().
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "absorption.h"
+#include "dispersion.h"
+#include "vec3.h"
+
+namespace facetrace::tracer::physics {
+
+inline constexpr std::uint32_t kMaxPlanes = 128;  // tracer.md §4: at most 128 planes
+
+/// Environment modes (tracer.md §6): uniform is env mode 0.
+inline constexpr std::uint32_t kEnvUniform = 0;  // tracer.md §6
+inline constexpr std::uint32_t kEnvStudio = 1;   // tracer.md §6
+
+/// One facet plane {x : n·x + d ≤ 0} (tracer.md §4); n is a unit outward normal, d < 0.
+struct GpuPlane {
+  float nx, ny, nz, d;
+  std::uint32_t frosted;  ///< 1 = Frosted finish (tracer.md §4 "Facet finish"), 0 = Polished
+};
+static_assert(sizeof(GpuPlane) == 20, "GpuPlane layout is shared with the device");
+static_assert(std::is_standard_layout_v<GpuPlane> && std::is_trivially_copyable_v<GpuPlane>);
+
+/// Everything trace_sample needs besides the planes. All directions are unit vectors.
+struct TraceParams {
+  // Camera (tracer.md §5).
+  Vec3 eye;                 ///< camera position d·(cos p sin y, sin p, cos p cos y)
+  Vec3 forward;             ///< f = −eye/|eye|
+  Vec3 right;               ///< r = normalize(f × ŷ)
+  Vec3 up;                  ///< u = r × f
+  float tan_half_fov;       ///< tan 21°
+  float aspect;             ///< W/H
+  std::uint32_t width, height;
+  std::uint32_t max_bounces;
+  std::uint32_t plane_count;  ///< ≤ kMaxPlanes; 0 = empty scene
+  // Environment (tracer.md §6).
+  std::uint32_t env_kind;         ///< kEnvUniform or kEnvStudio
+  std::uint32_t illuminant_kind;  ///< IlluminantKind
+  float planck_kelvin;            ///< colour temperature for IlluminantKind::kPlanck
+  float exposure;
+  float backdrop;                 ///< Studio only: radiance of bounce-0 misses, × S(λ)
+  float glare;                    ///< surface_glare, 0..1
+  float cos_head_shadow;          ///< cos(head_shadow_deg)
+  std::uint32_t white_balance;    ///< 1 = apply wb (Studio); 0 = skip
+  Vec3 key_dir;                   ///< ℓ from light_yaw / light_pitch
+  Vec3 fill_dir;                  ///< ℓ_fill (environment.h)
+  Vec3 view_dir;                  ///< eye/|eye|: towards the observer (head-shadow axis)
+  float rig_floor, rig_ceiling;   ///< charcoal backdrop levels below / above
+  float rig_key, rig_fill, rig_ring;  ///< lobe weights of the preset
+  float ring_sin_elev, ring_cos_elev, ring_cos_radius;
+  float wb[9];                    ///< Bradford white balance, row-major 3×3 (tracer.md §8)
+  // Material (tracer.md §3).
+  DispersionCoeffs dispersion;
+  std::uint32_t band_count;       ///< ≤ kMaxBands
+  float path_scale;               ///< absorption_path_scale
+  GpuBand bands[kMaxBands];
+};
+static_assert(sizeof(TraceParams) == 372, "TraceParams layout is shared with the device");
+static_assert(std::is_standard_layout_v<TraceParams> && std::is_trivially_copyable_v<TraceParams>);
+
+/// One sample's result: f32 XYZ after max(·, 0); finite = 0 when the raw value was non-finite, in which case
+/// xyz is 0 but the sample still counts in N (tracer.md §8 "Finish").
+struct SampleXyz {
+  float x, y, z;
+  std::uint32_t finite;
+};
+static_assert(sizeof(SampleXyz) == 16, "SampleXyz layout");
+
+}  // namespace facetrace::tracer::physics

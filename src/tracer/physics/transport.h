@@ -1,0 +1,308 @@
+/// @file
+/// trace_sample: one hero-wavelength spectral path (tracer.md §7) turned into CIE XYZ (§8). The single entry
+/// point shared by the CPU tracer and the CUDA megakernel; a pure function of (params, planes, x, y, s).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "absorption.h"
+#include "camera.h"
+#include "dispersion.h"
+#include "environment.h"
+#include "fresnel.h"
+#include "geometry.h"
+#include "hd.h"
+#include "params.h"
+#include "rng.h"
+#include "spectrum.h"
+#include "vec3.h"
+
+namespace facetrace::tracer::physics {
+
+inline constexpr float kProbMin = 0.02f;            // tracer.md §7.2 step 7: p clamped to [0.02, 0.98]
+inline constexpr float kProbMax = 0.98f;            // tracer.md §7.2 step 7
+inline constexpr float kPdfClampLo = 1e-4f;         // tracer.md §7.2 step 7: path_pdf factors clamped
+inline constexpr float kPdfClampHi = 1.0f - 1e-4f;  // tracer.md §7.2 step 7
+inline constexpr float kSameDirection = 1.0f - 1e-6f;  // tracer.md §7.4: divergence threshold
+inline constexpr std::uint32_t kRouletteAfter = 4;  // tracer.md §7.2 step 10: only when b > 4
+inline constexpr float kRouletteMin = 0.05f;        // tracer.md §7.2 step 10: q clamped to [0.05, 1]
+inline constexpr float kMisEpsilon = 1e-12f;        // tracer.md §8: MIS fallback threshold
+inline constexpr float kXyzScale = kChannelStepNm / kCmfYIntegral;  // tracer.md §8: 50/106.856
+inline constexpr float kPi = 3.14159265358979323846f;
+
+namespace detail {
+
+FT_HD float clampf(float v, float lo, float hi) { return fminf(fmaxf(v, lo), hi); }
+
+/// Any unit vector perpendicular to unit v (branchless ONB, Duff et al. 2017).
+FT_HD void orthonormal_basis(Vec3 n, Vec3& t, Vec3& b) {
+  const float sign = n.z >= 0.0f ? 1.0f : -1.0f;
+  const float a = -1.0f / (sign + n.z);
+  const float c = n.x * n.y * a;
+  t = Vec3{1.0f + sign * n.x * n.x * a, sign * c, -sign * n.x};
+  b = Vec3{c, sign + n.y * n.y * a, -n.y};
+}
+
+/// Cosine-weighted direction about unit n (tracer.md §7.5 frosted facet).
+FT_HD Vec3 cosine_direction(Vec3 n, float u1, float u2) {
+  Vec3 t, b;
+  orthonormal_basis(n, t, b);
+  const float r = sqrtf(u1);
+  const float phi = 2.0f * kPi * u2;
+  const float z = sqrtf(fmaxf(0.0f, 1.0f - u1));
+  return normalize(t * (r * cosf(phi)) + b * (r * sinf(phi)) + n * z);
+}
+
+}  // namespace detail
+
+/// Traces sample s of pixel (x, y) (tracer.md §7) and returns its XYZ (§8). planes holds p.plane_count
+/// entries (may be null when 0). Deterministic: bit-identical for the same inputs on one backend (§9 G1).
+FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::uint32_t x, std::uint32_t y,
+                             std::uint32_t s) {
+  constexpr int K = kChannels;
+  const std::uint32_t pixel = y * p.width + x;  // tracer.md §9: global pixel p = y·W + x
+  const std::uint32_t seed = sample_seed(pixel, s);
+  const PixelSample ps = pixel_sample(pixel, s);
+
+  // Wavelengths and per-channel constants (tracer.md §7.1).
+  const float hero = kLambdaMinNm + kLambdaSpanNm * ps.u_hero;
+  float lam[K], n_k[K], alpha[K], illum[K];
+  for (int k = 0; k < K; ++k) {
+    lam[k] = channel_lambda(hero, k);
+    n_k[k] = refractive_index(p.dispersion, lam[k]);
+    alpha[k] = p.band_count ? absorption_coefficient(p.bands, p.band_count, lam[k]) * p.path_scale : 0.0f;
+    illum[k] = illuminant(p.illuminant_kind, p.planck_kelvin, lam[k]);
+  }
+
+  // Path state (tracer.md §7.1 table).
+  float st[K][4];
+  float radiance[K], pdf[K], split[K];
+  std::uint8_t compat[K];
+  for (int k = 0; k < K; ++k) {
+    st[k][0] = 1.0f;
+    st[k][1] = st[k][2] = st[k][3] = 0.0f;
+    radiance[k] = 0.0f;
+    pdf[k] = 1.0f;
+    split[k] = 0.0f;
+    compat[k] = 0xFF;
+  }
+  Vec3 org = p.eye;
+  Vec3 dir = camera_direction(p, x, y, ps.jx, ps.jy);
+  Vec3 s_prev = normalize(cross(dir, p.up));  // reference s axis; the camera ray is unpolarised
+  bool inside = false;
+
+  for (std::uint32_t b = 0; b < p.max_bounces; ++b) {
+    // 1. Intersect (§4).
+    const Hit hit = intersect_polyhedron(planes, p.plane_count, org, dir);
+    // 2. Miss: add the environment, commit the staged split radiance, stop.
+    if (hit.plane < 0) {
+      const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
+      for (int k = 0; k < K; ++k) radiance[k] += fmaxf(st[k][0], 0.0f) * shape * illum[k] + split[k];
+      break;
+    }
+    const GpuPlane pl = planes[hit.plane];
+    Vec3 nrm{pl.nx, pl.ny, pl.nz};
+    const Vec3 pos = org + dir * hit.t;
+
+    // 3. Frame rotation into the new plane of incidence.
+    Vec3 s_curr = cross(dir, nrm);
+    const float s_len2 = dot(s_curr, s_curr);
+    if (s_len2 > 1e-12f) {
+      s_curr = s_curr * (1.0f / sqrtf(s_len2));
+      const float c = dot(s_prev, s_curr);
+      const float sn = dot(cross(s_prev, s_curr), dir);
+      const float inv = 1.0f / (c * c + sn * sn);
+      const float c2 = (c * c - sn * sn) * inv;  // cos 2ψ, ψ = atan2(sn, c)
+      const float s2 = 2.0f * c * sn * inv;      // sin 2ψ
+      for (int k = 0; k < K; ++k) apply_rotation(st[k], c2, s2);
+      s_prev = s_curr;
+    }
+
+    // 4. Absorption inside (Beer–Lambert; path_scale folded into alpha).
+    if (inside && p.band_count) {
+      for (int k = 0; k < K; ++k) {
+        const float att = expf(-alpha[k] * hit.t);
+        st[k][0] *= att;
+        st[k][1] *= att;
+        st[k][2] *= att;
+        st[k][3] *= att;
+      }
+    }
+
+    // 5. Boundary: orient the normal against the ray.
+    float cos_i = -dot(dir, nrm);
+    if (cos_i < 0.0f) {
+      nrm = -nrm;
+      cos_i = -cos_i;
+    }
+    cos_i = fminf(cos_i, 1.0f);
+    float n1[K], n2[K], cos_t[K];
+    for (int k = 0; k < K; ++k) {
+      n1[k] = inside ? n_k[k] : 1.0f;
+      n2[k] = inside ? 1.0f : n_k[k];
+      cos_t[k] = cos_transmitted(n1[k] / n2[k], cos_i);  // < 0: channel past its critical angle
+    }
+    const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
+    const bool hero_tir = cos_t[0] < 0.0f;
+    bool reflect;
+    float prob = 1.0f;
+    if (hero_tir) {
+      reflect = true;  // 6. Hero TIR: reflect with probability 1, no division.
+    } else {
+      // 7. Fresnel choice on the hero.
+      const float r0 = fresnel_reflectance(n1[0], n2[0], cos_i, cos_t[0]);
+      const float pr = detail::clampf(r0, kProbMin, kProbMax);
+      reflect = u_fresnel < pr;
+      prob = reflect ? pr : 1.0f - pr;
+      for (int k = 0; k < K; ++k) {
+        const float rk = cos_t[k] < 0.0f ? 1.0f : fresnel_reflectance(n1[k], n2[k], cos_i, cos_t[k]);
+        pdf[k] *= detail::clampf(reflect ? rk : 1.0f - rk, kPdfClampLo, kPdfClampHi);
+      }
+    }
+    const float inv_prob = 1.0f / prob;
+    const float glare = (b == 0 && !inside && reflect) ? p.glare : 1.0f;  // bounce-0 glare (§7.2)
+
+    if (pl.frosted) {
+      // §7.5 frosted facet: same choice, cosine-weighted direction about the chosen side's normal,
+      // depolarised, all channels share the direction.
+      for (int k = 0; k < K; ++k) {
+        float* sk = st[k];
+        if (reflect) {
+          if (cos_t[k] < 0.0f) {
+            apply_tir_retarder(sk, n1[k] / n2[k], cos_i, inv_prob * glare);
+          } else {
+            apply_reflection(sk, fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
+          }
+        } else if (cos_t[k] < 0.0f) {
+          sk[0] = 0.0f;
+        } else {
+          apply_transmission(sk, n1[k], n2[k], cos_i, cos_t[k], inv_prob);
+        }
+        sk[1] = sk[2] = sk[3] = 0.0f;
+      }
+      const float u1 = stream_uniform(seed, b, kStreamFrostedDir1);
+      const float u2 = stream_uniform(seed, b, kStreamFrostedDir2);
+      dir = detail::cosine_direction(reflect ? nrm : -nrm, u1, u2);
+      if (!reflect) inside = !inside;
+      Vec3 t_axis, b_axis;
+      detail::orthonormal_basis(dir, t_axis, b_axis);
+      s_prev = t_axis;
+    } else if (reflect) {
+      for (int k = 0; k < K; ++k) {
+        if (cos_t[k] < 0.0f) {
+          apply_tir_retarder(st[k], n1[k] / n2[k], cos_i, inv_prob * glare);
+        } else {
+          apply_reflection(st[k], fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
+        }
+      }
+      dir = dir + nrm * (2.0f * cos_i);
+    } else {
+      // 8. Transmission (§7.4): each channel refracts at its own index.
+      Vec3 t_dir[K];
+      for (int k = 0; k < K; ++k) {
+        if (cos_t[k] < 0.0f) {
+          st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;  // T_k = 0
+          t_dir[k] = dir;
+          continue;
+        }
+        apply_transmission(st[k], n1[k], n2[k], cos_i, cos_t[k], inv_prob);
+        const float eta = n1[k] / n2[k];
+        t_dir[k] = normalize(dir * eta + nrm * (eta * cos_i - cos_t[k]));
+      }
+      const bool exiting = inside;
+      if (!exiting) {
+        // Entry: compat ∩= current equivalence classes; diverged channels terminate (S_k = 0).
+        std::uint8_t cls[K];
+        for (int k = 0; k < K; ++k) cls[k] = static_cast<std::uint8_t>(1u << k);
+        for (int j = 0; j < K; ++j) {
+          for (int k = j + 1; k < K; ++k) {
+            if (cos_t[j] >= 0.0f && cos_t[k] >= 0.0f && dot(t_dir[j], t_dir[k]) >= kSameDirection) {
+              cls[j] = static_cast<std::uint8_t>(cls[j] | (1u << k));
+              cls[k] = static_cast<std::uint8_t>(cls[k] | (1u << j));
+            }
+          }
+        }
+        for (int k = 0; k < K; ++k) {
+          compat[k] = static_cast<std::uint8_t>(compat[k] & cls[k]);
+          if (k > 0 && !(cls[0] & (1u << k))) st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
+        }
+      } else {
+        // Exit splitting: channels that diverge here follow their own exit direction once. The escape
+        // ends the path in a convex stone, so compat keeps the classes of the shared interior path.
+        for (int k = 1; k < K; ++k) {
+          if (cos_t[k] < 0.0f || dot(t_dir[k], t_dir[0]) >= kSameDirection) continue;
+          const float ik = fmaxf(st[k][0], 0.0f);
+          st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
+          if (ik <= 0.0f) continue;
+          const Hit probe = intersect_polyhedron(planes, p.plane_count, pos + t_dir[k] * kRayOffset, t_dir[k]);
+          if (probe.plane >= 0) continue;  // would re-enter (concave cuts only): dropped
+          split[k] = ik * environment_shape(p, t_dir[k]) * illum[k];
+        }
+      }
+      dir = t_dir[0];
+      inside = !inside;
+    }
+
+    // 9. Advance.
+    org = pos + dir * kRayOffset;
+
+    // 10. Russian roulette (only when b > 4).
+    if (b > kRouletteAfter) {
+      float imax = st[0][0];
+      for (int k = 1; k < K; ++k) imax = fmaxf(imax, st[k][0]);
+      const float q = detail::clampf(imax, kRouletteMin, 1.0f);
+      if (stream_uniform(seed, b, kStreamRoulette) > q) {
+        for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
+        break;
+      }
+      const float inv_q = 1.0f / q;
+      for (int k = 0; k < K; ++k) {
+        st[k][0] *= inv_q;
+        st[k][1] *= inv_q;
+        st[k][2] *= inv_q;
+        st[k][3] *= inv_q;
+        split[k] *= inv_q;
+      }
+    }
+  }
+
+  // §8: spectrum → XYZ with the MIS weights.
+  float sx = 0.0f, sy = 0.0f, sz = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    if (radiance[k] == 0.0f) continue;
+    float denom = 0.0f;
+    for (int j = 0; j < K; ++j) {
+      if (compat[k] & (1u << j)) denom += pdf[j];
+    }
+    const float w = denom > kMisEpsilon ? static_cast<float>(K) * pdf[0] / denom : 1.0f;
+    const Vec3 cmf = cmf_xyz(lam[k]);
+    const float v = radiance[k] * w * kXyzScale;
+    sx += cmf.x * v;
+    sy += cmf.y * v;
+    sz += cmf.z * v;
+  }
+  if (p.white_balance) {
+    const float* m = p.wb;
+    const float wx = m[0] * sx + m[1] * sy + m[2] * sz;
+    const float wy = m[3] * sx + m[4] * sy + m[5] * sz;
+    const float wz = m[6] * sx + m[7] * sy + m[8] * sz;
+    sx = wx;
+    sy = wy;
+    sz = wz;
+  }
+  SampleXyz out;
+  // x − x is 0 for finite x and NaN for ±inf / NaN (no fast-math on tracer targets).
+  if (sx - sx == 0.0f && sy - sy == 0.0f && sz - sz == 0.0f) {
+    out.x = fmaxf(sx, 0.0f);
+    out.y = fmaxf(sy, 0.0f);
+    out.z = fmaxf(sz, 0.0f);
+    out.finite = 1u;
+  } else {
+    out.x = out.y = out.z = 0.0f;
+    out.finite = 0u;
+  }
+  return out;
+}
+
+}  // namespace facetrace::tracer::physics

@@ -1,0 +1,175 @@
+/// @file
+/// make_trace_params, make_gpu_planes, check_tier1, bradford_to_d65.
+#include "tracer/trace_params.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "tracer/physics/camera.h"
+#include "tracer/physics/environment.h"
+#include "tracer/physics/spectrum.h"
+
+namespace facetrace::tracer {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kDegToRad = kPi / 180.0;
+constexpr float kGirdleMaxNy = 1e-3f;  // tracer.md §4 "Facet finish" (facetrace): girdle facets have |n_y| ≤ 1e-3
+
+physics::Vec3 to_vec(double x, double y, double z) {
+  return physics::Vec3{static_cast<float>(x), static_cast<float>(y), static_cast<float>(z)};
+}
+
+/// Unit direction (cos p·sin y, sin p, cos p·cos y) (tracer.md §2, §5).
+physics::Vec3 orbit_direction(double yaw, double pitch) {
+  return to_vec(std::cos(pitch) * std::sin(yaw), std::sin(pitch), std::cos(pitch) * std::cos(yaw));
+}
+
+void white_xyz(std::uint32_t kind, float kelvin, double out[3]) {
+  out[0] = out[1] = out[2] = 0.0;
+  for (int i = 0; i < physics::kSpectralTableSize; ++i) {
+    const float lambda = physics::kSpectralTableStartNm + physics::kSpectralTableStepNm * static_cast<float>(i);
+    const double s = physics::illuminant(kind, kelvin, lambda);
+    out[0] += s * physics::cmf_x_table()[i];
+    out[1] += s * physics::cmf_y_table()[i];
+    out[2] += s * physics::cmf_z_table()[i];
+  }
+  for (int c = 0; c < 3; ++c) out[c] /= out[1] == 0.0 ? 1.0 : out[1];
+}
+
+void mat3_mul(const double a[9], const double b[9], double out[9]) {
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) out[r * 3 + c] = a[r * 3] * b[c] + a[r * 3 + 1] * b[3 + c] + a[r * 3 + 2] * b[6 + c];
+}
+
+void mat3_inverse(const double m[9], double out[9]) {
+  const double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
+                     m[2] * (m[3] * m[7] - m[4] * m[6]);
+  const double inv = 1.0 / det;
+  out[0] = (m[4] * m[8] - m[5] * m[7]) * inv;
+  out[1] = (m[2] * m[7] - m[1] * m[8]) * inv;
+  out[2] = (m[1] * m[5] - m[2] * m[4]) * inv;
+  out[3] = (m[5] * m[6] - m[3] * m[8]) * inv;
+  out[4] = (m[0] * m[8] - m[2] * m[6]) * inv;
+  out[5] = (m[2] * m[3] - m[0] * m[5]) * inv;
+  out[6] = (m[3] * m[7] - m[4] * m[6]) * inv;
+  out[7] = (m[1] * m[6] - m[0] * m[7]) * inv;
+  out[8] = (m[0] * m[4] - m[1] * m[3]) * inv;
+}
+
+}  // namespace
+
+void bradford_to_d65(std::uint32_t illuminant_kind, float planck_kelvin, float out[9]) {
+  if (illuminant_kind == static_cast<std::uint32_t>(physics::IlluminantKind::kD65)) {
+    for (int i = 0; i < 9; ++i) out[i] = (i % 4 == 0) ? 1.0f : 0.0f;  // tracer.md §8: identity for D65
+    return;
+  }
+  // tracer.md §8: Bradford cone matrix M.
+  const double m[9] = {0.8951, 0.2664, -0.1614, -0.7502, 1.7135, 0.0367, 0.0389, -0.0685, 1.0296};
+  double m_inv[9];
+  mat3_inverse(m, m_inv);
+  double src[3], dst[3];
+  white_xyz(illuminant_kind, planck_kelvin, src);
+  white_xyz(static_cast<std::uint32_t>(physics::IlluminantKind::kD65), 0.0f, dst);
+  double diag[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (int r = 0; r < 3; ++r) {
+    const double rho_src = m[r * 3] * src[0] + m[r * 3 + 1] * src[1] + m[r * 3 + 2] * src[2];
+    const double rho_dst = m[r * 3] * dst[0] + m[r * 3 + 1] * dst[1] + m[r * 3 + 2] * dst[2];
+    diag[r * 4] = rho_dst / rho_src;
+  }
+  double tmp[9], full[9];
+  mat3_mul(diag, m, tmp);
+  mat3_mul(m_inv, tmp, full);
+  for (int i = 0; i < 9; ++i) out[i] = static_cast<float>(full[i]);
+}
+
+physics::TraceParams make_trace_params(const Scene& scene) {
+  physics::TraceParams p{};
+  // Camera (tracer.md §5).
+  const double max_pitch = physics::kMaxPitchDeg * kDegToRad;
+  const double pitch = std::fmax(-max_pitch, std::fmin(max_pitch, static_cast<double>(scene.pitch)));
+  const double yaw = scene.yaw;
+  const double dist = scene.distance;
+  const double ex = dist * std::cos(pitch) * std::sin(yaw), ey = dist * std::sin(pitch),
+               ez = dist * std::cos(pitch) * std::cos(yaw);
+  const double el = std::sqrt(ex * ex + ey * ey + ez * ez);
+  const double fx = -ex / el, fy = -ey / el, fz = -ez / el;
+  double rx = -fz, ry = 0.0, rz = fx;  // f × ŷ = (−f_z, 0, f_x)
+  const double rl = std::sqrt(rx * rx + rz * rz);
+  rx /= rl;
+  rz /= rl;
+  const double ux = ry * fz - rz * fy, uy = rz * fx - rx * fz, uz = rx * fy - ry * fx;  // u = r × f
+  p.eye = to_vec(ex, ey, ez);
+  p.forward = to_vec(fx, fy, fz);
+  p.right = to_vec(rx, ry, rz);
+  p.up = to_vec(ux, uy, uz);
+  p.tan_half_fov = static_cast<float>(std::tan(0.5 * physics::kVerticalFovDeg * kDegToRad));
+  p.aspect = static_cast<float>(static_cast<double>(scene.width) / static_cast<double>(scene.height));
+  p.width = scene.width;
+  p.height = scene.height;
+  p.max_bounces = scene.max_bounces;
+  p.plane_count = static_cast<std::uint32_t>(scene.planes.size());
+
+  // Environment (tracer.md §6).
+  const physics::StudioRig rig = physics::studio_rig(static_cast<std::uint32_t>(scene.lighting_preset));
+  p.env_kind = scene.environment == EnvironmentKind::kUniform ? physics::kEnvUniform : physics::kEnvStudio;
+  p.illuminant_kind = rig.illuminant_kind;
+  p.planck_kelvin = rig.planck_kelvin;
+  p.exposure = scene.exposure;
+  p.backdrop = scene.backdrop;
+  p.glare = scene.surface_glare;
+  p.cos_head_shadow = static_cast<float>(std::cos(static_cast<double>(scene.head_shadow_deg) * kDegToRad));
+  p.key_dir = orbit_direction(scene.light_yaw, scene.light_pitch);
+  p.fill_dir = orbit_direction(static_cast<double>(scene.light_yaw) + physics::kFillYawOffset, physics::kFillPitch);
+  p.view_dir = to_vec(ex / el, ey / el, ez / el);
+  p.rig_floor = rig.floor_level;
+  p.rig_ceiling = rig.ceiling_level;
+  p.rig_key = rig.key;
+  p.rig_fill = rig.fill;
+  p.rig_ring = rig.ring;
+  p.ring_sin_elev = static_cast<float>(std::sin(rig.ring_elevation_deg * kDegToRad));
+  p.ring_cos_elev = static_cast<float>(std::cos(rig.ring_elevation_deg * kDegToRad));
+  p.ring_cos_radius = static_cast<float>(std::cos(rig.ring_radius_deg * kDegToRad));
+  p.white_balance = p.env_kind == physics::kEnvStudio ? 1u : 0u;  // tracer.md §8: Studio only
+  bradford_to_d65(p.illuminant_kind, p.planck_kelvin, p.wb);
+
+  // Material (tracer.md §3); isotropic materials use o_ray.
+  const Material& m = scene.material;
+  p.dispersion.model = static_cast<std::uint32_t>(m.dispersion.model);
+  for (int i = 0; i < 3; ++i) {
+    p.dispersion.b[i] = m.dispersion.b[i];
+    p.dispersion.c[i] = m.dispersion.c[i];
+  }
+  const std::size_t bands = std::min<std::size_t>(m.o_ray.size(), physics::kMaxBands);
+  p.band_count = static_cast<std::uint32_t>(bands);
+  for (std::size_t i = 0; i < bands; ++i) {
+    p.bands[i] = physics::GpuBand{m.o_ray[i].peak, m.o_ray[i].centre, m.o_ray[i].width,
+                                  static_cast<std::uint32_t>(m.o_ray[i].domain)};
+  }
+  p.path_scale = m.absorption_path_scale;
+  return p;
+}
+
+std::vector<physics::GpuPlane> make_gpu_planes(const Scene& scene) {
+  std::vector<physics::GpuPlane> out;
+  out.reserve(scene.planes.size());
+  for (const Plane& pl : scene.planes) {
+    const bool girdle = scene.girdle_frosted && std::fabs(pl.normal[1]) <= kGirdleMaxNy;
+    out.push_back(physics::GpuPlane{pl.normal[0], pl.normal[1], pl.normal[2], pl.d,
+                                    (pl.finish == Finish::kFrosted || girdle) ? 1u : 0u});
+  }
+  return out;
+}
+
+Status check_tier1(const Scene& scene) {
+  FT_TRY(validate_scene(scene));
+  const int tier = scene_tier(scene);
+  if (tier != 1) {
+    return not_supported("scene needs tier " + std::to_string(tier) +
+                         " features (lighting preset, environment or material); the tracer implements tier 1");
+  }
+  return {};
+}
+
+}  // namespace facetrace::tracer

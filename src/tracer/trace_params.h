@@ -1,0 +1,30 @@
+/// @file
+/// Host side of the shared physics: turns a validated Scene into the POD TraceParams and the GpuPlane array
+/// that trace_sample (physics/transport.h) consumes on the CPU and the GPU.
+#pragma once
+
+#include <vector>
+
+#include "facetrace/core/status.h"
+#include "facetrace/tracer/scene.h"
+#include "tracer/physics/params.h"
+
+namespace facetrace::tracer {
+
+/// Builds the trace parameters of `scene` (camera basis, environment and rig, white balance, material).
+/// Precondition: validate_scene(scene) is ok and scene_tier(scene) == 1. Pure; thread-safe.
+physics::TraceParams make_trace_params(const Scene& scene);
+
+/// The scene's planes as GpuPlane, with the Frosted finish re-derived for girdle facets (|n_y| ≤ 1e-3) when
+/// girdle_frosted is set (tracer.md §4). Same precondition as make_trace_params.
+std::vector<physics::GpuPlane> make_gpu_planes(const Scene& scene);
+
+/// Ok when the scene is valid and needs only Tier 1; kInvalidArgument (naming the field) or kNotSupported
+/// (naming the Tier 2/3 feature) otherwise.
+Status check_tier1(const Scene& scene);
+
+/// The Bradford white-balance matrix (row-major 3×3) mapping the white of illuminant S to D65 at equal Y,
+/// both integrated from the 5 nm CMF table (tracer.md §8). Identity for D65.
+void bradford_to_d65(std::uint32_t illuminant_kind, float planck_kelvin, float out[9]);
+
+}  // namespace facetrace::tracer
