@@ -1,12 +1,343 @@
 /// @file
-/// `facetrace render` (placeholder until its area lands).
+/// `facetrace render`: scene file (or the built-in diamond) → CPU tracer → PNG (+ optional EXR of the sums).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+
 #include "cli/commands.h"
+#include "facetrace/tracer/cpu_tracer.h"
+#include "facetrace/tracer/output.h"
+#include "facetrace/tracer/scene_json.h"
 
 namespace facetrace::cli {
+namespace {
+
+namespace tr = facetrace::tracer;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitBadInput = 2;
+constexpr int kExitCancelled = 130;  // 128 + SIGINT, as shells report it
+
+constexpr std::uint64_t kMaxSpp = 1u << 20;           // "sane": 1 M samples per pixel per run
+constexpr std::uint64_t kMaxFirstSample = 1ull << 40;
+constexpr std::uint64_t kMaxThreads = 4096;
+
+// ---- device choice: the one place the GPU issue will change -------------------------------------------
+
+enum class Device { kCpu };
+
+struct DeviceChoice {
+  Device device = Device::kCpu;
+  std::string name;  ///< for the summary line
+};
+
+/// Maps --device to a backend. kInvalidArgument for an unknown name, kNotSupported when the requested
+/// backend does not exist in this build.
+Expected<DeviceChoice> choose_device(const std::string& requested) {
+  if (requested == "auto" || requested == "cpu") return DeviceChoice{Device::kCpu, "cpu"};
+  if (requested == "gpu")
+    return not_supported("no GPU tracer available: this build of facetrace has no GPU tracer yet; use "
+                         "--device cpu (or auto, which picks the CPU)");
+  return invalid_argument("--device: unknown device \"" + requested + "\"; expected auto, cpu or gpu");
+}
+
+// ---- inputs -----------------------------------------------------------------------------------------
+
+struct RenderArgs {
+  std::string scene_path;
+  std::string output;
+  std::string exr;
+  std::string save_scene;
+  std::string spp = "64";
+  std::string first_sample = "0";
+  std::string width, height, max_bounces;
+  std::string device = "auto";
+  std::string threads = "0";
+  bool quiet = false;
+};
+
+/// Parses a decimal integer option in [lo, hi]; the error names the flag.
+Expected<std::uint64_t> parse_count(const std::string& flag, const std::string& text, std::uint64_t lo,
+                                    std::uint64_t hi) {
+  std::uint64_t v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (!text.empty() && text[0] == '-')
+    return invalid_argument(flag + ": must not be negative, got " + text);
+  const auto r = std::from_chars(b, e, v);
+  if (text.empty() || r.ec == std::errc::invalid_argument || r.ptr != e)
+    return invalid_argument(flag + ": expected a whole number, got \"" + text + "\"");
+  if (r.ec == std::errc::result_out_of_range || v < lo || v > hi)
+    return invalid_argument(flag + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                            text);
+  return v;
+}
+
+/// The directory `path` would be written into must exist.
+Status check_writable_target(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return invalid_argument(flag + ": " + path + " is a directory");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    return invalid_argument(flag + ": cannot write " + path + ": directory " + dir.string() + " does not exist");
+  return {};
+}
+
+// ---- cancellation and progress ------------------------------------------------------------------------
+
+std::atomic<bool> g_cancel{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the SIGINT handler needs a lock-free flag");
+
+extern "C" void on_sigint(int) {
+  g_cancel.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+/// Installs the SIGINT → cancel handler for its lifetime.
+class SigintScope {
+ public:
+  SigintScope() {
+    g_cancel.store(false);
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~SigintScope() { sigaction(SIGINT, &old_, nullptr); }
+  SigintScope(const SigintScope&) = delete;
+  SigintScope& operator=(const SigintScope&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
+/// Progress on stderr: a bar redrawn ≤ 10×/s on a terminal, a line per 25 % otherwise, nothing when quiet.
+class Progress {
+ public:
+  Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1) {}
+
+  void update(double fraction, double elapsed_s) {
+    if (quiet_) return;
+    fraction = std::clamp(fraction, 0.0, 1.0);
+    if (tty_) {
+      constexpr int kWidth = 30;
+      const int filled = static_cast<int>(fraction * kWidth);
+      std::string bar(static_cast<std::size_t>(filled), '#');
+      bar.resize(kWidth, '-');
+      char eta[32] = "";
+      if (fraction > 0.02 && fraction < 1)
+        std::snprintf(eta, sizeof eta, "  ETA %.0f s", elapsed_s * (1 - fraction) / fraction);
+      std::fprintf(stderr, "\r[%s] %3d%%  %.1f s%s   ", bar.c_str(), static_cast<int>(fraction * 100), elapsed_s,
+                   eta);
+      std::fflush(stderr);
+      drawn_ = true;
+    } else {
+      while (next_line_ <= 75 && fraction * 100 >= next_line_) {
+        std::fprintf(stderr, "render: %d%% (%.1f s)\n", next_line_, elapsed_s);
+        next_line_ += 25;
+      }
+    }
+  }
+  void finish() {
+    if (drawn_) std::fprintf(stderr, "\n");
+    drawn_ = false;
+  }
+
+ private:
+  bool quiet_;
+  bool tty_;
+  bool drawn_ = false;
+  int next_line_ = 25;
+};
+
+void store_max(std::atomic<double>& a, double v) {
+  double cur = a.load();
+  while (v > cur && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+std::string scene_not_supported_reason(const tr::Scene& scene) {
+  if (!tr::lighting_preset_is_tier1(scene.lighting_preset))
+    return "lighting preset " + std::string(tr::lighting_preset_name(scene.lighting_preset)) +
+           " is Tier 2; the CPU tracer implements Tier 1 (Daylight, RingLights, LightTent, IlluminantA)";
+  return "the scene needs Tier " + std::to_string(tr::scene_tier(scene)) +
+         " features (birefringence, inclusions, edge rounding, fluorescence or tools); the CPU tracer implements "
+         "Tier 1";
+}
+
+// ---- the command ----------------------------------------------------------------------------------------
+
+int run_render(const RenderArgs& a) {
+  auto fail = [](int code, const std::string& what) {
+    std::fprintf(stderr, "facetrace render: %s\n", what.c_str());
+    return code;
+  };
+  auto input_error = [&](const Status& st) {
+    return fail(st.code() == Code::kNotSupported ? kExitFailure : kExitBadInput, st.what());
+  };
+
+  // Options first: cheap checks before any file is read.
+  auto spp = parse_count("--spp", a.spp, 1, kMaxSpp);
+  if (!spp.ok()) return input_error(spp.status());
+  auto first = parse_count("--first-sample", a.first_sample, 0, kMaxFirstSample);
+  if (!first.ok()) return input_error(first.status());
+  auto threads = parse_count("--threads", a.threads, 0, kMaxThreads);
+  if (!threads.ok()) return input_error(threads.status());
+  std::optional<std::uint64_t> width, height, bounces;
+  if (!a.width.empty()) {
+    auto v = parse_count("--width", a.width, 1, 7680);
+    if (!v.ok()) return input_error(v.status());
+    width = *v;
+  }
+  if (!a.height.empty()) {
+    auto v = parse_count("--height", a.height, 1, 4320);
+    if (!v.ok()) return input_error(v.status());
+    height = *v;
+  }
+  if (!a.max_bounces.empty()) {
+    auto v = parse_count("--max-bounces", a.max_bounces, 1, 128);
+    if (!v.ok()) return input_error(v.status());
+    bounces = *v;
+  }
+  auto device = choose_device(a.device);
+  if (!device.ok()) return input_error(device.status());
+
+  // Scene: a file, or the built-in diamond.
+  tr::Scene scene;
+  std::string output = a.output;
+  if (a.scene_path.empty()) {
+    scene = tr::builtin_diamond_scene();
+    if (output.empty()) output = "diamond.png";
+  } else {
+    auto loaded = tr::load_scene_file(a.scene_path);
+    if (!loaded.ok()) return fail(kExitBadInput, loaded.status().what());
+    scene = std::move(loaded).value();
+    if (output.empty()) output = std::filesystem::path(a.scene_path).stem().string() + ".png";
+  }
+  if (width) scene.width = static_cast<std::uint32_t>(*width);
+  if (height) scene.height = static_cast<std::uint32_t>(*height);
+  if (bounces) scene.max_bounces = static_cast<std::uint32_t>(*bounces);
+  if (Status st = tr::validate_scene(scene); !st.ok()) return fail(kExitBadInput, st.what());
+  if (tr::scene_tier(scene) > 1) return fail(kExitFailure, "not supported: " + scene_not_supported_reason(scene));
+
+  if (Status st = check_writable_target("-o", output); !st.ok()) return fail(kExitBadInput, st.what());
+  if (!a.exr.empty())
+    if (Status st = check_writable_target("--exr", a.exr); !st.ok()) return fail(kExitBadInput, st.what());
+  if (!a.save_scene.empty()) {
+    if (Status st = tr::save_scene_file(scene, a.save_scene); !st.ok()) return fail(kExitFailure, st.what());
+  }
+
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned nthreads = *threads == 0 ? hw : static_cast<unsigned>(*threads);
+  if (!a.quiet)
+    std::fprintf(stderr, "rendering %ux%u x %llu spp (%s, %s, %u bounces) on %s (%u threads)\n", scene.width,
+                 scene.height, static_cast<unsigned long long>(*spp), scene.material.name.c_str(),
+                 std::string(tr::lighting_preset_name(scene.lighting_preset)).c_str(), scene.max_bounces,
+                 device->name.c_str(), nthreads);
+
+  // Render on a worker thread in a few sample sub-batches (bit-identical to one call, tracer.md §9 G3) while
+  // this thread draws the progress bar.
+  tr::Film film(scene.width, scene.height);
+  const std::uint64_t total = *spp;
+  const std::uint64_t batch = std::max<std::uint64_t>(1, (total + 7) / 8);
+  std::atomic<std::uint64_t> completed{0};
+  std::atomic<std::uint64_t> current_batch{0};
+  std::atomic<double> batch_fraction{0};
+  std::atomic<bool> finished{false};
+  Status result;
+  Progress progress(a.quiet);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    SigintScope sigint;
+    std::thread worker([&] {
+      tr::CpuOptions opt;
+      opt.threads = nthreads;
+      opt.cancel = &g_cancel;
+      opt.progress = [&](double f) { store_max(batch_fraction, f); };
+      for (std::uint64_t done = 0; done < total && result.ok();) {
+        const std::uint64_t n = std::min(batch, total - done);
+        batch_fraction.store(0);
+        current_batch.store(n);
+        result = tr::cpu_accumulate(scene, *first + done, static_cast<std::uint32_t>(n), film, opt);
+        if (result.ok()) done += n, completed.store(done);
+        if (g_cancel.load() && result.ok() && done < total) result = Status(Code::kCancelled, "cancelled");
+      }
+      finished.store(true);
+    });
+    while (!finished.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double frac =
+          (static_cast<double>(completed.load()) + batch_fraction.load() * static_cast<double>(current_batch.load())) /
+          static_cast<double>(total);
+      if (!finished.load()) progress.update(frac, elapsed);
+    }
+    worker.join();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (result.ok()) progress.update(1.0, seconds);
+  progress.finish();
+
+  if (result.code() == Code::kCancelled || g_cancel.load())
+    return fail(kExitCancelled, "cancelled after " + std::to_string(completed.load()) + " of " +
+                                    std::to_string(total) + " samples per pixel; nothing written");
+  if (!result.ok()) return fail(result.code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure,
+                                result.to_string());
+
+  if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok()) return fail(kExitFailure, st.what());
+  if (!a.exr.empty()) {
+    tr::ExrInfo info;
+    info.first_sample = *first;
+    info.samples = total;
+    info.nonfinite = film.nonfinite;
+    tr::SceneJsonOptions compact;
+    compact.indent = -1;
+    info.scene_json = tr::scene_to_json(scene, compact);
+    if (Status st = tr::write_exr(a.exr, film, info); !st.ok()) return fail(kExitFailure, st.what());
+  }
+
+  if (!a.quiet) {
+    const double paths = static_cast<double>(film.pixels()) * static_cast<double>(total);
+    std::printf("rendered %ux%u x %llu spp on %s (%u threads) in %.1f s: %.2f M paths/s, %llu non-finite\n",
+                scene.width, scene.height, static_cast<unsigned long long>(total), device->name.c_str(), nthreads,
+                seconds, paths / seconds / 1e6, static_cast<unsigned long long>(film.nonfinite));
+    std::printf("wrote %s\n", output.c_str());
+    if (!a.exr.empty()) std::printf("wrote %s\n", a.exr.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
 
 void register_render(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("render", "not built yet");
-  cmd->callback([&exit_code] { exit_code = 1; });
+  auto args = std::make_shared<RenderArgs>();
+  auto* cmd = app.add_subcommand(
+      "render", "Render a gem scene (JSON, see docs/scene-format.md; default: the built-in diamond) to PNG");
+  cmd->add_option("scene", args->scene_path, "scene JSON file (default: built-in round brilliant diamond)");
+  cmd->add_option("-o,--output", args->output, "PNG to write (default: diamond.png, or <scene name>.png)");
+  cmd->add_option("--exr", args->exr, "also write the linear XYZ sums and sample counts (additive) as EXR");
+  cmd->add_option("--spp", args->spp, "samples per pixel (default 64)");
+  cmd->add_option("--first-sample", args->first_sample, "first absolute sample index (default 0)");
+  cmd->add_option("--width", args->width, "image width (overrides the scene)");
+  cmd->add_option("--height", args->height, "image height (overrides the scene)");
+  cmd->add_option("--max-bounces", args->max_bounces, "path length limit, 1..128 (overrides the scene)");
+  cmd->add_option("--device", args->device, "auto | cpu | gpu (default auto)");
+  cmd->add_option("--threads", args->threads, "CPU threads (default 0 = all cores)");
+  cmd->add_option("--save-scene", args->save_scene, "write the resolved scene (after overrides) as JSON");
+  cmd->add_flag("-q,--quiet", args->quiet, "no progress bar and no summary");
+  cmd->callback([args, &exit_code] { exit_code = run_render(*args); });
 }
 
 }  // namespace facetrace::cli

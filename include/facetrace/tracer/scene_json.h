@@ -1,0 +1,54 @@
+/// @file
+/// Scene files: JSON ⇄ tracer::Scene (schema in docs/scene-format.md). Parsing never throws; every error
+/// names the field path ("planes[3].normal: ...") and, for syntax errors, the line and column.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "facetrace/core/status.h"
+#include "facetrace/tracer/scene.h"
+
+namespace facetrace::tracer {
+
+/// Parses a scene from JSON text. Missing fields take the values of builtin_diamond_scene(); the result is
+/// checked with validate_scene(). `source` names the text in messages (a file name, or "<string>").
+/// Errors: kInvalidArgument ("<source>: <field path>: <reason>"). Thread-safe.
+Expected<Scene> scene_from_json(std::string_view text, std::string_view source = "<string>");
+
+/// Reads and parses a scene file. Errors: kIo (cannot read `path`), kInvalidArgument (as scene_from_json,
+/// prefixed with `path`). Thread-safe.
+Expected<Scene> load_scene_file(const std::string& path);
+
+/// Options for scene_to_json().
+struct SceneJsonOptions {
+  int indent = 2;            ///< spaces per level; -1 writes one line
+  bool use_names = true;     ///< write "round_brilliant" / a preset name where the value equals one exactly
+};
+
+/// Serialises a scene to JSON that scene_from_json() reads back to the identical Scene (floats round-trip
+/// bit for bit; every field is written). Thread-safe.
+std::string scene_to_json(const Scene& scene, const SceneJsonOptions& options = {});
+
+/// Writes scene_to_json(scene) to `path`. Errors: kIo naming the file.
+Status save_scene_file(const Scene& scene, const std::string& path, const SceneJsonOptions& options = {});
+
+/// Names of the built-in material presets, e.g. "diamond", "spinel", "cubic_zirconia", "sapphire_iso".
+std::vector<std::string> material_preset_names();
+
+/// A built-in material by name (case-insensitive; "cz" is an alias of "cubic_zirconia").
+/// Errors: kInvalidArgument naming the unknown preset and listing the known ones.
+Expected<Material> material_preset(std::string_view name);
+
+/// Canonical name of a lighting preset, e.g. "LightTent" (tracer.md §2).
+std::string_view lighting_preset_name(LightingPreset preset);
+
+/// Looks a lighting preset up by name: case-insensitive, '_' / '-' / ' ' ignored ("light_tent" = "LightTent").
+/// Errors: kInvalidArgument listing the 15 names.
+Expected<LightingPreset> lighting_preset_from_name(std::string_view name);
+
+/// True for the Tier 1 presets (Daylight, RingLights, LightTent, IlluminantA; tracer.md §1).
+bool lighting_preset_is_tier1(LightingPreset preset);
+
+}  // namespace facetrace::tracer

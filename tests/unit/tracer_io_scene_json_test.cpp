@@ -1,0 +1,349 @@
+/// @file
+/// Scene JSON: every field, presets, round trip, and an error naming the field for each kind of bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "facetrace/tracer/scene_json.h"
+
+namespace ft = facetrace::tracer;
+using facetrace::Code;
+
+namespace {
+
+ft::Scene parse_ok(const std::string& text) {
+  auto r = ft::scene_from_json(text);
+  EXPECT_TRUE(r.ok()) << r.status().what();
+  return r.ok() ? r.value() : ft::Scene{};
+}
+
+/// Parses `text`, expects kInvalidArgument, returns the message.
+std::string parse_error(const std::string& text) {
+  auto r = ft::scene_from_json(text, "test.json");
+  EXPECT_FALSE(r.ok()) << "accepted: " << text;
+  if (r.ok()) return {};
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(r.status().what().rfind("test.json", 0), 0u) << r.status().what();
+  return r.status().what();
+}
+
+#define EXPECT_MESSAGE_HAS(msg, needle) EXPECT_NE((msg).find(needle), std::string::npos) << (msg)
+
+double refractive_index(const ft::Dispersion& d, double lambda_nm) {
+  const double l2 = (lambda_nm / 1000) * (lambda_nm / 1000);
+  switch (d.model) {
+    case ft::DispersionModel::kSellmeier1: return std::sqrt(1 + d.b[0] * l2 / (l2 - d.c[0]));
+    case ft::DispersionModel::kSellmeier3: {
+      double n2 = 1;
+      for (int i = 0; i < 3; ++i) n2 += d.b[i] * l2 / (l2 - d.c[i]);
+      return std::sqrt(n2);
+    }
+    case ft::DispersionModel::kCauchy: return d.b[0] + d.b[1] / l2 + d.b[2] / (l2 * l2);
+  }
+  return 0;
+}
+double abbe(const ft::Dispersion& d) {
+  return (refractive_index(d, 589.3) - 1) / (refractive_index(d, 486.1) - refractive_index(d, 656.3));
+}
+
+}  // namespace
+
+TEST(SceneJson, empty_object_gives_the_builtin_scene) {
+  const ft::Scene s = parse_ok("{}");
+  EXPECT_EQ(ft::scene_to_json(s), ft::scene_to_json(ft::builtin_diamond_scene()));
+  EXPECT_EQ(s.planes.size(), 74u);
+  EXPECT_EQ(s.material.name, "diamond");
+}
+
+TEST(SceneJson, reads_every_top_level_field) {
+  const ft::Scene s = parse_ok(R"({
+    "version": 1, "description": "every field",
+    "width": 320, "height": 200, "yaw": 0.4, "pitch": 0.3, "distance": 3.5,
+    "light_yaw": 0.5, "light_pitch": 0.9, "exposure": 1.5, "max_bounces": 6,
+    "lighting_preset": "RingLights", "environment": "studio", "material": "spinel",
+    "planes": "round_brilliant", "girdle_frosted": true, "backdrop": 0.05,
+    "surface_glare": 0.5, "head_shadow_deg": 20, "tools": false })");
+  EXPECT_EQ(s.width, 320u);
+  EXPECT_EQ(s.height, 200u);
+  EXPECT_EQ(s.yaw, 0.4f);
+  EXPECT_EQ(s.pitch, 0.3f);
+  EXPECT_EQ(s.distance, 3.5f);
+  EXPECT_EQ(s.light_yaw, 0.5f);
+  EXPECT_EQ(s.light_pitch, 0.9f);
+  EXPECT_EQ(s.exposure, 1.5f);
+  EXPECT_EQ(s.max_bounces, 6u);
+  EXPECT_EQ(s.lighting_preset, ft::LightingPreset::kRingLights);
+  EXPECT_EQ(s.environment, ft::EnvironmentKind::kStudio);
+  EXPECT_EQ(s.material.name, "spinel");
+  EXPECT_EQ(s.planes.size(), 74u);
+  EXPECT_TRUE(s.girdle_frosted);
+  EXPECT_EQ(s.backdrop, 0.05f);
+  EXPECT_EQ(s.surface_glare, 0.5f);
+  EXPECT_EQ(s.head_shadow_deg, 20.0f);
+  EXPECT_FALSE(s.tools);
+}
+
+TEST(SceneJson, reads_explicit_planes_with_finish) {
+  const ft::Scene s = parse_ok(R"({"planes": [
+      {"normal": [1, 0, 0], "d": -1}, {"normal": [-1, 0, 0], "d": -1},
+      {"normal": [0, 1, 0], "d": -1, "finish": "frosted"}, {"normal": [0, -1, 0], "d": -1},
+      {"normal": [0, 0, 1], "d": -1, "finish": "polished"}, {"normal": [0, 0, -1], "d": -0.5}]})");
+  ASSERT_EQ(s.planes.size(), 6u);
+  EXPECT_EQ(s.planes[0].normal[0], 1.0f);
+  EXPECT_EQ(s.planes[0].finish, ft::Finish::kPolished);
+  EXPECT_EQ(s.planes[2].finish, ft::Finish::kFrosted);
+  EXPECT_EQ(s.planes[5].normal[2], -1.0f);
+  EXPECT_EQ(s.planes[5].d, -0.5f);
+}
+
+TEST(SceneJson, furnace_is_the_uniform_environment_and_planes_may_be_empty) {
+  const ft::Scene s = parse_ok(R"({"environment": "furnace", "planes": []})");
+  EXPECT_EQ(s.environment, ft::EnvironmentKind::kUniform);
+  EXPECT_TRUE(s.planes.empty());
+  EXPECT_EQ(parse_ok(R"({"environment": "uniform"})").environment, ft::EnvironmentKind::kUniform);
+}
+
+TEST(SceneJson, accepts_all_fifteen_lighting_presets_by_name) {
+  const char* names[] = {"Daylight", "Incandescent", "RingLights", "DarkSpotlight", "IsoHemisphere",
+                         "LightTent", "DaylightDome", "UvLamp365", "UvLamp395", "DaylightSun", "Aset",
+                         "ShopLights", "WindowDaylight", "WhiteTray", "IlluminantA"};
+  for (int i = 0; i < 15; ++i) {
+    const ft::Scene s = parse_ok(std::string(R"({"lighting_preset": ")") + names[i] + "\"}");
+    EXPECT_EQ(static_cast<int>(s.lighting_preset), i) << names[i];
+    EXPECT_EQ(ft::lighting_preset_name(s.lighting_preset), names[i]);
+  }
+  EXPECT_EQ(parse_ok(R"({"lighting_preset": "light_tent"})").lighting_preset, ft::LightingPreset::kLightTent);
+  EXPECT_EQ(parse_ok(R"({"lighting_preset": "illuminant-a"})").lighting_preset, ft::LightingPreset::kIlluminantA);
+  EXPECT_TRUE(ft::lighting_preset_is_tier1(ft::LightingPreset::kDaylight));
+  EXPECT_FALSE(ft::lighting_preset_is_tier1(ft::LightingPreset::kAset));
+}
+
+TEST(SceneJson, material_presets_have_their_published_indices) {
+  struct Expect {
+    const char* name;
+    double n_d, abbe;
+  };
+  // n_D (589.3 nm) and Abbe V of each preset's published Sellmeier fit (tracer.md §3 for diamond).
+  const Expect expect[] = {{"diamond", 2.41726, 55.27},
+                           {"spinel", 1.71610, 60.63},
+                           {"cubic_zirconia", 2.15846, 33.52},
+                           {"sapphire_iso", 1.76808, 72.27}};
+  for (const auto& e : expect) {
+    auto m = ft::material_preset(e.name);
+    ASSERT_TRUE(m.ok()) << m.status().what();
+    EXPECT_EQ(m->name, e.name);
+    EXPECT_NEAR(refractive_index(m->dispersion, 589.3), e.n_d, 2e-4) << e.name;
+    EXPECT_NEAR(abbe(m->dispersion), e.abbe, 0.05) << e.name;
+    EXPECT_TRUE(m->o_ray.empty());
+    EXPECT_EQ(m->birefringence_delta, 0.0f) << "presets stay Tier 1";
+  }
+  EXPECT_EQ(ft::material_preset("CZ")->name, "cubic_zirconia");
+  EXPECT_EQ(ft::material_preset_names().size(), 4u);
+  const auto bad = ft::material_preset("diamnod");
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_MESSAGE_HAS(bad.status().what(), "did you mean \"diamond\"");
+}
+
+TEST(SceneJson, reads_a_full_material_object) {
+  const ft::Scene s = parse_ok(R"({"material": {
+      "name": "test glass",
+      "dispersion": {"model": "sellmeier3", "b": [1.03961212, 0.231792344, 1.01046945],
+                     "c": [0.00600069867, 0.0200179144, 103.560653]},
+      "absorption": {"o_ray": [{"peak": 0.5, "centre": 550, "width": 30},
+                               {"peak": 0.1, "centre": 0.0025, "width": 0.0002, "domain": "wavenumber"}]},
+      "absorption_path_scale": 2.5, "optical_character": "isotropic", "crystal_system": "amorphous",
+      "birefringence_delta": 0, "scattering_sigma_s": 0, "scattering_g": 0, "edge_rounding_radius": 0,
+      "fluorescence": false}})");
+  const ft::Material& m = s.material;
+  EXPECT_EQ(m.name, "test glass");
+  EXPECT_EQ(m.dispersion.model, ft::DispersionModel::kSellmeier3);
+  EXPECT_EQ(m.dispersion.b[0], 1.03961212f);
+  EXPECT_EQ(m.dispersion.c[2], 103.560653f);
+  ASSERT_EQ(m.o_ray.size(), 2u);
+  EXPECT_EQ(m.o_ray[0].peak, 0.5f);
+  EXPECT_EQ(m.o_ray[0].centre, 550.0f);
+  EXPECT_EQ(m.o_ray[0].width, 30.0f);
+  EXPECT_EQ(m.o_ray[0].domain, ft::BandDomain::kWavelength);
+  EXPECT_EQ(m.o_ray[1].domain, ft::BandDomain::kWavenumber);
+  EXPECT_EQ(m.absorption_path_scale, 2.5f);
+  EXPECT_EQ(m.crystal_system, ft::CrystalSystem::kAmorphous);
+  EXPECT_NEAR(refractive_index(m.dispersion, 587.6), 1.5168, 1e-4);  // N-BK7
+}
+
+TEST(SceneJson, reads_sellmeier1_cauchy_and_preset_overrides) {
+  ft::Scene s = parse_ok(R"({"material": {"dispersion": {"model": "sellmeier1", "b": 1.3, "c": 0.01}}})");
+  EXPECT_EQ(s.material.dispersion.model, ft::DispersionModel::kSellmeier1);
+  EXPECT_EQ(s.material.dispersion.b[0], 1.3f);
+  EXPECT_EQ(s.material.dispersion.c[0], 0.01f);
+  EXPECT_EQ(s.material.name, "custom");
+
+  s = parse_ok(R"({"material": {"dispersion": {"model": "cauchy", "a": 1.5, "b": 0.004, "c": 0.0001}}})");
+  EXPECT_EQ(s.material.dispersion.model, ft::DispersionModel::kCauchy);
+  EXPECT_EQ(s.material.dispersion.b[0], 1.5f);
+  EXPECT_EQ(s.material.dispersion.b[1], 0.004f);
+  EXPECT_EQ(s.material.dispersion.b[2], 0.0001f);
+
+  s = parse_ok(R"({"material": {"preset": "cz", "absorption_path_scale": 3,
+                               "absorption": {"o_ray": [{"peak": 1, "centre": 450, "width": 20}]}}})");
+  EXPECT_EQ(s.material.name, "cubic_zirconia");
+  EXPECT_EQ(s.material.absorption_path_scale, 3.0f);
+  EXPECT_EQ(s.material.o_ray.size(), 1u);
+  EXPECT_EQ(s.material.dispersion.b[2], ft::material_preset("cz")->dispersion.b[2]);
+}
+
+TEST(SceneJson, round_trips_bit_exactly) {
+  ft::Scene a = ft::builtin_diamond_scene();
+  a.width = 97;
+  a.yaw = 0.1f;
+  a.pitch = 1.0f / 3.0f;
+  a.exposure = 1e-7f;
+  a.planes[5].finish = ft::Finish::kFrosted;
+  a.material.o_ray.push_back({0.25f, 510.5f, 12.0f, ft::BandDomain::kWavelength});
+  a.material.name = "tinted";
+  for (bool names : {true, false}) {
+    ft::SceneJsonOptions opt;
+    opt.use_names = names;
+    const std::string text = ft::scene_to_json(a, opt);
+    auto b = ft::scene_from_json(text);
+    ASSERT_TRUE(b.ok()) << b.status().what() << "\n" << text;
+    EXPECT_EQ(ft::scene_to_json(*b, opt), text);
+    EXPECT_EQ(std::memcmp(&b->pitch, &a.pitch, sizeof(float)), 0);
+    EXPECT_EQ(b->exposure, a.exposure);
+    ASSERT_EQ(b->planes.size(), a.planes.size());
+    for (std::size_t i = 0; i < a.planes.size(); ++i) {
+      EXPECT_EQ(std::memcmp(b->planes[i].normal, a.planes[i].normal, sizeof a.planes[i].normal), 0) << i;
+      EXPECT_EQ(b->planes[i].d, a.planes[i].d);
+      EXPECT_EQ(b->planes[i].finish, a.planes[i].finish);
+    }
+    EXPECT_EQ(b->material.o_ray.size(), 1u);
+  }
+  // With names on, the built-in scene is written compactly.
+  const std::string builtin = ft::scene_to_json(ft::builtin_diamond_scene());
+  EXPECT_MESSAGE_HAS(builtin, "\"planes\": \"round_brilliant\"");
+  EXPECT_MESSAGE_HAS(builtin, "\"material\": \"diamond\"");
+  // Every preset round-trips by name.
+  for (const auto& name : ft::material_preset_names()) {
+    ft::Scene s = ft::builtin_diamond_scene();
+    s.material = *ft::material_preset(name);
+    auto back = ft::scene_from_json(ft::scene_to_json(s));
+    ASSERT_TRUE(back.ok()) << back.status().what();
+    EXPECT_EQ(ft::scene_to_json(*back), ft::scene_to_json(s));
+  }
+}
+
+TEST(SceneJsonErrors, malformed_json_reports_line_and_column) {
+  const std::string msg = parse_error("{\n  \"width\": 512,\n  \"height\" 512\n}");
+  EXPECT_MESSAGE_HAS(msg, "malformed JSON");
+  EXPECT_MESSAGE_HAS(msg, "at line 3, column 14: ");  // the offending token, "512"
+  EXPECT_MESSAGE_HAS(msg, "expected ':'");
+  EXPECT_MESSAGE_HAS(parse_error("{\"width\": 512,}"), "at line 1, column 15: ");
+  EXPECT_MESSAGE_HAS(parse_error(""), "malformed JSON");
+  EXPECT_MESSAGE_HAS(parse_error("[1, 2]"), "top level");
+}
+
+TEST(SceneJsonErrors, nan_and_infinity_are_refused) {
+  EXPECT_MESSAGE_HAS(parse_error(R"({"exposure": NaN})"), "NaN");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"exposure": Infinity})"), "Infinity");
+  std::string msg = parse_error(R"({"exposure": "NaN"})");
+  EXPECT_MESSAGE_HAS(msg, "exposure: must be a finite number");
+  msg = parse_error(R"({"planes": [{"normal": [0, "-Infinity", 0], "d": -1}]})");
+  EXPECT_MESSAGE_HAS(msg, "planes[0].normal[1]: must be a finite number");
+  parse_error(R"({"distance": 1e999})");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"distance": 1e300})"), "distance: value");
+}
+
+TEST(SceneJsonErrors, wrong_types_name_the_field) {
+  EXPECT_MESSAGE_HAS(parse_error(R"({"width": "512"})"), "width: expected a number, got a string");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"girdle_frosted": 1})"), "girdle_frosted: expected true or false");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"planes": 5})"), "planes: expected \"round_brilliant\" or an array");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": 5})"), "material: expected an object");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"lighting_preset": 5})"), "lighting_preset: expected a string");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"planes": [{"normal": [0, 1], "d": -1}, {"normal": [0, 1, 0], "d": -1}]})"),
+                     "planes[0].normal: expected 3 numbers, got 2");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"planes": [{"normal": [0, 1, 0], "d": -1}, {"normal": [0, 1, 0], "d": -1},
+                                   {"normal": [0, 1, 0], "d": -1}, {"normal": "up", "d": -1}]})"),
+                     "planes[3].normal: expected an array of 3 numbers, got a string");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"planes": [{"normal": [0, 1, 0]}]})"), "planes[0].d: missing");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"dispersion": {"model": "sellmeier3", "b": [1, 2, 3, 4],
+                                   "c": [0, 0, 0]}}})"),
+                     "material.dispersion.b: expected 1 to 3 numbers, got 4");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"dispersion": {"b": [1]}}})"), "material.dispersion.model: missing");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"absorption": {"o_ray": [{"peak": 1, "centre": 500}]}}})"),
+                     "material.absorption.o_ray[0].width: missing");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"absorption": {"o_ray": [{"peak": 1, "centre": 500,
+                                   "width": 0}]}}})"),
+                     "material.absorption.o_ray[0].width: must be > 0");
+}
+
+TEST(SceneJsonErrors, unknown_fields_are_named_with_a_suggestion) {
+  std::string msg = parse_error(R"({"widht": 512})");
+  EXPECT_MESSAGE_HAS(msg, "widht: unknown field");
+  EXPECT_MESSAGE_HAS(msg, "did you mean \"width\"");
+  msg = parse_error(R"({"material": {"dispresion": {}}})");
+  EXPECT_MESSAGE_HAS(msg, "material.dispresion: unknown field");
+  msg = parse_error(R"({"planes": [{"normal": [0, 1, 0], "d": -1, "finsh": "frosted"}]})");
+  EXPECT_MESSAGE_HAS(msg, "planes[0].finsh: unknown field");
+  msg = parse_error(R"({"material": {"absorption": {"o_ray": [{"peak": 1, "center": 500, "width": 9}]}}})");
+  EXPECT_MESSAGE_HAS(msg, "material.absorption.o_ray[0].center: unknown field (did you mean \"centre\"?)");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"width": 512, "width": 256})"), "width: field given more than once");
+}
+
+TEST(SceneJsonErrors, unknown_enum_names_list_the_choices) {
+  std::string msg = parse_error(R"({"lighting_preset": "LightTnt"})");
+  EXPECT_MESSAGE_HAS(msg, "lighting_preset: unknown value \"LightTnt\" (did you mean \"LightTent\"?)");
+  EXPECT_MESSAGE_HAS(msg, "IlluminantA");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"environment": "space"})"), "environment: unknown value \"space\"");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"environment": "hdr"})"), "environment: HDR");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": "unobtainium"})"), "material: unknown material preset");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"preset": "glass"}})"), "material.preset: unknown material preset");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"planes": "princess"})"), "planes: unknown plane set \"princess\"");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"planes": [{"normal": [0, 1, 0], "d": -1, "finish": "matte"}]})"),
+                     "planes[0].finish: unknown value \"matte\"");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"dispersion": {"model": "sellmeier2", "b": 1, "c": 1}}})"),
+                     "material.dispersion.model: unknown value");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"crystal_system": "cubical"}})"),
+                     "material.crystal_system: unknown value \"cubical\" (did you mean \"cubic\"?)");
+}
+
+TEST(SceneJsonErrors, negative_or_fractional_sizes_and_ranges_are_refused) {
+  EXPECT_MESSAGE_HAS(parse_error(R"({"width": -5})"), "width: must not be negative, got -5");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"height": -1})"), "height: must not be negative");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"width": 0})"), "width: must be in [1, 7680], got 0");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"height": 5000})"), "height: must be in [1, 4320]");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"width": 512.5})"), "width: expected a whole number");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"max_bounces": 129})"), "max_bounces: must be in [1, 128], got 129");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"absorption_path_scale": -1}})"),
+                     "material.absorption_path_scale: must not be negative");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"version": 2})"), "version: unsupported");
+}
+
+TEST(SceneJsonErrors, scene_validation_failures_are_reported) {
+  // An open plane set (a single plane) is not a closed convex polyhedron: validate_scene refuses it.
+  auto r = ft::scene_from_json(R"({"planes": [{"normal": [0, 1, 0], "d": -1}]})", "open.json");
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_MESSAGE_HAS(r.status().what(), "open.json");
+  EXPECT_MESSAGE_HAS(r.status().what(), "planes");
+}
+
+TEST(SceneJsonFiles, missing_file_is_an_io_error_naming_it) {
+  auto r = ft::load_scene_file("/nonexistent/facetrace/scene.json");
+  EXPECT_EQ(r.status().code(), Code::kIo);
+  EXPECT_MESSAGE_HAS(r.status().what(), "/nonexistent/facetrace/scene.json");
+}
+
+TEST(SceneJsonFiles, examples_parse_and_save_round_trips) {
+  for (const char* name : {"diamond.json", "furnace.json"}) {
+    const std::string path = std::string(FT_SOURCE_DIR) + "/examples/" + name;
+    auto s = ft::load_scene_file(path);
+    ASSERT_TRUE(s.ok()) << s.status().what();
+    const std::string out = (std::filesystem::temp_directory_path() / ("ft_roundtrip_" + std::string(name))).string();
+    ASSERT_TRUE(ft::save_scene_file(*s, out).ok());
+    auto back = ft::load_scene_file(out);
+    ASSERT_TRUE(back.ok()) << back.status().what();
+    EXPECT_EQ(ft::scene_to_json(*back), ft::scene_to_json(*s));
+    std::filesystem::remove(out);
+  }
+  EXPECT_TRUE(ft::load_scene_file(std::string(FT_SOURCE_DIR) + "/examples/furnace.json")->planes.size() > 0);
+}
