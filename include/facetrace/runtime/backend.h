@@ -1,0 +1,142 @@
+/// @file
+/// GpuBackend: decline-and-fall-back GPU access shared by every GPU workload (tracer.md §10.3–10.6).
+/// Requests run in turns of kChunksPerTurn chunks through a FIFO Turnstile, accumulate into pooled scratch
+/// seeded with the caller's buffer, and reach the caller's buffer only on Done. A device loss declines the
+/// request (the caller redoes it on the CPU) and starts the RecoveryPolicy. The chunk logic itself comes from
+/// a Workload (the host-side seam; ops are the device-side seam, op.h).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "facetrace/core/status.h"
+#include "facetrace/runtime/executor.h"
+#include "facetrace/runtime/recovery_policy.h"
+#include "facetrace/runtime/turnstile.h"
+
+namespace facetrace::runtime {
+
+/// How a request ended (tracer.md §10.4).
+enum class Outcome : std::uint8_t {
+  kDone,       ///< the scratch was committed to the caller's buffer
+  kDeclined,   ///< caller's buffer untouched; redo the whole request on the CPU
+  kCancelled,  ///< caller's buffer untouched; nothing to redo
+};
+/// "Done", "Declined", "Cancelled".
+std::string_view outcome_name(Outcome o) noexcept;
+
+/// One request's chunk logic, supplied by the workload (the tracer, the face networks, the test ramp).
+/// The backend calls, in order: can_run → scratch_bytes/seed_scratch → per turn { begin_turn → up to
+/// kChunksPerTurn × run_chunk → drain } → commit (Done only). Every non-ok Status from a hook ends the
+/// request: kDeviceLost marks the backend lost, anything else declines only this request. Hooks run on the
+/// calling thread while it holds the turn; they talk to the device only through `ex`.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  /// Can this request run on this device at all? Non-ok (e.g. kDeclined "needs Tier 3") declines it before
+  /// any GPU work.
+  virtual Status can_run(const DeviceInfo& device) { (void)device; return {}; }
+  /// Size of the host scratch the request accumulates into (usually the caller's buffer size).
+  virtual std::size_t scratch_bytes() const = 0;
+  /// Fills the scratch with the caller's current values (running sums continue sample by sample).
+  virtual void seed_scratch(std::span<std::byte> scratch) = 0;
+  /// Start of each turn: (re-)upload per-request device state (another request may have replaced it).
+  virtual Status begin_turn(Executor& ex) { (void)ex; return {}; }
+  /// Runs the next chunk (it may stay in flight: at most one) and adds finished results into `scratch`.
+  /// Returns true while chunks remain after this one.
+  virtual Expected<bool> run_chunk(Executor& ex, std::span<std::byte> scratch) = 0;
+  /// Waits for the chunk in flight, if any; adds it into `scratch` unless `discard` (cancellation).
+  virtual Status drain(Executor& ex, std::span<std::byte> scratch, bool discard) {
+    (void)ex; (void)scratch; (void)discard; return {};
+  }
+  /// Done: writes the scratch into the caller's buffer. Called exactly once, only on Done.
+  virtual void commit(std::span<const std::byte> scratch) = 0;
+};
+
+/// Callback of accumulate_batch: (item index, outcome), called exactly once per item, in input order.
+using BatchCallback = std::function<void(std::size_t, Outcome)>;
+
+/// What the backend is doing.
+enum class BackendState : std::uint8_t { kReady, kLost, kNone };
+
+/// The shared GPU. Thread-safe: many threads call accumulate concurrently; the turnstile orders them.
+class GpuBackend {
+ public:
+  /// Starts the executor chosen by FACETRACE_GPU_ISOLATION. Never fails: a machine without a usable GPU gives
+  /// a backend whose every call declines (logged at info, reason in unavailable_reason()).
+  static std::unique_ptr<GpuBackend> acquire();
+  /// A backend around `executor` (started here if not started yet) with a policy clock (tests: ManualClock).
+  static std::unique_ptr<GpuBackend> with_executor(std::unique_ptr<Executor> executor,
+                                                   const Clock& clock = SteadyClock::instance(),
+                                                   RecoveryConfig config = RecoveryConfig::from_env());
+  /// Never touches a GPU: every call declines with `why`.
+  static std::unique_ptr<GpuBackend> disabled(std::string why = "GPU backend disabled");
+  ~GpuBackend();
+  GpuBackend(const GpuBackend&) = delete;
+  GpuBackend& operator=(const GpuBackend&) = delete;
+
+  /// Runs one request in turns. Checks `cancel` (may be null) before every chunk. Declines without touching
+  /// anything when disabled, without a GPU, or lost (after trying try_recover()).
+  Outcome accumulate(Workload& work, const std::atomic<bool>* cancel = nullptr);
+  /// Runs `items` as one chunk stream, keeping the turn while nobody else waits and yielding after
+  /// kChunksPerTurn chunks once someone does. `on_done` fires exactly once per item, in input order. An item
+  /// whose can_run fails is declined alone; a device loss declines every item not yet reported; cancellation
+  /// cancels the current item and all later ones.
+  void accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
+                        const BatchCallback& on_done);
+
+  BackendState state() const;
+  /// True while the device is lost (every call declines until a recovery succeeds).
+  bool is_lost() const { return lost_.load(std::memory_order_acquire); }
+  /// The reason of the latest loss (kept after a recovery); nullopt before any loss.
+  std::optional<std::string> last_lost_reason() const;
+  /// "NVIDIA H200 (sm_90, isolated)"; nullopt when disabled, without a GPU, or while lost.
+  std::optional<std::string> adapter_label() const;
+  /// Why there is no GPU at all (disabled / none); nullopt when there is or was one.
+  std::optional<std::string> unavailable_reason() const;
+  /// Brings a lost device back if the policy allows now and no other thread is trying; true when usable on
+  /// return. Never blocks behind another recovery. A backend that never had a GPU never retries.
+  bool try_recover();
+
+  /// The executor (nullptr when disabled); for info, residents and fault injection. Do not call invoke()
+  /// outside a turn: use accumulate.
+  Executor* executor() { return executor_.get(); }
+  /// The device, cached at start (nullopt when none).
+  std::optional<DeviceInfo> device_info() const;
+  const RecoveryPolicy& recovery() const { return policy_; }
+  Turnstile& turnstile() { return turnstile_; }
+  /// Scratch buffers currently pooled (≤ 2).
+  std::size_t pooled_scratch() const;
+
+ private:
+  GpuBackend(std::unique_ptr<Executor> executor, const Clock& clock, RecoveryConfig config);
+  void start_executor();
+  void note_error(const Status& st, const char* what);
+  void mark_lost(std::string reason);
+  std::vector<std::byte> take_scratch(std::size_t bytes);
+  void return_scratch(std::vector<std::byte> buffer);
+
+  std::unique_ptr<Executor> executor_;
+  Turnstile turnstile_;
+  RecoveryPolicy policy_;
+  std::atomic<bool> lost_{false};
+  std::atomic<bool> recovering_{false};
+  bool never_had_gpu_ = true;
+  std::string none_reason_;
+  mutable std::mutex mu_;  // last_lost_reason_, info_, scratch pool
+  std::optional<std::string> last_lost_reason_;
+  std::optional<DeviceInfo> info_;
+  std::vector<std::vector<std::byte>> scratch_pool_;
+};
+
+/// At most this many scratch buffers stay pooled between requests.
+inline constexpr std::size_t kMaxPooledScratch = 2;  // tracer.md §10.3
+
+}  // namespace facetrace::runtime

@@ -1,0 +1,159 @@
+/// @file
+/// Executor: where GPU work runs. InProcessExecutor uses CUDA in this process; IsolatedExecutor (the default)
+/// drives a `facetrace-gpud` child over a socketpair plus a shared arena and replaces it after a loss;
+/// SimulatedExecutor runs host functions and has a loss switch, for CPU-only tests (runtime.md §6).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "facetrace/core/status.h"
+#include "facetrace/runtime/arena.h"
+#include "facetrace/runtime/device_info.h"
+#include "facetrace/runtime/op.h"
+#include "facetrace/runtime/readback_ring.h"
+
+namespace facetrace::runtime {
+
+/// Which executor.
+enum class ExecutorMode : std::uint8_t { kInProcess, kIsolated, kSimulated };
+/// "in-process", "isolated", "simulated".
+std::string_view executor_mode_name(ExecutorMode m) noexcept;
+
+/// Executor lifecycle.
+enum class ExecutorState : std::uint8_t {
+  kNotStarted,
+  kReady,
+  kLost,  ///< a device loss: sticky error, child death, or a deadline passed
+  kNone,  ///< no GPU here (no device, no driver, built without CUDA, child could not start); never retried
+};
+/// "not started", "ready", "lost", "none".
+std::string_view executor_state_name(ExecutorState s) noexcept;
+
+/// Faults an executor can be told to inject (runtime.md §7).
+enum class FaultKind : std::uint8_t {
+  kIllegalAddress = 1,  ///< a real kernel writing through a bad pointer: a genuine sticky error
+  kSimulatedLoss = 2,   ///< report a device loss without touching the GPU (works without one)
+};
+
+/// One op invocation.
+struct OpCall {
+  OpId op = 0;
+  std::span<const std::byte> args;  ///< small inline arguments (≤ 32 KiB)
+  ArenaRange in{};                  ///< arena input region (may be empty)
+  ArenaRange out{};                 ///< arena output region (may be empty)
+  std::chrono::milliseconds deadline{30000};  ///< watchdog: passing it is a device loss
+};
+
+/// Options shared by all executors.
+struct ExecutorOptions {
+  std::uint64_t ring_bytes = 256ull << 20;      ///< readback budget (FACETRACE_READBACK_BUDGET_MB)
+  std::uint64_t transfer_bytes = 256ull << 20;  ///< transfer region (FACETRACE_TRANSFER_ARENA_MB)
+  std::string gpud_path;                        ///< empty: FACETRACE_GPUD, next to this executable, build dir
+  std::chrono::milliseconds start_deadline{30000};  ///< child start-up (CUDA init + arena registration)
+  std::chrono::milliseconds control_deadline{10000};  ///< ping, info, residents, ring commands
+  int device = -1;            ///< ≥ 0: the child gets CUDA_VISIBLE_DEVICES=<device>
+  bool simulate_child = false;  ///< isolated only: the child serves a SimulatedExecutor (no CUDA; tests)
+
+  /// Defaults with the FACETRACE_* overrides applied (warnings on bad values).
+  static ExecutorOptions from_env();
+};
+
+/// The executor interface. Calls are serialised internally (one command at a time); all members are
+/// thread-safe. After kDeviceLost every call fails with kDeviceLost until restart() succeeds.
+class Executor {
+ public:
+  virtual ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  virtual ExecutorMode mode() const = 0;
+  /// Brings the device up. kNotSupported "no GPU: …" (state kNone) when there is none; kDeviceLost when
+  /// the process is poisoned (in-process).
+  virtual Status start() = 0;
+  /// Replaces a lost device (isolated: reap and spawn a new child; in-process: only after a simulated loss)
+  /// and re-uploads every resident. Callers apply RecoveryPolicy first.
+  virtual Status restart() = 0;
+  virtual ExecutorState state() const = 0;
+  /// Why the state is kLost or kNone ("" otherwise).
+  virtual std::string state_reason() const = 0;
+  /// The device (cached at start).
+  virtual Expected<DeviceInfo> info() = 0;
+  /// The shared arena (exists from construction; survives restarts).
+  virtual SharedArena& arena() = 0;
+
+  /// Runs a registered op. kDeviceLost marks the executor lost; other codes fail this call only.
+  virtual Expected<OpReply> invoke(const OpCall& call) = 0;
+  /// Waits (under `deadline`) until a ticket from an OpReply is READY, lends its bytes (in place in the
+  /// arena when isolated) to `visitor`, and frees the slot. A deadline that passes is a device loss.
+  Status collect(const RingTicket& ticket, std::chrono::milliseconds deadline,
+                 const std::function<void(std::span<const std::byte>)>& visitor);
+  /// The device ring's counters.
+  virtual Expected<RingStats> ring_stats() = 0;
+  /// One empty round trip (measures command latency).
+  virtual Status ping() = 0;
+  /// Fault injection (runtime.md §7). kIllegalAddress returns kDeviceLost once the fault fired.
+  virtual Status inject_fault(FaultKind kind) = 0;
+
+  /// Uploads `bytes` as the named device buffer `name` (replacing one of the same name) and remembers a copy
+  /// so that restart() re-uploads it. Ops read it through DeviceContext::resident(name).
+  Status put_resident(const std::string& name, std::span<const std::byte> bytes);
+  /// Forgets and frees a resident.
+  Status drop_resident(const std::string& name);
+  /// Names of the remembered residents.
+  std::vector<std::string> resident_names() const;
+
+ protected:
+  Executor() = default;
+  virtual Status upload_resident(const std::string& name, std::span<const std::byte> bytes) = 0;
+  virtual Status free_resident(const std::string& name) = 0;
+  /// Implementations of collect: wait until READY (returns the arena range of the bytes) / free the slot.
+  virtual Expected<ArenaRange> ring_wait(const RingTicket& ticket, std::chrono::milliseconds deadline) = 0;
+  virtual Status ring_release(const RingTicket& ticket) = 0;
+  /// Re-uploads every remembered resident (restart() calls this).
+  Status reupload_residents();
+
+ private:
+  friend class ExecutorServer;  // facetrace-gpud's side of the protocol drives the protected hooks
+  mutable std::mutex residents_mu_;
+  std::map<std::string, std::vector<std::byte>> residents_;
+};
+
+/// CUDA in this process. After a sticky error it stays lost for the life of the process and says so.
+std::unique_ptr<Executor> make_in_process_executor(ExecutorOptions options = ExecutorOptions::from_env());
+/// As above over an existing arena (facetrace-gpud uses this with the parent's memfd).
+std::unique_ptr<Executor> make_in_process_executor(std::shared_ptr<SharedArena> arena, ExecutorOptions options);
+
+/// Spawns facetrace-gpud (posix_spawn) and never initialises CUDA in this process.
+std::unique_ptr<Executor> make_isolated_executor(ExecutorOptions options = ExecutorOptions::from_env());
+
+/// Host-only simulated device for CPU tests. Built-in ops behave like the CUDA ones (fill ramp, sum, spin,
+/// resident sum); tests add their own with SimulatedExecutor::add_op.
+class SimulatedExecutor;
+std::unique_ptr<SimulatedExecutor> make_simulated_executor(ExecutorOptions options = {});
+std::unique_ptr<SimulatedExecutor> make_simulated_executor(std::shared_ptr<SharedArena> arena,
+                                                           ExecutorOptions options);
+
+/// Selected by FACETRACE_GPU_ISOLATION=process|off (default process).
+ExecutorMode executor_mode_from_env();
+/// make_isolated_executor or make_in_process_executor per executor_mode_from_env().
+std::unique_ptr<Executor> make_executor_from_env();
+
+/// Where facetrace-gpud is: ExecutorOptions::gpud_path, else FACETRACE_GPUD, else next to this executable,
+/// else the build tree's copy. Empty when none exists.
+std::string find_gpud(const ExecutorOptions& options);
+
+/// nullopt when this process can run GPU work; otherwise why not ("built without CUDA", "no GPU: …",
+/// "facetrace-gpud not found …"). Asks a short-lived child when isolated (never initialises CUDA here).
+/// Cached after the first call. Thread-safe.
+std::optional<std::string> gpu_unavailable_reason();
+
+}  // namespace facetrace::runtime

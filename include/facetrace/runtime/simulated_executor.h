@@ -1,0 +1,43 @@
+/// @file
+/// SimulatedExecutor: an Executor whose "device" is host code, with a loss switch — the CPU-only test bed for
+/// everything above the executor (backend, recovery, turnstile, protocol server).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "facetrace/runtime/executor.h"
+
+namespace facetrace::runtime {
+
+/// The simulated device an op handler sees.
+class SimDevice {
+ public:
+  virtual ~SimDevice() = default;
+  /// Copies `bytes` into a simulated ring slot in the arena's ring region and returns its ticket.
+  virtual Expected<RingTicket> emit(std::span<const std::byte> bytes) = 0;
+  /// A resident's bytes; kInvalidArgument when absent.
+  virtual Expected<std::span<const std::byte>> resident(std::string_view name) = 0;
+};
+
+/// A simulated op.
+using SimOpHandler = std::function<Status(SimDevice&, const OpArgs&)>;
+
+class SimulatedExecutor : public Executor {
+ public:
+  /// Registers (or replaces) a simulated op.
+  virtual void add_op(OpId id, SimOpHandler handler) = 0;
+  /// The next `n`-th invoke (1 = the next one) reports a device loss instead of running; 0 disarms.
+  virtual void arm_loss_on_invoke(int n) = 0;
+  /// Makes restart() fail (as if the new child could not start).
+  virtual void set_restart_fails(bool fails) = 0;
+  /// Makes start() report "no GPU" (a machine that never had one).
+  virtual void set_no_gpu(bool none) = 0;
+  /// Counters for tests.
+  virtual int invokes() const = 0;
+  virtual int restarts() const = 0;
+  virtual int resident_uploads() const = 0;
+};
+
+}  // namespace facetrace::runtime
