@@ -8,7 +8,12 @@ add_library(ft_faces STATIC
   src/faces/net.cpp
   src/faces/interpreter.cpp
   src/faces/gemm.cpp
-  src/faces/thread_pool.cpp)
+  src/faces/thread_pool.cpp
+  src/faces/image.cpp
+  src/faces/sha256.cpp
+  src/faces/detector.cpp
+  src/faces/align.cpp
+  src/faces/embedder.cpp)
 target_include_directories(ft_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(ft_faces PUBLIC ft_core PRIVATE onnx_proto protobuf::libprotobuf spdlog::spdlog fmt::fmt
                       ft_warnings)

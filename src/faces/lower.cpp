@@ -17,8 +17,12 @@ namespace {
 
 std::string shape_str(const Shape& s) {
   std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) r += ',';
+    r += std::to_string(s[i]);
+  }
+  r += ']';
+  return r;
 }
 
 std::int64_t count_of(const Shape& s) {

@@ -1,0 +1,83 @@
+/// @file
+/// The YuNet face detector (faces.md §5): letterbox, network, anchor-free decode, NMS.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "facetrace/core/status.h"
+#include "facetrace/faces/image.h"
+#include "facetrace/faces/net.h"
+
+namespace facetrace::faces {
+
+/// sha256 and size of YuNet 2023mar (faces.md §7).
+inline constexpr const char* kYunetSha256 = "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4";
+inline constexpr std::int64_t kYunetBytes = 232589;
+
+struct Point {
+  float x = 0.0f, y = 0.0f;
+};
+
+/// One face, in photo pixels (x right, y down). The box is clipped to the photo; landmarks are not and may fall
+/// slightly outside. Landmark order: subject's right eye, left eye, nose tip, right and left mouth corners
+/// (image-left eye first), the ArcFace template order.
+struct Detection {
+  float x0 = 0.0f, y0 = 0.0f, x1 = 0.0f, y1 = 0.0f;
+  float score = 0.0f;
+  std::array<Point, 5> landmarks{};
+};
+
+/// Detection options. Non-finite → default; score and nms_iou clamped to [0,1]; max_faces to [0, 10000].
+struct DetectOptions {
+  float score = 0.6f;
+  float nms_iou = 0.3f;
+  int max_faces = 200;
+};
+
+/// Options of Detector::load / create.
+struct DetectorConfig {
+  /// The sha256 the file must have; empty skips the check (e.g. another YuNet export).
+  std::string expected_sha256 = kYunetSha256;
+  /// Threads per call (0 = all).
+  int threads = 0;
+};
+
+/// Letterboxes 8-bit RGB (width·height·3 bytes) into a planar [3,n,n] BGR float buffer, 0..255, image at the
+/// top-left, the rest 0 (faces.md §5). Returns the scale min(n/w, n/h).
+float letterbox_bgr(std::span<const std::uint8_t> rgb, int width, int height, int n, std::span<float> out);
+
+/// A loaded YuNet. Immutable; `detect` is thread-safe.
+class Detector {
+ public:
+  /// Reads, checks (sha256, input [1,3,N,N] with N in 64..4096 a multiple of 32, the 12 outputs by name and
+  /// size) and lowers the model. kIo, kInvalidArgument (mismatch, naming the missing output), kNotSupported.
+  static Expected<Detector> load(const std::string& path, const DetectorConfig& config = {});
+  static Expected<Detector> create(std::span<const std::uint8_t> bytes, const DetectorConfig& config = {});
+
+  /// Input side N (640 for 2023mar).
+  int input_size() const { return n_; }
+  const Net& net() const { return net_; }
+
+  /// Faces in an RGB photo (sides 1..65536), best score first. kInvalidArgument for a wrong byte count.
+  Expected<std::vector<Detection>> detect(std::span<const std::uint8_t> rgb, int width, int height,
+                                          const DetectOptions& options = {}) const;
+  Expected<std::vector<Detection>> detect(const Image& image, const DetectOptions& options = {}) const {
+    return detect(image.rgb, image.width, image.height, options);
+  }
+
+ private:
+  Detector(Net net, int n) : net_(std::move(net)), n_(n) {}
+  Net net_;
+  int n_ = 0;
+};
+
+/// Decodes YuNet outputs (cls/obj/bbox/kps at strides 8/16/32, in that order as produced by Detector) for a
+/// letterbox of side n at `scale` of a width×height photo, then applies NMS. Exposed for tests and accelerators.
+std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outputs, int n, float scale, int width,
+                                    int height, const DetectOptions& options);
+
+}  // namespace facetrace::faces

@@ -1,0 +1,44 @@
+/// @file
+/// 8-bit RGB images for the face stack: JPEG/PNG decode with EXIF orientation, PNG output, simple drawing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "facetrace/core/status.h"
+
+namespace facetrace::faces {
+
+/// Interleaved 8-bit RGB, rows top to bottom: rgb.size() == width·height·3.
+struct Image {
+  int width = 0;
+  int height = 0;
+  std::vector<std::uint8_t> rgb;
+};
+
+/// Largest accepted side and pixel count of a decoded image.
+inline constexpr int kMaxImageSide = 65536;
+inline constexpr std::int64_t kMaxImagePixels = std::int64_t{1} << 28;
+
+/// Decodes JPEG or PNG bytes to RGB and applies the EXIF orientation (JPEG APP1 or PNG eXIf). kInvalidArgument
+/// for undecodable data or sizes beyond the limits.
+Expected<Image> decode_image(std::span<const std::uint8_t> bytes);
+/// Reads and decodes a file. kIo when it cannot be read.
+Expected<Image> load_image(const std::string& path);
+/// Writes an RGB PNG. kIo on failure.
+Status write_png(const std::string& path, const Image& image);
+
+/// The EXIF orientation tag (1..8) of JPEG or PNG bytes; 1 when absent or unreadable.
+int exif_orientation(std::span<const std::uint8_t> bytes);
+/// Applies an EXIF orientation (1..8; others leave the image as is), returning the upright image.
+Image apply_orientation(const Image& image, int orientation);
+
+/// Draws an axis-aligned rectangle outline (pixel coordinates, clipped to the image).
+void draw_rect(Image& image, float x0, float y0, float x1, float y1, std::uint8_t r, std::uint8_t g, std::uint8_t b,
+               int thickness = 2);
+/// Draws a filled square dot of half-size `radius` centred on (x, y), clipped to the image.
+void draw_dot(Image& image, float x, float y, int radius, std::uint8_t r, std::uint8_t g, std::uint8_t b);
+
+}  // namespace facetrace::faces
