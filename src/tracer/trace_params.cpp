@@ -35,7 +35,8 @@ void white_xyz(std::uint32_t kind, float kelvin, double out[3]) {
     out[1] += s * physics::cmf_y_table()[i];
     out[2] += s * physics::cmf_z_table()[i];
   }
-  for (int c = 0; c < 3; ++c) out[c] /= out[1] == 0.0 ? 1.0 : out[1];
+  const double y = out[1] > 0.0 ? out[1] : 1.0;
+  for (int c = 0; c < 3; ++c) out[c] /= y;
 }
 
 void mat3_mul(const double a[9], const double b[9], double out[9]) {

@@ -32,8 +32,8 @@ struct Dispersion {
 
 enum class BandDomain : std::uint8_t { kWavelength = 0, kWavenumber = 1 };
 
-/// One Gaussian absorption band: α(λ) = peak·exp(−½((λ−centre)/width)²), per model unit; in the wavenumber
-/// domain centre and width are in 1/nm... taken on 1/λ (tracer.md §3).
+/// One Gaussian absorption band: α(λ) = peak·exp(−½((x−centre)/width)²), per model unit, where x = λ in nm
+/// (wavelength domain) or x = 1e7/λ in cm⁻¹ (wavenumber domain; centre and width then in cm⁻¹) (tracer.md §3).
 struct AbsorptionBand {
   float peak = 0;
   float centre = 0;
@@ -78,9 +78,9 @@ struct Plane {
 struct Scene {
   std::uint32_t width = 512;
   std::uint32_t height = 512;
-  float yaw = 0.0f;          ///< rad
-  float pitch = 0.35f;       ///< rad, clamped to |p| ≤ 89.9° by the camera
-  float distance = 3.2f;     ///< model units
+  float yaw = 0.3f;          ///< rad
+  float pitch = 0.7f;        ///< rad, clamped to |p| ≤ 89.9° by the camera
+  float distance = 3.6f;     ///< model units (girdle radius ≈ 1); in (0, 1e4]
   float light_yaw = 0.85f;   ///< rad
   float light_pitch = 0.95f; ///< rad
   float exposure = 1.0f;

@@ -51,7 +51,7 @@ inline constexpr StudioRig studio_rig(std::uint32_t preset) {
     case 14:  // IlluminantA (facetrace): Daylight rig under Planck 2856 K.
       return StudioRig{1u, 2856.0f, 0.04f, 0.45f, 1.0f, 0.6f, 0.0f, 35.0f, 4.0f};
     default:  // LightTent (facetrace): bright diffuse tent, soft key, low ring of lights.
-      return StudioRig{0u, 6504.0f, 0.06f, 0.9f, 0.5f, 0.5f, 3.0f, 20.0f, 5.0f};
+      return StudioRig{0u, 6504.0f, 0.02f, 0.5f, 0.6f, 0.4f, 4.0f, 25.0f, 4.0f};
   }
 }
 
