@@ -24,3 +24,16 @@ if(FT_BUILD_BENCHMARKS)
     set_tests_properties(bench_tracer_smoke PROPERTIES LABELS cpu TIMEOUT 120)
   endif()
 endif()
+
+# CLI smoke tests (label cpu): a tiny render with PNG + EXR, and bad input exiting with code 2.
+if(FT_BUILD_TESTS)
+  add_test(NAME render_cli_smoke
+           COMMAND facetrace render --width 16 --height 12 --spp 2 --quiet
+                   -o ${CMAKE_CURRENT_BINARY_DIR}/render_cli_smoke.png --exr ${CMAKE_CURRENT_BINARY_DIR}/render_cli_smoke.exr)
+  add_test(NAME render_cli_bad_input_exits_2
+           COMMAND sh -c "$<TARGET_FILE:facetrace> render --spp 0 --quiet; test $? -eq 2")
+  add_test(NAME render_cli_gpu_is_a_clear_error
+           COMMAND sh -c "$<TARGET_FILE:facetrace> render --device gpu --quiet 2>&1 | grep -q 'no GPU tracer available'")
+  set_tests_properties(render_cli_smoke render_cli_bad_input_exits_2 render_cli_gpu_is_a_clear_error
+                       PROPERTIES LABELS cpu TIMEOUT 120)
+endif()

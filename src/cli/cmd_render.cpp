@@ -325,17 +325,21 @@ void register_render(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<RenderArgs>();
   auto* cmd = app.add_subcommand(
       "render", "Render a gem scene (JSON, see docs/scene-format.md; default: the built-in diamond) to PNG");
-  cmd->add_option("scene", args->scene_path, "scene JSON file (default: built-in round brilliant diamond)");
-  cmd->add_option("-o,--output", args->output, "PNG to write (default: diamond.png, or <scene name>.png)");
-  cmd->add_option("--exr", args->exr, "also write the linear XYZ sums and sample counts (additive) as EXR");
-  cmd->add_option("--spp", args->spp, "samples per pixel (default 64)");
-  cmd->add_option("--first-sample", args->first_sample, "first absolute sample index (default 0)");
-  cmd->add_option("--width", args->width, "image width (overrides the scene)");
-  cmd->add_option("--height", args->height, "image height (overrides the scene)");
-  cmd->add_option("--max-bounces", args->max_bounces, "path length limit, 1..128 (overrides the scene)");
-  cmd->add_option("--device", args->device, "auto | cpu | gpu (default auto)");
-  cmd->add_option("--threads", args->threads, "CPU threads (default 0 = all cores)");
-  cmd->add_option("--save-scene", args->save_scene, "write the resolved scene (after overrides) as JSON");
+  cmd->add_option("scene", args->scene_path, "scene JSON file (default: built-in round brilliant diamond)")
+      ->type_name("FILE");
+  cmd->add_option("-o,--output", args->output, "PNG to write (default: diamond.png, or <scene name>.png)")
+      ->type_name("FILE");
+  cmd->add_option("--exr", args->exr, "also write the linear XYZ sums and sample counts (additive) as EXR")
+      ->type_name("FILE");
+  cmd->add_option("--spp", args->spp, "samples per pixel (default 64)")->type_name("N");
+  cmd->add_option("--first-sample", args->first_sample, "first absolute sample index (default 0)")->type_name("S");
+  cmd->add_option("--width", args->width, "image width (overrides the scene)")->type_name("W");
+  cmd->add_option("--height", args->height, "image height (overrides the scene)")->type_name("H");
+  cmd->add_option("--max-bounces", args->max_bounces, "path length limit, 1..128 (overrides the scene)")->type_name("B");
+  cmd->add_option("--device", args->device, "auto | cpu | gpu (default auto)")->type_name("DEVICE");
+  cmd->add_option("--threads", args->threads, "CPU threads (default 0 = all cores)")->type_name("N");
+  cmd->add_option("--save-scene", args->save_scene, "write the resolved scene (after overrides) as JSON")
+      ->type_name("FILE");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress bar and no summary");
   cmd->callback([args, &exit_code] { exit_code = run_render(*args); });
 }

@@ -54,7 +54,7 @@ TEST(SceneJson, empty_object_gives_the_builtin_scene) {
   const ft::Scene s = parse_ok("{}");
   EXPECT_EQ(ft::scene_to_json(s), ft::scene_to_json(ft::builtin_diamond_scene()));
   EXPECT_EQ(s.planes.size(), 74u);
-  EXPECT_EQ(s.material.name, "diamond");
+  EXPECT_EQ(s.material.name, "Diamond");
 }
 
 TEST(SceneJson, reads_every_top_level_field) {
@@ -76,7 +76,7 @@ TEST(SceneJson, reads_every_top_level_field) {
   EXPECT_EQ(s.max_bounces, 6u);
   EXPECT_EQ(s.lighting_preset, ft::LightingPreset::kRingLights);
   EXPECT_EQ(s.environment, ft::EnvironmentKind::kStudio);
-  EXPECT_EQ(s.material.name, "spinel");
+  EXPECT_EQ(s.material.name, "Spinel");
   EXPECT_EQ(s.planes.size(), 74u);
   EXPECT_TRUE(s.girdle_frosted);
   EXPECT_EQ(s.backdrop, 0.05f);
@@ -123,23 +123,24 @@ TEST(SceneJson, accepts_all_fifteen_lighting_presets_by_name) {
 TEST(SceneJson, material_presets_have_their_published_indices) {
   struct Expect {
     const char* name;
+    const char* display_name;
     double n_d, abbe;
   };
   // n_D (589.3 nm) and Abbe V of each preset's published Sellmeier fit (tracer.md §3 for diamond).
-  const Expect expect[] = {{"diamond", 2.41726, 55.27},
-                           {"spinel", 1.71610, 60.63},
-                           {"cubic_zirconia", 2.15846, 33.52},
-                           {"sapphire_iso", 1.76808, 72.27}};
+  const Expect expect[] = {{"diamond", "Diamond", 2.41726, 55.27},
+                           {"spinel", "Spinel", 1.71610, 60.63},
+                           {"cubic_zirconia", "Cubic zirconia", 2.15846, 33.52},
+                           {"sapphire_iso", "Sapphire (ordinary ray, isotropic)", 1.76808, 72.27}};
   for (const auto& e : expect) {
     auto m = ft::material_preset(e.name);
     ASSERT_TRUE(m.ok()) << m.status().what();
-    EXPECT_EQ(m->name, e.name);
+    EXPECT_EQ(m->name, e.display_name);
     EXPECT_NEAR(refractive_index(m->dispersion, 589.3), e.n_d, 2e-4) << e.name;
     EXPECT_NEAR(abbe(m->dispersion), e.abbe, 0.05) << e.name;
     EXPECT_TRUE(m->o_ray.empty());
     EXPECT_EQ(m->birefringence_delta, 0.0f) << "presets stay Tier 1";
   }
-  EXPECT_EQ(ft::material_preset("CZ")->name, "cubic_zirconia");
+  EXPECT_EQ(ft::material_preset("CZ")->name, "Cubic zirconia");
   EXPECT_EQ(ft::material_preset_names().size(), 4u);
   const auto bad = ft::material_preset("diamnod");
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
@@ -187,7 +188,7 @@ TEST(SceneJson, reads_sellmeier1_cauchy_and_preset_overrides) {
 
   s = parse_ok(R"({"material": {"preset": "cz", "absorption_path_scale": 3,
                                "absorption": {"o_ray": [{"peak": 1, "centre": 450, "width": 20}]}}})");
-  EXPECT_EQ(s.material.name, "cubic_zirconia");
+  EXPECT_EQ(s.material.name, "Cubic zirconia");
   EXPECT_EQ(s.material.absorption_path_scale, 3.0f);
   EXPECT_EQ(s.material.o_ray.size(), 1u);
   EXPECT_EQ(s.material.dispersion.b[2], ft::material_preset("cz")->dispersion.b[2]);
@@ -345,5 +346,16 @@ TEST(SceneJsonFiles, examples_parse_and_save_round_trips) {
     EXPECT_EQ(ft::scene_to_json(*back), ft::scene_to_json(*s));
     std::filesystem::remove(out);
   }
-  EXPECT_TRUE(ft::load_scene_file(std::string(FT_SOURCE_DIR) + "/examples/furnace.json")->planes.size() > 0);
+  auto furnace = ft::load_scene_file(std::string(FT_SOURCE_DIR) + "/examples/furnace.json");
+  EXPECT_EQ(furnace->environment, ft::EnvironmentKind::kUniform);
+  EXPECT_EQ(furnace->planes.size(), 74u);
+  EXPECT_TRUE(furnace->material.o_ray.empty()) << "the furnace stone must not absorb";
+}
+
+TEST(SceneJsonFiles, diamond_example_is_the_builtin_scene) {
+  auto s = ft::load_scene_file(std::string(FT_SOURCE_DIR) + "/examples/diamond.json");
+  ASSERT_TRUE(s.ok()) << s.status().what();
+  EXPECT_EQ(ft::scene_to_json(*s), ft::scene_to_json(ft::builtin_diamond_scene()))
+      << "examples/diamond.json drifted from builtin_diamond_scene(); regenerate it with "
+         "`facetrace render --save-scene examples/diamond.json` (and restore its description)";
 }

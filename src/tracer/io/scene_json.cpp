@@ -216,20 +216,20 @@ const std::array<Preset, 4> kMaterialPresets = {{
     // MgAl2O4 spinel, Tropf & Thomas (1991), 0.35–5.5 µm: n_D ≈ 1.716.
     {"spinel",
      [] {
-       return sellmeier3_material("spinel", {1.8938f, 3.0755f, 0.0f}, {0.0098843f, 250.4622f, 0.0f},
+       return sellmeier3_material("Spinel", {1.8938f, 3.0755f, 0.0f}, {0.0098843f, 250.4622f, 0.0f},
                                   CrystalSystem::kCubic);
      }},
     // Y2O3-stabilised cubic zirconia, Wood & Nassau (1982), 0.36–5.1 µm: n_D ≈ 2.158.
     {"cubic_zirconia",
      [] {
-       return sellmeier3_material("cubic_zirconia", {1.347091f, 2.117788f, 9.452943f},
+       return sellmeier3_material("Cubic zirconia", {1.347091f, 2.117788f, 9.452943f},
                                   {0.0039116f, 0.0278019f, 591.4901f}, CrystalSystem::kCubic);
      }},
     // Sapphire (Al2O3), ordinary ray only, Malitson & Dodge (1972): n_o,D ≈ 1.768. Sapphire is uniaxial
     // (Δ ≈ −0.008); this preset deliberately ignores the birefringence (Δ = 0 keeps it in Tier 1).
     {"sapphire_iso",
      [] {
-       return sellmeier3_material("sapphire_iso", {1.4313493f, 0.65054713f, 5.3414021f},
+       return sellmeier3_material("Sapphire (ordinary ray, isotropic)", {1.4313493f, 0.65054713f, 5.3414021f},
                                   {0.0052799261f, 0.0142382647f, 325.017834f}, CrystalSystem::kTrigonal);
      }},
 }};
