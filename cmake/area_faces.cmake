@@ -20,6 +20,6 @@ target_link_libraries(ft_faces PUBLIC ft_core PRIVATE onnx_proto protobuf::libpr
 
 if(FT_BUILD_TESTS)
   ft_add_test(faces_test cpu
-    SOURCES tests/unit/faces_ops_test.cpp
+    SOURCES tests/unit/faces_ops_test.cpp tests/unit/faces_loader_test.cpp tests/unit/faces_models_test.cpp
     LIBS ft_faces onnx_proto protobuf::libprotobuf)
 endif()
