@@ -65,9 +65,12 @@ FT_HD void apply_transmission(float* s, float n1, float n2, float cos_i, float c
 /// [0,0,−sin δ,cos δ]], δ = 2·atan(cos i·√(n² sin²i − 1)/(n sin²i)), n = n₁/n₂ (tracer.md §7.2 step 6).
 FT_HD void apply_tir_retarder(float* s, float n, float cos_i, float scale) {
   const float sin2i = 1.0f - cos_i * cos_i;
-  const float root = sqrtf(fmaxf(n * n * sin2i - 1.0f, 0.0f));
-  const float delta = 2.0f * atanf(cos_i * root / (n * sin2i));
-  const float cd = cosf(delta), sd = sinf(delta);
+  const float arg = n * n * sin2i - 1.0f;
+  const float root = sqrtf(arg > 0.0f ? arg : 0.0f);
+  // δ = 2·atan(x): cos δ = (1 − x²)/(1 + x²), sin δ = 2x/(1 + x²) (same δ, no transcendental calls).
+  const float x = cos_i * root / (n * sin2i);
+  const float inv = 1.0f / (1.0f + x * x);
+  const float cd = (1.0f - x * x) * inv, sd = 2.0f * x * inv;
   const float u = s[2], v = s[3];
   s[0] *= scale;
   s[1] *= scale;

@@ -33,7 +33,10 @@ inline constexpr float kPi = 3.14159265358979323846f;
 
 namespace detail {
 
-FT_HD float clampf(float v, float lo, float hi) { return fminf(fmaxf(v, lo), hi); }
+/// max/min by selection: inlined on the host (libm's fmaxf/fminf are calls without fast math).
+FT_HD float maxf(float a, float b) { return a > b ? a : b; }
+FT_HD float minf(float a, float b) { return a < b ? a : b; }
+FT_HD float clampf(float v, float lo, float hi) { return minf(maxf(v, lo), hi); }
 
 /// Any unit vector perpendicular to unit v (branchless ONB, Duff et al. 2017).
 FT_HD void orthonormal_basis(Vec3 n, Vec3& t, Vec3& b) {
@@ -50,7 +53,7 @@ FT_HD Vec3 cosine_direction(Vec3 n, float u1, float u2) {
   orthonormal_basis(n, t, b);
   const float r = sqrtf(u1);
   const float phi = 2.0f * kPi * u2;
-  const float z = sqrtf(fmaxf(0.0f, 1.0f - u1));
+  const float z = sqrtf(detail::maxf(0.0f, 1.0f - u1));
   return normalize(t * (r * cosf(phi)) + b * (r * sinf(phi)) + n * z);
 }
 
@@ -98,7 +101,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     // 2. Miss: add the environment, commit the staged split radiance, stop.
     if (hit.plane < 0) {
       const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
-      for (int k = 0; k < K; ++k) radiance[k] += fmaxf(st[k][0], 0.0f) * shape * illum[k] + split[k];
+      for (int k = 0; k < K; ++k) radiance[k] += detail::maxf(st[k][0], 0.0f) * shape * illum[k] + split[k];
       break;
     }
     const GpuPlane pl = planes[hit.plane];
@@ -136,7 +139,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       nrm = -nrm;
       cos_i = -cos_i;
     }
-    cos_i = fminf(cos_i, 1.0f);
+    cos_i = detail::minf(cos_i, 1.0f);
     float n1[K], n2[K], cos_t[K];
     for (int k = 0; k < K; ++k) {
       n1[k] = inside ? n_k[k] : 1.0f;
@@ -232,7 +235,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
         // ends the path in a convex stone, so compat keeps the classes of the shared interior path.
         for (int k = 1; k < K; ++k) {
           if (cos_t[k] < 0.0f || dot(t_dir[k], t_dir[0]) >= kSameDirection) continue;
-          const float ik = fmaxf(st[k][0], 0.0f);
+          const float ik = detail::maxf(st[k][0], 0.0f);
           st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
           if (ik <= 0.0f) continue;
           const Hit probe = intersect_polyhedron(planes, p.plane_count, pos + t_dir[k] * kRayOffset, t_dir[k]);
@@ -250,7 +253,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     // 10. Russian roulette (only when b > 4).
     if (b > kRouletteAfter) {
       float imax = st[0][0];
-      for (int k = 1; k < K; ++k) imax = fmaxf(imax, st[k][0]);
+      for (int k = 1; k < K; ++k) imax = detail::maxf(imax, st[k][0]);
       const float q = detail::clampf(imax, kRouletteMin, 1.0f);
       if (stream_uniform(seed, b, kStreamRoulette) > q) {
         for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
@@ -294,9 +297,9 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
   SampleXyz out;
   // x − x is 0 for finite x and NaN for ±inf / NaN (no fast-math on tracer targets).
   if (sx - sx == 0.0f && sy - sy == 0.0f && sz - sz == 0.0f) {
-    out.x = fmaxf(sx, 0.0f);
-    out.y = fmaxf(sy, 0.0f);
-    out.z = fmaxf(sz, 0.0f);
+    out.x = detail::maxf(sx, 0.0f);
+    out.y = detail::maxf(sy, 0.0f);
+    out.z = detail::maxf(sz, 0.0f);
     out.finite = 1u;
   } else {
     out.x = out.y = out.z = 0.0f;
