@@ -2,7 +2,6 @@
 /// bench_tracer: paths/s of the tracer on the built-in diamond (style.md §10). JSON lines on stdout, a table
 /// on stderr. `--short` is a seconds-long smoke run for CI.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,7 +33,8 @@ double percentile(std::vector<double> v, double q) {
 
 int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
-  CLI::App app{"bench_tracer: tracer throughput on the built-in diamond (JSON lines on stdout, table on stderr)"};
+  CLI::App app{
+      "bench_tracer: tracer throughput on the built-in diamond (JSON lines on stdout, table on stderr)"};
   std::string device = "cpu";
   bool short_run = false;
   unsigned width = 0, height = 0, spp = 0, bounces = 12, repeats = 0, threads = 0;
@@ -42,14 +42,16 @@ int main(int argc, char** argv) {
   app.add_flag("--short", short_run, "CI smoke run: 64x64, 2 spp, 2 repeats");
   app.add_option("--width", width, "image width (default 1024; --short 64)");
   app.add_option("--height", height, "image height (default 1024; --short 64)");
-  app.add_option("--spp", spp, "samples per pixel per repeat (default 1; --short 2)")->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--spp", spp, "samples per pixel per repeat (default 1; --short 2)")
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--bounces", bounces, "max bounces (default 12)")->check(CLI::Range(1u, 128u));
   app.add_option("--repeats", repeats, "timed repeats (default 5; --short 2)")->check(CLI::Range(1u, 10000u));
   app.add_option("--threads", threads, "CPU threads (default 0 = all cores)");
   CLI11_PARSE(app, argc, argv);
 
   if (device != "cpu") {
-    std::fprintf(stderr, "bench_tracer: --device %s: no GPU tracer available in this build; use --device cpu\n",
+    std::fprintf(stderr,
+                 "bench_tracer: --device %s: no GPU tracer available in this build; use --device cpu\n",
                  device.c_str());
     return 2;
   }
@@ -92,7 +94,8 @@ int main(int argc, char** argv) {
   std::snprintf(case_name, sizeof case_name, "builtin_diamond_%ux%u_b%u_spp%u", width, height, bounces, spp);
 
   std::printf(
-      "{\"bench\":\"tracer\",\"case\":\"%s\",\"device\":\"cpu\",\"driver\":null,\"cuda\":null,\"build\":\"%s\","
+      "{\"bench\":\"tracer\",\"case\":\"%s\",\"device\":\"cpu\",\"driver\":null,\"cuda\":null,\"build\":\"%"
+      "s\","
       "\"threads\":%u,\"width\":%u,\"height\":%u,\"spp\":%u,\"bounces\":%u,\"iters\":%u,\"warmup\":%u,"
       "\"median_ms\":%.3f,\"p10_ms\":%.3f,\"p90_ms\":%.3f,\"paths_per_s\":%.1f,\"samples_per_s\":%.1f,"
       "\"frame_spp_per_s\":%.4f,\"nonfinite\":%llu,\"dispatches\":0,\"stalls\":0,\"peak_in_flight\":0}\n",
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
 
   std::fprintf(stderr, "%-36s %-6s %7s %10s %10s %10s %12s %12s\n", "case", "device", "threads", "median_ms",
                "p10_ms", "p90_ms", "M paths/s", "frame-spp/s");
-  std::fprintf(stderr, "%-36s %-6s %7u %10.1f %10.1f %10.1f %12.3f %12.3f\n", case_name, "cpu", nthreads, median,
-               p10, p90, paths_per_s / 1e6, frame_spp_per_s);
+  std::fprintf(stderr, "%-36s %-6s %7u %10.1f %10.1f %10.1f %12.3f %12.3f\n", case_name, "cpu", nthreads,
+               median, p10, p90, paths_per_s / 1e6, frame_spp_per_s);
   return 0;
 }

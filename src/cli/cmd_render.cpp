@@ -6,6 +6,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -28,7 +29,7 @@ constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitCancelled = 130;  // 128 + SIGINT, as shells report it
 
-constexpr std::uint64_t kMaxSpp = 1u << 20;           // "sane": 1 M samples per pixel per run
+constexpr std::uint64_t kMaxSpp = 1u << 20;  // "sane": 1 M samples per pixel per run
 constexpr std::uint64_t kMaxFirstSample = 1ull << 40;
 constexpr std::uint64_t kMaxThreads = 4096;
 
@@ -46,8 +47,9 @@ struct DeviceChoice {
 Expected<DeviceChoice> choose_device(const std::string& requested) {
   if (requested == "auto" || requested == "cpu") return DeviceChoice{Device::kCpu, "cpu"};
   if (requested == "gpu")
-    return not_supported("no GPU tracer available: this build of facetrace has no GPU tracer yet; use "
-                         "--device cpu (or auto, which picks the CPU)");
+    return not_supported(
+        "no GPU tracer available: this build of facetrace has no GPU tracer yet; use "
+        "--device cpu (or auto, which picks the CPU)");
   return invalid_argument("--device: unknown device \"" + requested + "\"; expected auto, cpu or gpu");
 }
 
@@ -72,14 +74,13 @@ Expected<std::uint64_t> parse_count(const std::string& flag, const std::string& 
   std::uint64_t v = 0;
   const char* b = text.data();
   const char* e = b + text.size();
-  if (!text.empty() && text[0] == '-')
-    return invalid_argument(flag + ": must not be negative, got " + text);
+  if (!text.empty() && text[0] == '-') return invalid_argument(flag + ": must not be negative, got " + text);
   const auto r = std::from_chars(b, e, v);
   if (text.empty() || r.ec == std::errc::invalid_argument || r.ptr != e)
     return invalid_argument(flag + ": expected a whole number, got \"" + text + "\"");
   if (r.ec == std::errc::result_out_of_range || v < lo || v > hi)
-    return invalid_argument(flag + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                            text);
+    return invalid_argument(flag + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                            "], got " + text);
   return v;
 }
 
@@ -91,7 +92,8 @@ Status check_writable_target(const std::string& flag, const std::string& path) {
   if (fs::is_directory(p, ec)) return invalid_argument(flag + ": " + path + " is a directory");
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec))
-    return invalid_argument(flag + ": cannot write " + path + ": directory " + dir.string() + " does not exist");
+    return invalid_argument(flag + ": cannot write " + path + ": directory " + dir.string() +
+                            " does not exist");
   return {};
 }
 
@@ -126,7 +128,7 @@ class SigintScope {
 /// Progress on stderr: a bar redrawn ≤ 10×/s on a terminal, a line per 25 % otherwise, nothing when quiet.
 class Progress {
  public:
-  Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1) {}
+  explicit Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1) {}
 
   void update(double fraction, double elapsed_s) {
     if (quiet_) return;
@@ -139,8 +141,8 @@ class Progress {
       char eta[32] = "";
       if (fraction > 0.02 && fraction < 1)
         std::snprintf(eta, sizeof eta, "  ETA %.0f s", elapsed_s * (1 - fraction) / fraction);
-      std::fprintf(stderr, "\r[%s] %3d%%  %.1f s%s   ", bar.c_str(), static_cast<int>(fraction * 100), elapsed_s,
-                   eta);
+      std::fprintf(stderr, "\r[%s] %3d%%  %.1f s%s   ", bar.c_str(), static_cast<int>(fraction * 100),
+                   elapsed_s, eta);
       std::fflush(stderr);
       drawn_ = true;
     } else {
@@ -169,12 +171,21 @@ void store_max(std::atomic<double>& a, double v) {
 }
 
 std::string scene_not_supported_reason(const tr::Scene& scene) {
+  const tr::Material& m = scene.material;
+  std::string features;
+  auto add = [&](const std::string& f) { features += (features.empty() ? "" : ", ") + f; };
   if (!tr::lighting_preset_is_tier1(scene.lighting_preset))
-    return "lighting preset " + std::string(tr::lighting_preset_name(scene.lighting_preset)) +
-           " is Tier 2; the CPU tracer implements Tier 1 (Daylight, RingLights, LightTent, IlluminantA)";
-  return "the scene needs Tier " + std::to_string(tr::scene_tier(scene)) +
-         " features (birefringence, inclusions, edge rounding, fluorescence or tools); the CPU tracer implements "
-         "Tier 1";
+    add("lighting preset " + std::string(tr::lighting_preset_name(scene.lighting_preset)) + " (Tier 2)");
+  if (scene.environment == tr::EnvironmentKind::kHdr) add("HDR environment (Tier 2)");
+  if (m.crystal_system != tr::CrystalSystem::kCubic && std::abs(m.birefringence_delta) > 1e-4f)
+    add("birefringence (material.birefringence_delta, Tier 2/3)");
+  if (m.scattering_sigma_s > 0) add("inclusions (material.scattering_sigma_s, Tier 2)");
+  if (m.edge_rounding_radius > 0) add("edge rounding (material.edge_rounding_radius, Tier 2)");
+  if (m.fluorescence) add("fluorescence (Tier 3)");
+  if (scene.tools) add("tools (Tier 3)");
+  if (features.empty()) add("Tier " + std::to_string(tr::scene_tier(scene)) + " features");
+  return "the scene needs " + features +
+         "; the CPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, IlluminantA)";
 }
 
 // ---- the command ----------------------------------------------------------------------------------------
@@ -230,7 +241,8 @@ int run_render(const RenderArgs& a) {
   if (height) scene.height = static_cast<std::uint32_t>(*height);
   if (bounces) scene.max_bounces = static_cast<std::uint32_t>(*bounces);
   if (Status st = tr::validate_scene(scene); !st.ok()) return fail(kExitBadInput, st.what());
-  if (tr::scene_tier(scene) > 1) return fail(kExitFailure, "not supported: " + scene_not_supported_reason(scene));
+  if (tr::scene_tier(scene) > 1)
+    return fail(kExitFailure, "not supported: " + scene_not_supported_reason(scene));
 
   if (Status st = check_writable_target("-o", output); !st.ok()) return fail(kExitBadInput, st.what());
   if (!a.exr.empty())
@@ -279,9 +291,9 @@ int run_render(const RenderArgs& a) {
     while (!finished.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double frac =
-          (static_cast<double>(completed.load()) + batch_fraction.load() * static_cast<double>(current_batch.load())) /
-          static_cast<double>(total);
+      const double frac = (static_cast<double>(completed.load()) +
+                           batch_fraction.load() * static_cast<double>(current_batch.load())) /
+                          static_cast<double>(total);
       if (!finished.load()) progress.update(frac, elapsed);
     }
     worker.join();
@@ -293,10 +305,11 @@ int run_render(const RenderArgs& a) {
   if (result.code() == Code::kCancelled || g_cancel.load())
     return fail(kExitCancelled, "cancelled after " + std::to_string(completed.load()) + " of " +
                                     std::to_string(total) + " samples per pixel; nothing written");
-  if (!result.ok()) return fail(result.code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure,
-                                result.to_string());
+  if (!result.ok())
+    return fail(result.code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure, result.to_string());
 
-  if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok()) return fail(kExitFailure, st.what());
+  if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok())
+    return fail(kExitFailure, st.what());
   if (!a.exr.empty()) {
     tr::ExrInfo info;
     info.first_sample = *first;
@@ -311,8 +324,8 @@ int run_render(const RenderArgs& a) {
   if (!a.quiet) {
     const double paths = static_cast<double>(film.pixels()) * static_cast<double>(total);
     std::printf("rendered %ux%u x %llu spp on %s (%u threads) in %.1f s: %.2f M paths/s, %llu non-finite\n",
-                scene.width, scene.height, static_cast<unsigned long long>(total), device->name.c_str(), nthreads,
-                seconds, paths / seconds / 1e6, static_cast<unsigned long long>(film.nonfinite));
+                scene.width, scene.height, static_cast<unsigned long long>(total), device->name.c_str(),
+                nthreads, seconds, paths / seconds / 1e6, static_cast<unsigned long long>(film.nonfinite));
     std::printf("wrote %s\n", output.c_str());
     if (!a.exr.empty()) std::printf("wrote %s\n", a.exr.c_str());
   }
@@ -332,10 +345,12 @@ void register_render(CLI::App& app, int& exit_code) {
   cmd->add_option("--exr", args->exr, "also write the linear XYZ sums and sample counts (additive) as EXR")
       ->type_name("FILE");
   cmd->add_option("--spp", args->spp, "samples per pixel (default 64)")->type_name("N");
-  cmd->add_option("--first-sample", args->first_sample, "first absolute sample index (default 0)")->type_name("S");
+  cmd->add_option("--first-sample", args->first_sample, "first absolute sample index (default 0)")
+      ->type_name("S");
   cmd->add_option("--width", args->width, "image width (overrides the scene)")->type_name("W");
   cmd->add_option("--height", args->height, "image height (overrides the scene)")->type_name("H");
-  cmd->add_option("--max-bounces", args->max_bounces, "path length limit, 1..128 (overrides the scene)")->type_name("B");
+  cmd->add_option("--max-bounces", args->max_bounces, "path length limit, 1..128 (overrides the scene)")
+      ->type_name("B");
   cmd->add_option("--device", args->device, "auto | cpu | gpu (default auto)")->type_name("DEVICE");
   cmd->add_option("--threads", args->threads, "CPU threads (default 0 = all cores)")->type_name("N");
   cmd->add_option("--save-scene", args->save_scene, "write the resolved scene (after overrides) as JSON")

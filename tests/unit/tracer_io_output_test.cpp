@@ -2,13 +2,13 @@
 /// Display path (ACES, gamut walk, sRGB, quantisation), PNG writing and EXR round trips (tracer.md §11).
 #include <gtest/gtest.h>
 #include <png.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <unistd.h>
 
 #include "facetrace/tracer/output.h"
 
@@ -18,14 +18,16 @@ namespace fs = std::filesystem;
 namespace {
 
 // Linear sRGB → XYZ luminance row (inverse of the XYZ → sRGB matrix, D65).
-double luminance_of(const double rgb[3]) { return 0.2126729 * rgb[0] + 0.7151522 * rgb[1] + 0.0721750 * rgb[2]; }
+double luminance_of(const double rgb[3]) {
+  return 0.2126729 * rgb[0] + 0.7151522 * rgb[1] + 0.0721750 * rgb[2];
+}
 
 constexpr double kD65[3] = {0.3127 / 0.3290, 1.0, (1 - 0.3127 - 0.3290) / 0.3290};
 
 fs::path temp_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::temp_directory_path() / ("facetrace_io_" + std::string(info->name()) + "_" +
-                                               std::to_string(::getpid()));
+  fs::path dir = fs::temp_directory_path() /
+                 ("facetrace_io_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir;
 }
@@ -45,7 +47,7 @@ TEST(Srgb, curve_has_exact_endpoints_and_a_continuous_threshold) {
   EXPECT_NEAR(ft::srgb_encode(1.0), 1.0, 1e-15);
   EXPECT_NEAR(ft::srgb_encode(0.0031308), 12.92 * 0.0031308, 1e-15);  // linear segment up to the threshold
   const double above = ft::srgb_encode(std::nextafter(0.0031308, 1.0));
-  EXPECT_NEAR(above, 0.040449936, 1e-6);                                // the power segment meets it
+  EXPECT_NEAR(above, 0.040449936, 1e-6);  // the power segment meets it
   EXPECT_NEAR(ft::srgb_encode(0.5), 0.735356983052449, 1e-12);
 }
 
@@ -54,7 +56,7 @@ TEST(Quantise, rounds_half_up_and_clamps) {
   EXPECT_EQ(ft::quantise8(-0.5), 0);
   EXPECT_EQ(ft::quantise8(1.0), 255);
   EXPECT_EQ(ft::quantise8(2.0), 255);
-  EXPECT_EQ(ft::quantise8(0.5), 128);              // 127.5 + 0.5
+  EXPECT_EQ(ft::quantise8(0.5), 128);  // 127.5 + 0.5
   EXPECT_EQ(ft::quantise8(126.49 / 255.0), 126);
   EXPECT_EQ(ft::quantise8(std::nan("")), 0);
 }
@@ -75,7 +77,8 @@ TEST(GamutWalk, leaves_in_gamut_colours_alone) {
 
 TEST(GamutWalk, keeps_luminance_and_hue_line_and_ends_with_nonnegative_channels) {
   // Spectral 520 nm (CIE 1931 CMF), a red with negative green, a saturated blue.
-  const double cases[][3] = {{0.06327, 0.71, 0.07825}, {0.2, 0.1, 0.05}, {0.3, 0.5, 2.0}, {0.1741, 0.005, 0.8}};
+  const double cases[][3] = {
+      {0.06327, 0.71, 0.07825}, {0.2, 0.1, 0.05}, {0.3, 0.5, 2.0}, {0.1741, 0.005, 0.8}};
   for (const auto& xyz : cases) {
     double direct[3], rgb[3];
     ft::xyz_to_linear_srgb(xyz, direct);
@@ -120,16 +123,16 @@ ft::Film synthetic_film() {
     f.xyz[p * 3 + 2] = static_cast<float>(z * n);
     f.samples[p] = n;
   };
-  set(0, 0, 0, 0, 0);                                          // no samples: black
-  set(1, kD65[0], kD65[1], kD65[2], 4);                         // white, Y = 1
-  set(2, kD65[0] * 0.18, kD65[1] * 0.18, kD65[2] * 0.18, 8);    // 18 % grey
-  set(3, 0.2, 0.1, 0.05, 2);                                    // red, negative green: walks
-  set(4, 0.06327, 0.71, 0.07825, 1);                            // 520 nm: walks
-  set(5, kD65[0] * 100, kD65[1] * 100, kD65[2] * 100, 16);      // very bright: clips to white
+  set(0, 0, 0, 0, 0);                                         // no samples: black
+  set(1, kD65[0], kD65[1], kD65[2], 4);                       // white, Y = 1
+  set(2, kD65[0] * 0.18, kD65[1] * 0.18, kD65[2] * 0.18, 8);  // 18 % grey
+  set(3, 0.2, 0.1, 0.05, 2);                                  // red, negative green: walks
+  set(4, 0.06327, 0.71, 0.07825, 1);                          // 520 nm: walks
+  set(5, kD65[0] * 100, kD65[1] * 100, kD65[2] * 100, 16);    // very bright: clips to white
   return f;
 }
-const std::uint8_t kExpectedRgb[6][3] = {{0, 0, 0},     {232, 232, 232}, {141, 141, 141},
-                                         {199, 0, 68},  {0, 252, 166},   {255, 255, 255}};
+const std::uint8_t kExpectedRgb[6][3] = {{0, 0, 0},    {232, 232, 232}, {141, 141, 141},
+                                         {199, 0, 68}, {0, 252, 166},   {255, 255, 255}};
 
 }  // namespace
 
@@ -137,7 +140,8 @@ TEST(Display, tonemaps_a_synthetic_film_to_the_expected_bytes) {
   const ft::Rgba8Image img = ft::tonemap_film(synthetic_film());
   ASSERT_EQ(img.rgba.size(), 6u * 4);
   for (int p = 0; p < 6; ++p) {
-    for (int c = 0; c < 3; ++c) EXPECT_EQ(img.rgba[p * 4 + c], kExpectedRgb[p][c]) << "pixel " << p << " ch " << c;
+    for (int c = 0; c < 3; ++c)
+      EXPECT_EQ(img.rgba[p * 4 + c], kExpectedRgb[p][c]) << "pixel " << p << " ch " << c;
     EXPECT_EQ(img.rgba[p * 4 + 3], 255);
   }
 }
@@ -186,9 +190,10 @@ TEST(Exr, round_trips_sums_counts_and_header_bit_exactly) {
   std::uniform_real_distribution<float> u(0.0f, 50.0f);
   for (auto& v : film.xyz) v = u(rng);
   film.xyz[0] = 0.0f;
-  film.xyz[1] = 1e-40f;                // denormal
-  film.xyz[2] = 3.4e38f;               // near FLT_MAX
-  for (std::size_t i = 0; i < film.samples.size(); ++i) film.samples[i] = static_cast<std::uint32_t>(i * 977u);
+  film.xyz[1] = 1e-40f;   // denormal
+  film.xyz[2] = 3.4e38f;  // near FLT_MAX
+  for (std::size_t i = 0; i < film.samples.size(); ++i)
+    film.samples[i] = static_cast<std::uint32_t>(i * 977u);
   film.samples[3] = 0xFFFFFFFFu;
   film.nonfinite = 42;
   ft::ExrInfo info;

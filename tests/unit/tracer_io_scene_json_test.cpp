@@ -34,13 +34,15 @@ std::string parse_error(const std::string& text) {
 double refractive_index(const ft::Dispersion& d, double lambda_nm) {
   const double l2 = (lambda_nm / 1000) * (lambda_nm / 1000);
   switch (d.model) {
-    case ft::DispersionModel::kSellmeier1: return std::sqrt(1 + d.b[0] * l2 / (l2 - d.c[0]));
+    case ft::DispersionModel::kSellmeier1:
+      return std::sqrt(1 + d.b[0] * l2 / (l2 - d.c[0]));
     case ft::DispersionModel::kSellmeier3: {
       double n2 = 1;
       for (int i = 0; i < 3; ++i) n2 += d.b[i] * l2 / (l2 - d.c[i]);
       return std::sqrt(n2);
     }
-    case ft::DispersionModel::kCauchy: return d.b[0] + d.b[1] / l2 + d.b[2] / (l2 * l2);
+    case ft::DispersionModel::kCauchy:
+      return d.b[0] + d.b[1] / l2 + d.b[2] / (l2 * l2);
   }
   return 0;
 }
@@ -106,16 +108,17 @@ TEST(SceneJson, furnace_is_the_uniform_environment_and_planes_may_be_empty) {
 }
 
 TEST(SceneJson, accepts_all_fifteen_lighting_presets_by_name) {
-  const char* names[] = {"Daylight", "Incandescent", "RingLights", "DarkSpotlight", "IsoHemisphere",
-                         "LightTent", "DaylightDome", "UvLamp365", "UvLamp395", "DaylightSun", "Aset",
-                         "ShopLights", "WindowDaylight", "WhiteTray", "IlluminantA"};
+  const char* names[] = {"Daylight",  "Incandescent", "RingLights",     "DarkSpotlight", "IsoHemisphere",
+                         "LightTent", "DaylightDome", "UvLamp365",      "UvLamp395",     "DaylightSun",
+                         "Aset",      "ShopLights",   "WindowDaylight", "WhiteTray",     "IlluminantA"};
   for (int i = 0; i < 15; ++i) {
     const ft::Scene s = parse_ok(std::string(R"({"lighting_preset": ")") + names[i] + "\"}");
     EXPECT_EQ(static_cast<int>(s.lighting_preset), i) << names[i];
     EXPECT_EQ(ft::lighting_preset_name(s.lighting_preset), names[i]);
   }
   EXPECT_EQ(parse_ok(R"({"lighting_preset": "light_tent"})").lighting_preset, ft::LightingPreset::kLightTent);
-  EXPECT_EQ(parse_ok(R"({"lighting_preset": "illuminant-a"})").lighting_preset, ft::LightingPreset::kIlluminantA);
+  EXPECT_EQ(parse_ok(R"({"lighting_preset": "illuminant-a"})").lighting_preset,
+            ft::LightingPreset::kIlluminantA);
   EXPECT_TRUE(ft::lighting_preset_is_tier1(ft::LightingPreset::kDaylight));
   EXPECT_FALSE(ft::lighting_preset_is_tier1(ft::LightingPreset::kAset));
 }
@@ -261,16 +264,19 @@ TEST(SceneJsonErrors, wrong_types_name_the_field) {
   EXPECT_MESSAGE_HAS(parse_error(R"({"planes": 5})"), "planes: expected \"round_brilliant\" or an array");
   EXPECT_MESSAGE_HAS(parse_error(R"({"material": 5})"), "material: expected an object");
   EXPECT_MESSAGE_HAS(parse_error(R"({"lighting_preset": 5})"), "lighting_preset: expected a string");
-  EXPECT_MESSAGE_HAS(parse_error(R"({"planes": [{"normal": [0, 1], "d": -1}, {"normal": [0, 1, 0], "d": -1}]})"),
-                     "planes[0].normal: expected 3 numbers, got 2");
-  EXPECT_MESSAGE_HAS(parse_error(R"({"planes": [{"normal": [0, 1, 0], "d": -1}, {"normal": [0, 1, 0], "d": -1},
+  EXPECT_MESSAGE_HAS(
+      parse_error(R"({"planes": [{"normal": [0, 1], "d": -1}, {"normal": [0, 1, 0], "d": -1}]})"),
+      "planes[0].normal: expected 3 numbers, got 2");
+  EXPECT_MESSAGE_HAS(
+      parse_error(R"({"planes": [{"normal": [0, 1, 0], "d": -1}, {"normal": [0, 1, 0], "d": -1},
                                    {"normal": [0, 1, 0], "d": -1}, {"normal": "up", "d": -1}]})"),
-                     "planes[3].normal: expected an array of 3 numbers, got a string");
+      "planes[3].normal: expected an array of 3 numbers, got a string");
   EXPECT_MESSAGE_HAS(parse_error(R"({"planes": [{"normal": [0, 1, 0]}]})"), "planes[0].d: missing");
   EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"dispersion": {"model": "sellmeier3", "b": [1, 2, 3, 4],
                                    "c": [0, 0, 0]}}})"),
                      "material.dispersion.b: expected 1 to 3 numbers, got 4");
-  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"dispersion": {"b": [1]}}})"), "material.dispersion.model: missing");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"dispersion": {"b": [1]}}})"),
+                     "material.dispersion.model: missing");
   EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"absorption": {"o_ray": [{"peak": 1, "centre": 500}]}}})"),
                      "material.absorption.o_ray[0].width: missing");
   EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"absorption": {"o_ray": [{"peak": 1, "centre": 500,
@@ -298,7 +304,8 @@ TEST(SceneJsonErrors, unknown_enum_names_list_the_choices) {
   EXPECT_MESSAGE_HAS(parse_error(R"({"environment": "space"})"), "environment: unknown value \"space\"");
   EXPECT_MESSAGE_HAS(parse_error(R"({"environment": "hdr"})"), "environment: HDR");
   EXPECT_MESSAGE_HAS(parse_error(R"({"material": "unobtainium"})"), "material: unknown material preset");
-  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"preset": "glass"}})"), "material.preset: unknown material preset");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"preset": "glass"}})"),
+                     "material.preset: unknown material preset");
   EXPECT_MESSAGE_HAS(parse_error(R"({"planes": "princess"})"), "planes: unknown plane set \"princess\"");
   EXPECT_MESSAGE_HAS(parse_error(R"({"planes": [{"normal": [0, 1, 0], "d": -1, "finish": "matte"}]})"),
                      "planes[0].finish: unknown value \"matte\"");
@@ -339,7 +346,8 @@ TEST(SceneJsonFiles, examples_parse_and_save_round_trips) {
     const std::string path = std::string(FT_SOURCE_DIR) + "/examples/" + name;
     auto s = ft::load_scene_file(path);
     ASSERT_TRUE(s.ok()) << s.status().what();
-    const std::string out = (std::filesystem::temp_directory_path() / ("ft_roundtrip_" + std::string(name))).string();
+    const std::string out =
+        (std::filesystem::temp_directory_path() / ("ft_roundtrip_" + std::string(name))).string();
     ASSERT_TRUE(ft::save_scene_file(*s, out).ok());
     auto back = ft::load_scene_file(out);
     ASSERT_TRUE(back.ok()) << back.status().what();

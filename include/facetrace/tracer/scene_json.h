@@ -23,8 +23,8 @@ Expected<Scene> load_scene_file(const std::string& path);
 
 /// Options for scene_to_json().
 struct SceneJsonOptions {
-  int indent = 2;            ///< spaces per level; -1 writes one line
-  bool use_names = true;     ///< write "round_brilliant" / a preset name where the value equals one exactly
+  int indent = 2;         ///< spaces per level; -1 writes one line
+  bool use_names = true;  ///< write "round_brilliant" / a preset name where the value equals one exactly
 };
 
 /// Serialises a scene to JSON that scene_from_json() reads back to the identical Scene (floats round-trip
@@ -44,8 +44,8 @@ Expected<Material> material_preset(std::string_view name);
 /// Canonical name of a lighting preset, e.g. "LightTent" (tracer.md §2).
 std::string_view lighting_preset_name(LightingPreset preset);
 
-/// Looks a lighting preset up by name: case-insensitive, '_' / '-' / ' ' ignored ("light_tent" = "LightTent").
-/// Errors: kInvalidArgument listing the 15 names.
+/// Looks a lighting preset up by name: case-insensitive, '_' / '-' / ' ' ignored ("light_tent" =
+/// "LightTent"). Errors: kInvalidArgument listing the 15 names.
 Expected<LightingPreset> lighting_preset_from_name(std::string_view name);
 
 /// True for the Tier 1 presets (Daylight, RingLights, LightTent, IlluminantA; tracer.md §1).

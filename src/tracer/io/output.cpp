@@ -120,7 +120,8 @@ Rgba8Image tonemap_film(const Film& film) {
   img.rgba.assign(film.pixels() * 4, 0);
   const bool ok = film.xyz.size() == film.pixels() * 3 && film.samples.size() == film.pixels();
   if (!ok) return img;
-  for (std::size_t p = 0; p < film.pixels(); ++p) display_pixel(&film.xyz[p * 3], film.samples[p], &img.rgba[p * 4]);
+  for (std::size_t p = 0; p < film.pixels(); ++p)
+    display_pixel(&film.xyz[p * 3], film.samples[p], &img.rgba[p * 4]);
   return img;
 }
 
@@ -166,8 +167,8 @@ Expected<Rgba8Image> read_png(const std::string& path) {
 Status write_exr(const std::string& path, const Film& film, const ExrInfo& info) {
   if (film.width == 0 || film.height == 0 || film.xyz.size() != film.pixels() * 3 ||
       film.samples.size() != film.pixels())
-    return invalid_argument(path + ": cannot write EXR: film buffers do not match " + std::to_string(film.width) +
-                            "x" + std::to_string(film.height));
+    return invalid_argument(path + ": cannot write EXR: film buffers do not match " +
+                            std::to_string(film.width) + "x" + std::to_string(film.height));
   // Write next to the target and rename, so readers (farm merges) never see a half-written file.
   const std::string tmp = path + ".tmp";
   try {
@@ -239,13 +240,15 @@ Expected<ExrFilm> read_exr(const std::string& path) {
       const Imf::Channel* ch = h.channels().findChannel(c.name);
       if (!ch) return io_error(path + ": EXR has no channel " + c.name + " (not a facetrace sums file?)");
       if (ch->type != c.type)
-        return io_error(path + ": EXR channel " + c.name + " has type " + std::to_string(ch->type) + ", expected " +
-                        (c.type == Imf::FLOAT ? "FLOAT" : "UINT"));
+        return io_error(path + ": EXR channel " + c.name + " has type " + std::to_string(ch->type) +
+                        ", expected " + (c.type == Imf::FLOAT ? "FLOAT" : "UINT"));
     }
     if (!parse_u64_attr(h, kAttrFirstSample, out.info.first_sample) ||
-        !parse_u64_attr(h, kAttrSamples, out.info.samples) || !parse_u64_attr(h, kAttrNonfinite, out.info.nonfinite))
+        !parse_u64_attr(h, kAttrSamples, out.info.samples) ||
+        !parse_u64_attr(h, kAttrNonfinite, out.info.nonfinite))
       return io_error(path + ": EXR facetrace.* attribute is not a decimal integer");
-    if (const auto* a = h.findTypedAttribute<Imf::StringAttribute>(kAttrScene)) out.info.scene_json = a->value();
+    if (const auto* a = h.findTypedAttribute<Imf::StringAttribute>(kAttrScene))
+      out.info.scene_json = a->value();
     out.film = Film(width, height);
     out.film.nonfinite = out.info.nonfinite;
     const std::size_t row_f = sizeof(float) * 3 * width;

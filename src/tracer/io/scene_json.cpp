@@ -34,19 +34,29 @@ struct FieldError : std::runtime_error {
 std::string join(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
 }
-std::string index_path(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
+std::string index_path(const std::string& path, std::size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
 
 const char* type_name(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "an unsupported value";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "an unsupported value";
   }
 }
 
@@ -89,7 +99,8 @@ std::string suggestion(std::string_view got, const std::vector<std::string_view>
     const std::size_t d = edit_distance(fold(got), fold(k));
     if (d < best_d) best_d = d, best = k;
   }
-  if (best_d <= std::max<std::size_t>(2, got.size() / 3)) return " (did you mean \"" + std::string(best) + "\"?)";
+  if (best_d <= std::max<std::size_t>(2, got.size() / 3))
+    return " (did you mean \"" + std::string(best) + "\"?)";
   return {};
 }
 
@@ -98,7 +109,8 @@ void check_object(const json& j, const std::string& path, const std::vector<std:
   if (!j.is_object()) fail(path, std::string("expected an object, got ") + type_name(j));
   for (const auto& [key, value] : j.items()) {
     if (std::find(known.begin(), known.end(), key) == known.end())
-      fail(join(path, key), "unknown field" + suggestion(key, known) + "; known fields: " + list_names(known));
+      fail(join(path, key),
+           "unknown field" + suggestion(key, known) + "; known fields: " + list_names(known));
   }
 }
 
@@ -175,22 +187,23 @@ std::size_t enum_index(const json& j, const std::string& p, const std::vector<st
   const std::string& got = as_string(j, p);
   for (std::size_t i = 0; i < names.size(); ++i)
     if (fold(got) == fold(names[i])) return i;
-  fail(p, "unknown value \"" + got + "\"" + suggestion(got, names) + "; expected one of: " + list_names(names));
+  fail(p,
+       "unknown value \"" + got + "\"" + suggestion(got, names) + "; expected one of: " + list_names(names));
 }
 
 // ---- names ---------------------------------------------------------------------------------------------
 
 const std::vector<std::string_view> kPresetNames = {
-    "Daylight",      "Incandescent", "RingLights", "DarkSpotlight", "IsoHemisphere",
-    "LightTent",     "DaylightDome", "UvLamp365",  "UvLamp395",     "DaylightSun",
-    "Aset",          "ShopLights",   "WindowDaylight", "WhiteTray", "IlluminantA"};
+    "Daylight",  "Incandescent", "RingLights",     "DarkSpotlight", "IsoHemisphere",
+    "LightTent", "DaylightDome", "UvLamp365",      "UvLamp395",     "DaylightSun",
+    "Aset",      "ShopLights",   "WindowDaylight", "WhiteTray",     "IlluminantA"};
 const std::vector<std::string_view> kEnvironmentNames = {"studio", "uniform", "furnace"};
 const std::vector<std::string_view> kModelNames = {"sellmeier1", "sellmeier3", "cauchy"};
 const std::vector<std::string_view> kDomainNames = {"wavelength", "wavenumber"};
 const std::vector<std::string_view> kFinishNames = {"polished", "frosted"};
 const std::vector<std::string_view> kCharacterNames = {"isotropic", "uniaxial_positive", "uniaxial_negative",
                                                        "biaxial_positive", "biaxial_negative"};
-const std::vector<std::string_view> kCrystalNames = {"cubic",      "tetragonal", "hexagonal", "trigonal",
+const std::vector<std::string_view> kCrystalNames = {"cubic",        "tetragonal", "hexagonal", "trigonal",
                                                      "orthorhombic", "monoclinic", "triclinic", "amorphous"};
 
 // ---- material presets ----------------------------------------------------------------------------------
@@ -260,7 +273,8 @@ Dispersion parse_dispersion(const json& j, const std::string& path) {
     if (!it->is_array()) fail(p, std::string("expected an array of numbers, got ") + type_name(*it));
     if (it->empty() || it->size() > max_terms)
       fail(p, "expected 1 to " + std::to_string(max_terms) + " numbers, got " + std::to_string(it->size()));
-    for (std::size_t i = 0; i < it->size(); ++i) out[i] = to_float(number((*it)[i], index_path(p, i)), index_path(p, i));
+    for (std::size_t i = 0; i < it->size(); ++i)
+      out[i] = to_float(number((*it)[i], index_path(p, i)), index_path(p, i));
   };
   switch (d.model) {
     case DispersionModel::kSellmeier1:
@@ -332,14 +346,17 @@ Material parse_material(const json& j, const std::string& path, const Material& 
     m.name = "custom";
   }
   if (const auto it = j.find("name"); it != j.end()) m.name = as_string(*it, join(path, "name"));
-  if (const auto it = j.find("dispersion"); it != j.end()) m.dispersion = parse_dispersion(*it, join(path, "dispersion"));
+  if (const auto it = j.find("dispersion"); it != j.end())
+    m.dispersion = parse_dispersion(*it, join(path, "dispersion"));
   if (const auto it = j.find("absorption"); it != j.end()) {
     const std::string p = join(path, "absorption");
     check_object(*it, p, {"o_ray", "e_ray", "beta_ray"});
-    m.o_ray = it->contains("o_ray") ? parse_bands((*it)["o_ray"], join(p, "o_ray")) : std::vector<AbsorptionBand>{};
-    m.e_ray = it->contains("e_ray") ? parse_bands((*it)["e_ray"], join(p, "e_ray")) : std::vector<AbsorptionBand>{};
-    m.beta_ray =
-        it->contains("beta_ray") ? parse_bands((*it)["beta_ray"], join(p, "beta_ray")) : std::vector<AbsorptionBand>{};
+    m.o_ray =
+        it->contains("o_ray") ? parse_bands((*it)["o_ray"], join(p, "o_ray")) : std::vector<AbsorptionBand>{};
+    m.e_ray =
+        it->contains("e_ray") ? parse_bands((*it)["e_ray"], join(p, "e_ray")) : std::vector<AbsorptionBand>{};
+    m.beta_ray = it->contains("beta_ray") ? parse_bands((*it)["beta_ray"], join(p, "beta_ray"))
+                                          : std::vector<AbsorptionBand>{};
   }
   m.absorption_path_scale = get_float(j, "absorption_path_scale", path, m.absorption_path_scale);
   if (m.absorption_path_scale < 0) fail(join(path, "absorption_path_scale"), "must not be negative");
@@ -347,7 +364,8 @@ Material parse_material(const json& j, const std::string& path, const Material& 
     m.optical_character =
         static_cast<OpticalCharacter>(enum_index(*it, join(path, "optical_character"), kCharacterNames));
   if (const auto it = j.find("crystal_system"); it != j.end())
-    m.crystal_system = static_cast<CrystalSystem>(enum_index(*it, join(path, "crystal_system"), kCrystalNames));
+    m.crystal_system =
+        static_cast<CrystalSystem>(enum_index(*it, join(path, "crystal_system"), kCrystalNames));
   m.birefringence_delta = get_float(j, "birefringence_delta", path, m.birefringence_delta);
   m.scattering_sigma_s = get_float(j, "scattering_sigma_s", path, m.scattering_sigma_s);
   m.scattering_g = get_float(j, "scattering_g", path, m.scattering_g);
@@ -362,7 +380,8 @@ std::vector<Plane> parse_planes(const json& j, const std::string& path) {
     if (fold(name) == "roundbrilliant") return round_brilliant_planes();
     fail(path, "unknown plane set \"" + name + "\"; expected \"round_brilliant\" or an array of planes");
   }
-  if (!j.is_array()) fail(path, std::string("expected \"round_brilliant\" or an array of planes, got ") + type_name(j));
+  if (!j.is_array())
+    fail(path, std::string("expected \"round_brilliant\" or an array of planes, got ") + type_name(j));
   std::vector<Plane> planes;
   for (std::size_t i = 0; i < j.size(); ++i) {
     const std::string p = index_path(path, i);
@@ -375,7 +394,8 @@ std::vector<Plane> parse_planes(const json& j, const std::string& path) {
     if (!n->is_array() || n->size() != 3)
       fail(np, n->is_array() ? "expected 3 numbers, got " + std::to_string(n->size())
                              : std::string("expected an array of 3 numbers, got ") + type_name(*n));
-    for (std::size_t k = 0; k < 3; ++k) plane.normal[k] = to_float(number((*n)[k], index_path(np, k)), index_path(np, k));
+    for (std::size_t k = 0; k < 3; ++k)
+      plane.normal[k] = to_float(number((*n)[k], index_path(np, k)), index_path(np, k));
     if (!pj.contains("d")) fail(join(p, "d"), "missing");
     plane.d = get_float(pj, "d", p, -1);
     if (const auto f = pj.find("finish"); f != pj.end())
@@ -386,10 +406,10 @@ std::vector<Plane> parse_planes(const json& j, const std::string& path) {
 }
 
 Scene parse_scene(const json& j) {
-  check_object(j, "",
-               {"version", "description", "width", "height", "yaw", "pitch", "distance", "light_yaw",
-                "light_pitch", "exposure", "max_bounces", "lighting_preset", "environment", "material",
-                "planes", "girdle_frosted", "backdrop", "surface_glare", "head_shadow_deg", "tools"});
+  check_object(j, "", {"version",        "description",     "width",         "height",          "yaw",
+                       "pitch",          "distance",        "light_yaw",     "light_pitch",     "exposure",
+                       "max_bounces",    "lighting_preset", "environment",   "material",        "planes",
+                       "girdle_frosted", "backdrop",        "surface_glare", "head_shadow_deg", "tools"});
   if (const auto it = j.find("version"); it != j.end() && as_u32(*it, "version", 0, 1000) != 1)
     fail("version", "unsupported scene format version (this build reads version 1)");
   if (const auto it = j.find("description"); it != j.end()) as_string(*it, "description");
@@ -411,7 +431,8 @@ Scene parse_scene(const json& j) {
     const std::size_t e = enum_index(*it, "environment", kEnvironmentNames);
     s.environment = e == 0 ? EnvironmentKind::kStudio : EnvironmentKind::kUniform;
   }
-  if (const auto it = j.find("material"); it != j.end()) s.material = parse_material(*it, "material", s.material);
+  if (const auto it = j.find("material"); it != j.end())
+    s.material = parse_material(*it, "material", s.material);
   if (const auto it = j.find("planes"); it != j.end()) s.planes = parse_planes(*it, "planes");
   s.girdle_frosted = get_bool(j, "girdle_frosted", "", s.girdle_frosted);
   s.backdrop = get_float(j, "backdrop", "", s.backdrop);
@@ -487,8 +508,8 @@ bool same_material(const Material& a, const Material& b) {
 bool same_planes(const std::vector<Plane>& a, const std::vector<Plane>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].normal[0] != b[i].normal[0] || a[i].normal[1] != b[i].normal[1] || a[i].normal[2] != b[i].normal[2] ||
-        a[i].d != b[i].d || a[i].finish != b[i].finish)
+    if (a[i].normal[0] != b[i].normal[0] || a[i].normal[1] != b[i].normal[1] ||
+        a[i].normal[2] != b[i].normal[2] || a[i].d != b[i].d || a[i].finish != b[i].finish)
       return false;
   return true;
 }
@@ -518,8 +539,8 @@ ojson material_json(const Material& m, bool use_names) {
       break;
   }
   o["dispersion"] = std::move(d);
-  o["absorption"] = {{"o_ray", bands_json(m.o_ray)}, {"e_ray", bands_json(m.e_ray)},
-                     {"beta_ray", bands_json(m.beta_ray)}};
+  o["absorption"] = {
+      {"o_ray", bands_json(m.o_ray)}, {"e_ray", bands_json(m.e_ray)}, {"beta_ray", bands_json(m.beta_ray)}};
   o["absorption_path_scale"] = num(m.absorption_path_scale);
   o["optical_character"] = std::string(kCharacterNames[static_cast<std::size_t>(m.optical_character)]);
   o["crystal_system"] = std::string(kCrystalNames[static_cast<std::size_t>(m.crystal_system)]);
@@ -564,8 +585,8 @@ Expected<LightingPreset> lighting_preset_from_name(std::string_view name) {
 }
 
 bool lighting_preset_is_tier1(LightingPreset p) {
-  return p == LightingPreset::kDaylight || p == LightingPreset::kRingLights || p == LightingPreset::kLightTent ||
-         p == LightingPreset::kIlluminantA;
+  return p == LightingPreset::kDaylight || p == LightingPreset::kRingLights ||
+         p == LightingPreset::kLightTent || p == LightingPreset::kIlluminantA;
 }
 
 Expected<Scene> scene_from_json(std::string_view text, std::string_view source) {
@@ -601,7 +622,8 @@ Expected<Scene> scene_from_json(std::string_view text, std::string_view source) 
     return invalid_argument(src + ": malformed JSON: " + e.what());
   }
   if (!duplicate.empty()) return invalid_argument(src + ": " + duplicate + ": field given more than once");
-  if (!j.is_object()) return invalid_argument(src + ": expected a JSON object at the top level, got " + type_name(j));
+  if (!j.is_object())
+    return invalid_argument(src + ": expected a JSON object at the top level, got " + type_name(j));
   Scene scene;
   try {
     scene = parse_scene(j);
