@@ -1,0 +1,29 @@
+# The GPU tracer on the device runtime (tracer.md §10): the megakernel + its device op (ft_cuda_tracer,
+# linked into facetrace-gpud), the TraceWorkload, and the render loop with CPU fallback (ft_render).
+add_library(ft_render STATIC src/tracer/gpu_tracer.cpp src/tracer/renderer.cpp)
+target_include_directories(ft_render PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(ft_render PUBLIC ft_tracer ft_runtime PRIVATE spdlog::spdlog ft_warnings)
+
+if(FT_ENABLE_CUDA)
+  add_library(ft_cuda_tracer STATIC cuda/tracer/transport.cu src/tracer/gpu_ops.cpp)
+  target_include_directories(ft_cuda_tracer PUBLIC ${PROJECT_SOURCE_DIR}/include
+                             PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/cuda)
+  # One TU for the megakernel, no relocatable device code (inlining across the physics headers), no fast math.
+  set_target_properties(ft_cuda_tracer PROPERTIES CUDA_ARCHITECTURES "90-real;90-virtual"
+                                                  CUDA_SEPARABLE_COMPILATION OFF CUDA_STANDARD 17)
+  target_compile_options(ft_cuda_tracer PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+  target_link_libraries(ft_cuda_tracer PUBLIC ft_core ft_runtime PRIVATE CUDA::cudart_static ft_cuda_flags)
+  target_link_libraries(ft_render PRIVATE ft_cuda_tracer)
+  target_compile_definitions(ft_render PRIVATE FT_HAVE_CUDA_TRACER=1)
+  ft_add_gpu_ops(ft_cuda_tracer facetrace::tracer::register_tracer_ops)
+endif()
+
+if(FT_BUILD_TESTS)
+  ft_add_test(tracer_gpu_workload_test cpu SOURCES tests/unit/tracer_gpu_workload_test.cpp LIBS ft_render)
+  target_include_directories(tracer_gpu_workload_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  if(FT_ENABLE_CUDA)
+    ft_add_test(tracer_gpu_test gpu SOURCES tests/gpu/tracer_gpu_test.cpp LIBS ft_render)
+    target_include_directories(tracer_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests/gpu)
+    add_dependencies(tracer_gpu_test facetrace-gpud)
+  endif()
+endif()

@@ -1,0 +1,48 @@
+/// @file
+/// Launchers of the tracer megakernel and its per-pixel reduction (cuda/tracer/transport.cu). Plain header:
+/// host code reaches the kernels only through these (style.md §3).
+#pragma once
+
+#include <cstdint>
+
+#include "facetrace/core/status.h"
+#include "tracer/physics/params.h"
+
+struct CUstream_st;
+
+namespace facetrace::tracer {
+
+/// Everything one chunk launch needs, passed to the kernel by value (≈ 3 KiB, under the 4 KiB parameter
+/// limit): the scene travels with every chunk, so interleaved requests never see each other's scene.
+struct ChunkScene {
+  physics::TraceParams params;
+  physics::GpuPlane planes[physics::kMaxPlanes];
+};
+static_assert(sizeof(ChunkScene) <= 4000, "ChunkScene must fit the 4 KiB kernel-parameter space");
+
+/// One chunk: pixels [pixel_offset, pixel_offset + pixel_count) × samples [first_sample, first_sample + spp).
+struct ChunkRange {
+  std::uint32_t pixel_offset = 0;
+  std::uint32_t pixel_count = 0;
+  std::uint32_t first_sample = 0;
+  std::uint32_t spp = 0;
+};
+
+/// Tuples per launch: ≤ min(64 MiB/12, 65 535·64) (tracer.md §10.2).
+inline constexpr std::uint64_t kMaxTuplesPerLaunch = 4194240;
+
+/// Can this chunk run? kInvalidArgument for empty/oversized ranges or pixels past the image, kDeclined
+/// for more planes than fit in shared memory.
+Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range);
+
+/// Megakernel: tuples[i] = trace_sample(pixel_offset + i / spp, first_sample + i % spp), 3 floats per tuple
+/// (non-finite samples give 0 and increment *nonfinite). Then, per pixel, sums[p] (seeded by the caller) +=
+/// its tuples in ascending sample order. `tuples` holds ≥ pixel_count·spp·3 floats, `sums` pixel_count·3
+/// floats, `nonfinite` one u32 (not cleared here). Asynchronous on `stream`.
+Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
+                          std::uint32_t* nonfinite, CUstream_st* stream);
+
+/// Block size of the megakernel (results do not depend on it: tracer.md §9 G2).
+std::uint32_t transport_block_size();
+
+}  // namespace facetrace::tracer

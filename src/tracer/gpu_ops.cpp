@@ -1,0 +1,56 @@
+/// @file
+/// The tracer's device op (CUDA builds): seed upload, megakernel + reduction, readback through the ring.
+#include "tracer/gpu_ops.h"
+
+#include <cstring>
+#include <string>
+
+#include "runtime/cuda_try.h"
+#include "tracer/transport_launch.h"
+
+namespace facetrace::tracer {
+namespace {
+
+static_assert(sizeof(TraceChunkScene) == sizeof(ChunkScene), "TraceChunkScene mirrors ChunkScene");
+
+/// kOpTraceChunk: H2D seed → transport_main + reduce_xyz → ring copy of the continued sums (+ tuples).
+/// Everything is queued on the context's stream; nothing here synchronises.
+Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
+  TraceChunkArgs t;
+  FT_TRY(a.args_as(t));
+  ChunkScene scene;
+  std::memcpy(&scene, &t.scene, sizeof(scene));
+  const ChunkRange range{t.pixel_offset, t.pixel_count, t.first_sample, t.spp};
+  FT_TRY(can_implement_chunk(scene, range));
+  const std::uint64_t io_bytes = chunk_io_bytes(t.pixel_count);
+  if (a.in.size() < io_bytes)
+    return invalid_argument("trace_chunk: input region of " + std::to_string(a.in.size()) + " bytes, need " +
+                            std::to_string(io_bytes));
+  const std::uint64_t tuple_bytes = std::uint64_t{t.pixel_count} * t.spp * 12;
+  const bool odd = (t.buffer & 1u) != 0;
+  auto sums = ctx.scratch(odd ? "tracer.sums.1" : "tracer.sums.0", io_bytes);
+  if (!sums) return sums.status();
+  auto tuples = ctx.scratch(odd ? "tracer.tuples.1" : "tracer.tuples.0", tuple_bytes);
+  if (!tuples) return tuples.status();
+  auto* sums_f = static_cast<float*>(sums->data);
+  auto* counter = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(sums->data) + io_bytes - 4);
+  FT_CUDA_TRY(cudaMemcpyAsync(sums->data, a.in.data(), io_bytes, cudaMemcpyHostToDevice, ctx.stream()));
+  FT_TRY(launch_trace_chunk(scene, range, static_cast<float*>(tuples->data), sums_f, counter, ctx.stream()));
+  auto ticket = ctx.ring().record_copy(sums->data, io_bytes, ctx.stream());
+  if (!ticket) return ticket.status();
+  a.reply.tickets.push_back(*ticket);
+  if (t.flags & TraceChunkArgs::kReturnTuples) {
+    auto tt = ctx.ring().record_copy(tuples->data, tuple_bytes, ctx.stream());
+    if (!tt) return tt.status();
+    a.reply.tickets.push_back(*tt);
+  }
+  return {};
+}
+
+}  // namespace
+
+void register_tracer_ops(runtime::OpRegistry& registry) {
+  (void)registry.add(kOpTraceChunk, "tracer.trace_chunk", trace_chunk);
+}
+
+}  // namespace facetrace::tracer

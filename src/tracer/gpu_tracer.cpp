@@ -1,0 +1,175 @@
+/// @file
+/// TraceWorkload: the tracer's chunk logic on the runtime's Workload seam (tracer.md §10.2–10.4).
+#include "facetrace/tracer/gpu_tracer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/log.h"
+#include "tracer/gpu_ops.h"
+#include "tracer/trace_params.h"
+
+namespace facetrace::tracer {
+
+namespace {
+constexpr std::uint64_t kMaxTuples = 4194240;        // tracer.md §10.2: min(64 MiB/12, 65 535·64)
+constexpr std::uint64_t kMinTuples = 65536 / 12;     // tracer.md §10.2: 64 KiB/12 = 5 461
+constexpr double kEmaAlpha = 0.3;                    // tracer.md §10.2
+constexpr std::uint64_t kTrailer = sizeof(std::uint64_t);  // scratch: sums, then the non-finite count
+}  // namespace
+
+struct TraceWorkload::InFlight {
+  runtime::RingTicket sums;
+  std::optional<runtime::RingTicket> tuples;
+  runtime::ArenaBlock block;
+  std::uint32_t pixel_offset = 0;
+  std::uint32_t pixel_count = 0;
+  std::chrono::steady_clock::time_point issued;
+};
+
+TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std::uint32_t samples, Film& film,
+                             GpuChunkOptions options)
+    : scene_(scene), first_sample_(first_sample), samples_(samples), film_(film), options_(options) {
+  tier_ = check_tier1(scene_);
+  if (tier_.ok() && (film.width != scene.width || film.height != scene.height))
+    tier_ = invalid_argument("film is " + std::to_string(film.width) + "x" + std::to_string(film.height) +
+                             ", scene is " + std::to_string(scene.width) + "x" + std::to_string(scene.height));
+  if (tier_.ok() && std::uint64_t{first_sample} + samples > 0xFFFFFFFFull)
+    tier_ = invalid_argument("sample range exceeds 2^32");
+  if (tier_.ok() && samples > kMaxTuples)
+    tier_ = Status(Code::kDeclined, "more samples per request than one launch holds");
+  if (tier_.ok()) {
+    TraceChunkArgs a;
+    a.scene.params = make_trace_params(scene_);
+    const auto planes = make_gpu_planes(scene_);
+    std::copy(planes.begin(), planes.end(), a.scene.planes);
+    a.first_sample = first_sample_;
+    a.spp = samples_;
+    if (options_.return_tuples) a.flags |= TraceChunkArgs::kReturnTuples;
+    args_.resize(sizeof(a));
+    std::memcpy(args_.data(), &a, sizeof(a));
+  }
+}
+
+TraceWorkload::~TraceWorkload() = default;
+
+Status TraceWorkload::can_run(const runtime::DeviceInfo& device) {
+  (void)device;
+  if (samples_ == 0) return Status(Code::kDeclined, "empty request");
+  if (!tier_.ok()) return Status(Code::kDeclined, "GPU tracer declines: " + tier_.what());
+  return {};
+}
+
+std::size_t TraceWorkload::scratch_bytes() const { return film_.pixels() * 12 + kTrailer; }
+
+void TraceWorkload::seed_scratch(std::span<std::byte> scratch) {
+  std::memcpy(scratch.data(), film_.xyz.data(), film_.pixels() * 12);
+  std::memset(scratch.data() + film_.pixels() * 12, 0, kTrailer);
+  if (options_.return_tuples) tuples_.assign(film_.pixels() * std::size_t{samples_} * 3, 0.0f);
+}
+
+std::uint32_t TraceWorkload::next_chunk_pixels() const {
+  std::uint64_t tuples = options_.first_chunk_tuples;
+  if (ema_ns_per_tuple_ > 0.0) tuples = static_cast<std::uint64_t>(options_.target_ms * 1e6 / ema_ns_per_tuple_);
+  tuples = std::clamp<std::uint64_t>(tuples, std::max<std::uint64_t>(kMinTuples, samples_), kMaxTuples);
+  std::uint64_t pixels = std::max<std::uint64_t>(1, tuples / samples_);
+  if (options_.max_chunk_pixels > 0) pixels = std::min<std::uint64_t>(pixels, options_.max_chunk_pixels);
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(pixels, film_.pixels() - next_pixel_));
+}
+
+Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratch, bool discard) {
+  if (!in_flight_) return {};
+  std::unique_ptr<InFlight> f = std::move(in_flight_);
+  const double expected_ms = ema_ns_per_tuple_ * f->pixel_count * samples_ * 1e-6;
+  const auto deadline = std::chrono::milliseconds(
+      static_cast<std::int64_t>(std::max(10000.0, 50.0 * expected_ms)));  // runtime.md §6 (facetrace)
+  const std::size_t bytes = std::size_t{f->pixel_count} * 12;
+  Status st = ex.collect(f->sums, deadline, [&](std::span<const std::byte> b) {
+    if (discard || b.size() < bytes + 4) return;
+    std::memcpy(scratch.data() + std::size_t{f->pixel_offset} * 12, b.data(), bytes);
+    std::uint32_t nonfinite = 0;
+    std::memcpy(&nonfinite, b.data() + bytes, 4);
+    std::uint64_t total = 0;
+    std::memcpy(&total, scratch.data() + film_.pixels() * 12, kTrailer);
+    total += nonfinite;
+    std::memcpy(scratch.data() + film_.pixels() * 12, &total, kTrailer);
+  });
+  if (f->tuples) {
+    Status tst = ex.collect(*f->tuples, deadline, [&](std::span<const std::byte> b) {
+      if (discard) return;
+      std::memcpy(tuples_.data() + std::size_t{f->pixel_offset} * samples_ * 3, b.data(),
+                  std::min<std::size_t>(b.size(), std::size_t{f->pixel_count} * samples_ * 12));
+    });
+    if (st.ok()) st = tst;
+  }
+  if (!st.ok()) return st;
+  // Device time of this chunk ≈ from when it could start (issued, or the previous chunk done) to now.
+  const auto now = std::chrono::steady_clock::now();
+  const auto start = std::max(f->issued, last_done_);
+  const double ns = std::chrono::duration<double, std::nano>(now - start).count() /
+                    (static_cast<double>(f->pixel_count) * samples_);
+  ema_ns_per_tuple_ = ema_ns_per_tuple_ == 0.0 ? ns : kEmaAlpha * ns + (1.0 - kEmaAlpha) * ema_ns_per_tuple_;
+  last_done_ = now;
+  FT_LOG_DEBUG("trace chunk: {} px x {} spp, {:.3f} ns/tuple (ema {:.3f})", f->pixel_count, samples_, ns,
+               ema_ns_per_tuple_);
+  return {};
+}
+
+Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::byte> scratch) {
+  if (next_pixel_ >= film_.pixels()) {
+    FT_TRY(collect(ex, scratch, false));
+    return false;
+  }
+  if (options_.fault_after_chunks >= 0 && chunks_ == options_.fault_after_chunks) {
+    options_.fault_after_chunks = -1;
+    FT_TRY(ex.inject_fault(runtime::FaultKind::kIllegalAddress));
+  }
+  const std::uint32_t pixels = next_chunk_pixels();
+  auto block = ex.arena().allocate(chunk_io_bytes(pixels));
+  if (!block) return block.status();
+  std::memcpy(block->bytes().data(), scratch.data() + std::size_t{next_pixel_} * 12, std::size_t{pixels} * 12);
+  std::memset(block->bytes().data() + std::size_t{pixels} * 12, 0, 4);
+
+  auto* a = reinterpret_cast<TraceChunkArgs*>(args_.data());
+  a->pixel_offset = next_pixel_;
+  a->pixel_count = pixels;
+  a->buffer = static_cast<std::uint32_t>(chunks_ & 1);
+  runtime::OpCall call;
+  call.op = kOpTraceChunk;
+  call.args = args_;
+  call.in = block->range();
+  call.deadline = std::chrono::milliseconds(10000);
+  const auto issued = std::chrono::steady_clock::now();
+  auto reply = ex.invoke(call);
+  if (!reply) return reply.status();
+  if (reply->tickets.empty() || (options_.return_tuples && reply->tickets.size() < 2))
+    return internal_error("trace_chunk returned no ring ticket");
+  // At most one chunk in flight: collect the previous one while this one runs (tracer.md §10.2).
+  FT_TRY(collect(ex, scratch, false));
+  auto f = std::make_unique<InFlight>();
+  f->sums = reply->tickets[0];
+  if (options_.return_tuples) f->tuples = reply->tickets[1];
+  f->block = std::move(*block);
+  f->pixel_offset = next_pixel_;
+  f->pixel_count = pixels;
+  f->issued = issued;
+  in_flight_ = std::move(f);
+  next_pixel_ += pixels;
+  ++chunks_;
+  return next_pixel_ < film_.pixels() || in_flight_ != nullptr;
+}
+
+Status TraceWorkload::drain(runtime::Executor& ex, std::span<std::byte> scratch, bool discard) {
+  return collect(ex, scratch, discard);
+}
+
+void TraceWorkload::commit(std::span<const std::byte> scratch) {
+  std::memcpy(film_.xyz.data(), scratch.data(), film_.pixels() * 12);
+  std::uint64_t nonfinite = 0;
+  std::memcpy(&nonfinite, scratch.data() + film_.pixels() * 12, kTrailer);
+  film_.nonfinite += nonfinite;
+  for (auto& n : film_.samples) n += samples_;
+}
+
+}  // namespace facetrace::tracer

@@ -1,0 +1,246 @@
+/// @file
+/// The CUDA megakernel tracer against the CPU tracer (tracer.md §12): per-sample agreement, statistical image
+/// agreement on disjoint sample ranges, chunked == whole and batch == single bit for bit, cancellation, and a
+/// real injected device fault in the middle of a multi-request render.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "facetrace/runtime/executor.h"
+#include "facetrace/tracer/cpu_tracer.h"
+#include "facetrace/tracer/renderer.h"
+#include "gpu_test_support.h"
+#include "log_guard.h"
+#include "tracer/physics/transport.h"
+#include "tracer/trace_params.h"
+
+namespace facetrace::tracer {
+namespace {
+
+using runtime::Outcome;
+
+Scene small_diamond(std::uint32_t w, std::uint32_t h) {
+  Scene s = builtin_diamond_scene();
+  s.width = w;
+  s.height = h;
+  return s;
+}
+
+bool same_bits(const Film& a, const Film& b) {
+  return a.xyz.size() == b.xyz.size() &&
+         std::memcmp(a.xyz.data(), b.xyz.data(), a.xyz.size() * sizeof(float)) == 0 && a.samples == b.samples;
+}
+
+/// Runs f(i) for i in [0, n) on all cores.
+template <class F>
+void parallel_for(std::uint32_t n, F f) {
+  const unsigned t = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned k = 0; k < t; ++k)
+    pool.emplace_back([&, k] {
+      for (std::uint32_t i = k; i < n; i += t) f(i);
+    });
+  for (auto& th : pool) th.join();
+}
+
+TEST(TracerGpu, per_sample_values_agree_with_the_cpu) {
+  FT_REQUIRE_GPU();
+  const Scene s = small_diamond(64, 48);
+  const std::uint32_t spp = 16;
+  Film f(s.width, s.height);
+  GpuChunkOptions o;
+  o.return_tuples = true;
+  TraceWorkload w(s, 0, spp, f, o);
+  ASSERT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
+  const auto params = make_trace_params(s);
+  const auto planes = make_gpu_planes(s);
+  const std::uint32_t pixels = s.width * s.height;
+  std::vector<std::uint8_t> ok(std::size_t{pixels} * spp, 0);
+  parallel_for(pixels, [&](std::uint32_t p) {
+    for (std::uint32_t k = 0; k < spp; ++k) {
+      const auto c = physics::trace_sample(params, planes.data(), p % s.width, p / s.width, k);
+      const float* g = &w.tuples()[(std::size_t{p} * spp + k) * 3];
+      bool good = true;
+      for (int i = 0; i < 3; ++i) {
+        const float cv = (&c.x)[i];
+        const float tol = 1e-3f * std::max(std::fabs(cv), std::fabs(g[i])) + 1e-7f;
+        good = good && std::fabs(g[i] - cv) <= tol;
+      }
+      ok[std::size_t{p} * spp + k] = good;
+    }
+  });
+  std::size_t agree = 0;
+  for (auto v : ok) agree += v;
+  const double fraction = static_cast<double>(agree) / ok.size();
+  std::printf("[ metric ] per-sample agreement: %zu of %zu (pixel, sample) XYZ within 1e-3 relative = %.5f\n",
+              agree, ok.size(), fraction);
+  RecordProperty("per_sample_agreement", std::to_string(fraction));
+  EXPECT_GE(fraction, 0.999);
+}
+
+TEST(TracerGpu, image_agrees_statistically_with_the_cpu_on_disjoint_ranges) {
+  FT_REQUIRE_GPU();
+  const Scene s = small_diamond(48, 48);
+  const std::uint32_t n = 500, pixels = 48 * 48;
+  Film f(s.width, s.height);
+  GpuChunkOptions o;
+  o.return_tuples = true;
+  TraceWorkload w(s, 500, n, f, o);  // GPU: samples [500, 1000)
+  ASSERT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
+  const auto params = make_trace_params(s);
+  const auto planes = make_gpu_planes(s);
+  std::vector<double> cm(pixels * 3), cv(pixels * 3), gm(pixels * 3), gv(pixels * 3);
+  parallel_for(pixels, [&](std::uint32_t p) {
+    double s1[3] = {0, 0, 0}, s2[3] = {0, 0, 0}, g1[3] = {0, 0, 0}, g2[3] = {0, 0, 0};
+    for (std::uint32_t k = 0; k < n; ++k) {  // CPU: samples [0, 500)
+      const auto c = physics::trace_sample(params, planes.data(), p % 48, p / 48, k);
+      const float* g = &w.tuples()[(std::size_t{p} * n + k) * 3];
+      for (int i = 0; i < 3; ++i) {
+        const double x = (&c.x)[i];
+        s1[i] += x;
+        s2[i] += x * x;
+        g1[i] += g[i];
+        g2[i] += double{g[i]} * g[i];
+      }
+    }
+    for (int i = 0; i < 3; ++i) {
+      cm[p * 3 + i] = s1[i] / n;
+      cv[p * 3 + i] = std::max(0.0, s2[i] / n - cm[p * 3 + i] * cm[p * 3 + i]) * n / (n - 1);
+      gm[p * 3 + i] = g1[i] / n;
+      gv[p * 3 + i] = std::max(0.0, g2[i] / n - gm[p * 3 + i] * gm[p * 3 + i]) * n / (n - 1);
+    }
+  });
+  std::vector<std::uint8_t> fail_px(pixels, 0);
+  std::size_t fails = 0, tests = 0;
+  for (std::uint32_t p = 0; p < pixels; ++p)
+    for (int i = 0; i < 3; ++i) {
+      const double a = cm[p * 3 + i], b = gm[p * 3 + i];
+      const double se = std::sqrt(cv[p * 3 + i] / n + gv[p * 3 + i] / n);
+      bool bad;
+      if (se == 0.0) bad = std::fabs(a - b) > 1e-6 * std::max(std::fabs(a), std::fabs(b));
+      else bad = std::fabs(a - b) / se > 3.0;
+      ++tests;
+      if (bad) ++fails, fail_px[p] = 1;
+    }
+  const double frac = static_cast<double>(fails) / tests;
+  const double bound = 0.0027 + 3.0 * std::sqrt(0.0027 * 0.9973 / tests);  // tracer.md §12
+  int worst_window = 0;
+  for (int y = 0; y + 3 <= 48; ++y)
+    for (int x = 0; x + 3 <= 48; ++x) {
+      int c = 0;
+      for (int dy = 0; dy < 3; ++dy)
+        for (int dx = 0; dx < 3; ++dx) c += fail_px[(y + dy) * 48 + x + dx];
+      worst_window = std::max(worst_window, c);
+    }
+  std::printf("[ metric ] statistical: %zu of %zu (pixel, component) tests beyond 3 sigma = %.5f (bound %.5f); "
+              "worst 3x3 window %d\n", fails, tests, frac, bound, worst_window);
+  RecordProperty("statistical_fail_fraction", std::to_string(frac));
+  EXPECT_LE(frac, bound);
+  EXPECT_LT(worst_window, 3);
+}
+
+TEST(TracerGpu, chunked_equals_whole_frame_and_batch_equals_single) {
+  FT_REQUIRE_GPU();
+  auto& gpu = shared_gpu_backend();
+  const Scene s = small_diamond(96, 80);
+  Film whole(96, 80), chunked(96, 80);
+  TraceWorkload w1(s, 3, 32, whole);
+  ASSERT_EQ(gpu.accumulate(w1), Outcome::kDone);
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 173;
+  TraceWorkload w2(s, 3, 32, chunked, tiny);
+  ASSERT_EQ(gpu.accumulate(w2), Outcome::kDone);
+  EXPECT_GT(w2.chunks(), 40);
+  EXPECT_TRUE(same_bits(whole, chunked)) << "chunked GPU render differs from the whole-frame render";
+
+  Scene s2 = small_diamond(64, 64);
+  s2.yaw = 0.9f;
+  Film b1(96, 80), b2(64, 64), single2(64, 64);
+  TraceWorkload i1(s, 3, 32, b1, tiny), i2(s2, 0, 16, b2, tiny);
+  std::vector<runtime::Workload*> items{&i1, &i2};
+  std::vector<Outcome> seen;
+  gpu.accumulate_batch(items, nullptr, [&](std::size_t i, Outcome o) {
+    EXPECT_EQ(i, seen.size());
+    seen.push_back(o);
+  });
+  ASSERT_EQ(seen, (std::vector<Outcome>{Outcome::kDone, Outcome::kDone}));
+  TraceWorkload one(s2, 0, 16, single2);
+  ASSERT_EQ(gpu.accumulate(one), Outcome::kDone);
+  EXPECT_TRUE(same_bits(b1, whole));
+  EXPECT_TRUE(same_bits(b2, single2));
+}
+
+TEST(TracerGpu, cancellation_leaves_the_film_untouched) {
+  FT_REQUIRE_GPU();
+  const Scene s = small_diamond(128, 128);
+  Film f(128, 128);
+  f.xyz.assign(f.xyz.size(), 0.25f);
+  const Film before = f;
+  std::atomic<bool> cancel{false};
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 64;
+  TraceWorkload w(s, 0, 64, f, tiny);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    cancel.store(true);
+  });
+  const Outcome o = shared_gpu_backend().accumulate(w, &cancel);
+  canceller.join();
+  EXPECT_EQ(o, Outcome::kCancelled);
+  EXPECT_TRUE(same_bits(f, before));
+}
+
+TEST(TracerGpu, a_real_fault_mid_render_falls_back_and_counts_every_sample_once) {
+  FT_REQUIRE_GPU();
+  runtime::RecoveryConfig rc;
+  rc.cool_down = std::chrono::duration<double>(0.0);
+  auto gpu = runtime::GpuBackend::with_executor(runtime::make_isolated_executor(),
+                                                runtime::SteadyClock::instance(), rc);
+  ASSERT_FALSE(gpu->unavailable_reason().has_value());
+  const Scene s = small_diamond(80, 64);
+  const std::uint32_t per = 8;
+  Film film(80, 64), expected(80, 64);
+  std::vector<Outcome> outcomes;
+  {
+    facetrace::testing::ExpectLogs logs;  // the loss and the respawn are logged at warn
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      GpuChunkOptions o;
+      o.max_chunk_pixels = 500;
+      if (r == 1) o.fault_after_chunks = 3;  // a real illegal-address kernel in the child, mid-request
+      TraceWorkload w(s, r * per, per, film, o);
+      Outcome out = gpu->accumulate(w);
+      if (out == Outcome::kDeclined && r == 2) {  // recovery needs the lost flag's cool-down (0 s) to pass
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        out = gpu->accumulate(w);
+      }
+      outcomes.push_back(out);
+      if (out != Outcome::kDone) ASSERT_TRUE(cpu_accumulate(s, r * per, per, film).ok());
+    }
+    EXPECT_TRUE(logs.contains("lost") || logs.contains("Lost"));
+  }
+  EXPECT_EQ(outcomes[0], Outcome::kDone);
+  EXPECT_EQ(outcomes[1], Outcome::kDeclined);
+  EXPECT_EQ(outcomes[2], Outcome::kDone) << "a new child should serve GPU work after the cool-down";
+  for (auto n : film.samples) ASSERT_EQ(n, 3 * per);
+  // Expected: the GPU's bits for requests 0 and 2 (deterministic), the CPU's for request 1.
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    if (outcomes[r] == Outcome::kDone) {
+      TraceWorkload w(s, r * per, per, expected);
+      ASSERT_EQ(gpu->accumulate(w), Outcome::kDone);
+    } else {
+      ASSERT_TRUE(cpu_accumulate(s, r * per, per, expected).ok());
+    }
+  }
+  EXPECT_TRUE(same_bits(film, expected));
+  EXPECT_TRUE(gpu->last_lost_reason().has_value());
+  std::printf("[ metric ] fault mid-render: outcomes %s/%s/%s, lost reason: %s\n",
+              std::string(runtime::outcome_name(outcomes[0])).c_str(),
+              std::string(runtime::outcome_name(outcomes[1])).c_str(),
+              std::string(runtime::outcome_name(outcomes[2])).c_str(), gpu->last_lost_reason()->c_str());
+}
+
+}  // namespace
+}  // namespace facetrace::tracer

@@ -1,0 +1,226 @@
+/// @file
+/// The GPU tracer's request logic (TraceWorkload + render loop) on the simulated executor: the sim runs the
+/// tracer op with the CPU physics, so chunking, seeding, batches, cancellation and device loss are checked
+/// bit for bit against the CPU tracer without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "facetrace/runtime/simulated_executor.h"
+#include "facetrace/tracer/cpu_tracer.h"
+#include "facetrace/tracer/renderer.h"
+#include "log_guard.h"
+#include "tracer/gpu_ops.h"
+#include "tracer/physics/transport.h"
+#include "tracer/trace_params.h"
+
+namespace facetrace::tracer {
+namespace {
+
+using runtime::Outcome;
+using facetrace::testing::ExpectLogs;
+
+/// The tracer op on the simulated device: the same contract as the CUDA op, computed with the host physics
+/// (seed, then each pixel's samples added in ascending order).
+Status sim_trace_chunk(runtime::SimDevice& dev, const runtime::OpArgs& a) {
+  TraceChunkArgs t;
+  FT_TRY(a.args_as(t));
+  const std::uint64_t io = chunk_io_bytes(t.pixel_count);
+  if (a.in.size() < io) return invalid_argument("sim trace_chunk: short input");
+  std::vector<std::byte> out(a.in.begin(), a.in.begin() + static_cast<std::ptrdiff_t>(io));
+  std::vector<float> tuples;
+  auto* sums = reinterpret_cast<float*>(out.data());
+  std::uint32_t nonfinite = 0;
+  for (std::uint32_t i = 0; i < t.pixel_count; ++i) {
+    const std::uint32_t p = t.pixel_offset + i;
+    for (std::uint32_t s = 0; s < t.spp; ++s) {
+      const auto r = physics::trace_sample(t.scene.params, t.scene.planes, p % t.scene.params.width,
+                                           p / t.scene.params.width, t.first_sample + s);
+      if (!r.finite) ++nonfinite;
+      sums[3 * i] += r.x;
+      sums[3 * i + 1] += r.y;
+      sums[3 * i + 2] += r.z;
+      if (t.flags & TraceChunkArgs::kReturnTuples) tuples.insert(tuples.end(), {r.x, r.y, r.z});
+    }
+  }
+  std::memcpy(out.data() + io - 4, &nonfinite, 4);
+  auto ticket = dev.emit(out);
+  if (!ticket) return ticket.status();
+  a.reply.tickets.push_back(*ticket);
+  if (t.flags & TraceChunkArgs::kReturnTuples) {
+    auto tt = dev.emit(std::as_bytes(std::span(tuples)));
+    if (!tt) return tt.status();
+    a.reply.tickets.push_back(*tt);
+  }
+  return {};
+}
+
+Scene tiny_scene(std::uint32_t w = 19, std::uint32_t h = 13) {
+  Scene s = builtin_diamond_scene();
+  s.width = w;
+  s.height = h;
+  s.max_bounces = 8;
+  return s;
+}
+
+struct Harness {
+  runtime::ManualClock clock;
+  runtime::SimulatedExecutor* sim = nullptr;
+  std::unique_ptr<runtime::GpuBackend> backend;
+  Harness() {
+    auto ex = runtime::make_simulated_executor();
+    sim = ex.get();
+    sim->add_op(kOpTraceChunk, sim_trace_chunk);
+    runtime::RecoveryConfig config;
+    config.cool_down = std::chrono::duration<double>(0.0);
+    backend = runtime::GpuBackend::with_executor(std::move(ex), clock, config);
+  }
+};
+
+Film cpu_film(const Scene& s, std::uint32_t first, std::uint32_t n) {
+  Film f(s.width, s.height);
+  EXPECT_TRUE(cpu_accumulate(s, first, n, f, {}).ok());
+  return f;
+}
+
+void expect_same_film(const Film& a, const Film& b) {
+  ASSERT_EQ(a.xyz.size(), b.xyz.size());
+  EXPECT_EQ(0, std::memcmp(a.xyz.data(), b.xyz.data(), a.xyz.size() * sizeof(float))) << "sums differ";
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.nonfinite, b.nonfinite);
+}
+
+TEST(TraceWorkload, chunked_equals_whole_frame_and_the_cpu_bit_for_bit) {
+  Harness h;
+  const Scene s = tiny_scene();
+  Film whole(s.width, s.height), chunked(s.width, s.height);
+  TraceWorkload w1(s, 0, 6, whole);
+  ASSERT_EQ(h.backend->accumulate(w1), Outcome::kDone);
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 7;  // 36 chunks over 18 turns
+  TraceWorkload w2(s, 0, 6, chunked, tiny);
+  ASSERT_EQ(h.backend->accumulate(w2), Outcome::kDone);
+  EXPECT_GT(w2.chunks(), 30);
+  expect_same_film(whole, chunked);
+  expect_same_film(whole, cpu_film(s, 0, 6));
+}
+
+TEST(TraceWorkload, continues_the_callers_running_sums) {
+  Harness h;
+  const Scene s = tiny_scene();
+  Film f = cpu_film(s, 0, 5);
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 11;
+  TraceWorkload w(s, 5, 4, f, tiny);
+  ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone);
+  expect_same_film(f, cpu_film(s, 0, 9));  // [0,5) then [5,9) == [0,9) (tracer.md §9 G3)
+}
+
+TEST(TraceWorkload, returns_every_tuple_in_test_mode) {
+  Harness h;
+  const Scene s = tiny_scene(5, 4);
+  Film f(s.width, s.height);
+  GpuChunkOptions o;
+  o.return_tuples = true;
+  o.max_chunk_pixels = 3;
+  TraceWorkload w(s, 10, 3, f, o);
+  ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone);
+  ASSERT_EQ(w.tuples().size(), 20u * 3 * 3);
+  const auto params = make_trace_params(s);
+  const auto planes = make_gpu_planes(s);
+  for (std::uint32_t p = 0; p < 20; ++p)
+    for (std::uint32_t k = 0; k < 3; ++k) {
+      const auto r = physics::trace_sample(params, planes.data(), p % 5, p / 5, 10 + k);
+      EXPECT_EQ(w.tuples()[(p * 3 + k) * 3 + 1], r.y) << "pixel " << p << " sample " << 10 + k;
+    }
+}
+
+TEST(TraceWorkload, a_loss_mid_request_declines_and_the_render_falls_back_without_double_counting) {
+  Harness h;
+  const Scene s = tiny_scene();
+  Film f(s.width, s.height);
+  h.sim->arm_loss_on_invoke(4);
+  RenderOptions o;
+  o.device = RenderDevice::kGpu;
+  o.backend = h.backend.get();
+  o.samples_per_request = 3;
+  o.chunk.max_chunk_pixels = 50;
+  ExpectLogs logs;  // the loss is logged at warn
+  auto report = render(s, 0, 9, f, o);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_GE(report->declined, 1u);
+  EXPECT_EQ(report->gpu_samples + report->cpu_samples, 9u);
+  for (auto n : f.samples) ASSERT_EQ(n, 9u);
+  expect_same_film(f, cpu_film(s, 0, 9));  // the sim's GPU results equal the CPU's bit for bit
+  EXPECT_TRUE(logs.contains("lost"));
+}
+
+TEST(TraceWorkload, cancellation_leaves_the_film_untouched) {
+  Harness h;
+  const Scene s = tiny_scene();
+  Film f = cpu_film(s, 0, 2);
+  const Film before = f;
+  std::atomic<bool> cancel{false};
+  int calls = 0;
+  h.sim->add_op(kOpTraceChunk, [&](runtime::SimDevice& d, const runtime::OpArgs& a) {
+    if (++calls == 3) cancel.store(true);
+    return sim_trace_chunk(d, a);
+  });
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 10;
+  TraceWorkload w(s, 2, 3, f, tiny);
+  EXPECT_EQ(h.backend->accumulate(w, &cancel), Outcome::kCancelled);
+  expect_same_film(f, before);
+}
+
+TEST(TraceWorkload, batch_equals_single_and_an_unsupported_picture_is_declined_alone) {
+  Harness h;
+  Scene a = tiny_scene(), b = tiny_scene(11, 17), bad = tiny_scene();
+  b.yaw = 0.7f;
+  bad.lighting_preset = LightingPreset::kDaylightSun;  // Tier 2: the GPU declines it
+  Film fa(a.width, a.height), fb(b.width, b.height), fbad(bad.width, bad.height), fb2(b.width, b.height);
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 40;
+  TraceWorkload wa(a, 0, 4, fa, tiny), wbad(bad, 0, 4, fbad, tiny), wb(b, 0, 4, fb, tiny);
+  std::vector<runtime::Workload*> items{&wa, &wbad, &wb};
+  std::vector<std::pair<std::size_t, Outcome>> seen;
+  h.backend->accumulate_batch(items, nullptr, [&](std::size_t i, Outcome o) { seen.emplace_back(i, o); });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], std::make_pair(std::size_t{0}, Outcome::kDone));
+  EXPECT_EQ(seen[1], std::make_pair(std::size_t{1}, Outcome::kDeclined));
+  EXPECT_EQ(seen[2], std::make_pair(std::size_t{2}, Outcome::kDone));
+  for (auto n : fbad.samples) EXPECT_EQ(n, 0u);
+  TraceWorkload single(b, 0, 4, fb2, tiny);
+  ASSERT_EQ(h.backend->accumulate(single), Outcome::kDone);
+  expect_same_film(fb, fb2);
+  expect_same_film(fa, cpu_film(a, 0, 4));
+}
+
+TEST(Renderer, parses_device_names) {
+  EXPECT_EQ(*parse_render_device("auto"), RenderDevice::kAuto);
+  EXPECT_EQ(*parse_render_device("gpu"), RenderDevice::kGpu);
+  const auto bad = parse_render_device("tpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().what().find("tpu"), std::string::npos);
+}
+
+TEST(Renderer, gpu_without_a_gpu_is_a_clear_error_and_auto_uses_the_cpu) {
+  auto none = runtime::GpuBackend::disabled("no GPU in this test");
+  const Scene s = tiny_scene(6, 5);
+  Film f(s.width, s.height);
+  RenderOptions o;
+  o.backend = none.get();
+  o.device = RenderDevice::kGpu;
+  auto r = render(s, 0, 2, f, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotSupported);
+  EXPECT_NE(r.status().what().find("no GPU in this test"), std::string::npos);
+  o.device = RenderDevice::kAuto;
+  auto r2 = render(s, 0, 2, f, o);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->device, "cpu");
+  expect_same_film(f, cpu_film(s, 0, 2));
+}
+
+}  // namespace
+}  // namespace facetrace::tracer
