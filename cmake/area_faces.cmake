@@ -23,3 +23,13 @@ if(FT_BUILD_TESTS)
     SOURCES tests/unit/faces_ops_test.cpp tests/unit/faces_loader_test.cpp tests/unit/faces_models_test.cpp
     LIBS ft_faces onnx_proto protobuf::libprotobuf)
 endif()
+
+if(FT_BUILD_BENCHMARKS)
+  add_executable(bench_faces benchmarks/bench_faces.cpp)
+  target_link_libraries(bench_faces PRIVATE ft_faces ft_core ft_warnings)
+  target_compile_definitions(bench_faces PRIVATE FT_TEST_DATA_DIR="${FT_TEST_DATA_DIR}")
+  if(FT_BUILD_TESTS)
+    add_test(NAME bench_faces_smoke COMMAND bench_faces --device cpu --short)
+    set_tests_properties(bench_faces_smoke PROPERTIES LABELS cpu)
+  endif()
+endif()

@@ -19,8 +19,8 @@ constexpr std::int64_t kKc = 256;  // K block: an A micro-panel (MR·KC floats) 
 constexpr std::int64_t kNc = 512;  // N block: the packed B block (KC·NC floats) stays in L2
 
 // Each kernel: c[r·ldc + j] += Σ_kk a[kk·MR + r] · b[kk·NR + j], kk ascending, for a full MR × NR tile.
-__attribute__((target("avx2,fma"))) void kernel_avx2_6x16(std::int64_t kc, const float* a, const float* b, float* c,
-                                                          std::int64_t ldc) {
+__attribute__((target("avx2,fma"))) void kernel_avx2_6x16(std::int64_t kc, const float* a, const float* b,
+                                                          std::int64_t ldb, float* c, std::int64_t ldc) {
   __m256 c00 = _mm256_loadu_ps(c + 0 * ldc), c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
   __m256 c10 = _mm256_loadu_ps(c + 1 * ldc), c11 = _mm256_loadu_ps(c + 1 * ldc + 8);
   __m256 c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
@@ -48,7 +48,7 @@ __attribute__((target("avx2,fma"))) void kernel_avx2_6x16(std::int64_t kc, const
     c50 = _mm256_fmadd_ps(av, b0, c50);
     c51 = _mm256_fmadd_ps(av, b1, c51);
     a += 6;
-    b += 16;
+    b += ldb;
   }
   _mm256_storeu_ps(c + 0 * ldc, c00), _mm256_storeu_ps(c + 0 * ldc + 8, c01);
   _mm256_storeu_ps(c + 1 * ldc, c10), _mm256_storeu_ps(c + 1 * ldc + 8, c11);
@@ -58,7 +58,7 @@ __attribute__((target("avx2,fma"))) void kernel_avx2_6x16(std::int64_t kc, const
   _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
-void kernel_sse2_4x8(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc) {
+void kernel_sse2_4x8(std::int64_t kc, const float* a, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
   __m128 c00 = _mm_loadu_ps(c + 0 * ldc), c01 = _mm_loadu_ps(c + 0 * ldc + 4);
   __m128 c10 = _mm_loadu_ps(c + 1 * ldc), c11 = _mm_loadu_ps(c + 1 * ldc + 4);
   __m128 c20 = _mm_loadu_ps(c + 2 * ldc), c21 = _mm_loadu_ps(c + 2 * ldc + 4);
@@ -78,7 +78,7 @@ void kernel_sse2_4x8(std::int64_t kc, const float* a, const float* b, float* c, 
     c30 = _mm_add_ps(c30, _mm_mul_ps(av, b0));
     c31 = _mm_add_ps(c31, _mm_mul_ps(av, b1));
     a += 4;
-    b += 8;
+    b += ldb;
   }
   _mm_storeu_ps(c + 0 * ldc, c00), _mm_storeu_ps(c + 0 * ldc + 4, c01);
   _mm_storeu_ps(c + 1 * ldc, c10), _mm_storeu_ps(c + 1 * ldc + 4, c11);
@@ -86,7 +86,7 @@ void kernel_sse2_4x8(std::int64_t kc, const float* a, const float* b, float* c, 
   _mm_storeu_ps(c + 3 * ldc, c30), _mm_storeu_ps(c + 3 * ldc + 4, c31);
 }
 
-using Kernel = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t);
+using Kernel = void (*)(std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t);
 
 struct KernelInfo {
   Kernel fn;
@@ -123,24 +123,28 @@ void MatrixB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
 void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const {
   const std::int64_t n = oh_ * ow_;
   const std::int64_t taps = kh_ * kw_;
+  const std::int64_t npanels = (nc + nr - 1) / nr;
   for (std::int64_t kk = 0; kk < kc; ++kk) {
     const std::int64_t k = k0 + kk;
     const std::int64_t ci = k / taps, ky = (k % taps) / kw_, kx = k % kw_;
     const float* plane = x_ + ci * h_ * w_;
-    for (std::int64_t p = 0; p * nr < nc; ++p) {
-      const std::int64_t j0 = n0 + p * nr;
-      float* d = dst + p * kc * nr + kk * nr;
-      std::int64_t oy = j0 / ow_, ox = j0 % ow_;
-      for (int jj = 0; jj < nr; ++jj) {
-        float v = 0.0f;
-        if (j0 + jj < n) {
-          const std::int64_t iy = oy * sh_ + ky - pt_, ix = ox * sw_ + kx - pl_;
-          if (iy >= 0 && iy < h_ && ix >= 0 && ix < w_) v = plane[iy * w_ + ix];
-        }
-        d[jj] = v;
-        if (++ox == ow_) ox = 0, ++oy;
+    // walk the columns output row by output row: iy is fixed within a row, ix = ox·sw + kx − pl
+    std::int64_t j = n0;
+    const std::int64_t jend = std::min(n, n0 + nc);
+    while (j < jend) {
+      const std::int64_t oy = j / ow_, ox0 = j % ow_;
+      const std::int64_t run = std::min(ow_ - ox0, jend - j);
+      const std::int64_t iy = oy * sh_ + ky - pt_;
+      const bool row_in = iy >= 0 && iy < h_;
+      const float* src = plane + iy * w_;
+      for (std::int64_t r = 0; r < run; ++r) {
+        const std::int64_t jj = j - n0 + r;
+        const std::int64_t ix = (ox0 + r) * sw_ + kx - pl_;
+        dst[(jj / nr) * kc * nr + kk * nr + (jj % nr)] = (row_in && ix >= 0 && ix < w_) ? src[ix] : 0.0f;
       }
+      j += run;
     }
+    for (std::int64_t jj = jend - n0; jj < npanels * nr; ++jj) dst[(jj / nr) * kc * nr + kk * nr + (jj % nr)] = 0.0f;
   }
 }
 
@@ -151,6 +155,8 @@ void sgemm_acc(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, s
   if (m <= 0 || n <= 0 || k <= 0) return;
   const KernelInfo& ker = kernel();
   const int mr = ker.mr, nr = ker.nr;
+  const float* direct = b.direct();  // a plain matrix is read in place, no packing
+  const std::int64_t direct_ldb = b.direct_ldb();
   // A in MR-row panels over the whole K: ap[panel·k·mr + kk·mr + r], zero rows past m.
   const std::int64_t mpanels = (m + mr - 1) / mr;
   std::vector<float> ap(static_cast<std::size_t>(mpanels * k * mr));
@@ -180,22 +186,36 @@ void sgemm_acc(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, s
     alignas(32) float tile[6 * 16];
     for (std::int64_t k0 = 0; k0 < k; k0 += kKc) {
       const std::int64_t kc = std::min(kKc, k - k0);
-      b.pack(k0, kc, n0, ncur, bp.data(), nr);
+      if (!direct) {
+        b.pack(k0, kc, n0, ncur, bp.data(), nr);
+      } else if (ncur % nr != 0) {  // only the ragged last panel needs packing
+        const std::int64_t last = (npanels - 1) * nr;
+        b.pack(k0, kc, n0 + last, ncur - last, bp.data() + (npanels - 1) * kc * nr, nr);
+      }
       for (std::int64_t p = p_begin; p < p_end; ++p) {
         const float* apan = ap.data() + (p * k + k0) * mr;
         const std::int64_t row0 = p * mr;
         const std::int64_t rows = std::min<std::int64_t>(mr, m - row0);
         for (std::int64_t q = 0; q < npanels; ++q) {
-          const float* bpan = bp.data() + q * kc * nr;
+          const float* bpan = bp.data() + q * kc * nr;  // may be replaced by a direct pointer
           const std::int64_t col0 = n0 + q * nr;
           const std::int64_t cols = std::min<std::int64_t>(nr, n - col0);
           float* cp = c + row0 * ldc + col0;
+          if (direct && cols == nr) {
+            const float* bd = direct + k0 * direct_ldb + col0;
+            if (rows == mr) {
+              ker.fn(kc, apan, bd, direct_ldb, cp, ldc);
+              continue;
+            }
+            bpan = bd;
+          }
+          const std::int64_t ldb = bpan == bp.data() + q * kc * nr ? nr : direct_ldb;
           if (rows == mr && cols == nr) {
-            ker.fn(kc, apan, bpan, cp, ldc);
+            ker.fn(kc, apan, bpan, ldb, cp, ldc);
           } else {
             for (int r = 0; r < mr; ++r)
               for (int j = 0; j < nr; ++j) tile[r * nr + j] = (r < rows && j < cols) ? cp[r * ldc + j] : 0.0f;
-            ker.fn(kc, apan, bpan, tile, nr);
+            ker.fn(kc, apan, bpan, ldb, tile, nr);
             for (std::int64_t r = 0; r < rows; ++r)
               for (std::int64_t j = 0; j < cols; ++j) cp[r * ldc + j] = tile[r * nr + j];
           }

@@ -14,6 +14,9 @@ class BSource {
  public:
   virtual ~BSource() = default;
   virtual void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const = 0;
+  /// A row-major matrix the micro-kernel may read in place (with direct_ldb()), or null.
+  virtual const float* direct() const { return nullptr; }
+  virtual std::int64_t direct_ldb() const { return 0; }
 };
 
 /// B as a row-major matrix with leading dimension ldb.
@@ -21,6 +24,8 @@ class MatrixB final : public BSource {
  public:
   MatrixB(const float* b, std::int64_t n, std::int64_t ldb) : b_(b), n_(n), ldb_(ldb) {}
   void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const override;
+  const float* direct() const override { return b_; }
+  std::int64_t direct_ldb() const override { return ldb_; }
 
  private:
   const float* b_;

@@ -31,10 +31,12 @@ bool all_finite(const float* x, std::int64_t n) {
 
 // Direct convolution for one-input-channel groups (depthwise and channel multipliers): output channel co reads
 // input channel co / (cout/groups). Accumulates bias, then taps in (ky, kx) order, row by row.
-__attribute__((target_clones("avx2", "default"))) void conv_direct_channel(const ConvJob& j, const float* x,
-                                                                           const float* wt, float bias, float* y) {
+__attribute__((target_clones("avx2", "default"))) void conv_direct_channel(const ConvJob& j,
+                                                                           const float* __restrict x,
+                                                                           const float* __restrict wt, float bias,
+                                                                           float* __restrict y) {
   for (std::int64_t oy = 0; oy < j.oh; ++oy) {
-    float* row = y + oy * j.ow;
+    float* __restrict row = y + oy * j.ow;
     for (std::int64_t ox = 0; ox < j.ow; ++ox) row[ox] = bias;
     for (std::int64_t ky = 0; ky < j.kh; ++ky) {
       const std::int64_t iy = oy * j.sh + ky - j.pt;
@@ -48,7 +50,7 @@ __attribute__((target_clones("avx2", "default"))) void conv_direct_channel(const
         std::int64_t hi = (j.w - 1 - off) < 0 ? 0 : (j.w - 1 - off) / j.sw + 1;
         hi = std::min(hi, j.ow);
         if (j.sw == 1) {
-          const float* src = in + off;
+          const float* __restrict src = in + off;
           for (std::int64_t ox = lo; ox < hi; ++ox) row[ox] += wv * src[ox];
         } else {
           for (std::int64_t ox = lo; ox < hi; ++ox) row[ox] += wv * in[ox * j.sw + off];
