@@ -71,7 +71,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
   // Wavelengths and per-channel constants (tracer.md §7.1).
   const float hero = kLambdaMinNm + kLambdaSpanNm * ps.u_hero;
   float lam[K], n_k[K], alpha[K], illum[K];
-  for (int k = 0; k < K; ++k) {
+  FT_UNROLL for (int k = 0; k < K; ++k) {
     lam[k] = channel_lambda(hero, k);
     n_k[k] = refractive_index(p.dispersion, lam[k]);
     alpha[k] = p.band_count ? absorption_coefficient(p.bands, p.band_count, lam[k]) * p.path_scale : 0.0f;
@@ -82,7 +82,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
   float st[K][4];
   float radiance[K], pdf[K], split[K];
   std::uint8_t compat[K];
-  for (int k = 0; k < K; ++k) {
+  FT_UNROLL for (int k = 0; k < K; ++k) {
     st[k][0] = 1.0f;
     st[k][1] = st[k][2] = st[k][3] = 0.0f;
     radiance[k] = 0.0f;
@@ -101,7 +101,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     // 2. Miss: add the environment, commit the staged split radiance, stop.
     if (hit.plane < 0) {
       const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
-      for (int k = 0; k < K; ++k) radiance[k] += detail::maxf(st[k][0], 0.0f) * shape * illum[k] + split[k];
+      FT_UNROLL for (int k = 0; k < K; ++k) radiance[k] += detail::maxf(st[k][0], 0.0f) * shape * illum[k] + split[k];
       break;
     }
     const GpuPlane pl = planes[hit.plane];
@@ -118,13 +118,13 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       const float inv = 1.0f / (c * c + sn * sn);
       const float c2 = (c * c - sn * sn) * inv;  // cos 2ψ, ψ = atan2(sn, c)
       const float s2 = 2.0f * c * sn * inv;      // sin 2ψ
-      for (int k = 0; k < K; ++k) apply_rotation(st[k], c2, s2);
+      FT_UNROLL for (int k = 0; k < K; ++k) apply_rotation(st[k], c2, s2);
       s_prev = s_curr;
     }
 
     // 4. Absorption inside (Beer–Lambert; path_scale folded into alpha).
     if (inside && p.band_count) {
-      for (int k = 0; k < K; ++k) {
+      FT_UNROLL for (int k = 0; k < K; ++k) {
         const float att = expf(-alpha[k] * hit.t);
         st[k][0] *= att;
         st[k][1] *= att;
@@ -141,7 +141,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     }
     cos_i = detail::minf(cos_i, 1.0f);
     float n1[K], n2[K], cos_t[K];
-    for (int k = 0; k < K; ++k) {
+    FT_UNROLL for (int k = 0; k < K; ++k) {
       n1[k] = inside ? n_k[k] : 1.0f;
       n2[k] = inside ? 1.0f : n_k[k];
       cos_t[k] = cos_transmitted(n1[k] / n2[k], cos_i);  // < 0: channel past its critical angle
@@ -158,7 +158,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       const float pr = detail::clampf(r0, kProbMin, kProbMax);
       reflect = u_fresnel < pr;
       prob = reflect ? pr : 1.0f - pr;
-      for (int k = 0; k < K; ++k) {
+      FT_UNROLL for (int k = 0; k < K; ++k) {
         const float rk = cos_t[k] < 0.0f ? 1.0f : fresnel_reflectance(n1[k], n2[k], cos_i, cos_t[k]);
         pdf[k] *= detail::clampf(reflect ? rk : 1.0f - rk, kPdfClampLo, kPdfClampHi);
       }
@@ -169,7 +169,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     if (pl.frosted) {
       // §7.5 frosted facet: same choice, cosine-weighted direction about the chosen side's normal,
       // depolarised, all channels share the direction.
-      for (int k = 0; k < K; ++k) {
+      FT_UNROLL for (int k = 0; k < K; ++k) {
         float* sk = st[k];
         if (reflect) {
           if (cos_t[k] < 0.0f) {
@@ -192,7 +192,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       detail::orthonormal_basis(dir, t_axis, b_axis);
       s_prev = t_axis;
     } else if (reflect) {
-      for (int k = 0; k < K; ++k) {
+      FT_UNROLL for (int k = 0; k < K; ++k) {
         if (cos_t[k] < 0.0f) {
           apply_tir_retarder(st[k], n1[k] / n2[k], cos_i, inv_prob * glare);
         } else {
@@ -203,7 +203,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     } else {
       // 8. Transmission (§7.4): each channel refracts at its own index.
       Vec3 t_dir[K];
-      for (int k = 0; k < K; ++k) {
+      FT_UNROLL for (int k = 0; k < K; ++k) {
         if (cos_t[k] < 0.0f) {
           st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;  // T_k = 0
           t_dir[k] = dir;
@@ -217,23 +217,23 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       if (!exiting) {
         // Entry: compat ∩= current equivalence classes; diverged channels terminate (S_k = 0).
         std::uint8_t cls[K];
-        for (int k = 0; k < K; ++k) cls[k] = static_cast<std::uint8_t>(1u << k);
-        for (int j = 0; j < K; ++j) {
-          for (int k = j + 1; k < K; ++k) {
+        FT_UNROLL for (int k = 0; k < K; ++k) cls[k] = static_cast<std::uint8_t>(1u << k);
+        FT_UNROLL for (int j = 0; j < K; ++j) {
+          FT_UNROLL for (int k = j + 1; k < K; ++k) {
             if (cos_t[j] >= 0.0f && cos_t[k] >= 0.0f && dot(t_dir[j], t_dir[k]) >= kSameDirection) {
               cls[j] = static_cast<std::uint8_t>(cls[j] | (1u << k));
               cls[k] = static_cast<std::uint8_t>(cls[k] | (1u << j));
             }
           }
         }
-        for (int k = 0; k < K; ++k) {
+        FT_UNROLL for (int k = 0; k < K; ++k) {
           compat[k] = static_cast<std::uint8_t>(compat[k] & cls[k]);
           if (k > 0 && !(cls[0] & (1u << k))) st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
         }
       } else {
         // Exit splitting: channels that diverge here follow their own exit direction once. The escape
         // ends the path in a convex stone, so compat keeps the classes of the shared interior path.
-        for (int k = 1; k < K; ++k) {
+        FT_UNROLL for (int k = 1; k < K; ++k) {
           if (cos_t[k] < 0.0f || dot(t_dir[k], t_dir[0]) >= kSameDirection) continue;
           const float ik = detail::maxf(st[k][0], 0.0f);
           st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
@@ -253,14 +253,14 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     // 10. Russian roulette (only when b > 4).
     if (b > kRouletteAfter) {
       float imax = st[0][0];
-      for (int k = 1; k < K; ++k) imax = detail::maxf(imax, st[k][0]);
+      FT_UNROLL for (int k = 1; k < K; ++k) imax = detail::maxf(imax, st[k][0]);
       const float q = detail::clampf(imax, kRouletteMin, 1.0f);
       if (stream_uniform(seed, b, kStreamRoulette) > q) {
-        for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
+        FT_UNROLL for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
         break;
       }
       const float inv_q = 1.0f / q;
-      for (int k = 0; k < K; ++k) {
+      FT_UNROLL for (int k = 0; k < K; ++k) {
         st[k][0] *= inv_q;
         st[k][1] *= inv_q;
         st[k][2] *= inv_q;
@@ -272,10 +272,10 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
 
   // §8: spectrum → XYZ with the MIS weights.
   float sx = 0.0f, sy = 0.0f, sz = 0.0f;
-  for (int k = 0; k < K; ++k) {
+  FT_UNROLL for (int k = 0; k < K; ++k) {
     if (radiance[k] == 0.0f) continue;
     float denom = 0.0f;
-    for (int j = 0; j < K; ++j) {
+    FT_UNROLL for (int j = 0; j < K; ++j) {
       if (compat[k] & (1u << j)) denom += pdf[j];
     }
     const float w = denom > kMisEpsilon ? static_cast<float>(K) * pdf[0] / denom : 1.0f;
