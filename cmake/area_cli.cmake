@@ -5,7 +5,7 @@ target_link_libraries(facetrace PRIVATE ft_core CLI11::CLI11 spdlog::spdlog ft_w
 if(FT_WITH_TRACER)
   target_sources(facetrace PRIVATE src/cli/cmd_render.cpp)
   target_compile_definitions(facetrace PRIVATE FT_HAVE_TRACER=1)
-  target_link_libraries(facetrace PRIVATE ft_tracer ft_tracer_io)
+  target_link_libraries(facetrace PRIVATE ft_tracer ft_tracer_io ft_render)
 endif()
 if(FT_WITH_RUNTIME)
   target_sources(facetrace PRIVATE src/cli/cmd_info.cpp)

@@ -17,7 +17,7 @@ endif()
 
 if(FT_BUILD_BENCHMARKS)
   add_executable(bench_tracer benchmarks/bench_tracer.cpp)
-  target_link_libraries(bench_tracer PRIVATE ft_tracer ft_tracer_io ft_core CLI11::CLI11 ft_warnings)
+  target_link_libraries(bench_tracer PRIVATE ft_tracer ft_tracer_io ft_render ft_core CLI11::CLI11 ft_warnings)
   target_compile_definitions(bench_tracer PRIVATE FT_BUILD_TYPE="$<CONFIG>")
   if(FT_BUILD_TESTS)
     add_test(NAME bench_tracer_smoke COMMAND bench_tracer --device cpu --short)
@@ -33,7 +33,7 @@ if(FT_BUILD_TESTS)
   add_test(NAME render_cli_bad_input_exits_2
            COMMAND sh -c "$<TARGET_FILE:facetrace> render --spp 0 --quiet; test $? -eq 2")
   add_test(NAME render_cli_gpu_is_a_clear_error
-           COMMAND sh -c "$<TARGET_FILE:facetrace> render --device gpu --quiet 2>&1 | grep -q 'no GPU tracer available'")
+           COMMAND sh -c "$<TARGET_FILE:facetrace> render --device gpu --quiet 2>&1 | grep -q 'no usable GPU'")
   set_tests_properties(render_cli_smoke render_cli_bad_input_exits_2 render_cli_gpu_is_a_clear_error
                        PROPERTIES LABELS cpu TIMEOUT 120)
 endif()

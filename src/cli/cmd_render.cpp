@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/output.h"
+#include "facetrace/tracer/renderer.h"
 #include "facetrace/tracer/scene_json.h"
 
 namespace facetrace::cli {
@@ -32,26 +33,6 @@ constexpr int kExitCancelled = 130;  // 128 + SIGINT, as shells report it
 constexpr std::uint64_t kMaxSpp = 1u << 20;  // "sane": 1 M samples per pixel per run
 constexpr std::uint64_t kMaxFirstSample = 1ull << 40;
 constexpr std::uint64_t kMaxThreads = 4096;
-
-// ---- device choice: the one place the GPU issue will change -------------------------------------------
-
-enum class Device { kCpu };
-
-struct DeviceChoice {
-  Device device = Device::kCpu;
-  std::string name;  ///< for the summary line
-};
-
-/// Maps --device to a backend. kInvalidArgument for an unknown name, kNotSupported when the requested
-/// backend does not exist in this build.
-Expected<DeviceChoice> choose_device(const std::string& requested) {
-  if (requested == "auto" || requested == "cpu") return DeviceChoice{Device::kCpu, "cpu"};
-  if (requested == "gpu")
-    return not_supported(
-        "no GPU tracer available: this build of facetrace has no GPU tracer yet; use "
-        "--device cpu (or auto, which picks the CPU)");
-  return invalid_argument("--device: unknown device \"" + requested + "\"; expected auto, cpu or gpu");
-}
 
 // ---- inputs -----------------------------------------------------------------------------------------
 
@@ -222,7 +203,7 @@ int run_render(const RenderArgs& a) {
     if (!v.ok()) return input_error(v.status());
     bounces = *v;
   }
-  auto device = choose_device(a.device);
+  auto device = tr::parse_render_device(a.device);
   if (!device.ok()) return input_error(device.status());
 
   // Scene: a file, or the built-in diamond.
@@ -254,47 +235,35 @@ int run_render(const RenderArgs& a) {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const unsigned nthreads = *threads == 0 ? hw : static_cast<unsigned>(*threads);
   if (!a.quiet)
-    std::fprintf(stderr, "rendering %ux%u x %llu spp (%s, %s, %u bounces) on %s (%u threads)\n", scene.width,
+    std::fprintf(stderr, "rendering %ux%u x %llu spp (%s, %s, %u bounces), device %s\n", scene.width,
                  scene.height, static_cast<unsigned long long>(*spp), scene.material.name.c_str(),
                  std::string(tr::lighting_preset_name(scene.lighting_preset)).c_str(), scene.max_bounces,
-                 device->name.c_str(), nthreads);
+                 a.device.c_str());
 
-  // Render on a worker thread in a few sample sub-batches (bit-identical to one call, tracer.md §9 G3) while
-  // this thread draws the progress bar.
+  // Render on a worker thread (GPU requests with CPU fallback, tracer::render) while this thread draws the
+  // progress bar.
   tr::Film film(scene.width, scene.height);
   const std::uint64_t total = *spp;
-  const std::uint64_t batch = std::max<std::uint64_t>(1, (total + 7) / 8);
-  std::atomic<std::uint64_t> completed{0};
-  std::atomic<std::uint64_t> current_batch{0};
-  std::atomic<double> batch_fraction{0};
+  std::atomic<double> fraction{0};
   std::atomic<bool> finished{false};
-  Status result;
+  Expected<tr::RenderReport> result{Status(Code::kInternal, "render did not run")};
   Progress progress(a.quiet);
   const auto t0 = std::chrono::steady_clock::now();
   {
     SigintScope sigint;
     std::thread worker([&] {
-      tr::CpuOptions opt;
+      tr::RenderOptions opt;
+      opt.device = *device;
       opt.threads = nthreads;
       opt.cancel = &g_cancel;
-      opt.progress = [&](double f) { store_max(batch_fraction, f); };
-      for (std::uint64_t done = 0; done < total && result.ok();) {
-        const std::uint64_t n = std::min(batch, total - done);
-        batch_fraction.store(0);
-        current_batch.store(n);
-        result = tr::cpu_accumulate(scene, *first + done, static_cast<std::uint32_t>(n), film, opt);
-        if (result.ok()) done += n, completed.store(done);
-        if (g_cancel.load() && result.ok() && done < total) result = Status(Code::kCancelled, "cancelled");
-      }
+      opt.progress = [&](double f) { store_max(fraction, f); };
+      result = tr::render(scene, *first, static_cast<std::uint32_t>(total), film, opt);
       finished.store(true);
     });
     while (!finished.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double frac = (static_cast<double>(completed.load()) +
-                           batch_fraction.load() * static_cast<double>(current_batch.load())) /
-                          static_cast<double>(total);
-      if (!finished.load()) progress.update(frac, elapsed);
+      if (!finished.load()) progress.update(fraction.load(), elapsed);
     }
     worker.join();
   }
@@ -302,11 +271,12 @@ int run_render(const RenderArgs& a) {
   if (result.ok()) progress.update(1.0, seconds);
   progress.finish();
 
-  if (result.code() == Code::kCancelled || g_cancel.load())
-    return fail(kExitCancelled, "cancelled after " + std::to_string(completed.load()) + " of " +
-                                    std::to_string(total) + " samples per pixel; nothing written");
+  if (result.status().code() == Code::kCancelled || g_cancel.load())
+    return fail(kExitCancelled, "cancelled at " + std::to_string(static_cast<int>(fraction.load() * 100)) +
+                                    " %; nothing written");
   if (!result.ok())
-    return fail(result.code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure, result.to_string());
+    return fail(result.status().code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure,
+                result.status().what());
 
   if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok())
     return fail(kExitFailure, st.what());
@@ -323,9 +293,14 @@ int run_render(const RenderArgs& a) {
 
   if (!a.quiet) {
     const double paths = static_cast<double>(film.pixels()) * static_cast<double>(total);
-    std::printf("rendered %ux%u x %llu spp on %s (%u threads) in %.1f s: %.2f M paths/s, %llu non-finite\n",
-                scene.width, scene.height, static_cast<unsigned long long>(total), device->name.c_str(),
-                nthreads, seconds, paths / seconds / 1e6, static_cast<unsigned long long>(film.nonfinite));
+    const tr::RenderReport& r = *result;
+    const std::string where =
+        r.cpu_samples ? r.device + " (" + std::to_string(nthreads) + " CPU threads)" : r.device;
+    std::printf("rendered %ux%u x %llu spp on %s in %.2f s: %.2f M paths/s, %llu non-finite", scene.width,
+                scene.height, static_cast<unsigned long long>(total), where.c_str(), seconds,
+                paths / seconds / 1e6, static_cast<unsigned long long>(film.nonfinite));
+    if (r.declined) std::printf(", %u GPU requests declined and redone on the CPU", r.declined);
+    std::printf("\n");
     std::printf("wrote %s\n", output.c_str());
     if (!a.exr.empty()) std::printf("wrote %s\n", a.exr.c_str());
   }
