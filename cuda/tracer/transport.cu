@@ -3,6 +3,8 @@
 /// (tracer.md §10.1), built from the same physics headers as the CPU tracer (src/tracer/physics).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "tracer/physics/transport.h"
@@ -12,13 +14,27 @@
 namespace facetrace::tracer {
 namespace {
 
-constexpr unsigned kTransportBlock = 64;  // tracer.md §10.1: block size starts at 64 (tunable; G2)
 constexpr unsigned kReduceBlock = 128;
+
+/// Launch configurations of the megakernel (block size, minimum resident blocks per SM → register cap).
+/// Results never depend on the choice (tracer.md §9 G2); FACETRACE_TRACER_KERNEL picks one for tuning.
+struct KernelConfig {
+  unsigned block;
+  unsigned min_blocks;
+  const char* name;
+};
+constexpr KernelConfig kConfigs[] = {
+    {64, 1, "b64"},          // tracer.md §10.1: block size starts at 64; compiler's register choice
+    {128, 4, "b128_r128"},   // ≤ 128 registers: 16 warps per SM
+    {256, 2, "b256_r128"},   // ≤ 128 registers, bigger blocks
+    {64, 12, "b64_r80"},     // ≤ 85 registers: 24 warps per SM, may spill
+};
 
 /// Thread ↔ data: thread i = pixel_local·spp + sample_local (tracer.md §10.1). The planes are copied from the
 /// by-value parameter into shared memory once per block; the trace parameters stay in parameter (constant)
 /// space. Each thread writes its tuple's XYZ (12 B) to global `tuples`. Deterministic per tuple (G1).
-__global__ void __launch_bounds__(kTransportBlock) transport_main_kernel(const ChunkScene scene,
+template <unsigned Block, unsigned MinBlocks>
+__global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const ChunkScene scene,
                                                                          const ChunkRange range,
                                                                          float* __restrict__ tuples,
                                                                          std::uint32_t* __restrict__ nonfinite) {
@@ -59,10 +75,22 @@ __global__ void reduce_xyz_kernel(const float* __restrict__ tuples, float* __res
   sums[3 * p + 2] = z;
 }
 
+/// The configuration index from FACETRACE_TRACER_KERNEL (0 = default), read once.
+unsigned config_index() {
+  static const unsigned index = [] {
+    const char* v = std::getenv("FACETRACE_TRACER_KERNEL");
+    if (v == nullptr) return 0u;
+    for (unsigned i = 0; i < sizeof(kConfigs) / sizeof(kConfigs[0]); ++i)
+      if (std::strcmp(v, kConfigs[i].name) == 0) return i;
+    return 0u;
+  }();
+  return index;
+}
 
 }  // namespace
 
-std::uint32_t transport_block_size() { return kTransportBlock; }
+std::uint32_t transport_block_size() { return kConfigs[config_index()].block; }
+const char* transport_kernel_name() { return kConfigs[config_index()].name; }
 
 Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range) {
   const auto& p = scene.params;
@@ -87,8 +115,14 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
                           std::uint32_t* nonfinite, CUstream_st* stream) {
   FT_TRY(can_implement_chunk(scene, range));
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
-  const unsigned grid = static_cast<unsigned>((tuple_count + kTransportBlock - 1) / kTransportBlock);
-  transport_main_kernel<<<grid, kTransportBlock, 0, stream>>>(scene, range, tuples, nonfinite);
+  const unsigned block = transport_block_size();
+  const unsigned grid = static_cast<unsigned>((tuple_count + block - 1) / block);
+  switch (config_index()) {
+    case 1: transport_main_kernel<128, 4><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 2: transport_main_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 3: transport_main_kernel<64, 12><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    default: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+  }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return runtime::cuda_status(e, "transport_main_kernel<<<>>>", __FILE__, __LINE__);
   const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;

@@ -44,5 +44,8 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
 
 /// Block size of the megakernel (results do not depend on it: tracer.md §9 G2).
 std::uint32_t transport_block_size();
+/// Name of the megakernel configuration in use (FACETRACE_TRACER_KERNEL: b64 (default), b128_r128,
+/// b256_r128, b64_r80).
+const char* transport_kernel_name();
 
 }  // namespace facetrace::tracer
