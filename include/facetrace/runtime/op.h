@@ -34,6 +34,7 @@ inline constexpr OpId kFillRamp = 0x0001;       ///< args FillRampArgs; result c
 inline constexpr OpId kSumFloats = 0x0002;      ///< in: floats; reply: one double (sum)
 inline constexpr OpId kSpin = 0x0003;           ///< args: u32 milliseconds of device busy-wait (hang tests)
 inline constexpr OpId kResidentSum = 0x0004;    ///< args: resident name; reply: double sum of its floats
+inline constexpr OpId kSimCrash = 0x0005;       ///< simulated executor only: the process exits at once (EOF tests)
 }  // namespace ops
 
 /// Arguments of ops::kFillRamp: v[i] = base + step·(first + i) for i in [0, count), as f32.

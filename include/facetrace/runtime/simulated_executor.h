@@ -32,6 +32,8 @@ class SimulatedExecutor : public Executor {
   virtual void arm_loss_on_invoke(int n) = 0;
   /// Makes restart() fail (as if the new child could not start).
   virtual void set_restart_fails(bool fails) = 0;
+  /// Makes restart() sleep first (a slow child start-up).
+  virtual void set_restart_delay(std::chrono::milliseconds d) = 0;
   /// Makes start() report "no GPU" (a machine that never had one).
   virtual void set_no_gpu(bool none) = 0;
   /// Counters for tests.

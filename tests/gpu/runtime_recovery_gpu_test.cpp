@@ -1,0 +1,101 @@
+/// @file
+/// Device loss on a real GPU (runtime.md §7): a genuine illegal-address fault in the isolated child declines
+/// to the CPU, and after a short cool-down a new child serves GPU work while this process keeps running; the
+/// in-process executor reports lost and keeps declining. Each test runs in its own process (ctest).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "facetrace/runtime/backend.h"
+#include "facetrace/runtime/cuda_errors.h"
+#include "facetrace/runtime/ramp_workload.h"
+#include "gpu_test_support.h"
+#include "log_guard.h"
+
+namespace facetrace::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+ExecutorOptions small() {
+  ExecutorOptions o;
+  o.ring_bytes = 16ull << 20;
+  o.transfer_bytes = 16ull << 20;
+  return o;
+}
+
+bool sticky_name(const std::string& s) {
+  for (int code : {700, 702, 710, 714, 715, 716, 717, 718, 719, 911, 214, 999})
+    if (s.find(std::string(cuda_error_name(code))) != std::string::npos) return true;
+  return false;
+}
+
+TEST(IsolatedGpu, a_real_fault_declines_then_a_new_child_serves_again) {
+  FT_REQUIRE_GPU();
+  RecoveryConfig c;
+  c.cool_down = std::chrono::duration<double>(0.5);
+  auto backend = GpuBackend::with_executor(make_isolated_executor(small()), SteadyClock::instance(), c);
+  ASSERT_EQ(backend->state(), BackendState::kReady) << backend->unavailable_reason().value_or("");
+  std::vector<float> out(50000, 0.0f);
+  RampWorkload w(out, 1, 1, 8192);
+  ASSERT_EQ(backend->accumulate(w), Outcome::kDone);
+  facetrace::testing::ExpectLogs logs;
+  const Status fault = backend->executor()->inject_fault(FaultKind::kIllegalAddress);
+  EXPECT_EQ(fault.code(), Code::kDeviceLost);
+  EXPECT_TRUE(sticky_name(fault.what())) << fault.what();
+  std::vector<float> out2(50000, 0.0f);
+  RampWorkload w2(out2, 1, 1, 8192);
+  EXPECT_EQ(backend->accumulate(w2), Outcome::kDeclined);  // the CPU takes it
+  EXPECT_EQ(out2, std::vector<float>(50000, 0.0f));
+  EXPECT_TRUE(backend->is_lost());
+  RampWorkload w3(out2, 1, 1, 8192);
+  EXPECT_EQ(backend->accumulate(w3), Outcome::kDeclined);  // within the cool-down
+  std::this_thread::sleep_for(600ms);
+  RampWorkload w4(out2, 1, 1, 8192);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(backend->accumulate(w4), Outcome::kDone);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(ms, 5000.0);
+  EXPECT_EQ(out2[49999], 50000.0f);
+  EXPECT_FALSE(backend->is_lost());
+  EXPECT_TRUE(sticky_name(backend->last_lost_reason().value_or(""))) << *backend->last_lost_reason();
+  std::printf("[ recovery ] first GPU request after the cool-down took %.1f ms (includes the child start)\n", ms);
+  // This process never touched CUDA: still no sticky state here.
+  EXPECT_FALSE(process_cuda_poisoned());
+}
+
+TEST(InProcessGpu, a_real_fault_leaves_the_process_lost_and_declining) {
+  FT_REQUIRE_GPU();
+  RecoveryConfig c;
+  c.cool_down = std::chrono::duration<double>(0.0);
+  auto backend = GpuBackend::with_executor(make_in_process_executor(small()), SteadyClock::instance(), c);
+  ASSERT_EQ(backend->state(), BackendState::kReady) << backend->unavailable_reason().value_or("");
+  std::vector<float> out(10000, 0.0f);
+  RampWorkload w(out, 1, 1, 4096);
+  ASSERT_EQ(backend->accumulate(w), Outcome::kDone);
+  facetrace::testing::ExpectLogs logs;
+  const Status fault = backend->executor()->inject_fault(FaultKind::kIllegalAddress);
+  EXPECT_EQ(fault.code(), Code::kDeviceLost);
+  EXPECT_TRUE(sticky_name(fault.what())) << fault.what();
+  EXPECT_TRUE(process_cuda_poisoned());
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> o2(10000, 0.0f);
+    RampWorkload w2(o2, 1, 1, 4096);
+    EXPECT_EQ(backend->accumulate(w2), Outcome::kDeclined);
+    EXPECT_EQ(o2, std::vector<float>(10000, 0.0f));
+  }
+  EXPECT_FALSE(backend->try_recover());
+  EXPECT_EQ(backend->state(), BackendState::kLost);
+  EXPECT_NE(backend->executor()->state_reason().find("poisoned"), std::string::npos)
+      << backend->executor()->state_reason();
+  // The H200 fact behind the design (runtime.md §5): CUDA in this process stays dead.
+  void* p = nullptr;
+  const cudaError_t m = cudaMalloc(&p, 1024);
+  EXPECT_NE(m, cudaSuccess);
+  EXPECT_EQ(classify_cuda_error(static_cast<int>(m)), ErrorClass::kSticky) << cudaGetErrorName(m);
+  std::printf("[ in-process ] cudaMalloc after the fault: %s (%d)\n", cudaGetErrorName(m), static_cast<int>(m));
+}
+
+}  // namespace
+}  // namespace facetrace::runtime

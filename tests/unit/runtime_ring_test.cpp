@@ -1,0 +1,198 @@
+/// @file
+/// ReadbackRing semantics on a fake copy engine (runtime.md §1–§3): classes, lazy slots, free list, fail-closed
+/// states, stale tickets, errors, stats, slot-count environment variable.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "facetrace/runtime/readback_ring.h"
+#include "log_guard.h"
+
+namespace facetrace::runtime {
+namespace {
+
+/// "Device" pointers are host pointers; copies happen at enqueue; completion is controlled by the test.
+class FakeEngine final : public CopyEngine {
+ public:
+  struct Shared {
+    std::map<std::uint32_t, int> result;  // id -> query code
+    bool auto_complete = true;
+    int created = 0;
+  };
+  explicit FakeEngine(Shared* s) : s_(s) {}
+  Status create_slot(std::uint32_t id) override {
+    s_->result[id] = 0;
+    ++s_->created;
+    return {};
+  }
+  Status enqueue_copy(std::uint32_t id, void* dst, const void* src, std::uint64_t bytes, CUstream_st*) override {
+    std::memcpy(dst, src, bytes);
+    s_->result[id] = s_->auto_complete ? 0 : 600;
+    return {};
+  }
+  int query(std::uint32_t id) override { return s_->result[id]; }
+
+ private:
+  Shared* s_;
+};
+
+struct RingFixture : ::testing::Test {
+  std::vector<std::byte> host = std::vector<std::byte>(1 << 20);
+  FakeEngine::Shared shared;
+  std::unique_ptr<ReadbackRing> make(std::uint32_t slots, std::uint64_t budget = 1 << 20) {
+    return std::make_unique<ReadbackRing>(std::span(host), RingOptions{budget, slots},
+                                          std::make_unique<FakeEngine>(&shared));
+  }
+};
+
+TEST(ReadbackRingClass, rounds_to_4096_byte_classes) {
+  EXPECT_EQ(*ReadbackRing::size_class(16), 4096u);
+  EXPECT_EQ(*ReadbackRing::size_class(4096), 4096u);
+  EXPECT_EQ(*ReadbackRing::size_class(4097), 8192u);
+  EXPECT_EQ(*ReadbackRing::size_class(1), 4096u);
+  EXPECT_FALSE(ReadbackRing::size_class(0).ok());
+  EXPECT_FALSE(ReadbackRing::size_class(~std::uint64_t{0}).ok());
+}
+
+TEST(ReadbackRingEnv, clamps_the_slot_count_with_warnings) {
+  ::unsetenv("FACETRACE_READBACK_RING_SLOTS");
+  EXPECT_EQ(ReadbackRing::slots_from_env(), 256u);
+  ::setenv("FACETRACE_READBACK_RING_SLOTS", "8", 1);
+  EXPECT_EQ(ReadbackRing::slots_from_env(), 8u);
+  for (const char* bad : {"0", "1", "100000", "many"}) {
+    facetrace::testing::ExpectLogs logs;
+    ::setenv("FACETRACE_READBACK_RING_SLOTS", bad, 1);
+    const auto n = ReadbackRing::slots_from_env();
+    EXPECT_EQ(n, std::string(bad) == "many" ? 256u : std::string(bad) == "100000" ? 256u : 2u) << bad;
+    EXPECT_FALSE(logs.messages().empty()) << bad;
+  }
+  ::unsetenv("FACETRACE_READBACK_RING_SLOTS");
+}
+
+TEST_F(RingFixture, round_trips_bytes_and_frees_the_slot) {
+  auto ring = make(4);
+  std::vector<float> src = {1, 2, 3, 4, 5};
+  auto t = ring->record_copy(src.data(), src.size() * 4, nullptr);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->size_class, 4096u);
+  EXPECT_EQ(*ring->poll(*t), PollResult::kReady);
+  std::vector<float> got;
+  ASSERT_TRUE(ring->with_mapped(*t, [&](std::span<const std::byte> b) {
+    got.resize(b.size() / 4);
+    std::memcpy(got.data(), b.data(), b.size());
+  }).ok());
+  EXPECT_EQ(got, src);
+  // A collected ticket is stale.
+  EXPECT_EQ(ring->poll(*t).status().code(), Code::kInvalidArgument);
+  EXPECT_NE(ring->with_mapped(*t, [](auto) {}).what().find("already collected"), std::string::npos);
+}
+
+TEST_F(RingFixture, creates_slots_lazily_and_reuses_them_from_the_free_list) {
+  auto ring = make(2);
+  EXPECT_EQ(ring->stats().slots, 0u);
+  int x = 7;
+  for (int i = 0; i < 20; ++i) {
+    auto t = ring->record_copy(&x, sizeof x, nullptr);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    ASSERT_TRUE(ring->wait(*t, std::chrono::steady_clock::now() + std::chrono::seconds(1)).ok());
+    ASSERT_TRUE(ring->with_mapped(*t, [](auto) {}).ok());
+  }
+  EXPECT_EQ(ring->stats().slots, 1u);  // LIFO free list: one slot served every round trip
+  EXPECT_EQ(shared.created, 1);
+  EXPECT_EQ(ring->stats().dispatches, 20u);
+}
+
+TEST_F(RingFixture, fails_closed_on_an_uncollected_ready_slot_and_counts_the_stall) {
+  auto ring = make(2);
+  int x = 1;
+  auto a = ring->record_copy(&x, 4, nullptr);
+  auto b = ring->record_copy(&x, 4, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(*ring->poll(*a), PollResult::kReady);
+  ASSERT_EQ(*ring->poll(*b), PollResult::kReady);
+  auto c = ring->record_copy(&x, 4, nullptr);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().what().find("slot 0 of class 4096 is READY and uncollected: collect tickets before"),
+            std::string::npos)
+      << c.status().what();
+  const auto s = ring->stats();
+  EXPECT_EQ(s.stalls, 1u);
+  EXPECT_EQ(s.peak_in_flight, 2u);
+  EXPECT_EQ(s.dispatches, 2u);
+  // Other classes are not blocked by the uncollected class.
+  std::vector<std::byte> big(5000);
+  EXPECT_TRUE(ring->record_copy(big.data(), big.size(), nullptr).ok());
+  // Collecting one frees exactly that slot.
+  ASSERT_TRUE(ring->with_mapped(*a, [](auto) {}).ok());
+  EXPECT_TRUE(ring->record_copy(&x, 4, nullptr).ok());
+}
+
+TEST_F(RingFixture, names_pending_slots_when_full_and_never_lends_pending_bytes) {
+  shared.auto_complete = false;
+  auto ring = make(2);
+  int x = 1;
+  auto a = ring->record_copy(&x, 4, nullptr);
+  auto b = ring->record_copy(&x, 4, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*ring->poll(*a), PollResult::kPending);
+  const Status lend = ring->with_mapped(*a, [](auto) { ADD_FAILURE() << "visited pending bytes"; });
+  EXPECT_NE(lend.what().find("is PENDING"), std::string::npos);
+  auto c = ring->record_copy(&x, 4, nullptr);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().what().find("PENDING (copy in flight)"), std::string::npos) << c.status().what();
+  // A deadline that passes is a hang: the ring is lost.
+  const Status hang = ring->wait(*a, std::chrono::steady_clock::now() + std::chrono::milliseconds(5));
+  EXPECT_EQ(hang.code(), Code::kDeviceLost);
+  EXPECT_TRUE(ring->lost());
+  EXPECT_EQ(ring->record_copy(&x, 4, nullptr).status().code(), Code::kDeviceLost);
+}
+
+TEST_F(RingFixture, collects_an_error_slot_as_its_error_then_reuses_it) {
+  auto ring = make(2);
+  int x = 1;
+  auto a = ring->record_copy(&x, 4, nullptr);
+  ASSERT_TRUE(a.ok());
+  shared.result[0] = 1;  // cudaErrorInvalidValue: not sticky
+  EXPECT_EQ(*ring->poll(*a), PollResult::kError);
+  auto b = ring->record_copy(&x, 4, nullptr);
+  auto c = ring->record_copy(&x, 4, nullptr);
+  ASSERT_TRUE(b.ok());
+  ASSERT_FALSE(c.ok());  // slot 0 is ERROR (uncollected), slot 1 READY
+  EXPECT_NE(c.status().what().find("READY and uncollected"), std::string::npos);
+  const Status err = ring->with_mapped(*a, [](auto) { ADD_FAILURE(); });
+  EXPECT_EQ(err.code(), Code::kDeclined);
+  EXPECT_NE(err.what().find("ERROR"), std::string::npos);
+  EXPECT_FALSE(ring->lost());
+  EXPECT_TRUE(ring->record_copy(&x, 4, nullptr).ok());
+}
+
+TEST_F(RingFixture, stays_within_the_byte_budget) {
+  auto ring = make(256, 3 * 4096);
+  std::vector<std::byte> v(8192);
+  auto a = ring->record_copy(v.data(), 8192, nullptr);
+  ASSERT_TRUE(a.ok());
+  auto b = ring->record_copy(v.data(), 8192, nullptr);  // would exceed 12 KiB
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Code::kOutOfMemory);
+  EXPECT_TRUE(ring->record_copy(v.data(), 100, nullptr).ok());  // 4 KiB still fits
+  EXPECT_EQ(ring->stats().pinned_bytes, 3u * 4096u);
+}
+
+TEST_F(RingFixture, rejects_stale_tickets_after_reuse) {
+  auto ring = make(2);
+  int x = 1;
+  auto a = ring->record_copy(&x, 4, nullptr);
+  ASSERT_TRUE(ring->with_mapped(*a, [](auto) {}).ok());
+  auto b = ring->record_copy(&x, 4, nullptr);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->slot, a->slot);
+  const auto st = ring->poll(*a).status();
+  EXPECT_NE(st.what().find("stale ticket"), std::string::npos) << st.what();
+}
+
+}  // namespace
+}  // namespace facetrace::runtime
