@@ -1,13 +1,17 @@
 /// @file
-/// Cache-blocked SGEMM: A packed once into MR-row panels, B packed per (KC × NC) block into NR-column panels,
-/// an MR × NR register-tile micro-kernel (AVX2+FMA when the CPU has it, chosen at run time; SSE2 otherwise).
-/// Portable build flags: the AVX2 kernel is compiled through a function target attribute.
+/// Cache-blocked SGEMM for convolutions, C = act(bias + A·B): A read in place (row-major weights), B read in place
+/// (1×1 convs) or packed per (KC × NC) block into NR-column panels (im2col), an MR × NR register-tile micro-kernel
+/// (AVX2+FMA 6×16 when the CPU has it, chosen at run time; SSE2 4×8 otherwise) that starts from the bias and
+/// finishes with the finiteness check and the fused activation. Portable build flags: the AVX2 code is compiled
+/// through function target attributes.
 #include "faces/gemm.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "faces/thread_pool.h"
@@ -15,82 +19,115 @@
 namespace facetrace::faces::detail {
 namespace {
 
-constexpr std::int64_t kKc = 256;  // K block: an A micro-panel (MR·KC floats) stays in L1
+constexpr std::int64_t kKc = 256;  // K block: the A rows of a panel (MR·KC floats) and a B panel stay in L1
 constexpr std::int64_t kNc = 512;  // N block: the packed B block (KC·NC floats) stays in L2
 
-// Each kernel: c[r·ldc + j] += Σ_kk a[kk·MR + r] · b[kk·NR + j], kk ascending, for a full MR × NR tile.
-__attribute__((target("avx2,fma"))) void kernel_avx2_6x16(std::int64_t kc, const float* a, const float* b,
-                                                          std::int64_t ldb, float* c, std::int64_t ldc) {
-  __m256 c00 = _mm256_loadu_ps(c + 0 * ldc), c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
-  __m256 c10 = _mm256_loadu_ps(c + 1 * ldc), c11 = _mm256_loadu_ps(c + 1 * ldc + 8);
-  __m256 c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
-  __m256 c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
-  __m256 c40 = _mm256_loadu_ps(c + 4 * ldc), c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
-  __m256 c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+// Kernel contract: rows R ≤ MR, a full NR-column tile. a[r·lda + kk], b[kk·ldb + j], c[r·ldc + j].
+// init: start from bias[r] (0 when bias is null) instead of c. last (act != null): check finiteness into *bad and
+// apply the activation before storing. Sums run in ascending kk.
+using Kernel = void (*)(std::int64_t kc, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                        float* c, std::int64_t ldc, const float* bias, bool init, const Activation* act,
+                        unsigned* bad);
+
+template <int R>
+__attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, std::int64_t lda,
+                                                     const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                                                     const float* bias, bool init, const Activation* act,
+                                                     unsigned* bad) {
+  __m256 c0[R], c1[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    if (init) {
+      c0[r] = c1[r] = bias ? _mm256_broadcast_ss(bias + r) : _mm256_setzero_ps();
+    } else {
+      c0[r] = _mm256_loadu_ps(c + r * ldc);
+      c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+    }
+  }
+  const float* ar[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) ar[r] = a + r * lda;
   for (std::int64_t kk = 0; kk < kc; ++kk) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-    __m256 av = _mm256_broadcast_ss(a + 0);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
-    a += 6;
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(ar[r] + kk);
+      c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+    }
     b += ldb;
   }
-  _mm256_storeu_ps(c + 0 * ldc, c00), _mm256_storeu_ps(c + 0 * ldc + 8, c01);
-  _mm256_storeu_ps(c + 1 * ldc, c10), _mm256_storeu_ps(c + 1 * ldc + 8, c11);
-  _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-  _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-  _mm256_storeu_ps(c + 4 * ldc, c40), _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-  _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+  if (act) {
+    __m256 nf = _mm256_setzero_ps();  // x − x is +0 for finite x and NaN otherwise
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      nf = _mm256_or_ps(nf, _mm256_sub_ps(c0[r], c0[r]));
+      nf = _mm256_or_ps(nf, _mm256_sub_ps(c1[r], c1[r]));
+    }
+    *bad |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)));
+    if (act->kind == Activation::Kind::kRelu) {
+      const __m256 z = _mm256_setzero_ps();
+#pragma GCC unroll 6
+      for (int r = 0; r < R; ++r) c0[r] = _mm256_max_ps(c0[r], z), c1[r] = _mm256_max_ps(c1[r], z);
+    } else if (act->kind == Activation::Kind::kClip) {
+      const __m256 lo = _mm256_set1_ps(act->lo), hi = _mm256_set1_ps(act->hi);
+#pragma GCC unroll 6
+      for (int r = 0; r < R; ++r) {
+        c0[r] = _mm256_min_ps(hi, _mm256_max_ps(lo, c0[r]));
+        c1[r] = _mm256_min_ps(hi, _mm256_max_ps(lo, c1[r]));
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(c + r * ldc, c0[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, c1[r]);
+  }
 }
 
-void kernel_sse2_4x8(std::int64_t kc, const float* a, const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
-  __m128 c00 = _mm_loadu_ps(c + 0 * ldc), c01 = _mm_loadu_ps(c + 0 * ldc + 4);
-  __m128 c10 = _mm_loadu_ps(c + 1 * ldc), c11 = _mm_loadu_ps(c + 1 * ldc + 4);
-  __m128 c20 = _mm_loadu_ps(c + 2 * ldc), c21 = _mm_loadu_ps(c + 2 * ldc + 4);
-  __m128 c30 = _mm_loadu_ps(c + 3 * ldc), c31 = _mm_loadu_ps(c + 3 * ldc + 4);
+template <int R>
+void kernel_sse2(std::int64_t kc, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c,
+                 std::int64_t ldc, const float* bias, bool init, const Activation* act, unsigned* bad) {
+  __m128 c0[R], c1[R];
+  for (int r = 0; r < R; ++r) {
+    if (init) {
+      c0[r] = c1[r] = _mm_set1_ps(bias ? bias[r] : 0.0f);
+    } else {
+      c0[r] = _mm_loadu_ps(c + r * ldc);
+      c1[r] = _mm_loadu_ps(c + r * ldc + 4);
+    }
+  }
   for (std::int64_t kk = 0; kk < kc; ++kk) {
     const __m128 b0 = _mm_loadu_ps(b), b1 = _mm_loadu_ps(b + 4);
-    __m128 av = _mm_set1_ps(a[0]);
-    c00 = _mm_add_ps(c00, _mm_mul_ps(av, b0));
-    c01 = _mm_add_ps(c01, _mm_mul_ps(av, b1));
-    av = _mm_set1_ps(a[1]);
-    c10 = _mm_add_ps(c10, _mm_mul_ps(av, b0));
-    c11 = _mm_add_ps(c11, _mm_mul_ps(av, b1));
-    av = _mm_set1_ps(a[2]);
-    c20 = _mm_add_ps(c20, _mm_mul_ps(av, b0));
-    c21 = _mm_add_ps(c21, _mm_mul_ps(av, b1));
-    av = _mm_set1_ps(a[3]);
-    c30 = _mm_add_ps(c30, _mm_mul_ps(av, b0));
-    c31 = _mm_add_ps(c31, _mm_mul_ps(av, b1));
-    a += 4;
+    for (int r = 0; r < R; ++r) {
+      const __m128 av = _mm_set1_ps(a[r * lda + kk]);
+      c0[r] = _mm_add_ps(c0[r], _mm_mul_ps(av, b0));
+      c1[r] = _mm_add_ps(c1[r], _mm_mul_ps(av, b1));
+    }
     b += ldb;
   }
-  _mm_storeu_ps(c + 0 * ldc, c00), _mm_storeu_ps(c + 0 * ldc + 4, c01);
-  _mm_storeu_ps(c + 1 * ldc, c10), _mm_storeu_ps(c + 1 * ldc + 4, c11);
-  _mm_storeu_ps(c + 2 * ldc, c20), _mm_storeu_ps(c + 2 * ldc + 4, c21);
-  _mm_storeu_ps(c + 3 * ldc, c30), _mm_storeu_ps(c + 3 * ldc + 4, c31);
+  if (act) {
+    alignas(16) float v[8];
+    for (int r = 0; r < R; ++r) {
+      _mm_store_ps(v, c0[r]);
+      _mm_store_ps(v + 4, c1[r]);
+      for (int j = 0; j < 8; ++j) {
+        *bad |= static_cast<unsigned>(!(v[j] - v[j] == 0.0f));
+        c[r * ldc + j] = apply_activation(*act, v[j]);
+      }
+    }
+    return;
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm_storeu_ps(c + r * ldc, c0[r]);
+    _mm_storeu_ps(c + r * ldc + 4, c1[r]);
+  }
 }
 
-using Kernel = void (*)(std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t);
-
 struct KernelInfo {
-  Kernel fn;
+  Kernel fn[7];  // by row count 1..mr
   int mr, nr;
+  bool avx2;
   const char* name;
 };
 
@@ -98,13 +135,53 @@ const KernelInfo& kernel() {
   static const KernelInfo k = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return KernelInfo{kernel_avx2_6x16, 6, 16, "avx2-fma 6x16"};
-    return KernelInfo{kernel_sse2_4x8, 4, 8, "sse2 4x8"};
+      return KernelInfo{{nullptr, kernel_avx2<1>, kernel_avx2<2>, kernel_avx2<3>, kernel_avx2<4>, kernel_avx2<5>,
+                         kernel_avx2<6>},
+                        6,
+                        16,
+                        true,
+                        "avx2-fma 6x16"};
+    return KernelInfo{{nullptr, kernel_sse2<1>, kernel_sse2<2>, kernel_sse2<3>, kernel_sse2<4>, nullptr, nullptr},
+                      4,
+                      8,
+                      false,
+                      "sse2 4x8"};
   }();
   return k;
 }
 
+// 16 columns of a stride-2 row: d[i] = s[2i] (reads s[0..31]).
+__attribute__((target("avx2"))) void gather16_s2_avx2(const float* s, float* d) {
+  const __m256 a = _mm256_loadu_ps(s), b = _mm256_loadu_ps(s + 8);
+  const __m256 c = _mm256_loadu_ps(s + 16), e = _mm256_loadu_ps(s + 24);
+  const __m256 ab = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+  const __m256 ce = _mm256_shuffle_ps(c, e, _MM_SHUFFLE(2, 0, 2, 0));
+  _mm256_storeu_ps(d, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ab), 0xd8)));
+  _mm256_storeu_ps(d + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ce), 0xd8)));
+}
+
+struct ScratchBuf {
+  float* p = nullptr;
+  std::int64_t cap = 0;
+  ~ScratchBuf() { ::operator delete(p, std::align_val_t{64}); }
+};
+
 }  // namespace
+
+bool cpu_has_avx2_fma() { return kernel().avx2; }
+
+float* thread_scratch(int slot, std::int64_t n) {
+  thread_local ScratchBuf bufs[4];
+  ScratchBuf& b = bufs[slot];
+  if (b.cap < n) {
+    ::operator delete(b.p, std::align_val_t{64});
+    b.p = nullptr;
+    b.cap = 0;
+    b.p = static_cast<float*>(::operator new(static_cast<std::size_t>(n) * sizeof(float), std::align_val_t{64}));
+    b.cap = n;
+  }
+  return b.p;
+}
 
 void MatrixB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const {
   for (std::int64_t p = 0; p * nr < nc; ++p) {
@@ -124,48 +201,80 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
   const std::int64_t n = oh_ * ow_;
   const std::int64_t taps = kh_ * kw_;
   const std::int64_t npanels = (nc + nr - 1) / nr;
+  const bool avx2 = kernel().avx2 && nr == 16;
   for (std::int64_t kk = 0; kk < kc; ++kk) {
     const std::int64_t k = k0 + kk;
     const std::int64_t ci = k / taps, ky = (k % taps) / kw_, kx = k % kw_;
     const float* plane = x_ + ci * h_ * w_;
-    // walk the columns output row by output row: iy is fixed within a row, ix = ox·sw + kx − pl
-    std::int64_t j = n0;
-    const std::int64_t jend = std::min(n, n0 + nc);
-    while (j < jend) {
-      const std::int64_t oy = j / ow_, ox0 = j % ow_;
-      const std::int64_t run = std::min(ow_ - ox0, jend - j);
-      const std::int64_t iy = oy * sh_ + ky - pt_;
-      const bool row_in = iy >= 0 && iy < h_;
-      const float* src = plane + iy * w_;
-      for (std::int64_t r = 0; r < run; ++r) {
-        const std::int64_t jj = j - n0 + r;
-        const std::int64_t ix = (ox0 + r) * sw_ + kx - pl_;
-        dst[(jj / nr) * kc * nr + kk * nr + (jj % nr)] = (row_in && ix >= 0 && ix < w_) ? src[ix] : 0.0f;
+    const std::int64_t off = kx - pl_;
+    // output columns ox with 0 ≤ ox·sw + off < w
+    const std::int64_t lo = off >= 0 ? 0 : (-off + sw_ - 1) / sw_;
+    const std::int64_t hi = std::min(ow_, (w_ - 1 - off) < 0 ? 0 : (w_ - 1 - off) / sw_ + 1);
+    for (std::int64_t p = 0; p < npanels; ++p) {
+      float* d = dst + p * kc * nr + kk * nr;
+      std::int64_t j = n0 + p * nr;
+      const std::int64_t jend = std::min(n, j + nr);
+      std::int64_t oy = j / ow_, ox = j % ow_;
+      // fast path: the whole panel in one output row, every tap inside the input
+      if (jend - j == nr && ox + nr <= ow_ && ox >= lo && ox + nr <= hi) {
+        const std::int64_t iy = oy * sh_ + ky - pt_;
+        if (iy < 0 || iy >= h_) {
+          std::fill_n(d, nr, 0.0f);
+          continue;
+        }
+        const float* src = plane + iy * w_ + ox * sw_ + off;
+        if (sw_ == 1) {
+          std::memcpy(d, src, static_cast<std::size_t>(nr) * sizeof(float));
+          continue;
+        }
+        // the vector gather reads one float past the last tap; stay inside the row
+        if (avx2 && sw_ == 2 && (ox + nr - 1) * 2 + off + 1 < w_) {
+          gather16_s2_avx2(src, d);
+          continue;
+        }
+        for (int jj = 0; jj < nr; ++jj) d[jj] = src[jj * sw_];
+        continue;
       }
-      j += run;
+      int jj = 0;
+      while (j < jend) {
+        const std::int64_t run = std::min(ow_ - ox, jend - j);
+        const std::int64_t iy = oy * sh_ + ky - pt_;
+        if (iy < 0 || iy >= h_) {
+          for (std::int64_t r = 0; r < run; ++r) d[jj++] = 0.0f;
+        } else {
+          const float* src = plane + iy * w_ + off;
+          for (std::int64_t r = 0; r < run; ++r, ++ox) d[jj++] = (ox >= lo && ox < hi) ? src[ox * sw_] : 0.0f;
+        }
+        j += run;
+        ++oy;
+        ox = 0;
+      }
+      for (; jj < nr; ++jj) d[jj] = 0.0f;
     }
-    for (std::int64_t jj = jend - n0; jj < npanels * nr; ++jj) dst[(jj / nr) * kc * nr + kk * nr + (jj % nr)] = 0.0f;
   }
 }
 
 const char* sgemm_kernel_name() { return kernel().name; }
 
-void sgemm_acc(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, const BSource& b,
-               float* c, std::int64_t ldc, int threads) {
-  if (m <= 0 || n <= 0 || k <= 0) return;
+bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                    const float* bias, const BSource& b, float* c, std::int64_t ldc, const Activation& act,
+                    int threads) {
+  if (m <= 0 || n <= 0) return true;
   const KernelInfo& ker = kernel();
   const int mr = ker.mr, nr = ker.nr;
   const float* direct = b.direct();  // a plain matrix is read in place, no packing
   const std::int64_t direct_ldb = b.direct_ldb();
-  // A in MR-row panels over the whole K: ap[panel·k·mr + kk·mr + r], zero rows past m.
-  const std::int64_t mpanels = (m + mr - 1) / mr;
-  std::vector<float> ap(static_cast<std::size_t>(mpanels * k * mr));
-  for (std::int64_t p = 0; p < mpanels; ++p)
-    for (std::int64_t kk = 0; kk < k; ++kk)
-      for (int r = 0; r < mr; ++r) {
-        const std::int64_t row = p * mr + r;
-        ap[static_cast<std::size_t>((p * k + kk) * mr + r)] = row < m ? a[row * lda + kk] : 0.0f;
+  if (k <= 0) {  // no taps: the bias alone
+    unsigned bad = 0;
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const float v = bias ? bias[r] : 0.0f;
+        bad |= static_cast<unsigned>(!(v - v == 0.0f));
+        c[r * ldc + j] = apply_activation(act, v);
       }
+    return bad == 0;
+  }
+  const std::int64_t mpanels = (m + mr - 1) / mr;
   // Tasks: N blocks × M chunks, enough of them to keep every thread busy.
   const int t = threads <= 0 ? hardware_threads() : threads;
   std::int64_t nc = kNc;
@@ -174,56 +283,58 @@ void sgemm_acc(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, s
     nc = std::max<std::int64_t>(nr, ((n + t - 1) / t + nr - 1) / nr * nr);
     nblocks = (n + nc - 1) / nc;
   }
-  const std::int64_t mchunks = std::clamp<std::int64_t>((2 * t + nblocks - 1) / nblocks, 1, mpanels);
+  const std::int64_t mchunks = t <= 1 ? 1 : std::clamp<std::int64_t>((2 * t + nblocks - 1) / nblocks, 1, mpanels);
   const std::int64_t panels_per_chunk = (mpanels + mchunks - 1) / mchunks;
+  std::atomic<unsigned> bad_all{0};
   const bool ok = parallel_for(nblocks * mchunks, t, [&](std::int64_t task) {
     const std::int64_t nb = task / mchunks, mc = task % mchunks;
     const std::int64_t n0 = nb * nc, ncur = std::min(nc, n - n0);
     const std::int64_t p_begin = mc * panels_per_chunk, p_end = std::min(mpanels, p_begin + panels_per_chunk);
     if (p_begin >= p_end) return;
     const std::int64_t npanels = (ncur + nr - 1) / nr;
-    std::vector<float> bp(static_cast<std::size_t>(std::min(kKc, k) * npanels * nr));
+    float* bp = thread_scratch(0, std::min(kKc, k) * npanels * nr);
     alignas(32) float tile[6 * 16];
+    unsigned bad = 0;
     for (std::int64_t k0 = 0; k0 < k; k0 += kKc) {
       const std::int64_t kc = std::min(kKc, k - k0);
+      const bool first = k0 == 0, last = k0 + kc == k;
+      const Activation* epi = last ? &act : nullptr;
       if (!direct) {
-        b.pack(k0, kc, n0, ncur, bp.data(), nr);
+        b.pack(k0, kc, n0, ncur, bp, nr);
       } else if (ncur % nr != 0) {  // only the ragged last panel needs packing
-        const std::int64_t last = (npanels - 1) * nr;
-        b.pack(k0, kc, n0 + last, ncur - last, bp.data() + (npanels - 1) * kc * nr, nr);
+        const std::int64_t lastp = (npanels - 1) * nr;
+        b.pack(k0, kc, n0 + lastp, ncur - lastp, bp + (npanels - 1) * kc * nr, nr);
       }
-      for (std::int64_t p = p_begin; p < p_end; ++p) {
-        const float* apan = ap.data() + (p * k + k0) * mr;
-        const std::int64_t row0 = p * mr;
-        const std::int64_t rows = std::min<std::int64_t>(mr, m - row0);
-        for (std::int64_t q = 0; q < npanels; ++q) {
-          const float* bpan = bp.data() + q * kc * nr;  // may be replaced by a direct pointer
-          const std::int64_t col0 = n0 + q * nr;
-          const std::int64_t cols = std::min<std::int64_t>(nr, n - col0);
+      // one B panel (kc × nr) stays in L1 while every A panel of the chunk passes over it
+      for (std::int64_t q = 0; q < npanels; ++q) {
+        const std::int64_t col0 = n0 + q * nr;
+        const std::int64_t cols = std::min<std::int64_t>(nr, n - col0);
+        const float* bpan = bp + q * kc * nr;
+        std::int64_t ldb = nr;
+        if (direct && cols == nr) bpan = direct + k0 * direct_ldb + col0, ldb = direct_ldb;
+        for (std::int64_t p = p_begin; p < p_end; ++p) {
+          const std::int64_t row0 = p * mr;
+          const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - row0));
+          const float* ap = a + row0 * lda + k0;
+          const float* br = bias ? bias + row0 : nullptr;
           float* cp = c + row0 * ldc + col0;
-          if (direct && cols == nr) {
-            const float* bd = direct + k0 * direct_ldb + col0;
-            if (rows == mr) {
-              ker.fn(kc, apan, bd, direct_ldb, cp, ldc);
-              continue;
-            }
-            bpan = bd;
-          }
-          const std::int64_t ldb = bpan == bp.data() + q * kc * nr ? nr : direct_ldb;
-          if (rows == mr && cols == nr) {
-            ker.fn(kc, apan, bpan, ldb, cp, ldc);
+          if (cols == nr) {
+            ker.fn[rows](kc, ap, lda, bpan, ldb, cp, ldc, br, first, epi, &bad);
           } else {
-            for (int r = 0; r < mr; ++r)
-              for (int j = 0; j < nr; ++j) tile[r * nr + j] = (r < rows && j < cols) ? cp[r * ldc + j] : 0.0f;
-            ker.fn(kc, apan, bpan, ldb, tile, nr);
-            for (std::int64_t r = 0; r < rows; ++r)
-              for (std::int64_t j = 0; j < cols; ++j) cp[r * ldc + j] = tile[r * nr + j];
+            for (int r = 0; r < rows; ++r)
+              for (int jj = 0; jj < nr; ++jj) tile[r * nr + jj] = (!first && jj < cols) ? cp[r * ldc + jj] : 0.0f;
+            // columns past n see zero B and start from the bias (first) or zero: always finite
+            ker.fn[rows](kc, ap, lda, bpan, ldb, tile, nr, br, first, epi, &bad);
+            for (int r = 0; r < rows; ++r)
+              for (std::int64_t jj = 0; jj < cols; ++jj) cp[r * ldc + jj] = tile[r * nr + jj];
           }
         }
       }
     }
+    if (bad) bad_all.fetch_or(bad, std::memory_order_relaxed);
   });
   if (!ok) throw std::bad_alloc();
+  return bad_all.load() == 0;
 }
 
 }  // namespace facetrace::faces::detail

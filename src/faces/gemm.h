@@ -1,12 +1,35 @@
 /// @file
-/// Private: the interpreter's cache-blocked SGEMM, C += A·B, with B packed on the fly by a source (plain matrix or
-/// im2col). Each C element is summed in ascending k order by one thread, so results do not depend on the thread
-/// count.
+/// Private: the interpreter's cache-blocked SGEMM for convolutions, C = act(bias + A·B), with B read in place (a
+/// plain matrix) or packed on the fly (im2col). Each C element is summed by one thread, bias first and then k in
+/// ascending order, so results do not depend on the thread count.
 #pragma once
 
 #include <cstdint>
 
 namespace facetrace::faces::detail {
+
+/// An activation fused into a conv epilogue. kRelu is x > 0 ? x : 0; kClip is min(max(x, lo), hi) with the
+/// comparisons of std::min/std::max (so results equal a separate Unary step bit for bit).
+struct Activation {
+  enum class Kind : std::uint8_t { kNone, kRelu, kClip };
+  Kind kind = Kind::kNone;
+  float lo = 0.0f, hi = 0.0f;
+};
+
+/// Applies `act` to one value (the scalar reference of the vector epilogues).
+inline float apply_activation(const Activation& act, float v) {
+  switch (act.kind) {
+    case Activation::Kind::kNone:
+      return v;
+    case Activation::Kind::kRelu:
+      return v > 0.0f ? v : 0.0f;
+    case Activation::Kind::kClip: {
+      const float t = v < act.lo ? act.lo : v;
+      return act.hi < t ? act.hi : t;
+    }
+  }
+  return v;
+}
 
 /// Supplies B (k × n) by packing a block into NR-column panels: dst[p·kc·nr + kk·nr + jj] = B[k0+kk][n0+p·nr+jj],
 /// zero beyond n.
@@ -45,11 +68,20 @@ class Im2colB final : public BSource {
   std::int64_t h_, w_, kh_, kw_, sh_, sw_, pt_, pl_, oh_, ow_;
 };
 
-/// C (m × n, leading dimension ldc) += A (m × k, row-major, lda) · B. Throws std::bad_alloc on OOM.
-void sgemm_acc(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, const BSource& b,
-               float* c, std::int64_t ldc, int threads);
+/// C (m × n, leading dimension ldc) = act(bias + A·B): A is m × k row-major (lda, read in place), bias [m] or null
+/// (zero). Returns true when every value before the activation is finite. Throws std::bad_alloc on OOM.
+bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                    const float* bias, const BSource& b, float* c, std::int64_t ldc, const Activation& act,
+                    int threads);
 
 /// Name of the micro-kernel in use ("avx2-fma 6x16" or "sse2 4x8").
 const char* sgemm_kernel_name();
+
+/// True when the CPU has AVX2 and FMA (the vector paths of the interpreter are taken).
+bool cpu_has_avx2_fma();
+
+/// A per-thread scratch buffer of at least n floats (64-byte aligned), reused between calls on the thread. The
+/// `slot` picks one of a few independent buffers. Valid until the next call with the same slot on this thread.
+float* thread_scratch(int slot, std::int64_t n);
 
 }  // namespace facetrace::faces::detail

@@ -3,11 +3,15 @@
 /// convs through direct loops, plain loops for the other ops. Threads go across output channels / GEMM blocks
 /// (batch 1) or batch items (B > 1). Every element is computed by one thread in a fixed order, so results do not
 /// depend on the thread count.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "faces/gemm.h"
 #include "faces/thread_pool.h"
@@ -16,6 +20,7 @@
 namespace facetrace::faces {
 namespace {
 
+using detail::Activation;
 using detail::parallel_for;
 
 // True when every value is finite (exponent bits not all ones); integer ops so it vectorises.
@@ -30,7 +35,7 @@ bool all_finite(const float* x, std::int64_t n) {
 }
 
 // Direct convolution for one-input-channel groups (depthwise and channel multipliers): output channel co reads
-// input channel co / (cout/groups). Accumulates bias, then taps in (ky, kx) order, row by row.
+// input channel co / (cout/groups). Accumulates bias, then taps in (ky, kx) order, row by row. (Portable path.)
 __attribute__((target_clones("avx2", "default"))) void conv_direct_channel(const ConvJob& j,
                                                                            const float* __restrict x,
                                                                            const float* __restrict wt, float bias,
@@ -60,35 +65,133 @@ __attribute__((target_clones("avx2", "default"))) void conv_direct_channel(const
   }
 }
 
-void conv(const ConvJob& j, const float* x, float* y, int threads) {
+// Finiteness check and activation over n values in place; false when some value was not finite.
+bool finish_plane(float* y, std::int64_t n, const Activation& act) {
+  const bool ok = all_finite(y, n);
+  if (act.kind != Activation::Kind::kNone)
+    for (std::int64_t i = 0; i < n; ++i) y[i] = detail::apply_activation(act, y[i]);
+  return ok;
+}
+
+// 8 floats s[0], s[SW], …, s[7·SW] (reads s[0 .. 8·SW − 1]).
+template <int SW>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 load_strided(const float* s) {
+  if constexpr (SW == 1) {
+    return _mm256_loadu_ps(s);
+  } else {
+    const __m256 a = _mm256_loadu_ps(s), b = _mm256_loadu_ps(s + 8);
+    const __m256 ab = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ab), 0xd8));
+  }
+}
+
+// The AVX2 depthwise channel: 8 output columns at a time with every tap in registers (bias first, then taps in
+// (ky, kx) order with FMA), scalar FMA at the borders; finiteness check and activation before the store.
+// KH = KW = 0: sizes from the job.
+template <int KH, int KW, int SW>
+__attribute__((target("avx2,fma"))) bool dw_channel_avx2(const ConvJob& j, const float* __restrict x,
+                                                         const float* __restrict wt, float bias,
+                                                         float* __restrict y, const Activation& act) {
+  const std::int64_t kh = KH ? KH : j.kh, kw = KW ? KW : j.kw, sh = j.sh, h = j.h, w = j.w, pt = j.pt, pl = j.pl;
+  const std::int64_t ow = j.ow;
+  // columns [vlo, vhi) take the vector path: every tap of 8 columns (and the extra float a stride-2 load reads)
+  // inside the row
+  const std::int64_t vlo = (pl + SW - 1) / SW;
+  // need (ox+7)·SW − pl + kw − 1 + (SW − 1) ≤ w − 1
+  const std::int64_t lim = w - kw + pl - (SW - 1);  // (ox+7)·SW ≤ lim
+  const std::int64_t vhi_plus7 = lim < 0 ? -1 : lim / SW;
+  const std::int64_t vend = std::min(ow, vhi_plus7 + 1);  // ox + 7 < vend  ⇔ ox + 8 ≤ vend
+  const __m256 vb = _mm256_set1_ps(bias);
+  const __m256 z = _mm256_setzero_ps();
+  const __m256 lo = _mm256_set1_ps(act.lo), hi = _mm256_set1_ps(act.hi);
+  __m256 nf = _mm256_setzero_ps();
+  unsigned bad = 0;
+  auto scalar = [&](std::int64_t oy, std::int64_t ox, std::int64_t ky0, std::int64_t ky1) {
+    float acc = bias;
+    for (std::int64_t ky = ky0; ky < ky1; ++ky) {
+      const float* in = x + (oy * sh + ky - pt) * w;
+      for (std::int64_t kx = 0; kx < kw; ++kx) {
+        const std::int64_t ix = ox * SW + kx - pl;
+        if (ix >= 0 && ix < w) acc = std::fma(wt[ky * kw + kx], in[ix], acc);
+      }
+    }
+    bad |= static_cast<unsigned>(!(acc - acc == 0.0f));
+    y[oy * ow + ox] = detail::apply_activation(act, acc);
+  };
+  for (std::int64_t oy = 0; oy < j.oh; ++oy) {
+    const std::int64_t ky0 = std::max<std::int64_t>(0, pt - oy * sh);
+    const std::int64_t ky1 = std::min<std::int64_t>(kh, h + pt - oy * sh);
+    std::int64_t ox = 0;
+    for (; ox < std::min(vlo, ow); ++ox) scalar(oy, ox, ky0, ky1);
+    for (; ox + 8 <= vend; ox += 8) {
+      __m256 acc = vb;
+      for (std::int64_t ky = ky0; ky < ky1; ++ky) {
+        const float* in = x + (oy * sh + ky - pt) * w + ox * SW - pl;
+        const float* wr = wt + ky * kw;
+        for (std::int64_t kx = 0; kx < kw; ++kx)
+          acc = _mm256_fmadd_ps(_mm256_broadcast_ss(wr + kx), load_strided<SW>(in + kx), acc);
+      }
+      nf = _mm256_or_ps(nf, _mm256_sub_ps(acc, acc));
+      if (act.kind == Activation::Kind::kRelu)
+        acc = _mm256_max_ps(acc, z);
+      else if (act.kind == Activation::Kind::kClip)
+        acc = _mm256_min_ps(hi, _mm256_max_ps(lo, acc));
+      _mm256_storeu_ps(y + oy * ow + ox, acc);
+    }
+    for (; ox < ow; ++ox) scalar(oy, ox, ky0, ky1);
+  }
+  bad |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)));
+  return bad == 0;
+}
+
+// One output channel of a one-input-channel-per-group conv, with the epilogue. False when a value was not finite.
+bool dw_channel(const ConvJob& j, const float* x, const float* wt, float bias, float* y, const Activation& act) {
+  if (detail::cpu_has_avx2_fma()) {
+    if (j.kh == 3 && j.kw == 3 && j.sw == 1) return dw_channel_avx2<3, 3, 1>(j, x, wt, bias, y, act);
+    if (j.kh == 3 && j.kw == 3 && j.sw == 2) return dw_channel_avx2<3, 3, 2>(j, x, wt, bias, y, act);
+    if (j.sw == 1) return dw_channel_avx2<0, 0, 1>(j, x, wt, bias, y, act);
+    if (j.sw == 2) return dw_channel_avx2<0, 0, 2>(j, x, wt, bias, y, act);
+  }
+  conv_direct_channel(j, x, wt, bias, y);
+  return finish_plane(y, j.oh * j.ow, act);
+}
+
+// y = act(conv(x)); false when a value before the activation was not finite.
+bool conv(const ConvJob& j, const float* x, float* y, const Activation& act, int threads) {
   const std::int64_t cin_g = j.cin / j.groups, cout_g = j.cout / j.groups;
   const std::int64_t plane_in = j.h * j.w, plane_out = j.oh * j.ow;
   const float* w = j.weights->data();
   const float* b = j.bias ? j.bias->data() : nullptr;
+  std::atomic<bool> finite{true};
   if (cin_g == 1) {
     const std::int64_t taps = j.kh * j.kw;
     if (!parallel_for(j.cout, threads, [&](std::int64_t co) {
-          conv_direct_channel(j, x + (co / cout_g) * plane_in, w + co * taps, b ? b[co] : 0.0f, y + co * plane_out);
+          if (!dw_channel(j, x + (co / cout_g) * plane_in, w + co * taps, b ? b[co] : 0.0f, y + co * plane_out,
+                          act))
+            finite.store(false, std::memory_order_relaxed);
         }))
       throw std::bad_alloc();
-    return;
+    return finite.load();
   }
-  for (std::int64_t co = 0; co < j.cout; ++co) std::fill_n(y + co * plane_out, plane_out, b ? b[co] : 0.0f);
   const std::int64_t k = cin_g * j.kh * j.kw;
   const bool pointwise = j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 &&
                          j.oh == j.h && j.ow == j.w;
+  bool ok = true;
   for (std::int64_t g = 0; g < j.groups; ++g) {
     const float* xg = x + g * cin_g * plane_in;
     const float* wg = w + g * cout_g * k;
+    const float* bg = b ? b + g * cout_g : nullptr;
     float* yg = y + g * cout_g * plane_out;
     if (pointwise) {
-      detail::sgemm_acc(cout_g, plane_out, k, wg, k, detail::MatrixB(xg, plane_out, plane_in), yg, plane_out, threads);
+      ok &= detail::sgemm_bias_act(cout_g, plane_out, k, wg, k, bg, detail::MatrixB(xg, plane_out, plane_in), yg,
+                                   plane_out, act, threads);
     } else {
-      detail::sgemm_acc(cout_g, plane_out, k, wg, k,
-                        detail::Im2colB(xg, j.h, j.w, j.kh, j.kw, j.sh, j.sw, j.pt, j.pl, j.oh, j.ow), yg, plane_out,
-                        threads);
+      ok &= detail::sgemm_bias_act(cout_g, plane_out, k, wg, k, bg,
+                                   detail::Im2colB(xg, j.h, j.w, j.kh, j.kw, j.sh, j.sw, j.pt, j.pl, j.oh, j.ow), yg,
+                                   plane_out, act, threads);
     }
   }
+  return ok;
 }
 
 __attribute__((target_clones("avx2", "default"))) void binary(const BinaryOp& op, const float* a, const float* b,
@@ -173,50 +276,148 @@ void gemv(const GemvOp& op, const float* x, const float* w, const float* bias, f
   }
 }
 
+// A 64-byte aligned activation buffer (no zero fill).
+struct Buf {
+  float* p = nullptr;
+  std::int64_t cap = 0;
+  Buf() = default;
+  explicit Buf(std::int64_t n)
+      : p(static_cast<float*>(::operator new(static_cast<std::size_t>(n) * sizeof(float), std::align_val_t{64}))),
+        cap(n) {}
+  Buf(Buf&& o) noexcept : p(std::exchange(o.p, nullptr)), cap(std::exchange(o.cap, 0)) {}
+  Buf& operator=(Buf&& o) noexcept {
+    if (this != &o) {
+      release();
+      p = std::exchange(o.p, nullptr);
+      cap = std::exchange(o.cap, 0);
+    }
+    return *this;
+  }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  ~Buf() { release(); }
+  void release() {
+    if (p) ::operator delete(p, std::align_val_t{64});
+    p = nullptr;
+    cap = 0;
+  }
+};
+
+// Released activation buffers of finished runs on this thread, reused by the next run (no page faults, no zero
+// fill). Only buffers a run used are kept, so the cache stays at one run's footprint.
+std::vector<Buf>& buffer_cache() {
+  thread_local std::vector<Buf> cache;
+  return cache;
+}
+
+// Element-wise work above this many floats is split across threads.
+constexpr std::int64_t kParallelGrain = 1 << 15;
+
+// Runs fn(begin, end) over [0, n) in chunks (threads across chunks when n is large).
+template <class F>
+void chunked(std::int64_t n, int threads, F&& fn) {
+  if (threads == 1 || n < 2 * kParallelGrain) {
+    fn(std::int64_t{0}, n);
+    return;
+  }
+  const std::int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
+  if (!parallel_for(chunks, threads,
+                    [&](std::int64_t c) { fn(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain)); }))
+    throw std::bad_alloc();
+}
+
+// Runs fn(i) for i in [0, n) where each index covers `work` floats; threads only when the total is large.
+template <class F>
+void per_index(std::int64_t n, std::int64_t work, int threads, F&& fn) {
+  if (threads == 1 || n * work < 2 * kParallelGrain || n < 2) {
+    for (std::int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  if (!parallel_for(n, threads, fn)) throw std::bad_alloc();
+}
+
+__attribute__((target_clones("avx2", "default"))) void relu_range(const float* __restrict x, float* __restrict y,
+                                                                  std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+__attribute__((target_clones("avx2", "default"))) void clip_range(const float* __restrict x, float* __restrict y,
+                                                                  std::int64_t n, float lo, float hi) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
+}
+
+// The activation a Unary step applies, when it can be fused into a conv epilogue.
+bool fusable(const Op& op, Activation* act) {
+  const auto* u = std::get_if<UnaryOp>(&op);
+  if (!u) return false;
+  if (u->kind == UnaryKind::kRelu) {
+    *act = Activation{Activation::Kind::kRelu, 0.0f, 0.0f};
+    return true;
+  }
+  if (u->kind == UnaryKind::kClip) {
+    *act = Activation{Activation::Kind::kClip, u->lo, u->hi};
+    return true;
+  }
+  return false;
+}
+
+// Ops whose output is finite whenever their (finite) inputs are: no separate check needed.
+bool keeps_finite(const Op& op) {
+  return std::holds_alternative<UnaryOp>(op) || std::holds_alternative<TransposeOp>(op) ||
+         std::holds_alternative<MaxPoolOp>(op) || std::holds_alternative<ResizeOp>(op) ||
+         std::holds_alternative<GlobalAverageOp>(op);
+}
+
 struct Exec {
   const Program& p;
   int threads;
 
-  const float* arg(const std::vector<std::vector<float>>& vals, const float* input, const Arg& a) const {
+  const float* arg(const std::vector<Buf>& vals, const float* input, const Arg& a) const {
     if (a.kind == Arg::Kind::kConst) return p.consts[static_cast<std::size_t>(a.id)]->data();
-    return a.id == kInputValue ? input : vals[static_cast<std::size_t>(a.id)].data();
+    return a.id == kInputValue ? input : vals[static_cast<std::size_t>(a.id)].p;
   }
 
-  Status step(const Step& s, const std::vector<std::vector<float>>& vals, const float* input, float* y) const {
+  // Runs one step into y. Sets *finite to false when the step's own check found a non-finite value.
+  Status step(const Step& s, const std::vector<Buf>& vals, const float* input, float* y, const Activation& act,
+              bool* finite) const {
     const float* x = arg(vals, input, s.args[0]);
     const std::int64_t len = p.lens[static_cast<std::size_t>(s.out)];
+    const int t = threads;
     if (const auto* j = std::get_if<ConvJob>(&s.op)) {
-      conv(*j, x, y, threads);
+      *finite = conv(*j, x, y, act, t);
     } else if (const auto* u = std::get_if<UnaryOp>(&s.op)) {
       switch (u->kind) {
         case UnaryKind::kRelu:
-          for (std::int64_t i = 0; i < len; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+          chunked(len, t, [&](std::int64_t b, std::int64_t e) { relu_range(x + b, y + b, e - b); });
           break;
         case UnaryKind::kSigmoid:
-          for (std::int64_t i = 0; i < len; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+          chunked(len, t, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+          });
           break;
         case UnaryKind::kClip:
-          for (std::int64_t i = 0; i < len; ++i) y[i] = std::min(std::max(x[i], u->lo), u->hi);
+          chunked(len, t, [&](std::int64_t b, std::int64_t e) { clip_range(x + b, y + b, e - b, u->lo, u->hi); });
           break;
       }
     } else if (const auto* a = std::get_if<ChannelAffineOp>(&s.op)) {
       const float* sc = arg(vals, input, s.args[1]);
       const float* sh = arg(vals, input, s.args[2]);
-      for (std::int64_t c = 0; c < a->channels; ++c)
+      per_index(a->channels, a->plane, t, [&](std::int64_t c) {
         for (std::int64_t i = 0; i < a->plane; ++i) y[c * a->plane + i] = x[c * a->plane + i] * sc[c] + sh[c];
+      });
     } else if (const auto* pr = std::get_if<ChannelPreluOp>(&s.op)) {
       const float* sl = arg(vals, input, s.args[1]);
-      for (std::int64_t c = 0; c < pr->channels; ++c)
+      per_index(pr->channels, pr->plane, t, [&](std::int64_t c) {
         for (std::int64_t i = 0; i < pr->plane; ++i) {
           const float v = x[c * pr->plane + i];
           y[c * pr->plane + i] = v >= 0.0f ? v : sl[c] * v;
         }
+      });
     } else if (const auto* b = std::get_if<BinaryOp>(&s.op)) {
       binary(*b, x, arg(vals, input, s.args[1]), y);
-    } else if (const auto* t = std::get_if<TransposeOp>(&s.op)) {
-      transpose(*t, x, y);
+    } else if (const auto* tr = std::get_if<TransposeOp>(&s.op)) {
+      transpose(*tr, x, y);
     } else if (const auto* m = std::get_if<MaxPoolOp>(&s.op)) {
-      for (std::int64_t c = 0; c < m->channels; ++c) {
+      per_index(m->channels, m->h * m->w, t, [&](std::int64_t c) {
         const float* in = x + c * m->h * m->w;
         float* out = y + c * m->oh * m->ow;
         for (std::int64_t oy = 0; oy < m->oh; ++oy)
@@ -227,15 +428,16 @@ struct Exec {
                 best = std::max(best, in[(oy * m->sh + ky) * m->w + ox * m->sw + kx]);
             out[oy * m->ow + ox] = best;
           }
-      }
+      });
     } else if (const auto* r = std::get_if<ResizeOp>(&s.op)) {
       const std::int64_t ow = r->w * r->sx;
-      for (std::int64_t c = 0; c < r->channels; ++c)
+      per_index(r->channels, r->h * r->sy * ow, t, [&](std::int64_t c) {
         for (std::int64_t oy = 0; oy < r->h * r->sy; ++oy) {
           const float* in = x + (c * r->h + oy / r->sy) * r->w;
           float* out = y + (c * r->h * r->sy + oy) * ow;
           for (std::int64_t ox = 0; ox < ow; ++ox) out[ox] = in[ox / r->sx];
         }
+      });
     } else if (const auto* g = std::get_if<GlobalAverageOp>(&s.op)) {
       for (std::int64_t c = 0; c < g->channels; ++c) {
         double sum = 0.0;
@@ -255,37 +457,75 @@ struct Exec {
       return invalid_argument("input holds " + std::to_string(input.size()) + " values, the program expects " +
                               std::to_string(p.lens[0]));
     if (!all_finite(input.data(), p.lens[0])) return invalid_argument("input holds a non-finite value");
-    std::vector<std::vector<float>> vals(p.lens.size());
-    std::vector<std::vector<float>> pool;  // released buffers, reused best-fit within [len, 2·len]
-    for (std::size_t i = 0; i < p.steps.size(); ++i) {
-      const Step& s = p.steps[i];
-      const auto len = static_cast<std::size_t>(p.lens[static_cast<std::size_t>(s.out)]);
-      std::vector<float> out;
+    std::vector<Buf> vals(p.lens.size());
+    // released buffers, reused best-fit within [len, 2·len]; starts with this thread's cache of earlier runs
+    std::vector<Buf> pool = std::exchange(buffer_cache(), {});
+    std::vector<const float*> acquired;  // buffers this run used: back to the cache at the end
+    auto acquire = [&](std::int64_t len) {
       std::size_t best = pool.size();
       for (std::size_t q = 0; q < pool.size(); ++q)
-        if (pool[q].capacity() >= len && pool[q].capacity() <= 2 * len &&
-            (best == pool.size() || pool[q].capacity() < pool[best].capacity()))
+        if (pool[q].cap >= len && pool[q].cap <= 2 * len &&
+            (best == pool.size() || pool[q].cap < pool[best].cap))
           best = q;
+      Buf b;
       if (best < pool.size()) {
-        out = std::move(pool[best]);
+        b = std::move(pool[best]);
         pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(best));
+      } else {
+        b = Buf(std::max<std::int64_t>(len, 1));
       }
-      out.resize(len);
-      FT_TRY(step(s, vals, input.data(), out.data()));
-      if (!all_finite(out.data(), static_cast<std::int64_t>(len)))
+      acquired.push_back(b.p);
+      return b;
+    };
+    auto finish = [&] {
+      std::vector<Buf> keep;
+      for (auto& v : vals)
+        if (v.p) keep.push_back(std::move(v));
+      for (auto& b : pool)
+        if (std::find(acquired.begin(), acquired.end(), b.p) != acquired.end()) keep.push_back(std::move(b));
+      buffer_cache() = std::move(keep);
+    };
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      const Step& s = p.steps[i];
+      // Conv followed by its only reader, a Relu/Clip: one pass with the activation in the conv's epilogue
+      Activation act;
+      const Step* last = &s;
+      if (std::holds_alternative<ConvJob>(s.op) && i + 1 < p.steps.size()) {
+        const Step& n = p.steps[i + 1];
+        const auto& fr = p.free[i + 1];
+        if (fusable(n.op, &act) && n.args[0].kind == Arg::Kind::kValue && n.args[0].id == s.out &&
+            std::find(fr.begin(), fr.end(), s.out) != fr.end())
+          last = &n;
+        else
+          act = Activation{};
+      }
+      const auto len = p.lens[static_cast<std::size_t>(last->out)];
+      Buf out = acquire(len);
+      bool finite = true;
+      FT_TRY(step(s, vals, input.data(), out.p, act, &finite));
+      if (!finite || (!std::holds_alternative<ConvJob>(s.op) && !keeps_finite(s.op) && !all_finite(out.p, len))) {
+        finish();
         return invalid_argument("node '" + s.node + "' produced a non-finite value");
-      vals[static_cast<std::size_t>(s.out)] = std::move(out);
-      for (auto v : p.free[i])
-        if (v != kInputValue) pool.push_back(std::move(vals[static_cast<std::size_t>(v)]));
+      }
+      vals[static_cast<std::size_t>(last->out)] = std::move(out);
+      const std::size_t steps_done = last == &s ? 1 : 2;
+      for (std::size_t d = 0; d < steps_done; ++d)
+        for (auto v : p.free[i + d])
+          if (v != kInputValue && vals[static_cast<std::size_t>(v)].p)
+            pool.push_back(std::move(vals[static_cast<std::size_t>(v)]));
+      i += steps_done - 1;
     }
     std::vector<std::vector<float>> outs;
     outs.reserve(p.outputs.size());
     for (const auto& o : p.outputs) {
-      if (o.value == kInputValue)
+      if (o.value == kInputValue) {
         outs.emplace_back(input.begin(), input.end());
-      else
-        outs.push_back(vals[static_cast<std::size_t>(o.value)]);
+      } else {
+        const float* d = vals[static_cast<std::size_t>(o.value)].p;
+        outs.emplace_back(d, d + p.lens[static_cast<std::size_t>(o.value)]);
+      }
     }
+    finish();
     return outs;
   }
 };
@@ -332,7 +572,7 @@ Expected<std::vector<float>> conv_cpu(const ConvJob& job, std::span<const float>
                             std::to_string(job.cin * job.h * job.w));
   try {
     std::vector<float> y(static_cast<std::size_t>(job.cout * job.oh * job.ow));
-    conv(job, input.data(), y.data(), threads);
+    conv(job, input.data(), y.data(), Activation{}, threads);
     return y;
   } catch (const std::bad_alloc&) {
     return Status(Code::kOutOfMemory, "out of memory in conv");
