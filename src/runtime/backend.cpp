@@ -123,8 +123,8 @@ void GpuBackend::note_error(const Status& st, const char* what) {
 }
 
 bool GpuBackend::try_recover() {
-  if (!is_lost()) return true;
   if (never_had_gpu_ || !executor_) return false;
+  if (!is_lost()) return true;
   if (!policy_.may_attempt()) return false;
   if (recovering_.exchange(true, std::memory_order_acq_rel)) return false;
   if (!is_lost()) {

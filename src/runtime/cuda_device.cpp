@@ -61,8 +61,16 @@ Expected<std::unique_ptr<CudaDevice>> CudaDevice::create(std::shared_ptr<SharedA
   d->info_.free_memory = free_b;
   FT_CUDA_TRY(cudaDriverGetVersion(&d->info_.driver_version));
   FT_CUDA_TRY(cudaRuntimeGetVersion(&d->info_.runtime_version));
-  FT_CUDA_TRY(cudaHostRegister(d->arena_->base(), d->arena_->size(), cudaHostRegisterPortable));
-  d->registered_ = true;
+  if (const cudaError_t e = cudaHostRegister(d->arena_->base(), d->arena_->size(), cudaHostRegisterPortable);
+      e != cudaSuccess) {
+    const Status st = cuda_status(static_cast<int>(e), "cudaHostRegister(arena)", __FILE__, __LINE__);
+    if (st.code() == Code::kDeviceLost || st.code() == Code::kNotSupported) return st;
+    // Still correct, only slower: copies into pageable memory are staged by the driver.
+    FT_LOG_WARN("could not page-lock the {}-byte shared arena ({}); readback runs unpinned and slower",
+                d->arena_->size(), st.what());
+  } else {
+    d->registered_ = true;
+  }
   cudaStream_t s = nullptr;
   FT_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   d->stream_ = s;

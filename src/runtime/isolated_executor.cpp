@@ -1,6 +1,7 @@
 /// @file
 /// IsolatedExecutor: drives facetrace-gpud over a socketpair and a shared memfd arena; treats death, reported
 /// sticky errors and missed deadlines as device loss; respawns on restart(). Never initialises CUDA here.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -188,10 +189,16 @@ class IsolatedExecutor final : public Executor {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
       return {Code::kNotSupported, std::string("GPU child could not start: socketpair: ") + std::strerror(errno)};
+    // Move both sources above the child's target numbers first, so one dup2 never clobbers the other's
+    // source (the arena memfd may itself be fd 3).
+    const int child_sock = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 16);
+    const int child_arena = ::fcntl(arena_->fd(), F_DUPFD_CLOEXEC, 16);
+    ::close(sv[1]);
+    sv[1] = child_sock;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, sv[1], kChildSocketFd);  // dup2 clears FD_CLOEXEC
-    posix_spawn_file_actions_adddup2(&fa, arena_->fd(), kChildArenaFd);
+    posix_spawn_file_actions_adddup2(&fa, child_sock, kChildSocketFd);  // dup2 clears FD_CLOEXEC
+    posix_spawn_file_actions_adddup2(&fa, child_arena, kChildArenaFd);
     std::vector<std::string> args = {path, "--socket-fd", std::to_string(kChildSocketFd), "--arena-fd",
                                      std::to_string(kChildArenaFd), "--ring-bytes",
                                      std::to_string(arena_->ring_bytes()), "--transfer-bytes",
@@ -213,6 +220,7 @@ class IsolatedExecutor final : public Executor {
     const int rc = ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     ::close(sv[1]);
+    ::close(child_arena);
     if (rc != 0) {
       ::close(sv[0]);
       return {Code::kNotSupported, "GPU child could not start: posix_spawn " + path + ": " + std::strerror(rc)};

@@ -87,8 +87,9 @@ TEST(InProcessGpu, a_real_fault_leaves_the_process_lost_and_declining) {
   }
   EXPECT_FALSE(backend->try_recover());
   EXPECT_EQ(backend->state(), BackendState::kLost);
-  EXPECT_NE(backend->executor()->state_reason().find("poisoned"), std::string::npos)
-      << backend->executor()->state_reason();
+  const Status again = backend->executor()->restart();
+  EXPECT_EQ(again.code(), Code::kDeviceLost);
+  EXPECT_NE(again.what().find("poisoned"), std::string::npos) << again.what();
   // The H200 fact behind the design (runtime.md §5): CUDA in this process stays dead.
   void* p = nullptr;
   const cudaError_t m = cudaMalloc(&p, 1024);

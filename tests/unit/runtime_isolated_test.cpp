@@ -34,7 +34,9 @@ double resident_sum(Executor& ex, const std::string& name) {
   auto r = ex.invoke(call);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   double s = -1;
-  if (r) EXPECT_TRUE(r->get(s));
+  if (r) {
+    EXPECT_TRUE(r->get(s));
+  }
   return s;
 }
 

@@ -102,7 +102,7 @@ class GpuBackend {
   /// Why there is no GPU at all (disabled / none); nullopt when there is or was one.
   std::optional<std::string> unavailable_reason() const;
   /// Brings a lost device back if the policy allows now and no other thread is trying; true when usable on
-  /// return. Never blocks behind another recovery. A backend that never had a GPU never retries.
+  /// return (false for a backend that never had a GPU: it never retries). Never blocks behind another recovery.
   bool try_recover();
 
   /// The executor (nullptr when disabled); for info, residents and fault injection. Do not call invoke()
