@@ -148,7 +148,7 @@ void bench_throughput(void* dev, std::byte* ring_host, std::size_t ring_bytes, v
 }
 
 // --- 4 KiB pipelined per-item cost ---------------------------------------------------------------------------
-void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* raw_host) {
+void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* raw_host, std::size_t depth) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const int n = 2000;
@@ -164,16 +164,16 @@ void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* 
     if (r >= 0) sync_us.push_back(std::chrono::duration<double, std::micro>(HostClock::now() - t0).count() / n);
   }
   // Raw pipelined baseline: copy + event per item, 8 in flight, completion by cudaEventQuery.
-  std::vector<cudaEvent_t> ev(8);
+  std::vector<cudaEvent_t> ev(depth);
   for (auto& e : ev) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   for (int r = -2; r < kRuns; ++r) {
     const auto t0 = HostClock::now();
     for (int i = 0; i < n; ++i) {
-      cudaEvent_t e = ev[i % 8];
-      if (i >= 8)
+      cudaEvent_t e = ev[i % depth];
+      if (static_cast<std::size_t>(i) >= depth)
         while (cudaEventQuery(e) == cudaErrorNotReady) {
         }
-      CK(cudaMemcpyAsync(static_cast<std::byte*>(raw_host) + (i % 8) * size, dev, size, cudaMemcpyDeviceToHost, s));
+      CK(cudaMemcpyAsync(static_cast<std::byte*>(raw_host) + (i % depth) * size, dev, size, cudaMemcpyDeviceToHost, s));
       CK(cudaEventRecord(e, s));
     }
     CK(cudaStreamSynchronize(s));
@@ -187,7 +187,7 @@ void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* 
     std::deque<RingTicket> inflight;
     const auto t0 = HostClock::now();
     for (int i = 0; i < n; ++i) {
-      if (inflight.size() == 8) {
+      if (inflight.size() == depth) {
         while (*ring.poll(inflight.front()) == PollResult::kPending) {
         }
         (void)ring.with_mapped(inflight.front(), [](auto) {});
@@ -205,11 +205,11 @@ void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* 
   }
   const auto a = summarize(ring_us), b = summarize(raw_us), c = summarize(sync_us);
   const RingStats st = ring.stats();
-  emit("readback_4KiB_pipelined", n, 2, {a.median / 1000, a.p10 / 1000, a.p90 / 1000},
+  emit("readback_4KiB_pipelined_depth" + std::to_string(depth), n, 2, {a.median / 1000, a.p10 / 1000, a.p90 / 1000},
        ",\"us_per_item\":" + fmt("%.3f", a.median) + ",\"baseline_raw_pipelined_us\":" + fmt("%.3f", b.median) +
-           ",\"baseline_sync_us\":" + fmt("%.3f", c.median),
+           ",\"baseline_sync_us\":" + fmt("%.3f", c.median) + ",\"in_flight\":" + std::to_string(depth),
        &st);
-  g_rows.push_back({"4 KiB readback, 8 in flight", "us/item", fmt("%.2f", a.median),
+  g_rows.push_back({"4 KiB readback, " + std::to_string(depth) + " in flight", "us/item", fmt("%.2f", a.median),
                     fmt("%.2f raw", b.median) + ", " + fmt("%.2f sync", c.median), "<= 3"});
   for (auto& e : ev) CK(cudaEventDestroy(e));
   CK(cudaStreamDestroy(s));
@@ -343,7 +343,7 @@ int main() {
   CK(cudaMalloc(&dev, 64ull << 20));
   CK(cudaMemset(dev, 1, 64ull << 20));
   bench_throughput(dev, ring_host, ring_bytes, raw_host);
-  bench_small(dev, ring_host, ring_bytes, raw_host);
+  for (std::size_t depth : {8, 32}) bench_small(dev, ring_host, ring_bytes, raw_host, depth);
   bench_round_trip();
   bench_recovery();
 

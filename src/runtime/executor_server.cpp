@@ -27,7 +27,8 @@ int ExecutorServer::serve(int fd, Executor& inner, const Status& start_status) {
   if (hello.state != ExecutorState::kReady) return hello.state == ExecutorState::kLost ? 3 : 2;
 
   for (;;) {
-    auto msg = proto::recv_message(fd, std::chrono::milliseconds(-1));
+    // Spin briefly for the next command (commands come in bursts), then block.
+    auto msg = proto::recv_message(fd, std::chrono::milliseconds(-1), std::chrono::microseconds(50));
     if (!msg) {
       if (msg.status().code() == Code::kDeviceLost) return 0;  // parent closed the socket
       FT_LOG_ERROR("facetrace-gpud: {}", msg.status().to_string());

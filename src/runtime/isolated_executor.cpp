@@ -295,7 +295,8 @@ class IsolatedExecutor final : public Executor {
       lose_locked(std::string(what) + ": " + st.what() + "; " + last_exit_);
       return Status(Code::kDeviceLost, reason_);
     }
-    auto msg = proto::recv_message(sock_, deadline);
+    // Spin briefly first: short commands answer within microseconds.
+    auto msg = proto::recv_message(sock_, deadline, std::chrono::microseconds(100));
     if (!msg) {
       if (msg.status().code() == Code::kTimeout) {
         ::kill(pid_, SIGKILL);  // our own child's pid only

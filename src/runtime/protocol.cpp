@@ -275,30 +275,38 @@ Status send_message(int fd, const Message& m) {
   }
 }
 
-Expected<Message> recv_message(int fd, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+Expected<Message> recv_message(int fd, std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
+  thread_local std::vector<std::byte> buf(kMaxMessageBytes + 1);  // reused: no 64 KiB fill per message
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout;
+  const auto spin_until = start + spin;
+  bool spinning = spin.count() > 0;
   for (;;) {
-    int wait_ms = -1;
-    if (timeout.count() >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      wait_ms = static_cast<int>(std::max<long long>(0, left.count()));
+    if (!spinning) {
+      int wait_ms = -1;
+      if (timeout.count() >= 0) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        wait_ms = static_cast<int>(std::max<long long>(0, left.count()));
+      }
+      pollfd pfd{fd, POLLIN, 0};
+      const int pr = ::poll(&pfd, 1, wait_ms);
+      if (pr < 0) {
+        if (errno == EINTR) continue;
+        return Status(Code::kDeviceLost, std::string("poll on the GPU child's socket failed: ") + std::strerror(errno));
+      }
+      if (pr == 0) return Status(Code::kTimeout, "no reply within " + std::to_string(timeout.count()) + " ms");
     }
-    pollfd pfd{fd, POLLIN, 0};
-    const int pr = ::poll(&pfd, 1, wait_ms);
-    if (pr < 0) {
-      if (errno == EINTR) continue;
-      return Status(Code::kDeviceLost, std::string("poll on the GPU child's socket failed: ") + std::strerror(errno));
-    }
-    if (pr == 0) return Status(Code::kTimeout, "no reply within " + std::to_string(timeout.count()) + " ms");
-    std::vector<std::byte> buf(kMaxMessageBytes + 1);
-    const ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), spinning ? MSG_DONTWAIT : 0);
     if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (spinning && std::chrono::steady_clock::now() >= spin_until) spinning = false;
+        continue;
+      }
       return Status(Code::kDeviceLost, std::string("recv from the GPU child failed: ") + std::strerror(errno));
     }
     if (n == 0) return Status(Code::kDeviceLost, "EOF on the GPU child's socket");
-    buf.resize(static_cast<std::size_t>(n));
-    return decode(buf);
+    return decode(std::span<const std::byte>(buf.data(), static_cast<std::size_t>(n)));
   }
 }
 

@@ -136,7 +136,9 @@ ArenaRange read_range(Reader& r);
 /// Sends one message (MSG_NOSIGNAL). kDeviceLost when the peer is gone.
 Status send_message(int fd, const Message& m);
 /// Receives one message, waiting at most `timeout` (negative: forever). kTimeout when it passes, kDeviceLost
-/// on EOF / a broken socket, kInvalidArgument for a malformed message.
-Expected<Message> recv_message(int fd, std::chrono::milliseconds timeout);
+/// on EOF / a broken socket, kInvalidArgument for a malformed message. For the first `spin` it polls the
+/// socket without sleeping (saves the wake-up latency of short round trips), then blocks in poll().
+Expected<Message> recv_message(int fd, std::chrono::milliseconds timeout,
+                               std::chrono::microseconds spin = std::chrono::microseconds(0));
 
 }  // namespace facetrace::runtime::proto

@@ -82,8 +82,9 @@ struct OpReply {
   template <class T>
   void put(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
+    const std::size_t n = bytes.size();
+    bytes.resize(n + sizeof(T));
+    std::memcpy(bytes.data() + n, &v, sizeof(T));
   }
   /// Reads a value at `offset` of `bytes`; false when too short.
   template <class T>
