@@ -144,11 +144,153 @@ __attribute__((target("avx2,fma"))) bool dw_channel_avx2(const ConvJob& j, const
   return bad == 0;
 }
 
+// Epilogue of 8 conv outputs: finiteness into *nf, activation, store.
+__attribute__((target("avx2"), always_inline)) inline void finish_vec(__m256 acc, float* dst, Activation::Kind kind,
+                                                                     __m256 z, __m256 lo, __m256 hi, __m256* nf) {
+  *nf = _mm256_or_ps(*nf, _mm256_sub_ps(acc, acc));
+  if (kind == Activation::Kind::kRelu)
+    acc = _mm256_max_ps(acc, z);
+  else if (kind == Activation::Kind::kClip)
+    acc = _mm256_min_ps(hi, _mm256_max_ps(lo, acc));
+  _mm256_storeu_ps(dst, acc);
+}
+
+// The 3×3 depthwise channel: rows whose three taps are all inside the input take a register-blocked path (nine
+// weight vectors in registers; two output rows per pass at stride 1, sharing the loaded input rows); the summation
+// order per element is that of dw_channel_avx2 (bias, then (ky, kx) ascending), so both give the same bits.
+template <int SW>
+__attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const float* __restrict x,
+                                                    const float* __restrict wt, float bias, float* __restrict y,
+                                                    const Activation& act) {
+  const std::int64_t sh = j.sh, h = j.h, w = j.w, pt = j.pt, pl = j.pl, ow = j.ow, oh = j.oh;
+  const std::int64_t vlo = (pl + SW - 1) / SW;
+  const std::int64_t lim = w - 3 + pl - (SW - 1);
+  const std::int64_t vend = std::min(ow, (lim < 0 ? -1 : lim / SW) + 1);
+  // output rows whose taps ky = 0..2 are all inside: oy·sh − pt ≥ 0 and oy·sh − pt + 2 ≤ h − 1
+  const std::int64_t ylo = (pt + sh - 1) / sh;
+  const std::int64_t yend = std::min(oh, (h - 3 + pt) < 0 ? 0 : (h - 3 + pt) / sh + 1);
+  if (vend - vlo < 8) return dw_channel_avx2<3, 3, SW>(j, x, wt, bias, y, act);
+  __m256 wv[9];
+  for (int i = 0; i < 9; ++i) wv[i] = _mm256_set1_ps(wt[i]);
+  const __m256 vb = _mm256_set1_ps(bias), z = _mm256_setzero_ps();
+  const __m256 lo = _mm256_set1_ps(act.lo), hi = _mm256_set1_ps(act.hi);
+  const auto kind = act.kind;
+  __m256 nf = _mm256_setzero_ps();
+  unsigned bad = 0;
+  auto scalar = [&](std::int64_t oy, std::int64_t ox) {
+    const std::int64_t ky0 = std::max<std::int64_t>(0, pt - oy * sh);
+    const std::int64_t ky1 = std::min<std::int64_t>(3, h + pt - oy * sh);
+    float acc = bias;
+    for (std::int64_t ky = ky0; ky < ky1; ++ky) {
+      const float* in = x + (oy * sh + ky - pt) * w;
+      for (std::int64_t kx = 0; kx < 3; ++kx) {
+        const std::int64_t ix = ox * SW + kx - pl;
+        if (ix >= 0 && ix < w) acc = std::fma(wt[ky * 3 + kx], in[ix], acc);
+      }
+    }
+    bad |= static_cast<unsigned>(!(acc - acc == 0.0f));
+    y[oy * ow + ox] = detail::apply_activation(act, acc);
+  };
+  // vector columns: blocks of 8 from vlo, plus one block ending at vend that may overlap the last one (it
+  // recomputes the same values); scalar only for the columns outside [vlo, vend)
+  const std::int64_t nvec = (vend - vlo) / 8;
+  const std::int64_t vstop = vlo + nvec * 8;
+  const bool tail = vstop < vend;
+  auto row_edges = [&](std::int64_t oy) {
+    for (std::int64_t ox = 0; ox < std::min(vlo, ow); ++ox) scalar(oy, ox);
+    for (std::int64_t ox = vend; ox < ow; ++ox) scalar(oy, ox);
+  };
+  for (std::int64_t oy = 0; oy < oh; ++oy) {
+    if (oy < ylo || oy >= yend) {  // a border row: some ky taps outside the input
+      const std::int64_t ky0 = std::max<std::int64_t>(0, pt - oy * sh);
+      const std::int64_t ky1 = std::min<std::int64_t>(3, h + pt - oy * sh);
+      const float* base = x + (oy * sh - pt) * w - pl;
+      for (std::int64_t b = 0; b <= nvec; ++b) {
+        if (b == nvec && !tail) break;
+        const std::int64_t ox = b < nvec ? vlo + 8 * b : vend - 8;
+        const std::int64_t c = ox * SW;
+        __m256 a0 = vb;
+        for (std::int64_t ky = ky0; ky < ky1; ++ky) {
+          const float* r = base + ky * w + c;
+          a0 = _mm256_fmadd_ps(wv[3 * ky], load_strided<SW>(r), a0);
+          a0 = _mm256_fmadd_ps(wv[3 * ky + 1], load_strided<SW>(r + 1), a0);
+          a0 = _mm256_fmadd_ps(wv[3 * ky + 2], load_strided<SW>(r + 2), a0);
+        }
+        finish_vec(a0, y + oy * ow + ox, kind, z, lo, hi, &nf);
+      }
+      row_edges(oy);
+      continue;
+    }
+    const bool pair = SW == 1 && sh == 1 && oy + 1 < yend;
+    const float* r0 = x + (oy * sh - pt) * w - pl;
+    const float* r1 = r0 + w;
+    const float* r2 = r1 + w;
+    float* d0 = y + oy * ow;
+    if (pair) {
+      const float* r3 = r2 + w;
+      float* d1 = d0 + ow;
+      for (std::int64_t b = 0; b <= nvec; ++b) {
+        if (b == nvec && !tail) break;
+        const std::int64_t ox = b < nvec ? vlo + 8 * b : vend - 8;
+        const std::int64_t c = ox * SW;
+        __m256 a0 = vb, a1 = vb;
+        __m256 t0 = _mm256_loadu_ps(r0 + c), t1 = _mm256_loadu_ps(r0 + c + 1), t2 = _mm256_loadu_ps(r0 + c + 2);
+        a0 = _mm256_fmadd_ps(wv[0], t0, a0);
+        a0 = _mm256_fmadd_ps(wv[1], t1, a0);
+        a0 = _mm256_fmadd_ps(wv[2], t2, a0);
+        t0 = _mm256_loadu_ps(r1 + c), t1 = _mm256_loadu_ps(r1 + c + 1), t2 = _mm256_loadu_ps(r1 + c + 2);
+        a0 = _mm256_fmadd_ps(wv[3], t0, a0);
+        a0 = _mm256_fmadd_ps(wv[4], t1, a0);
+        a0 = _mm256_fmadd_ps(wv[5], t2, a0);
+        a1 = _mm256_fmadd_ps(wv[0], t0, a1);
+        a1 = _mm256_fmadd_ps(wv[1], t1, a1);
+        a1 = _mm256_fmadd_ps(wv[2], t2, a1);
+        t0 = _mm256_loadu_ps(r2 + c), t1 = _mm256_loadu_ps(r2 + c + 1), t2 = _mm256_loadu_ps(r2 + c + 2);
+        a0 = _mm256_fmadd_ps(wv[6], t0, a0);
+        a0 = _mm256_fmadd_ps(wv[7], t1, a0);
+        a0 = _mm256_fmadd_ps(wv[8], t2, a0);
+        a1 = _mm256_fmadd_ps(wv[3], t0, a1);
+        a1 = _mm256_fmadd_ps(wv[4], t1, a1);
+        a1 = _mm256_fmadd_ps(wv[5], t2, a1);
+        t0 = _mm256_loadu_ps(r3 + c), t1 = _mm256_loadu_ps(r3 + c + 1), t2 = _mm256_loadu_ps(r3 + c + 2);
+        a1 = _mm256_fmadd_ps(wv[6], t0, a1);
+        a1 = _mm256_fmadd_ps(wv[7], t1, a1);
+        a1 = _mm256_fmadd_ps(wv[8], t2, a1);
+        finish_vec(a0, d0 + ox, kind, z, lo, hi, &nf);
+        finish_vec(a1, d1 + ox, kind, z, lo, hi, &nf);
+      }
+      row_edges(oy);
+      row_edges(oy + 1);
+      ++oy;
+      continue;
+    }
+    for (std::int64_t b = 0; b <= nvec; ++b) {
+      if (b == nvec && !tail) break;
+      const std::int64_t ox = b < nvec ? vlo + 8 * b : vend - 8;
+      const std::int64_t c = ox * SW;
+      __m256 a0 = vb;
+      a0 = _mm256_fmadd_ps(wv[0], load_strided<SW>(r0 + c), a0);
+      a0 = _mm256_fmadd_ps(wv[1], load_strided<SW>(r0 + c + 1), a0);
+      a0 = _mm256_fmadd_ps(wv[2], load_strided<SW>(r0 + c + 2), a0);
+      a0 = _mm256_fmadd_ps(wv[3], load_strided<SW>(r1 + c), a0);
+      a0 = _mm256_fmadd_ps(wv[4], load_strided<SW>(r1 + c + 1), a0);
+      a0 = _mm256_fmadd_ps(wv[5], load_strided<SW>(r1 + c + 2), a0);
+      a0 = _mm256_fmadd_ps(wv[6], load_strided<SW>(r2 + c), a0);
+      a0 = _mm256_fmadd_ps(wv[7], load_strided<SW>(r2 + c + 1), a0);
+      a0 = _mm256_fmadd_ps(wv[8], load_strided<SW>(r2 + c + 2), a0);
+      finish_vec(a0, d0 + ox, kind, z, lo, hi, &nf);
+    }
+    row_edges(oy);
+  }
+  bad |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)));
+  return bad == 0;
+}
+
 // One output channel of a one-input-channel-per-group conv, with the epilogue. False when a value was not finite.
 bool dw_channel(const ConvJob& j, const float* x, const float* wt, float bias, float* y, const Activation& act) {
   if (detail::cpu_has_avx2_fma()) {
-    if (j.kh == 3 && j.kw == 3 && j.sw == 1) return dw_channel_avx2<3, 3, 1>(j, x, wt, bias, y, act);
-    if (j.kh == 3 && j.kw == 3 && j.sw == 2) return dw_channel_avx2<3, 3, 2>(j, x, wt, bias, y, act);
+    if (j.kh == 3 && j.kw == 3 && j.sw == 1) return dw3x3_avx2<1>(j, x, wt, bias, y, act);
+    if (j.kh == 3 && j.kw == 3 && j.sw == 2) return dw3x3_avx2<2>(j, x, wt, bias, y, act);
     if (j.sw == 1) return dw_channel_avx2<0, 0, 1>(j, x, wt, bias, y, act);
     if (j.sw == 2) return dw_channel_avx2<0, 0, 2>(j, x, wt, bias, y, act);
   }
@@ -345,6 +487,56 @@ __attribute__((target_clones("avx2", "default"))) void clip_range(const float* _
   for (std::int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
 }
 
+// Even / odd lanes of the 16 floats u:v.
+__attribute__((target("avx2"), always_inline)) inline __m256 evens(__m256 u, __m256 v) {
+  return _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
+}
+__attribute__((target("avx2"), always_inline)) inline __m256 odds(__m256 u, __m256 v) {
+  return _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
+}
+
+// One channel of a MaxPool. Running max in window order with best = (v > best ? v : best), i.e. std::max(best, v).
+__attribute__((target("avx2"))) void maxpool2x2s2_avx2(const MaxPoolOp& m, const float* in, float* out) {
+  for (std::int64_t oy = 0; oy < m.oh; ++oy) {
+    const float* r0 = in + 2 * oy * m.w;
+    const float* r1 = r0 + m.w;
+    float* o = out + oy * m.ow;
+    std::int64_t ox = 0;
+    for (; ox + 8 <= m.ow && 2 * ox + 16 <= m.w; ox += 8) {
+      const __m256 a0 = _mm256_loadu_ps(r0 + 2 * ox), a1 = _mm256_loadu_ps(r0 + 2 * ox + 8);
+      const __m256 b0 = _mm256_loadu_ps(r1 + 2 * ox), b1 = _mm256_loadu_ps(r1 + 2 * ox + 8);
+      __m256 best = evens(a0, a1);
+      best = _mm256_max_ps(odds(a0, a1), best);
+      best = _mm256_max_ps(evens(b0, b1), best);
+      best = _mm256_max_ps(odds(b0, b1), best);
+      _mm256_storeu_ps(o + ox, best);
+    }
+    for (; ox < m.ow; ++ox) {
+      float best = r0[2 * ox];
+      best = std::max(best, r0[2 * ox + 1]);
+      best = std::max(best, r1[2 * ox]);
+      best = std::max(best, r1[2 * ox + 1]);
+      o[ox] = best;
+    }
+  }
+}
+
+void maxpool_channel(const MaxPoolOp& m, const float* in, float* out) {
+  if (m.kh == 2 && m.kw == 2 && m.sh == 2 && m.sw == 2 && detail::cpu_has_avx2_fma()) {
+    maxpool2x2s2_avx2(m, in, out);
+    return;
+  }
+  for (std::int64_t oy = 0; oy < m.oh; ++oy)
+    for (std::int64_t ox = 0; ox < m.ow; ++ox) {
+      float best = in[(oy * m.sh) * m.w + ox * m.sw];
+      for (std::int64_t ky = 0; ky < m.kh; ++ky)
+        for (std::int64_t kx = 0; kx < m.kw; ++kx) best = std::max(best, in[(oy * m.sh + ky) * m.w + ox * m.sw + kx]);
+      out[oy * m.ow + ox] = best;
+    }
+}
+
 // The activation a Unary step applies, when it can be fused into a conv epilogue.
 bool fusable(const Op& op, Activation* act) {
   const auto* u = std::get_if<UnaryOp>(&op);
@@ -418,24 +610,17 @@ struct Exec {
       transpose(*tr, x, y);
     } else if (const auto* m = std::get_if<MaxPoolOp>(&s.op)) {
       per_index(m->channels, m->h * m->w, t, [&](std::int64_t c) {
-        const float* in = x + c * m->h * m->w;
-        float* out = y + c * m->oh * m->ow;
-        for (std::int64_t oy = 0; oy < m->oh; ++oy)
-          for (std::int64_t ox = 0; ox < m->ow; ++ox) {
-            float best = in[(oy * m->sh) * m->w + ox * m->sw];
-            for (std::int64_t ky = 0; ky < m->kh; ++ky)
-              for (std::int64_t kx = 0; kx < m->kw; ++kx)
-                best = std::max(best, in[(oy * m->sh + ky) * m->w + ox * m->sw + kx]);
-            out[oy * m->ow + ox] = best;
-          }
+        maxpool_channel(*m, x + c * m->h * m->w, y + c * m->oh * m->ow);
       });
     } else if (const auto* r = std::get_if<ResizeOp>(&s.op)) {
       const std::int64_t ow = r->w * r->sx;
       per_index(r->channels, r->h * r->sy * ow, t, [&](std::int64_t c) {
-        for (std::int64_t oy = 0; oy < r->h * r->sy; ++oy) {
-          const float* in = x + (c * r->h + oy / r->sy) * r->w;
-          float* out = y + (c * r->h * r->sy + oy) * ow;
-          for (std::int64_t ox = 0; ox < ow; ++ox) out[ox] = in[ox / r->sx];
+        for (std::int64_t iy = 0; iy < r->h; ++iy) {
+          const float* in = x + (c * r->h + iy) * r->w;
+          float* out = y + (c * r->h + iy) * r->sy * ow;
+          for (std::int64_t ix = 0; ix < r->w; ++ix)
+            for (std::int64_t q = 0; q < r->sx; ++q) out[ix * r->sx + q] = in[ix];
+          for (std::int64_t q = 1; q < r->sy; ++q) std::memcpy(out + q * ow, out, static_cast<std::size_t>(ow) * 4);
         }
       });
     } else if (const auto* g = std::get_if<GlobalAverageOp>(&s.op)) {
