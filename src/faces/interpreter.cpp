@@ -336,6 +336,75 @@ bool conv(const ConvJob& j, const float* x, float* y, const Activation& act, int
   return ok;
 }
 
+bool is_pointwise(const ConvJob& j) {
+  return j.groups == 1 && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 && j.oh == j.h &&
+         j.ow == j.w;
+}
+bool is_depthwise(const ConvJob& j) { return j.groups == j.cin && j.cout == j.cin; }
+
+// A 1×1 conv (pw, activation pact) feeding a depthwise conv (dw, activation dact) in row bands: the 1×1 output
+// rows a band of dw output rows needs are computed into a per-thread scratch that stays in L2 (rows the previous
+// band already computed are moved, not recomputed), then the depthwise kernel reads them. Every value is computed
+// by the same kernels in the same order as the unfused pair, so the results are the same bits. Threads take
+// contiguous ranges of output rows (each range computes its own leading halo rows once).
+// *pw_ok / *dw_ok: the finiteness of the 1×1 output (before pact) and of the dw output (before dact).
+void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, const Activation& dact, const float* x,
+                float* y, int threads, bool* pw_ok, bool* dw_ok) {
+  const std::int64_t c = pw.cout, h = pw.h, w = pw.w, plane = h * w;
+  const std::int64_t oh = dw.oh, ow = dw.ow;
+  const float* wpw = pw.weights->data();
+  const float* bpw = pw.bias ? pw.bias->data() : nullptr;
+  const float* wdw = dw.weights->data();
+  const float* bdw = dw.bias ? dw.bias->data() : nullptr;
+  const std::int64_t taps = dw.kh * dw.kw;
+  // band height: the scratch (c × rows × w floats) near 384 KiB
+  const std::int64_t row_bytes = c * w * 4;
+  const std::int64_t band = std::max<std::int64_t>(1, (std::int64_t{384} << 10) / std::max<std::int64_t>(1, row_bytes * dw.sh));
+  const int t = threads <= 0 ? detail::hardware_threads() : threads;
+  const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(t, (oh + band - 1) / band));
+  const std::int64_t per = (oh + chunks - 1) / chunks;
+  std::atomic<bool> pok{true}, dok{true};
+  const bool ok = parallel_for(chunks, t, [&](std::int64_t ch) {
+    const std::int64_t o_begin = ch * per, o_end = std::min(oh, o_begin + per);
+    if (o_begin >= o_end) return;
+    const std::int64_t cap = std::min(h, band * dw.sh + dw.kh);  // input rows held per band
+    float* s = detail::thread_scratch(1, c * cap * w);
+    std::int64_t have0 = 0, have1 = 0;  // rows [have0, have1) of the 1×1 output are in s (row r at r − have0)
+    for (std::int64_t a = o_begin; a < o_end; a += band) {
+      const std::int64_t b = std::min(o_end, a + band);
+      const std::int64_t r0 = std::clamp<std::int64_t>(a * dw.sh - dw.pt, 0, h);
+      const std::int64_t r1 = std::clamp<std::int64_t>((b - 1) * dw.sh - dw.pt + dw.kh, r0, h);
+      // keep the rows [r0, have1) already computed: move them to the front
+      std::int64_t from = r0;
+      if (have1 > r0 && have0 <= r0 && have0 < have1) {
+        if (have0 < r0)
+          for (std::int64_t co = 0; co < c; ++co)
+            std::memmove(s + co * cap * w, s + (co * cap + (r0 - have0)) * w,
+                         static_cast<std::size_t>((have1 - r0) * w) * sizeof(float));
+        from = have1;
+      }
+      if (r1 > from &&
+          !detail::sgemm_bias_act(c, (r1 - from) * w, pw.cin, wpw, pw.cin, bpw,
+                                  detail::MatrixB(x + from * w, (r1 - from) * w, plane), s + (from - r0) * w, cap * w,
+                                  pact, 1))
+        pok.store(false, std::memory_order_relaxed);
+      have0 = r0;
+      have1 = std::max(r1, from);
+      // the depthwise conv on the band: input rows [r0, r1) as a plane of r1 − r0 rows
+      ConvJob v = dw;
+      v.h = r1 - r0;
+      v.pt = dw.pt + r0 - a * dw.sh;
+      v.oh = b - a;
+      for (std::int64_t co = 0; co < c; ++co)
+        if (!dw_channel(v, s + co * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f, y + co * oh * ow + a * ow, dact))
+          dok.store(false, std::memory_order_relaxed);
+    }
+  });
+  if (!ok) throw std::bad_alloc();
+  *pw_ok = pok.load();
+  *dw_ok = dok.load();
+}
+
 __attribute__((target_clones("avx2", "default"))) void binary(const BinaryOp& op, const float* a, const float* b,
                                                               float* y) {
   const auto& d = op.dims;
@@ -672,28 +741,58 @@ struct Exec {
     };
     for (std::size_t i = 0; i < p.steps.size(); ++i) {
       const Step& s = p.steps[i];
-      // Conv followed by its only reader, a Relu/Clip: one pass with the activation in the conv's epilogue
-      Activation act;
-      const Step* last = &s;
-      if (std::holds_alternative<ConvJob>(s.op) && i + 1 < p.steps.size()) {
-        const Step& n = p.steps[i + 1];
-        const auto& fr = p.free[i + 1];
-        if (fusable(n.op, &act) && n.args[0].kind == Arg::Kind::kValue && n.args[0].id == s.out &&
-            std::find(fr.begin(), fr.end(), s.out) != fr.end())
-          last = &n;
+      // Fused groups: Conv → its only reader, a Relu/Clip (the activation in the conv's epilogue); and a 1×1 Conv
+      // [→ Relu/Clip] → its only reader, a depthwise Conv [→ Relu/Clip], run in row bands (conv_pw_dw).
+      auto only_reader = [&](std::size_t r, std::int32_t v) {
+        const Step& n = p.steps[r];
+        const auto& fr = p.free[r];
+        return n.args.size() == 1 && n.args[0].kind == Arg::Kind::kValue && n.args[0].id == v &&
+               std::find(fr.begin(), fr.end(), v) != fr.end();
+      };
+      Activation act, dact;
+      const Step* dws = nullptr;
+      std::size_t nx = i + 1;
+      if (const auto* cj = std::get_if<ConvJob>(&s.op)) {
+        if (nx < p.steps.size() && fusable(p.steps[nx].op, &act) && only_reader(nx, s.out))
+          ++nx;
         else
           act = Activation{};
+        const std::int32_t feed = p.steps[nx - 1].out;
+        if (nx < p.steps.size() && is_pointwise(*cj)) {
+          const auto* dj = std::get_if<ConvJob>(&p.steps[nx].op);
+          if (dj && is_depthwise(*dj) && dj->cin == cj->cout && dj->h == cj->oh && dj->w == cj->ow &&
+              only_reader(nx, feed)) {
+            dws = &p.steps[nx];
+            ++nx;
+            if (nx < p.steps.size() && fusable(p.steps[nx].op, &dact) && only_reader(nx, dws->out))
+              ++nx;
+            else
+              dact = Activation{};
+          }
+        }
       }
-      const auto len = p.lens[static_cast<std::size_t>(last->out)];
+      const std::size_t steps_done = nx - i;
+      const Step& last = p.steps[nx - 1];
+      const auto len = p.lens[static_cast<std::size_t>(last.out)];
       Buf out = acquire(len);
-      bool finite = true;
-      FT_TRY(step(s, vals, input.data(), out.p, act, &finite));
-      if (!finite || (!std::holds_alternative<ConvJob>(s.op) && !keeps_finite(s.op) && !all_finite(out.p, len))) {
-        finish();
-        return invalid_argument("node '" + s.node + "' produced a non-finite value");
+      if (dws) {
+        bool pw_ok = true, dw_ok = true;
+        conv_pw_dw(std::get<ConvJob>(s.op), act, std::get<ConvJob>(dws->op), dact, arg(vals, input.data(), s.args[0]),
+                   out.p, threads, &pw_ok, &dw_ok);
+        if (!pw_ok || !dw_ok) {
+          finish();
+          return invalid_argument("node '" + (pw_ok ? dws->node : s.node) + "' produced a non-finite value");
+        }
+      } else {
+        bool finite = true;
+        FT_TRY(step(s, vals, input.data(), out.p, act, &finite));
+        if (!finite ||
+            (!std::holds_alternative<ConvJob>(s.op) && !keeps_finite(s.op) && !all_finite(out.p, len))) {
+          finish();
+          return invalid_argument("node '" + s.node + "' produced a non-finite value");
+        }
       }
-      vals[static_cast<std::size_t>(last->out)] = std::move(out);
-      const std::size_t steps_done = last == &s ? 1 : 2;
+      vals[static_cast<std::size_t>(last.out)] = std::move(out);
       for (std::size_t d = 0; d < steps_done; ++d)
         for (auto v : p.free[i + d])
           if (v != kInputValue && vals[static_cast<std::size_t>(v)].p)
