@@ -4,10 +4,14 @@
 
 #if defined(__CUDACC__)
 #define FT_HD __host__ __device__ __forceinline__
-/// Fully unroll the next loop on the device (its bound is a compile-time constant), so per-channel arrays
-/// stay in registers instead of local memory. No effect on the host build.
-#define FT_UNROLL _Pragma("unroll")
 #else
 #define FT_HD inline
+#endif
+
+/// Fully unroll the next loop in device code (its bound is a compile-time constant), so per-channel arrays
+/// stay in registers instead of local memory. No effect on host code.
+#if defined(__CUDA_ARCH__)
+#define FT_UNROLL _Pragma("unroll")
+#else
 #define FT_UNROLL
 #endif
