@@ -336,6 +336,56 @@ bool conv(const ConvJob& j, const float* x, float* y, const Activation& act, int
   return ok;
 }
 
+// Even / odd lanes of the 16 floats u:v.
+__attribute__((target("avx2"), always_inline)) inline __m256 evens(__m256 u, __m256 v) {
+  return _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
+}
+__attribute__((target("avx2"), always_inline)) inline __m256 odds(__m256 u, __m256 v) {
+  return _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
+}
+
+// One channel of a MaxPool. Running max in window order with best = (v > best ? v : best), i.e. std::max(best, v).
+__attribute__((target("avx2"))) void maxpool2x2s2_avx2(const MaxPoolOp& m, const float* in, float* out) {
+  for (std::int64_t oy = 0; oy < m.oh; ++oy) {
+    const float* r0 = in + 2 * oy * m.w;
+    const float* r1 = r0 + m.w;
+    float* o = out + oy * m.ow;
+    std::int64_t ox = 0;
+    for (; ox + 8 <= m.ow && 2 * ox + 16 <= m.w; ox += 8) {
+      const __m256 a0 = _mm256_loadu_ps(r0 + 2 * ox), a1 = _mm256_loadu_ps(r0 + 2 * ox + 8);
+      const __m256 b0 = _mm256_loadu_ps(r1 + 2 * ox), b1 = _mm256_loadu_ps(r1 + 2 * ox + 8);
+      __m256 best = evens(a0, a1);
+      best = _mm256_max_ps(odds(a0, a1), best);
+      best = _mm256_max_ps(evens(b0, b1), best);
+      best = _mm256_max_ps(odds(b0, b1), best);
+      _mm256_storeu_ps(o + ox, best);
+    }
+    for (; ox < m.ow; ++ox) {
+      float best = r0[2 * ox];
+      best = std::max(best, r0[2 * ox + 1]);
+      best = std::max(best, r1[2 * ox]);
+      best = std::max(best, r1[2 * ox + 1]);
+      o[ox] = best;
+    }
+  }
+}
+
+void maxpool_channel(const MaxPoolOp& m, const float* in, float* out) {
+  if (m.kh == 2 && m.kw == 2 && m.sh == 2 && m.sw == 2 && detail::cpu_has_avx2_fma()) {
+    maxpool2x2s2_avx2(m, in, out);
+    return;
+  }
+  for (std::int64_t oy = 0; oy < m.oh; ++oy)
+    for (std::int64_t ox = 0; ox < m.ow; ++ox) {
+      float best = in[(oy * m.sh) * m.w + ox * m.sw];
+      for (std::int64_t ky = 0; ky < m.kh; ++ky)
+        for (std::int64_t kx = 0; kx < m.kw; ++kx) best = std::max(best, in[(oy * m.sh + ky) * m.w + ox * m.sw + kx]);
+      out[oy * m.ow + ox] = best;
+    }
+}
+
 bool is_pointwise(const ConvJob& j) {
   return j.groups == 1 && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 && j.oh == j.h &&
          j.ow == j.w;
@@ -348,8 +398,10 @@ bool is_depthwise(const ConvJob& j) { return j.groups == j.cin && j.cout == j.ci
 // by the same kernels in the same order as the unfused pair, so the results are the same bits. Threads take
 // contiguous ranges of output rows (each range computes its own leading halo rows once).
 // *pw_ok / *dw_ok: the finiteness of the 1×1 output (before pact) and of the dw output (before dact).
-void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, const Activation& dact, const float* x,
-                float* y, int threads, bool* pw_ok, bool* dw_ok) {
+// With `pool` (a non-overlapping MaxPool, kh = sh and kw = sw, after a Relu), each band of dw output goes to a
+// second scratch and is pooled from there into y.
+void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, const Activation& dact,
+                const MaxPoolOp* pool, const float* x, float* y, int threads, bool* pw_ok, bool* dw_ok) {
   const std::int64_t c = pw.cout, h = pw.h, w = pw.w, plane = h * w;
   const std::int64_t oh = dw.oh, ow = dw.ow;
   const float* wpw = pw.weights->data();
@@ -359,10 +411,12 @@ void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, co
   const std::int64_t taps = dw.kh * dw.kw;
   // band height: the scratch (c × rows × w floats) near 384 KiB
   const std::int64_t row_bytes = c * w * 4;
-  const std::int64_t band = std::max<std::int64_t>(1, (std::int64_t{384} << 10) / std::max<std::int64_t>(1, row_bytes * dw.sh));
+  const std::int64_t ps = pool ? pool->sh : 1;  // bands and chunks start at multiples of the pool stride
+  std::int64_t band = std::max<std::int64_t>(1, (std::int64_t{384} << 10) / std::max<std::int64_t>(1, row_bytes * dw.sh));
+  band = (band + ps - 1) / ps * ps;
   const int t = threads <= 0 ? detail::hardware_threads() : threads;
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(t, (oh + band - 1) / band));
-  const std::int64_t per = (oh + chunks - 1) / chunks;
+  const std::int64_t per = ((oh + chunks - 1) / chunks + ps - 1) / ps * ps;
   std::atomic<bool> pok{true}, dok{true};
   const bool ok = parallel_for(chunks, t, [&](std::int64_t ch) {
     const std::int64_t o_begin = ch * per, o_end = std::min(oh, o_begin + per);
@@ -395,9 +449,23 @@ void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, co
       v.h = r1 - r0;
       v.pt = dw.pt + r0 - a * dw.sh;
       v.oh = b - a;
-      for (std::int64_t co = 0; co < c; ++co)
-        if (!dw_channel(v, s + co * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f, y + co * oh * ow + a * ow, dact))
+      if (!pool) {
+        for (std::int64_t co = 0; co < c; ++co)
+          if (!dw_channel(v, s + co * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f, y + co * oh * ow + a * ow,
+                          dact))
+            dok.store(false, std::memory_order_relaxed);
+        continue;
+      }
+      float* d = detail::thread_scratch(2, (b - a) * ow);
+      MaxPoolOp mp = *pool;
+      mp.channels = 1;
+      mp.h = b - a;
+      mp.oh = std::min(pool->oh, b / ps) - a / ps;
+      for (std::int64_t co = 0; co < c; ++co) {
+        if (!dw_channel(v, s + co * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f, d, dact))
           dok.store(false, std::memory_order_relaxed);
+        if (mp.oh > 0) maxpool_channel(mp, d, y + (co * pool->oh + a / ps) * pool->ow);
+      }
     }
   });
   if (!ok) throw std::bad_alloc();
@@ -556,56 +624,6 @@ __attribute__((target_clones("avx2", "default"))) void clip_range(const float* _
   for (std::int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
 }
 
-// Even / odd lanes of the 16 floats u:v.
-__attribute__((target("avx2"), always_inline)) inline __m256 evens(__m256 u, __m256 v) {
-  return _mm256_castpd_ps(
-      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(u, v, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
-}
-__attribute__((target("avx2"), always_inline)) inline __m256 odds(__m256 u, __m256 v) {
-  return _mm256_castpd_ps(
-      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(u, v, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
-}
-
-// One channel of a MaxPool. Running max in window order with best = (v > best ? v : best), i.e. std::max(best, v).
-__attribute__((target("avx2"))) void maxpool2x2s2_avx2(const MaxPoolOp& m, const float* in, float* out) {
-  for (std::int64_t oy = 0; oy < m.oh; ++oy) {
-    const float* r0 = in + 2 * oy * m.w;
-    const float* r1 = r0 + m.w;
-    float* o = out + oy * m.ow;
-    std::int64_t ox = 0;
-    for (; ox + 8 <= m.ow && 2 * ox + 16 <= m.w; ox += 8) {
-      const __m256 a0 = _mm256_loadu_ps(r0 + 2 * ox), a1 = _mm256_loadu_ps(r0 + 2 * ox + 8);
-      const __m256 b0 = _mm256_loadu_ps(r1 + 2 * ox), b1 = _mm256_loadu_ps(r1 + 2 * ox + 8);
-      __m256 best = evens(a0, a1);
-      best = _mm256_max_ps(odds(a0, a1), best);
-      best = _mm256_max_ps(evens(b0, b1), best);
-      best = _mm256_max_ps(odds(b0, b1), best);
-      _mm256_storeu_ps(o + ox, best);
-    }
-    for (; ox < m.ow; ++ox) {
-      float best = r0[2 * ox];
-      best = std::max(best, r0[2 * ox + 1]);
-      best = std::max(best, r1[2 * ox]);
-      best = std::max(best, r1[2 * ox + 1]);
-      o[ox] = best;
-    }
-  }
-}
-
-void maxpool_channel(const MaxPoolOp& m, const float* in, float* out) {
-  if (m.kh == 2 && m.kw == 2 && m.sh == 2 && m.sw == 2 && detail::cpu_has_avx2_fma()) {
-    maxpool2x2s2_avx2(m, in, out);
-    return;
-  }
-  for (std::int64_t oy = 0; oy < m.oh; ++oy)
-    for (std::int64_t ox = 0; ox < m.ow; ++ox) {
-      float best = in[(oy * m.sh) * m.w + ox * m.sw];
-      for (std::int64_t ky = 0; ky < m.kh; ++ky)
-        for (std::int64_t kx = 0; kx < m.kw; ++kx) best = std::max(best, in[(oy * m.sh + ky) * m.w + ox * m.sw + kx]);
-      out[oy * m.ow + ox] = best;
-    }
-}
-
 // The activation a Unary step applies, when it can be fused into a conv epilogue.
 bool fusable(const Op& op, Activation* act) {
   const auto* u = std::get_if<UnaryOp>(&op);
@@ -751,6 +769,7 @@ struct Exec {
       };
       Activation act, dact;
       const Step* dws = nullptr;
+      const MaxPoolOp* mpool = nullptr;
       std::size_t nx = i + 1;
       if (const auto* cj = std::get_if<ConvJob>(&s.op)) {
         if (nx < p.steps.size() && fusable(p.steps[nx].op, &act) && only_reader(nx, s.out))
@@ -764,10 +783,18 @@ struct Exec {
               only_reader(nx, feed)) {
             dws = &p.steps[nx];
             ++nx;
-            if (nx < p.steps.size() && fusable(p.steps[nx].op, &dact) && only_reader(nx, dws->out))
+            if (nx < p.steps.size() && fusable(p.steps[nx].op, &dact) && only_reader(nx, dws->out)) {
               ++nx;
-            else
+              // a non-overlapping MaxPool after a Relu (values ≥ +0, so the max is order-free) pools each band
+              const auto* mp = nx < p.steps.size() ? std::get_if<MaxPoolOp>(&p.steps[nx].op) : nullptr;
+              if (mp && dact.kind == Activation::Kind::kRelu && mp->kh == mp->sh && mp->kw == mp->sw &&
+                  mp->channels == dj->cout && mp->h == dj->oh && mp->w == dj->ow && only_reader(nx, p.steps[nx - 1].out)) {
+                mpool = mp;
+                ++nx;
+              }
+            } else {
               dact = Activation{};
+            }
           }
         }
       }
@@ -777,7 +804,7 @@ struct Exec {
       Buf out = acquire(len);
       if (dws) {
         bool pw_ok = true, dw_ok = true;
-        conv_pw_dw(std::get<ConvJob>(s.op), act, std::get<ConvJob>(dws->op), dact, arg(vals, input.data(), s.args[0]),
+        conv_pw_dw(std::get<ConvJob>(s.op), act, std::get<ConvJob>(dws->op), dact, mpool, arg(vals, input.data(), s.args[0]),
                    out.p, threads, &pw_ok, &dw_ok);
         if (!pw_ok || !dw_ok) {
           finish();
