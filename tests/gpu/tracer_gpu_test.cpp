@@ -217,7 +217,9 @@ TEST(TracerGpu, a_real_fault_mid_render_falls_back_and_counts_every_sample_once)
         out = gpu->accumulate(w);
       }
       outcomes.push_back(out);
-      if (out != Outcome::kDone) ASSERT_TRUE(cpu_accumulate(s, r * per, per, film).ok());
+      if (out != Outcome::kDone) {
+        ASSERT_TRUE(cpu_accumulate(s, r * per, per, film).ok());
+      }
     }
     EXPECT_TRUE(logs.contains("lost") || logs.contains("Lost"));
   }
