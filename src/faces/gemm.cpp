@@ -202,55 +202,68 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
   const std::int64_t taps = kh_ * kw_;
   const std::int64_t npanels = (nc + nr - 1) / nr;
   const bool avx2 = kernel().avx2 && nr == 16;
+  // per row kk of the block: the input plane, ky, the column offset and the valid output columns [lo, hi)
+  struct Row {
+    const float* plane;
+    std::int64_t ky, off, lo, hi;
+  };
+  std::vector<Row> rows(static_cast<std::size_t>(kc));
   for (std::int64_t kk = 0; kk < kc; ++kk) {
     const std::int64_t k = k0 + kk;
     const std::int64_t ci = k / taps, ky = (k % taps) / kw_, kx = k % kw_;
-    const float* plane = x_ + ci * h_ * w_;
     const std::int64_t off = kx - pl_;
     // output columns ox with 0 ≤ ox·sw + off < w
     const std::int64_t lo = off >= 0 ? 0 : (-off + sw_ - 1) / sw_;
     const std::int64_t hi = std::min(ow_, (w_ - 1 - off) < 0 ? 0 : (w_ - 1 - off) / sw_ + 1);
-    for (std::int64_t p = 0; p < npanels; ++p) {
-      float* d = dst + p * kc * nr + kk * nr;
-      std::int64_t j = n0 + p * nr;
-      const std::int64_t jend = std::min(n, j + nr);
-      std::int64_t oy = j / ow_, ox = j % ow_;
-      // fast path: the whole panel in one output row, every tap inside the input
-      if (jend - j == nr && ox + nr <= ow_ && ox >= lo && ox + nr <= hi) {
-        const std::int64_t iy = oy * sh_ + ky - pt_;
+    rows[static_cast<std::size_t>(kk)] = Row{x_ + ci * h_ * w_, ky, off, lo, hi};
+  }
+  std::int64_t oy = n0 / ow_, ox = n0 % ow_;  // position of the panel's first column
+  for (std::int64_t p = 0; p < npanels; ++p) {
+    float* const pan = dst + p * kc * nr;
+    const std::int64_t j = n0 + p * nr;
+    const std::int64_t jend = std::min(n, j + nr);
+    if (jend - j == nr && ox + nr <= ow_) {  // the whole panel in one output row
+      for (std::int64_t kk = 0; kk < kc; ++kk) {
+        const Row& r = rows[static_cast<std::size_t>(kk)];
+        float* d = pan + kk * nr;
+        const std::int64_t iy = oy * sh_ + r.ky - pt_;
         if (iy < 0 || iy >= h_) {
           std::fill_n(d, nr, 0.0f);
           continue;
         }
-        const float* src = plane + iy * w_ + ox * sw_ + off;
-        if (sw_ == 1) {
-          std::memcpy(d, src, static_cast<std::size_t>(nr) * sizeof(float));
-          continue;
+        const float* src = r.plane + iy * w_ + r.off;
+        if (ox >= r.lo && ox + nr <= r.hi) {  // every tap inside the input
+          if (sw_ == 1) {
+            std::memcpy(d, src + ox, static_cast<std::size_t>(nr) * sizeof(float));
+            continue;
+          }
+          // the vector gather reads one float past the last tap; stay inside the row
+          if (avx2 && sw_ == 2 && (ox + nr - 1) * 2 + r.off + 1 < w_) {
+            gather16_s2_avx2(src + ox * 2, d);
+            continue;
+          }
         }
-        // the vector gather reads one float past the last tap; stay inside the row
-        if (avx2 && sw_ == 2 && (ox + nr - 1) * 2 + off + 1 < w_) {
-          gather16_s2_avx2(src, d);
-          continue;
+        for (int jj = 0; jj < nr; ++jj) {
+          const std::int64_t c = ox + jj;
+          d[jj] = (c >= r.lo && c < r.hi) ? src[c * sw_] : 0.0f;
         }
-        for (int jj = 0; jj < nr; ++jj) d[jj] = src[jj * sw_];
-        continue;
       }
-      int jj = 0;
-      while (j < jend) {
-        const std::int64_t run = std::min(ow_ - ox, jend - j);
-        const std::int64_t iy = oy * sh_ + ky - pt_;
-        if (iy < 0 || iy >= h_) {
-          for (std::int64_t r = 0; r < run; ++r) d[jj++] = 0.0f;
-        } else {
-          const float* src = plane + iy * w_ + off;
-          for (std::int64_t r = 0; r < run; ++r, ++ox) d[jj++] = (ox >= lo && ox < hi) ? src[ox * sw_] : 0.0f;
+    } else {  // the panel spans rows or the end
+      for (std::int64_t kk = 0; kk < kc; ++kk) {
+        const Row& r = rows[static_cast<std::size_t>(kk)];
+        float* d = pan + kk * nr;
+        std::int64_t yy = oy, xx = ox;
+        int jj = 0;
+        for (std::int64_t q = j; q < jend; ++q, ++jj) {
+          const std::int64_t iy = yy * sh_ + r.ky - pt_;
+          d[jj] = (iy >= 0 && iy < h_ && xx >= r.lo && xx < r.hi) ? r.plane[iy * w_ + xx * sw_ + r.off] : 0.0f;
+          if (++xx == ow_) xx = 0, ++yy;
         }
-        j += run;
-        ++oy;
-        ox = 0;
+        for (; jj < nr; ++jj) d[jj] = 0.0f;
       }
-      for (; jj < nr; ++jj) d[jj] = 0.0f;
     }
+    ox += nr;
+    while (ox >= ow_) ox -= ow_, ++oy;
   }
 }
 
