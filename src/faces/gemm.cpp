@@ -160,6 +160,8 @@ __attribute__((target("avx2"))) void gather16_s2_avx2(const float* s, float* d) 
   _mm256_storeu_ps(d + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ce), 0xd8)));
 }
 
+constexpr std::int64_t kScratchSkew = 16 * 8;  // floats: room for the per-slot offset
+
 struct ScratchBuf {
   float* p = nullptr;
   std::int64_t cap = 0;
@@ -177,10 +179,13 @@ float* thread_scratch(int slot, std::int64_t n) {
     ::operator delete(b.p, std::align_val_t{64});
     b.p = nullptr;
     b.cap = 0;
-    b.p = static_cast<float*>(::operator new(static_cast<std::size_t>(n) * sizeof(float), std::align_val_t{64}));
+    b.p = static_cast<float*>(
+        ::operator new(static_cast<std::size_t>(n + kScratchSkew) * sizeof(float), std::align_val_t{64}));
     b.cap = n;
   }
-  return b.p;
+  // each slot starts at a different offset modulo 4 KiB, so a kernel streaming from one slot into another (or
+  // into an activation buffer) does not hit 4K-aliasing stalls between its stores and the next loads
+  return b.p + 16 * (2 * slot + 1);
 }
 
 void MatrixB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const {

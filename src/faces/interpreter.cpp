@@ -556,19 +556,27 @@ void gemv(const GemvOp& op, const float* x, const float* w, const float* bias, f
 }
 
 // A 64-byte aligned activation buffer (no zero fill).
+// Buffers start at 64-byte offsets that differ between buffers modulo 4 KiB (planes are often whole multiples of
+// 4 KiB, and a kernel reading one buffer while writing another at the same offset stalls on 4K aliasing).
 struct Buf {
   float* p = nullptr;
   std::int64_t cap = 0;
+  std::int64_t skew = 0;
   Buf() = default;
-  explicit Buf(std::int64_t n)
-      : p(static_cast<float*>(::operator new(static_cast<std::size_t>(n) * sizeof(float), std::align_val_t{64}))),
-        cap(n) {}
-  Buf(Buf&& o) noexcept : p(std::exchange(o.p, nullptr)), cap(std::exchange(o.cap, 0)) {}
+  explicit Buf(std::int64_t n) : cap(n) {
+    thread_local std::uint32_t serial = 0;
+    skew = 16 * static_cast<std::int64_t>(1 + (serial++ * 5) % 31);  // floats, 64-byte steps
+    p = static_cast<float*>(::operator new(static_cast<std::size_t>(n + skew) * sizeof(float), std::align_val_t{64})) +
+        skew;
+  }
+  Buf(Buf&& o) noexcept
+      : p(std::exchange(o.p, nullptr)), cap(std::exchange(o.cap, 0)), skew(std::exchange(o.skew, 0)) {}
   Buf& operator=(Buf&& o) noexcept {
     if (this != &o) {
       release();
       p = std::exchange(o.p, nullptr);
       cap = std::exchange(o.cap, 0);
+      skew = std::exchange(o.skew, 0);
     }
     return *this;
   }
@@ -576,9 +584,10 @@ struct Buf {
   Buf& operator=(const Buf&) = delete;
   ~Buf() { release(); }
   void release() {
-    if (p) ::operator delete(p, std::align_val_t{64});
+    if (p) ::operator delete(p - skew, std::align_val_t{64});
     p = nullptr;
     cap = 0;
+    skew = 0;
   }
 };
 
