@@ -7,6 +7,8 @@ add_library(ft_tracer STATIC
 target_include_directories(ft_tracer PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(ft_tracer PUBLIC ft_core Threads::Threads PRIVATE ft_warnings)
 target_compile_features(ft_tracer PUBLIC cxx_std_20)
+# No implicit FMA contraction: the physics writes fmaf where it wants one, so CPU and GPU round alike.
+target_compile_options(ft_tracer PRIVATE -ffp-contract=off)
 
 if(FT_ENABLE_CUDA)
   # Compiles the header-only physics for the device (and a small probe kernel) so the GPU tracer reuses it.

@@ -11,7 +11,14 @@ if(FT_ENABLE_CUDA)
   # One TU for the megakernel, no relocatable device code (inlining across the physics headers), no fast math.
   set_target_properties(ft_cuda_tracer PROPERTIES CUDA_ARCHITECTURES "90-real;90-virtual"
                                                   CUDA_SEPARABLE_COMPILATION OFF CUDA_STANDARD 17)
-  target_compile_options(ft_cuda_tracer PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+  # --fmad=false: no implicit FMA contraction, so the device does the CPU tracer's arithmetic (tracer.md §12
+  # per-sample agreement; with contraction 2.6 % of paths diverge at a Fresnel / roulette decision).
+  option(FT_TRACER_FMAD "Let nvcc contract the tracer's a*b+c into FMA (faster; GPU samples then differ from the CPU's)" OFF)
+  if(FT_TRACER_FMAD)
+    target_compile_options(ft_cuda_tracer PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v --fmad=true>)
+  else()
+    target_compile_options(ft_cuda_tracer PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v --fmad=false>)
+  endif()
   target_link_libraries(ft_cuda_tracer PUBLIC ft_core ft_runtime PRIVATE CUDA::cudart_static ft_cuda_flags)
   target_link_libraries(ft_render PRIVATE ft_cuda_tracer)
   target_compile_definitions(ft_render PRIVATE FT_HAVE_CUDA_TRACER=1)

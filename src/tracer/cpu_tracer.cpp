@@ -18,6 +18,47 @@ constexpr std::uint32_t kTile = 16;  // facetrace: tile edge in pixels
 
 }  // namespace
 
+namespace detail {
+
+// An FMA clone and a baseline clone of the tile loop, picked at load time. The physics uses fmaf explicitly
+// and nothing is contracted implicitly (-ffp-contract=off), so both clones compute identical bits: fmaf is
+// exactly rounded whether it is one instruction or a libm call.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define FT_CPU_CLONES __attribute__((target_clones("fma", "default"), flatten))
+#else
+#define FT_CPU_CLONES
+#endif
+
+/// Adds samples [first_sample, first_sample + samples) of the pixels [x0, x1) × [y0, y1) to `xyz` (3 floats
+/// per pixel, row stride `width`), each pixel in ascending sample order. Returns the non-finite count.
+FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const physics::GpuPlane* planes,
+                                       std::uint32_t x0, std::uint32_t x1, std::uint32_t y0, std::uint32_t y1,
+                                       std::uint32_t width, std::uint64_t first_sample, std::uint32_t samples,
+                                       float* xyz) {
+  std::uint64_t nonfinite = 0;
+  for (std::uint32_t y = y0; y < y1; ++y) {
+    for (std::uint32_t x = x0; x < x1; ++x) {
+      float* px = xyz + (std::size_t{y} * width + x) * 3;
+      float sx = px[0], sy = px[1], sz = px[2];
+      for (std::uint32_t i = 0; i < samples; ++i) {
+        // tracer.md §9: s is the absolute sample index; u32 arithmetic wraps.
+        const auto s = static_cast<std::uint32_t>(first_sample + i);
+        const physics::SampleXyz v = physics::trace_sample(params, planes, x, y, s);
+        sx += v.x;
+        sy += v.y;
+        sz += v.z;
+        nonfinite += v.finite ? 0u : 1u;
+      }
+      px[0] = sx;
+      px[1] = sy;
+      px[2] = sz;
+    }
+  }
+  return nonfinite;
+}
+
+}  // namespace detail
+
 Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
                       const CpuOptions& options) {
   FT_TRY(check_tier1(scene));
@@ -55,25 +96,10 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
       if (tile >= tile_count) break;
       const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
       const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
-      for (std::uint32_t y = y0; y < y1; ++y) {
-        for (std::uint32_t x = x0; x < x1; ++x) {
-          const std::size_t pix = std::size_t{y} * scene.width + x;
-          float sx = film.xyz[pix * 3], sy = film.xyz[pix * 3 + 1], sz = film.xyz[pix * 3 + 2];
-          for (std::uint32_t i = 0; i < samples; ++i) {
-            // tracer.md §9: s is the absolute sample index; u32 arithmetic wraps.
-            const auto s = static_cast<std::uint32_t>(first_sample + i);
-            const physics::SampleXyz v = physics::trace_sample(params, plane_ptr, x, y, s);
-            sx += v.x;
-            sy += v.y;
-            sz += v.z;
-            local_nonfinite += v.finite ? 0u : 1u;
-          }
-          film.xyz[pix * 3] = sx;
-          film.xyz[pix * 3 + 1] = sy;
-          film.xyz[pix * 3 + 2] = sz;
-          film.samples[pix] += samples;
-        }
-      }
+      local_nonfinite += detail::trace_tile(params, plane_ptr, x0, x1, y0, y1, scene.width, first_sample, samples,
+                                            film.xyz.data());
+      for (std::uint32_t y = y0; y < y1; ++y)
+        for (std::uint32_t x = x0; x < x1; ++x) film.samples[std::size_t{y} * scene.width + x] += samples;
       const std::uint32_t done = done_tiles.fetch_add(1, std::memory_order_relaxed) + 1;
       if (options.progress) options.progress(static_cast<double>(done) / static_cast<double>(tile_count));
     }

@@ -149,17 +149,18 @@ physics::TraceParams make_trace_params(const Scene& scene) {
                                   static_cast<std::uint32_t>(m.o_ray[i].domain)};
   }
   p.path_scale = m.absorption_path_scale;
+  for (std::size_t i = 0; i < scene.planes.size() && i < physics::kMaxPlanes; ++i) {
+    const Plane& pl = scene.planes[i];
+    const bool girdle = scene.girdle_frosted && std::fabs(pl.normal[1]) <= kGirdleMaxNy;
+    if (pl.finish == Finish::kFrosted || girdle) p.frosted_mask[i / 32] |= 1u << (i % 32);
+  }
   return p;
 }
 
 std::vector<physics::GpuPlane> make_gpu_planes(const Scene& scene) {
   std::vector<physics::GpuPlane> out;
   out.reserve(scene.planes.size());
-  for (const Plane& pl : scene.planes) {
-    const bool girdle = scene.girdle_frosted && std::fabs(pl.normal[1]) <= kGirdleMaxNy;
-    out.push_back(physics::GpuPlane{pl.normal[0], pl.normal[1], pl.normal[2], pl.d,
-                                    (pl.finish == Finish::kFrosted || girdle) ? 1u : 0u});
-  }
+  for (const Plane& pl : scene.planes) out.push_back(physics::GpuPlane{pl.normal[0], pl.normal[1], pl.normal[2], pl.d});
   return out;
 }
 

@@ -19,11 +19,12 @@ inline constexpr std::uint32_t kEnvUniform = 0;  // tracer.md §6
 inline constexpr std::uint32_t kEnvStudio = 1;   // tracer.md §6
 
 /// One facet plane {x : n·x + d ≤ 0} (tracer.md §4); n is a unit outward normal, d < 0.
-struct GpuPlane {
+/// 16 bytes and 16-byte aligned, so the device loads a plane with one 128-bit shared-memory access; the
+/// facet finish lives in TraceParams::frosted_mask.
+struct alignas(16) GpuPlane {
   float nx, ny, nz, d;
-  std::uint32_t frosted;  ///< 1 = Frosted finish (tracer.md §4 "Facet finish"), 0 = Polished
 };
-static_assert(sizeof(GpuPlane) == 20, "GpuPlane layout is shared with the device");
+static_assert(sizeof(GpuPlane) == 16, "GpuPlane layout is shared with the device");
 static_assert(std::is_standard_layout_v<GpuPlane> && std::is_trivially_copyable_v<GpuPlane>);
 
 /// Everything trace_sample needs besides the planes. All directions are unit vectors.
@@ -59,8 +60,9 @@ struct TraceParams {
   std::uint32_t band_count;       ///< ≤ kMaxBands
   float path_scale;               ///< absorption_path_scale
   GpuBand bands[kMaxBands];
+  std::uint32_t frosted_mask[kMaxPlanes / 32];  ///< bit i: plane i is Frosted (tracer.md §4 "Facet finish")
 };
-static_assert(sizeof(TraceParams) == 372, "TraceParams layout is shared with the device");
+static_assert(sizeof(TraceParams) == 388, "TraceParams layout is shared with the device");
 static_assert(std::is_standard_layout_v<TraceParams> && std::is_trivially_copyable_v<TraceParams>);
 
 /// One sample's result: f32 XYZ after max(·, 0); finite = 0 when the raw value was non-finite, in which case

@@ -166,7 +166,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     const float inv_prob = 1.0f / prob;
     const float glare = (b == 0 && !inside && reflect) ? p.glare : 1.0f;  // bounce-0 glare (§7.2)
 
-    if (pl.frosted) {
+    if ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u) {
       // §7.5 frosted facet: same choice, cosine-weighted direction about the chosen side's normal,
       // depolarised, all channels share the direction.
       FT_UNROLL for (int k = 0; k < K; ++k) {
