@@ -3,6 +3,9 @@
 /// slab intersection (§4), white balance (§8).
 #include <gtest/gtest.h>
 
+#include <cfloat>
+#include <vector>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -191,8 +194,8 @@ TEST(Fresnel, tir_retarder_keeps_intensity_and_degree_of_polarisation) {
 }
 
 TEST(Geometry, slab_intersection_of_a_cube) {
-  ph::GpuPlane cube[6] = {{1, 0, 0, -1, 0}, {-1, 0, 0, -1, 0}, {0, 1, 0, -1, 0},
-                          {0, -1, 0, -1, 0}, {0, 0, 1, -1, 0}, {0, 0, -1, -1, 1}};
+  ph::GpuPlane cube[6] = {{1, 0, 0, -1}, {-1, 0, 0, -1}, {0, 1, 0, -1},
+                          {0, -1, 0, -1}, {0, 0, 1, -1}, {0, 0, -1, -1}};
   ph::Hit h = ph::intersect_polyhedron(cube, 6, {0, 0, 5}, {0, 0, -1});
   EXPECT_EQ(h.plane, 4);
   EXPECT_FLOAT_EQ(h.t, 4.0f);
@@ -205,6 +208,65 @@ TEST(Geometry, slab_intersection_of_a_cube) {
   EXPECT_EQ(h.plane, -1);
   h = ph::intersect_polyhedron(cube, 0, {0, 0, 5}, {0, 0, -1});  // empty scene
   EXPECT_EQ(h.plane, -1);
+}
+
+/// The plain §4 slab test, with one division per plane: the reference for the division-free form.
+ph::Hit slab_reference(const std::vector<ph::GpuPlane>& planes, ph::Vec3 o, ph::Vec3 d) {
+  float tn = -FLT_MAX, tf = FLT_MAX;
+  int in = -1, inf = -1;
+  for (std::size_t i = 0; i < planes.size(); ++i) {
+    const auto& p = planes[i];
+    const double den = double{p.nx} * d.x + double{p.ny} * d.y + double{p.nz} * d.z;
+    const double side = double{p.nx} * o.x + double{p.ny} * o.y + double{p.nz} * o.z + p.d;
+    if (std::fabs(den) <= 1e-7) {
+      if (side > 0) return {-1, 0};
+      continue;
+    }
+    const float t = static_cast<float>(-side / den);
+    if (den < 0 && t > tn) tn = t, in = static_cast<int>(i);
+    if (den > 0 && t < tf) tf = t, inf = static_cast<int>(i);
+  }
+  if (tn > tf) return {-1, 0};
+  if (tn > 1e-4f && in >= 0) return {in, tn};
+  if (tf > 1e-4f && inf >= 0) return {inf, tf};
+  return {-1, 0};
+}
+
+TEST(Geometry, division_free_slab_test_matches_the_plain_definition) {
+  const auto planes = ft::make_gpu_planes(ft::builtin_diamond_scene());
+  std::uint32_t state = 12345;
+  auto uni = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
+  };
+  int same = 0, n = 0, hits = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float scale = i % 2 ? 0.4f : 3.0f;  // half the origins inside the stone, half outside
+    const ph::Vec3 o{uni() * scale, uni() * scale * 0.5f, uni() * scale};
+    ph::Vec3 d{uni(), uni(), uni()};
+    const float len = std::sqrt(d.x * d.x + d.y * d.y + d.z * d.z);
+    if (len < 1e-3f) continue;
+    d = ph::Vec3{d.x / len, d.y / len, d.z / len};
+    const ph::Hit a = ph::intersect_polyhedron(planes.data(), static_cast<std::uint32_t>(planes.size()), o, d);
+    const ph::Hit b = slab_reference(planes, o, d);
+    ++n;
+    hits += b.plane >= 0;
+    if (a.plane == b.plane && (a.plane < 0 || std::fabs(a.t - b.t) <= 1e-5f * std::max(1.0f, b.t))) ++same;
+  }
+  EXPECT_GT(hits, n / 4);
+  EXPECT_GE(static_cast<double>(same) / n, 0.9999) << same << " of " << n << " agree";
+}
+
+TEST(TraceParams, frosted_finish_goes_into_the_plane_mask) {
+  ft::Scene s = ft::builtin_diamond_scene();
+  s.planes[3].finish = ft::Finish::kFrosted;
+  auto p = ft::make_trace_params(s);
+  EXPECT_EQ(p.frosted_mask[0], 1u << 3);
+  s.girdle_frosted = true;  // the 16 vertical girdle planes become frosted too
+  p = ft::make_trace_params(s);
+  int bits = 0;
+  for (auto m : p.frosted_mask) bits += __builtin_popcount(m);
+  EXPECT_EQ(bits, 17);
 }
 
 TEST(WhiteBalance, identity_for_d65_and_maps_illuminant_a_to_d65) {
