@@ -155,6 +155,95 @@ __attribute__((target("avx2"), always_inline)) inline void finish_vec(__m256 acc
   _mm256_storeu_ps(dst, acc);
 }
 
+// NB consecutive 8-column blocks of one interior output row of a 3×3 depthwise conv (all three input rows
+// r0..r2 valid, every tap inside): NB independent FMA chains, so the 4-cycle FMA latency is hidden. Per element
+// the sum is bias, then taps in (ky, kx) order.
+template <int NB, int SW>
+__attribute__((target("avx2,fma"), always_inline)) inline void dw3_blocks(const float* r0, const float* r1,
+                                                                          const float* r2, const __m256* wv,
+                                                                          __m256 vb, float* d, Activation::Kind kind,
+                                                                          __m256 z, __m256 lo, __m256 hi,
+                                                                          __m256* nf) {
+  __m256 acc[NB];
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; ++b) acc[b] = vb;
+  const float* rows[3] = {r0, r1, r2};
+#pragma GCC unroll 3
+  for (int ky = 0; ky < 3; ++ky)
+#pragma GCC unroll 3
+    for (int kx = 0; kx < 3; ++kx)
+#pragma GCC unroll 8
+      for (int b = 0; b < NB; ++b)
+        acc[b] = _mm256_fmadd_ps(wv[3 * ky + kx], load_strided<SW>(rows[ky] + 8 * SW * b + kx), acc[b]);
+#pragma GCC unroll 8
+  for (int b = 0; b < NB; ++b) finish_vec(acc[b], d + 8 * b, kind, z, lo, hi, nf);
+}
+
+// The vector columns of one interior output row of a 3×3 depthwise conv: blocks of 8 columns from vlo (four at a
+// time), plus the overlapping tail block ending at vend. A function of its own so that the nine weights, four
+// accumulators and the finiteness mask all stay in registers.
+template <int SW>
+__attribute__((target("avx2,fma"), noinline)) void dw3_row(const float* r0, const float* r1, const float* r2,
+                                                           const float* wt, float bias, float* d, std::int64_t vlo,
+                                                           std::int64_t nvec, std::int64_t vend,
+                                                           const Activation& act, __m256* nf_out) {
+  __m256 wv[9];
+  for (int i = 0; i < 9; ++i) wv[i] = _mm256_set1_ps(wt[i]);
+  const __m256 vb = _mm256_set1_ps(bias), z = _mm256_setzero_ps();
+  const __m256 lo = _mm256_set1_ps(act.lo), hi = _mm256_set1_ps(act.hi);
+  const Activation::Kind kind = act.kind;
+  __m256 nf = _mm256_setzero_ps();
+  std::int64_t blk = 0;
+  for (; blk + 4 <= nvec; blk += 4) {
+    const std::int64_t ox = vlo + 8 * blk, c = ox * SW;
+    dw3_blocks<4, SW>(r0 + c, r1 + c, r2 + c, wv, vb, d + ox, kind, z, lo, hi, &nf);
+  }
+  for (; blk < nvec; ++blk) {
+    const std::int64_t ox = vlo + 8 * blk, c = ox * SW;
+    dw3_blocks<1, SW>(r0 + c, r1 + c, r2 + c, wv, vb, d + ox, kind, z, lo, hi, &nf);
+  }
+  if (vlo + 8 * nvec < vend) {
+    const std::int64_t ox = vend - 8, c = ox * SW;
+    dw3_blocks<1, SW>(r0 + c, r1 + c, r2 + c, wv, vb, d + ox, kind, z, lo, hi, &nf);
+  }
+  *nf_out = _mm256_or_ps(*nf_out, nf);
+}
+
+// The edge columns of one output row of a 3×3 stride-1 depthwise conv as two 8-column vector blocks (columns
+// 0..7 and ow−8..ow−1): taps outside the input are masked out of the loads and skipped by a blend, so every lane
+// gets exactly the sum of the scalar path (bias, then the valid taps in (ky, kx) order). Needs ow ≥ 8.
+__attribute__((target("avx2,fma"))) void dw3_edges_s1(const float* x, std::int64_t w, std::int64_t iy0,
+                                                      std::int64_t ky0, std::int64_t ky1, std::int64_t pl,
+                                                      std::int64_t ow, bool left, bool right, const __m256* wv,
+                                                      const __m256* pvb, float* yrow, Activation::Kind kind,
+                                                      const __m256* pz, const __m256* plo, const __m256* phi,
+                                                      __m256* nf) {
+  // (vectors by pointer: the caller is compiled without AVX)
+  const __m256 vb = *pvb, z = *pz, lo = *plo, hi = *phi;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i wlim = _mm256_set1_epi32(static_cast<int>(w));
+  const __m256i neg1 = _mm256_set1_epi32(-1);
+  for (int side = 0; side < 2; ++side) {
+    if (side == 0 ? !left : !right) continue;
+    const std::int64_t ox = side == 0 ? 0 : ow - 8;
+    __m256i m[3];
+    for (int kx = 0; kx < 3; ++kx) {
+      const __m256i ix = _mm256_add_epi32(lane, _mm256_set1_epi32(static_cast<int>(ox + kx - pl)));
+      m[kx] = _mm256_and_si256(_mm256_cmpgt_epi32(ix, neg1), _mm256_cmpgt_epi32(wlim, ix));
+    }
+    __m256 acc = vb;
+    for (std::int64_t ky = ky0; ky < ky1; ++ky) {
+      const float* r = x + (iy0 + ky) * w + ox - pl;
+      for (int kx = 0; kx < 3; ++kx) {
+        const __m256 v = _mm256_maskload_ps(r + kx, m[kx]);
+        const __m256 t = _mm256_fmadd_ps(wv[3 * ky + kx], v, acc);
+        acc = _mm256_blendv_ps(acc, t, _mm256_castsi256_ps(m[kx]));
+      }
+    }
+    finish_vec(acc, yrow + ox, kind, z, lo, hi, nf);
+  }
+}
+
 // The 3×3 depthwise channel: rows whose three taps are all inside the input take a register-blocked path (nine
 // weight vectors in registers; two output rows per pass at stride 1, sharing the loaded input rows); the summation
 // order per element is that of dw_channel_avx2 (bias, then (ky, kx) ascending), so both give the same bits.
@@ -176,6 +265,7 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
   const __m256 lo = _mm256_set1_ps(act.lo), hi = _mm256_set1_ps(act.hi);
   const auto kind = act.kind;
   __m256 nf = _mm256_setzero_ps();
+  __m256 nf_edges = _mm256_setzero_ps();  // separate: its address goes to dw3_edges_s1, nf stays in a register
   unsigned bad = 0;
   auto scalar = [&](std::int64_t oy, std::int64_t ox) {
     const std::int64_t ky0 = std::max<std::int64_t>(0, pt - oy * sh);
@@ -197,6 +287,13 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
   const std::int64_t vstop = vlo + nvec * 8;
   const bool tail = vstop < vend;
   auto row_edges = [&](std::int64_t oy) {
+    if (SW == 1 && ow >= 8) {
+      const std::int64_t ky0 = std::max<std::int64_t>(0, pt - oy * sh);
+      const std::int64_t ky1 = std::min<std::int64_t>(3, h + pt - oy * sh);
+      dw3_edges_s1(x, w, oy * sh - pt, ky0, ky1, pl, ow, vlo > 0, vend < ow, wv, &vb, y + oy * ow, kind, &z, &lo,
+                   &hi, &nf_edges);
+      return;
+    }
     for (std::int64_t ox = 0; ox < std::min(vlo, ow); ++ox) scalar(oy, ox);
     for (std::int64_t ox = vend; ox < ow; ++ox) scalar(oy, ox);
   };
@@ -221,67 +318,14 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
       row_edges(oy);
       continue;
     }
-    const bool pair = SW == 1 && sh == 1 && oy + 1 < yend;
     const float* r0 = x + (oy * sh - pt) * w - pl;
     const float* r1 = r0 + w;
     const float* r2 = r1 + w;
     float* d0 = y + oy * ow;
-    if (pair) {
-      const float* r3 = r2 + w;
-      float* d1 = d0 + ow;
-      for (std::int64_t b = 0; b <= nvec; ++b) {
-        if (b == nvec && !tail) break;
-        const std::int64_t ox = b < nvec ? vlo + 8 * b : vend - 8;
-        const std::int64_t c = ox * SW;
-        __m256 a0 = vb, a1 = vb;
-        __m256 t0 = _mm256_loadu_ps(r0 + c), t1 = _mm256_loadu_ps(r0 + c + 1), t2 = _mm256_loadu_ps(r0 + c + 2);
-        a0 = _mm256_fmadd_ps(wv[0], t0, a0);
-        a0 = _mm256_fmadd_ps(wv[1], t1, a0);
-        a0 = _mm256_fmadd_ps(wv[2], t2, a0);
-        t0 = _mm256_loadu_ps(r1 + c), t1 = _mm256_loadu_ps(r1 + c + 1), t2 = _mm256_loadu_ps(r1 + c + 2);
-        a0 = _mm256_fmadd_ps(wv[3], t0, a0);
-        a0 = _mm256_fmadd_ps(wv[4], t1, a0);
-        a0 = _mm256_fmadd_ps(wv[5], t2, a0);
-        a1 = _mm256_fmadd_ps(wv[0], t0, a1);
-        a1 = _mm256_fmadd_ps(wv[1], t1, a1);
-        a1 = _mm256_fmadd_ps(wv[2], t2, a1);
-        t0 = _mm256_loadu_ps(r2 + c), t1 = _mm256_loadu_ps(r2 + c + 1), t2 = _mm256_loadu_ps(r2 + c + 2);
-        a0 = _mm256_fmadd_ps(wv[6], t0, a0);
-        a0 = _mm256_fmadd_ps(wv[7], t1, a0);
-        a0 = _mm256_fmadd_ps(wv[8], t2, a0);
-        a1 = _mm256_fmadd_ps(wv[3], t0, a1);
-        a1 = _mm256_fmadd_ps(wv[4], t1, a1);
-        a1 = _mm256_fmadd_ps(wv[5], t2, a1);
-        t0 = _mm256_loadu_ps(r3 + c), t1 = _mm256_loadu_ps(r3 + c + 1), t2 = _mm256_loadu_ps(r3 + c + 2);
-        a1 = _mm256_fmadd_ps(wv[6], t0, a1);
-        a1 = _mm256_fmadd_ps(wv[7], t1, a1);
-        a1 = _mm256_fmadd_ps(wv[8], t2, a1);
-        finish_vec(a0, d0 + ox, kind, z, lo, hi, &nf);
-        finish_vec(a1, d1 + ox, kind, z, lo, hi, &nf);
-      }
-      row_edges(oy);
-      row_edges(oy + 1);
-      ++oy;
-      continue;
-    }
-    for (std::int64_t b = 0; b <= nvec; ++b) {
-      if (b == nvec && !tail) break;
-      const std::int64_t ox = b < nvec ? vlo + 8 * b : vend - 8;
-      const std::int64_t c = ox * SW;
-      __m256 a0 = vb;
-      a0 = _mm256_fmadd_ps(wv[0], load_strided<SW>(r0 + c), a0);
-      a0 = _mm256_fmadd_ps(wv[1], load_strided<SW>(r0 + c + 1), a0);
-      a0 = _mm256_fmadd_ps(wv[2], load_strided<SW>(r0 + c + 2), a0);
-      a0 = _mm256_fmadd_ps(wv[3], load_strided<SW>(r1 + c), a0);
-      a0 = _mm256_fmadd_ps(wv[4], load_strided<SW>(r1 + c + 1), a0);
-      a0 = _mm256_fmadd_ps(wv[5], load_strided<SW>(r1 + c + 2), a0);
-      a0 = _mm256_fmadd_ps(wv[6], load_strided<SW>(r2 + c), a0);
-      a0 = _mm256_fmadd_ps(wv[7], load_strided<SW>(r2 + c + 1), a0);
-      a0 = _mm256_fmadd_ps(wv[8], load_strided<SW>(r2 + c + 2), a0);
-      finish_vec(a0, d0 + ox, kind, z, lo, hi, &nf);
-    }
+    dw3_row<SW>(r0, r1, r2, wt, bias, d0, vlo, nvec, vend, act, &nf_edges);
     row_edges(oy);
   }
+  nf = _mm256_or_ps(nf, nf_edges);
   bad |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)));
   return bad == 0;
 }
