@@ -209,6 +209,68 @@ __attribute__((target("avx2,fma"), noinline)) void dw3_row(const float* r0, cons
   *nf_out = _mm256_or_ps(*nf_out, nf);
 }
 
+// NB 8-column blocks of two adjacent interior output rows (stride 1): input rows r0..r3, each loaded vector feeds
+// both rows (row 0 uses r0..r2, row 1 uses r1..r3). Per element the order is bias, then (ky, kx) ascending.
+template <int NB>
+__attribute__((target("avx2,fma"), always_inline)) inline void dw3_blocks2(const float* const* r, const __m256* wv,
+                                                                           __m256 vb, float* d0, float* d1,
+                                                                           Activation::Kind kind, __m256 z,
+                                                                           __m256 lo, __m256 hi, __m256* nf) {
+  __m256 a0[NB], a1[NB];
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) a0[b] = a1[b] = vb;
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
+#pragma GCC unroll 3
+    for (int kx = 0; kx < 3; ++kx)
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) {
+        const __m256 t = _mm256_loadu_ps(r[k] + 8 * b + kx);
+        if (k <= 2) a0[b] = _mm256_fmadd_ps(wv[3 * k + kx], t, a0[b]);
+        if (k >= 1) a1[b] = _mm256_fmadd_ps(wv[3 * (k - 1) + kx], t, a1[b]);
+      }
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) {
+    finish_vec(a0[b], d0 + 8 * b, kind, z, lo, hi, nf);
+    finish_vec(a1[b], d1 + 8 * b, kind, z, lo, hi, nf);
+  }
+}
+
+// Two adjacent interior output rows of a 3×3 stride-1 depthwise conv (the vector columns, as dw3_row).
+__attribute__((target("avx2,fma"), noinline)) void dw3_row2(const float* r0, const float* wt, std::int64_t w,
+                                                            float bias, float* d0, std::int64_t ow, std::int64_t vlo,
+                                                            std::int64_t nvec, std::int64_t vend,
+                                                            const Activation& act, __m256* nf_out) {
+  __m256 wv[9];
+  for (int i = 0; i < 9; ++i) wv[i] = _mm256_set1_ps(wt[i]);
+  const __m256 vb = _mm256_set1_ps(bias), z = _mm256_setzero_ps();
+  const __m256 lo = _mm256_set1_ps(act.lo), hi = _mm256_set1_ps(act.hi);
+  const Activation::Kind kind = act.kind;
+  __m256 nf = _mm256_setzero_ps();
+  float* d1 = d0 + ow;
+  auto rows_at = [&](std::int64_t c, const float** r) {
+    for (int k = 0; k < 4; ++k) r[k] = r0 + k * w + c;
+  };
+  const float* r[4];
+  std::int64_t blk = 0;
+  for (; blk + 3 <= nvec; blk += 3) {
+    const std::int64_t ox = vlo + 8 * blk;
+    rows_at(ox, r);
+    dw3_blocks2<3>(r, wv, vb, d0 + ox, d1 + ox, kind, z, lo, hi, &nf);
+  }
+  for (; blk < nvec; ++blk) {
+    const std::int64_t ox = vlo + 8 * blk;
+    rows_at(ox, r);
+    dw3_blocks2<1>(r, wv, vb, d0 + ox, d1 + ox, kind, z, lo, hi, &nf);
+  }
+  if (vlo + 8 * nvec < vend) {
+    const std::int64_t ox = vend - 8;
+    rows_at(ox, r);
+    dw3_blocks2<1>(r, wv, vb, d0 + ox, d1 + ox, kind, z, lo, hi, &nf);
+  }
+  *nf_out = _mm256_or_ps(*nf_out, nf);
+}
+
 // The edge columns of one output row of a 3×3 stride-1 depthwise conv as two 8-column vector blocks (columns
 // 0..7 and ow−8..ow−1): taps outside the input are masked out of the loads and skipped by a blend, so every lane
 // gets exactly the sum of the scalar path (bias, then the valid taps in (ky, kx) order). Needs ow ≥ 8.
@@ -322,6 +384,13 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
     const float* r1 = r0 + w;
     const float* r2 = r1 + w;
     float* d0 = y + oy * ow;
+    if (SW == 1 && sh == 1 && oy + 1 < yend) {  // two rows per pass, sharing the loaded input rows
+      dw3_row2(r0, wt, w, bias, d0, ow, vlo, nvec, vend, act, &nf_edges);
+      row_edges(oy);
+      ++oy;
+      row_edges(oy);
+      continue;
+    }
     dw3_row<SW>(r0, r1, r2, wt, bias, d0, vlo, nvec, vend, act, &nf_edges);
     row_edges(oy);
   }
