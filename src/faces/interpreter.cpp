@@ -706,6 +706,8 @@ struct Buf {
 
 // Released activation buffers of finished runs on this thread, reused by the next run (no page faults, no zero
 // fill). Only buffers a run used are kept, so the cache stays at one run's footprint.
+constexpr std::int64_t kCacheFloats = std::int64_t{16} << 20;  // 64 MiB
+
 std::vector<Buf>& buffer_cache() {
   thread_local std::vector<Buf> cache;
   return cache;
@@ -877,7 +879,15 @@ struct Exec {
         if (v.p) keep.push_back(std::move(v));
       for (auto& b : pool)
         if (std::find(acquired.begin(), acquired.end(), b.p) != acquired.end()) keep.push_back(std::move(b));
-      buffer_cache() = std::move(keep);
+      // at most kCacheFloats per thread (batch runs keep one cache per worker)
+      std::int64_t total = 0;
+      std::vector<Buf> kept;
+      for (auto& b : keep)
+        if (total + b.cap <= kCacheFloats) {
+          total += b.cap;
+          kept.push_back(std::move(b));
+        }
+      buffer_cache() = std::move(kept);
     };
     for (std::size_t i = 0; i < p.steps.size(); ++i) {
       const Step& s = p.steps[i];
