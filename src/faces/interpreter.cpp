@@ -508,6 +508,19 @@ void maxpool_channel(const MaxPoolOp& m, const float* in, float* out) {
     }
 }
 
+// B columns [off, off + n) of another source.
+class OffsetB final : public detail::BSource {
+ public:
+  OffsetB(const detail::BSource& b, std::int64_t off) : b_(b), off_(off) {}
+  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const override {
+    b_.pack(k0, kc, n0 + off_, nc, dst, nr);
+  }
+
+ private:
+  const detail::BSource& b_;
+  std::int64_t off_;
+};
+
 bool is_pointwise(const ConvJob& j) {
   return j.groups == 1 && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 && j.oh == j.h &&
          j.ow == j.w;
@@ -522,8 +535,11 @@ bool is_depthwise(const ConvJob& j) { return j.groups == j.cin && j.cout == j.ci
 // *pw_ok / *dw_ok: the finiteness of the 1×1 output (before pact) and of the dw output (before dact).
 // With `pool` (a non-overlapping MaxPool, kh = sh and kw = sw, after a Relu), each band of dw output goes to a
 // second scratch and is pooled from there into y.
-void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, const Activation& dact,
-                const MaxPoolOp* pool, const float* x, float* y, int threads, bool* pw_ok, bool* dw_ok) {
+// With `pre` (a dense conv [+ preact] whose output is the 1×1 conv's input), x is pre's input and the rows of
+// pre's output each band needs are computed per band too (into a third scratch), so that output is never stored.
+void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw, const Activation& pact,
+                const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x, float* y,
+                int threads, bool* pre_ok, bool* pw_ok, bool* dw_ok) {
   const std::int64_t c = pw.cout, h = pw.h, w = pw.w, plane = h * w;
   const std::int64_t oh = dw.oh, ow = dw.ow;
   const float* wpw = pw.weights->data();
@@ -536,10 +552,11 @@ void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, co
   const std::int64_t ps = pool ? pool->sh : 1;  // bands and chunks start at multiples of the pool stride
   std::int64_t band = std::max<std::int64_t>(1, (std::int64_t{384} << 10) / std::max<std::int64_t>(1, row_bytes * dw.sh));
   band = (band + ps - 1) / ps * ps;
-  const int t = threads_for(pw.macs() + dw.macs(), threads);
+  const int t = threads_for(pw.macs() + dw.macs() + (pre ? pre->macs() : 0), threads);
+  const std::int64_t kpre = pre ? pre->cin * pre->kh * pre->kw : 0;
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(t, (oh + band - 1) / band));
   const std::int64_t per = ((oh + chunks - 1) / chunks + ps - 1) / ps * ps;
-  std::atomic<bool> pok{true}, dok{true};
+  std::atomic<bool> rok{true}, pok{true}, dok{true};
   const bool ok = parallel_for(chunks, t, [&](std::int64_t ch) {
     const std::int64_t o_begin = ch * per, o_end = std::min(oh, o_begin + per);
     if (o_begin >= o_end) return;
@@ -559,11 +576,25 @@ void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, co
                          static_cast<std::size_t>((have1 - r0) * w) * sizeof(float));
         from = have1;
       }
-      if (r1 > from &&
-          !detail::sgemm_bias_act(c, (r1 - from) * w, pw.cin, wpw, pw.cin, bpw,
-                                  detail::MatrixB(x + from * w, (r1 - from) * w, plane), s + (from - r0) * w, cap * w,
-                                  pact, 1))
-        pok.store(false, std::memory_order_relaxed);
+      if (r1 > from) {
+        const std::int64_t nn = (r1 - from) * w;
+        const float* src = x + from * w;  // the 1×1 conv's input rows [from, r1)
+        std::int64_t ld = plane;
+        if (pre) {  // compute them: rows [from, r1) of pre's output, row-major per channel with stride nn
+          float* s3 = detail::thread_scratch(3, pw.cin * nn);
+          const detail::Im2colB im(x, pre->h, pre->w, pre->kh, pre->kw, pre->sh, pre->sw, pre->pt, pre->pl, pre->oh,
+                                   pre->ow);
+          if (!detail::sgemm_bias_act(pre->cout, nn, kpre, pre->weights->data(), kpre,
+                                      pre->bias ? pre->bias->data() : nullptr, OffsetB(im, from * w), s3, nn, preact,
+                                      1))
+            rok.store(false, std::memory_order_relaxed);
+          src = s3;
+          ld = nn;
+        }
+        if (!detail::sgemm_bias_act(c, nn, pw.cin, wpw, pw.cin, bpw, detail::MatrixB(src, nn, ld),
+                                    s + (from - r0) * w, cap * w, pact, 1))
+          pok.store(false, std::memory_order_relaxed);
+      }
       have0 = r0;
       have1 = std::max(r1, from);
       // the depthwise conv on the band: input rows [r0, r1) as a plane of r1 − r0 rows
@@ -591,6 +622,7 @@ void conv_pw_dw(const ConvJob& pw, const Activation& pact, const ConvJob& dw, co
     }
   });
   if (!ok) throw std::bad_alloc();
+  *pre_ok = rok.load();
   *pw_ok = pok.load();
   *dw_ok = dok.load();
 }
@@ -908,35 +940,71 @@ struct Exec {
         return n.args.size() == 1 && n.args[0].kind == Arg::Kind::kValue && n.args[0].id == v &&
                std::find(fr.begin(), fr.end(), v) != fr.end();
       };
-      Activation act, dact;
+      // match a 1×1 Conv at step q [→ Relu/Clip] → depthwise Conv [→ Relu/Clip [→ MaxPool]]; returns the step
+      // after the group, or 0 when no depthwise conv follows
+      Activation act, dact, preact;
       const Step* dws = nullptr;
+      const Step* pws = nullptr;
+      const Step* pres = nullptr;  // a dense conv feeding the 1×1 conv, computed per band too
       const MaxPoolOp* mpool = nullptr;
+      auto match_pw_dw = [&](std::size_t q) -> std::size_t {
+        const auto* cj = std::get_if<ConvJob>(&p.steps[q].op);
+        if (!cj || !is_pointwise(*cj)) return 0;
+        std::size_t k = q + 1;
+        Activation pa;
+        if (k < p.steps.size() && fusable(p.steps[k].op, &pa) && only_reader(k, p.steps[q].out))
+          ++k;
+        else
+          pa = Activation{};
+        if (k >= p.steps.size()) return 0;
+        const auto* dj = std::get_if<ConvJob>(&p.steps[k].op);
+        if (!dj || !is_depthwise(*dj) || dj->cin != cj->cout || dj->h != cj->oh || dj->w != cj->ow ||
+            !only_reader(k, p.steps[k - 1].out))
+          return 0;
+        act = pa;
+        pws = &p.steps[q];
+        dws = &p.steps[k];
+        ++k;
+        if (k < p.steps.size() && fusable(p.steps[k].op, &dact) && only_reader(k, dws->out)) {
+          ++k;
+          // a non-overlapping MaxPool after a Relu (values ≥ +0, so the max is order-free) pools each band
+          const auto* mp = k < p.steps.size() ? std::get_if<MaxPoolOp>(&p.steps[k].op) : nullptr;
+          if (mp && dact.kind == Activation::Kind::kRelu && mp->kh == mp->sh && mp->kw == mp->sw &&
+              mp->channels == dj->cout && mp->h == dj->oh && mp->w == dj->ow && only_reader(k, p.steps[k - 1].out)) {
+            mpool = mp;
+            ++k;
+          }
+        } else {
+          dact = Activation{};
+        }
+        return k;
+      };
       std::size_t nx = i + 1;
       if (const auto* cj = std::get_if<ConvJob>(&s.op)) {
-        if (nx < p.steps.size() && fusable(p.steps[nx].op, &act) && only_reader(nx, s.out))
-          ++nx;
-        else
-          act = Activation{};
-        const std::int32_t feed = p.steps[nx - 1].out;
-        if (nx < p.steps.size() && is_pointwise(*cj)) {
-          const auto* dj = std::get_if<ConvJob>(&p.steps[nx].op);
-          if (dj && is_depthwise(*dj) && dj->cin == cj->cout && dj->h == cj->oh && dj->w == cj->ow &&
-              only_reader(nx, feed)) {
-            dws = &p.steps[nx];
-            ++nx;
-            if (nx < p.steps.size() && fusable(p.steps[nx].op, &dact) && only_reader(nx, dws->out)) {
-              ++nx;
-              // a non-overlapping MaxPool after a Relu (values ≥ +0, so the max is order-free) pools each band
-              const auto* mp = nx < p.steps.size() ? std::get_if<MaxPoolOp>(&p.steps[nx].op) : nullptr;
-              if (mp && dact.kind == Activation::Kind::kRelu && mp->kh == mp->sh && mp->kw == mp->sw &&
-                  mp->channels == dj->cout && mp->h == dj->oh && mp->w == dj->ow && only_reader(nx, p.steps[nx - 1].out)) {
-                mpool = mp;
-                ++nx;
-              }
-            } else {
-              dact = Activation{};
+        std::size_t g = match_pw_dw(i);
+        if (!g && cj->groups == 1 && !is_pointwise(*cj)) {  // dense conv [→ act] → 1×1 → depthwise …
+          std::size_t q = i + 1;
+          Activation a0;
+          if (q < p.steps.size() && fusable(p.steps[q].op, &a0) && only_reader(q, s.out))
+            ++q;
+          else
+            a0 = Activation{};
+          const auto* pj = q < p.steps.size() ? std::get_if<ConvJob>(&p.steps[q].op) : nullptr;
+          if (pj && pj->cin == cj->cout && pj->h == cj->oh && pj->w == cj->ow && only_reader(q, p.steps[q - 1].out)) {
+            g = match_pw_dw(q);
+            if (g) {
+              pres = &s;
+              preact = a0;
             }
           }
+        }
+        if (g) {
+          nx = g;
+        } else {
+          if (nx < p.steps.size() && fusable(p.steps[nx].op, &act) && only_reader(nx, s.out))
+            ++nx;
+          else
+            act = Activation{};
         }
       }
       const std::size_t steps_done = nx - i;
@@ -944,12 +1012,14 @@ struct Exec {
       const auto len = p.lens[static_cast<std::size_t>(last.out)];
       Buf out = acquire(len);
       if (dws) {
-        bool pw_ok = true, dw_ok = true;
-        conv_pw_dw(std::get<ConvJob>(s.op), act, std::get<ConvJob>(dws->op), dact, mpool, arg(vals, input.data(), s.args[0]),
-                   out.p, threads, &pw_ok, &dw_ok);
-        if (!pw_ok || !dw_ok) {
+        bool pre_ok = true, pw_ok = true, dw_ok = true;
+        conv_pw_dw(pres ? &std::get<ConvJob>(pres->op) : nullptr, preact, std::get<ConvJob>(pws->op), act,
+                   std::get<ConvJob>(dws->op), dact, mpool, arg(vals, input.data(), s.args[0]), out.p, threads,
+                   &pre_ok, &pw_ok, &dw_ok);
+        if (!pre_ok || !pw_ok || !dw_ok) {
           finish();
-          return invalid_argument("node '" + (pw_ok ? dws->node : s.node) + "' produced a non-finite value");
+          const std::string& bad = !pre_ok ? pres->node : !pw_ok ? pws->node : dws->node;
+          return invalid_argument("node '" + bad + "' produced a non-finite value");
         }
       } else {
         bool finite = true;
