@@ -3,7 +3,6 @@
 /// (tracer.md §10.1), built from the same physics headers as the CPU tracer (src/tracer/physics).
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -24,14 +23,12 @@ struct KernelConfig {
   unsigned min_blocks;
   const char* name;
 };
+// Measured on the H200 (benchmarks/NOTES.md): b256_r128 552 M paths/s, b128_r128 483, b64 420.
 constexpr KernelConfig kConfigs[] = {
-    {256, 2, "persist_b256_r128"},  // default: persistent + path regeneration, ≤ 128 registers
-    {128, 4, "persist_b128_r128"},  // persistent, smaller blocks
-    {128, 1, "persist_b128"},       // persistent, no register cap (no spills, fewer warps)
-    {64, 1, "b64"},                 // one tuple per thread; tracer.md §10.1: block size starts at 64
-    {256, 2, "b256_r128"},          // one tuple per thread, ≤ 128 registers
+    {256, 2, "b256_r128"},  // default: ≤ 128 registers, 16 warps per SM
+    {128, 4, "b128_r128"},  // ≤ 128 registers, smaller blocks
+    {64, 1, "b64"},         // tracer.md §10.1: block size starts at 64; compiler's register choice (≈ 160)
 };
-constexpr bool kPersistent[] = {true, true, true, false, false};
 
 /// Thread ↔ data: thread i = pixel_local·spp + sample_local (tracer.md §10.1). The planes are copied from the
 /// by-value parameter into shared memory once per block; the trace parameters stay in parameter (constant)
@@ -58,62 +55,6 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
   tuples[3 * i + 0] = r.x;
   tuples[3 * i + 1] = r.y;
   tuples[3 * i + 2] = r.z;
-}
-
-/// Persistent megakernel with path regeneration: a grid sized to fill the GPU once, each thread running
-/// paths bounce by bounce (physics::path_step) and, when its path ends, taking the next tuple index from a
-/// global counter (one atomic per warp and refill, indices handed out by lane rank). A warp therefore never
-/// idles behind its longest path. Tuple i is still trace_sample(pixel_offset + i / spp, first_sample + i % spp)
-/// bit for bit — the same functions in the same order — and lands in tuples[3i..3i+2] (G1/G2).
-template <unsigned Block, unsigned MinBlocks>
-__global__ void __launch_bounds__(Block, MinBlocks) transport_persistent_kernel(
-    const ChunkScene scene, const ChunkRange range, float* __restrict__ tuples,
-    std::uint32_t* __restrict__ nonfinite, unsigned long long* __restrict__ next_tuple) {
-  __shared__ physics::GpuPlane planes[physics::kMaxPlanes];
-  const std::uint32_t n = scene.params.plane_count;
-  for (std::uint32_t j = threadIdx.x; j < n; j += blockDim.x) planes[j] = scene.planes[j];
-  __syncthreads();
-  const unsigned long long count = static_cast<unsigned long long>(range.pixel_count) * range.spp;
-  const unsigned lane = threadIdx.x & 31u;
-  physics::PathState ps;
-  unsigned long long idx = 0;
-  bool active = false;
-  bool exhausted = false;  // warp-uniform: the counter ran past count
-  std::uint32_t local_nonfinite = 0;
-  for (;;) {
-    const unsigned need = __ballot_sync(0xffffffffu, !active);
-    if (need != 0u && !exhausted) {
-      const int leader = __ffs(need) - 1;
-      unsigned long long base = 0;
-      if (static_cast<int>(lane) == leader) base = atomicAdd(next_tuple, static_cast<unsigned long long>(__popc(need)));
-      base = __shfl_sync(0xffffffffu, base, leader);
-      if (base + __popc(need) >= count) exhausted = true;
-      if (!active) {
-        idx = base + __popc(need & ((1u << lane) - 1u));
-        if (idx < count) {
-          const std::uint32_t pixel_local = static_cast<std::uint32_t>(idx / range.spp);
-          const std::uint32_t sample_local = static_cast<std::uint32_t>(idx - static_cast<unsigned long long>(pixel_local) * range.spp);
-          const std::uint32_t pixel = range.pixel_offset + pixel_local;
-          physics::path_begin(ps, scene.params, pixel % scene.params.width, pixel / scene.params.width,
-                              range.first_sample + sample_local);
-          active = true;
-        }
-      }
-    }
-    if (!__any_sync(0xffffffffu, active)) break;
-    if (active) {
-      const bool more = scene.params.max_bounces > 0 && physics::path_step(ps, scene.params, planes);
-      if (!more) {
-        const physics::SampleXyz r = physics::path_finish(ps, scene.params);
-        local_nonfinite += r.finite ? 0u : 1u;
-        tuples[3 * idx + 0] = r.x;
-        tuples[3 * idx + 1] = r.y;
-        tuples[3 * idx + 2] = r.z;
-        active = false;
-      }
-    }
-  }
-  if (local_nonfinite) atomicAdd(nonfinite, local_nonfinite);
 }
 
 /// Thread ↔ pixel: sums[p] (global, seeded with the caller's running sums) += that pixel's tuples in
@@ -171,38 +112,15 @@ Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range) {
 }
 
 Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
-                          std::uint32_t* nonfinite, unsigned long long* work_counter, CUstream_st* stream) {
+                          std::uint32_t* nonfinite, CUstream_st* stream) {
   FT_TRY(can_implement_chunk(scene, range));
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned config = config_index();
   const unsigned block = kConfigs[config].block;
-  unsigned grid = static_cast<unsigned>((tuple_count + block - 1) / block);
-  if (kPersistent[config]) {
-    // One wave of resident blocks; fewer when the chunk is small.
-    static const unsigned resident = [config] {
-      int device = 0, sms = 0, per_sm = 0;
-      if (cudaGetDevice(&device) != cudaSuccess ||
-          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-        return 0u;
-      cudaError_t e;
-      switch (config) {
-        case 0: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, transport_persistent_kernel<256, 2>, 256, 0); break;
-        case 1: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, transport_persistent_kernel<128, 4>, 128, 0); break;
-        default: e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, transport_persistent_kernel<128, 1>, 128, 0); break;
-      }
-      return e == cudaSuccess ? static_cast<unsigned>(sms * per_sm) : 0u;
-    }();
-    if (resident == 0)
-      return Status(Code::kDeclined, "could not size the persistent megakernel's grid (occupancy query failed)");
-    grid = std::min(grid, resident);
-    if (const cudaError_t e = cudaMemsetAsync(work_counter, 0, sizeof(unsigned long long), stream); e != cudaSuccess)
-      return runtime::cuda_status(e, "cudaMemsetAsync(work counter)", __FILE__, __LINE__);
-  }
+  const unsigned grid = static_cast<unsigned>((tuple_count + block - 1) / block);
   switch (config) {
-    case 0: transport_persistent_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite, work_counter); break;
-    case 1: transport_persistent_kernel<128, 4><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite, work_counter); break;
-    case 2: transport_persistent_kernel<128, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite, work_counter); break;
-    case 3: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 1: transport_main_kernel<128, 4><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 2: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
     default: transport_main_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
   }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)

@@ -38,15 +38,13 @@ Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range);
 /// Megakernel: tuples[i] = trace_sample(pixel_offset + i / spp, first_sample + i % spp), 3 floats per tuple
 /// (non-finite samples give 0 and increment *nonfinite). Then, per pixel, sums[p] (seeded by the caller) +=
 /// its tuples in ascending sample order. `tuples` holds ≥ pixel_count·spp·3 floats, `sums` pixel_count·3
-/// floats, `nonfinite` one u32 (not cleared here), `work_counter` one device u64 (the persistent kernel's
-/// tuple counter; cleared here). Asynchronous on `stream`.
+/// floats, `nonfinite` one u32 (not cleared here). Asynchronous on `stream`.
 Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
-                          std::uint32_t* nonfinite, unsigned long long* work_counter, CUstream_st* stream);
+                          std::uint32_t* nonfinite, CUstream_st* stream);
 
 /// Block size of the megakernel (results do not depend on it: tracer.md §9 G2).
 std::uint32_t transport_block_size();
-/// Name of the megakernel configuration in use (FACETRACE_TRACER_KERNEL: persist_b256_r128 (default),
-/// persist_b128_r128, persist_b128, b64, b256_r128).
+/// Name of the megakernel configuration in use (FACETRACE_TRACER_KERNEL: b256_r128 (default), b128_r128, b64).
 const char* transport_kernel_name();
 
 }  // namespace facetrace::tracer

@@ -59,9 +59,8 @@ FT_HD Vec3 cosine_direction(Vec3 n, float u1, float u2) {
 
 }  // namespace detail
 
-/// The state of one path between bounces (tracer.md §7.1 table): what trace_sample keeps in registers. Split
-/// out so that the GPU megakernel can run paths bounce by bounce and start a new path in a thread whose path
-/// ended (path regeneration) while computing exactly what trace_sample computes.
+/// The state of one path between bounces (tracer.md §7.1 table): what trace_sample keeps in registers.
+/// trace_sample = path_begin, path_step until it returns false, path_finish.
 struct PathState {
   float lam[kChannels], n_k[kChannels], alpha[kChannels], illum[kChannels];
   float st[kChannels][4];
