@@ -293,10 +293,16 @@ __attribute__((target("avx2,fma"))) void dw3_edges_s1(const float* x, std::int64
       const __m256i ix = _mm256_add_epi32(lane, _mm256_set1_epi32(static_cast<int>(ox + kx - pl)));
       m[kx] = _mm256_and_si256(_mm256_cmpgt_epi32(ix, neg1), _mm256_cmpgt_epi32(wlim, ix));
     }
+    bool full[3];
+    for (int kx = 0; kx < 3; ++kx) full[kx] = _mm256_movemask_ps(_mm256_castsi256_ps(m[kx])) == 0xff;
     __m256 acc = vb;
     for (std::int64_t ky = ky0; ky < ky1; ++ky) {
       const float* r = x + (iy0 + ky) * w + ox - pl;
       for (int kx = 0; kx < 3; ++kx) {
+        if (full[kx]) {  // every lane's tap inside: a plain load and FMA
+          acc = _mm256_fmadd_ps(wv[3 * ky + kx], _mm256_loadu_ps(r + kx), acc);
+          continue;
+        }
         const __m256 v = _mm256_maskload_ps(r + kx, m[kx]);
         const __m256 t = _mm256_fmadd_ps(wv[3 * ky + kx], v, acc);
         acc = _mm256_blendv_ps(acc, t, _mm256_castsi256_ps(m[kx]));
