@@ -85,6 +85,48 @@ void bradford_to_d65(std::uint32_t illuminant_kind, float planck_kelvin, float o
   for (int i = 0; i < 9; ++i) out[i] = static_cast<float>(full[i]);
 }
 
+namespace {
+
+/// Squared radius about the origin of a sphere holding the polytope {x : n·x + d ≤ 0}: the largest |v|² over
+/// its vertices (each the intersection of three planes that satisfies all others), in double, with a margin
+/// so rays that graze the stone still reach the slab test. 0 for an empty plane list.
+float bounding_radius2(const std::vector<Plane>& planes) {
+  const std::size_t n = planes.size();
+  double r2 = 0.0;
+  auto cross = [](const float* a, const float* b, double* out) {
+    out[0] = double{a[1]} * b[2] - double{a[2]} * b[1];
+    out[1] = double{a[2]} * b[0] - double{a[0]} * b[2];
+    out[2] = double{a[0]} * b[1] - double{a[1]} * b[0];
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = i + 1; j < n; ++j) {
+      double jk[3], ki[3], ij[3];
+      cross(planes[i].normal, planes[j].normal, ij);
+      for (std::size_t k = j + 1; k < n; ++k) {
+        cross(planes[j].normal, planes[k].normal, jk);
+        const float* ni = planes[i].normal;
+        const double det = ni[0] * jk[0] + ni[1] * jk[1] + ni[2] * jk[2];
+        if (std::fabs(det) < 1e-9) continue;
+        cross(planes[k].normal, planes[i].normal, ki);
+        double v[3];
+        for (int c = 0; c < 3; ++c)
+          v[c] = (-double{planes[i].d} * jk[c] - double{planes[j].d} * ki[c] - double{planes[k].d} * ij[c]) / det;
+        bool inside = true;
+        for (std::size_t m = 0; m < n && inside; ++m) {
+          const float* nm = planes[m].normal;
+          inside = nm[0] * v[0] + nm[1] * v[1] + nm[2] * v[2] + planes[m].d <= 1e-6;
+        }
+        if (inside) r2 = std::max(r2, v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+      }
+    }
+  }
+  if (r2 == 0.0) return 0.0f;
+  const double r = std::sqrt(r2) * (1.0 + 1e-3) + 1e-3;  // margin: the slab test's own tolerances are ≤ 1e-4
+  return static_cast<float>(r * r);
+}
+
+}  // namespace
+
 physics::TraceParams make_trace_params(const Scene& scene) {
   physics::TraceParams p{};
   // Camera (tracer.md §5).
@@ -149,6 +191,7 @@ physics::TraceParams make_trace_params(const Scene& scene) {
                                   static_cast<std::uint32_t>(m.o_ray[i].domain)};
   }
   p.path_scale = m.absorption_path_scale;
+  p.bound_radius2 = bounding_radius2(scene.planes);
   for (std::size_t i = 0; i < scene.planes.size() && i < physics::kMaxPlanes; ++i) {
     const Plane& pl = scene.planes[i];
     const bool girdle = scene.girdle_frosted && std::fabs(pl.normal[1]) <= kGirdleMaxNy;

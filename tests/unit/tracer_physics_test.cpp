@@ -257,6 +257,34 @@ TEST(Geometry, division_free_slab_test_matches_the_plain_definition) {
   EXPECT_GE(static_cast<double>(same) / n, 0.9999) << same << " of " << n << " agree";
 }
 
+TEST(TraceParams, bounding_sphere_holds_the_stone_and_culls_only_misses) {
+  const ft::Scene s = ft::builtin_diamond_scene();
+  const auto p = ft::make_trace_params(s);
+  const auto planes = ft::make_gpu_planes(s);
+  // Round brilliant: girdle radius ≈ 1 (the 16 girdle planes are 1/cos(π/16) out at their corners), culet at
+  // y ≈ −0.88; the farthest vertex lies on the girdle.
+  EXPECT_GT(p.bound_radius2, 1.0f);
+  EXPECT_LT(p.bound_radius2, 1.2f);
+  std::uint32_t state = 99;
+  auto uni = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
+  };
+  int culled = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const ph::Vec3 o{uni() * 4, uni() * 4, uni() * 4};
+    ph::Vec3 d{uni(), uni(), uni()};
+    const float len = std::sqrt(ph::dot(d, d));
+    if (len < 1e-3f) continue;
+    d = d * (1.0f / len);
+    if (ph::misses_bound(p.bound_radius2, o, d)) {
+      ++culled;
+      EXPECT_EQ(ph::intersect_polyhedron(planes.data(), static_cast<std::uint32_t>(planes.size()), o, d).plane, -1);
+    }
+  }
+  EXPECT_GT(culled, 5000);
+}
+
 TEST(TraceParams, frosted_finish_goes_into_the_plane_mask) {
   ft::Scene s = ft::builtin_diamond_scene();
   s.planes[3].finish = ft::Finish::kFrosted;

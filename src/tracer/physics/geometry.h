@@ -23,6 +23,15 @@ struct Hit {
 };
 static_assert(sizeof(Hit) == 8, "Hit layout");
 
+/// True when the ray o + t·D (t ≥ 0, D unit) misses the sphere |x|² ≤ r2 and starts outside it: then it misses
+/// the stone, and the slab test can be skipped (most camera rays that miss the stone end here).
+FT_HD bool misses_bound(float r2, Vec3 o, Vec3 dir) {
+  const float c = dot(o, o) - r2;
+  if (c <= 0.0f) return false;  // starts inside the sphere
+  const float b = dot(o, dir);
+  return b >= 0.0f || b * b < c;  // moving away, or the closest approach is outside
+}
+
 /// Slab test of o + t·D against planes[0, count) (tracer.md §4). The normal of the hit is the outward
 /// normal of `plane`; the caller flips it to face the ray.
 ///
@@ -45,9 +54,11 @@ FT_HD Hit intersect_polyhedron(const GpuPlane* planes, std::uint32_t count, Vec3
       continue;
     }
     if (den < 0.0f) {
-      // Entering plane: t = side / |den|.
+      // Entering plane: t = side / |den|. A plane the origin is not outside of gives t ≤ 0, which can never
+      // be the hit (step 5 needs t_near > 1e-4) nor turn a hit into a miss (step 4 then needs t_far < t_near
+      // ≤ 0, which fails step 5 anyway), so it is skipped.
       const float b = -den;
-      if (i_near < 0 || side * near_den > near_num * b) {
+      if (side > 0.0f && (i_near < 0 || side * near_den > near_num * b)) {
         near_num = side;
         near_den = b;
         i_near = static_cast<int>(i);

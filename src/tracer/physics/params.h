@@ -61,8 +61,9 @@ struct TraceParams {
   float path_scale;               ///< absorption_path_scale
   GpuBand bands[kMaxBands];
   std::uint32_t frosted_mask[kMaxPlanes / 32];  ///< bit i: plane i is Frosted (tracer.md §4 "Facet finish")
+  float bound_radius2;  ///< squared radius (about the origin) of a sphere holding the stone; 0 = no planes
 };
-static_assert(sizeof(TraceParams) == 388, "TraceParams layout is shared with the device");
+static_assert(sizeof(TraceParams) == 392, "TraceParams layout is shared with the device");
 static_assert(std::is_standard_layout_v<TraceParams> && std::is_trivially_copyable_v<TraceParams>);
 
 /// One sample's result: f32 XYZ after max(·, 0); finite = 0 when the raw value was non-finite, in which case

@@ -126,7 +126,8 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   (void)lam;
 
   // 1. Intersect (§4).
-  const Hit hit = intersect_polyhedron(planes, p.plane_count, org, dir);
+  const Hit hit = misses_bound(p.bound_radius2, org, dir) ? Hit{-1, 0.0f}
+                                                          : intersect_polyhedron(planes, p.plane_count, org, dir);
   // 2. Miss: add the environment, commit the staged split radiance, stop.
   if (hit.plane < 0) {
     const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
