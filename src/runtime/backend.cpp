@@ -236,14 +236,48 @@ void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::a
   auto cancelled = [&] { return cancel != nullptr && cancel->load(std::memory_order_acquire); };
   const auto info = device_info();
 
+  // One continuous chunk stream (tracer.md §10.6): when an item has issued its last chunk, that chunk stays in
+  // flight ("pending") until the next item's first chunk is queued behind it; only then is it drained,
+  // committed and reported. Reports stay in input order: nothing later is reported before the pending item.
+  struct Pending {
+    std::size_t index;
+    Workload* work;
+    std::vector<std::byte> scratch;
+  };
+  std::optional<Pending> pending;
+  // Drains, commits and reports the pending item. False when the device was lost (the caller declines the
+  // rest, the pending item included, since it was not reported).
+  auto finish_pending = [&]() -> bool {
+    if (!pending) return true;
+    Pending p = std::move(*pending);
+    pending.reset();
+    Outcome o = Outcome::kDone;
+    if (Status st = p.work->drain(*executor_, p.scratch, /*discard=*/false); !st.ok()) {
+      note_error(st, "drain");
+      if (is_lost()) {
+        return_scratch(std::move(p.scratch));
+        return false;
+      }
+      o = Outcome::kDeclined;
+    }
+    if (o == Outcome::kDone) p.work->commit(p.scratch);
+    return_scratch(std::move(p.scratch));
+    report(p.index, o);
+    return true;
+  };
+
   std::optional<Turnstile::Turn> turn;
   int chunks_in_turn = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     Workload& work = *items[i];
-    if (cancelled()) return finish_rest(Outcome::kCancelled);
+    if (cancelled()) {
+      if (!finish_pending()) return finish_rest(Outcome::kDeclined);
+      return finish_rest(Outcome::kCancelled);
+    }
     if (info) {
       if (Status st = work.can_run(*info); !st.ok()) {
         FT_LOG_DEBUG("GPU declined batch item {}: {}", i, st.to_string());
+        if (!finish_pending()) return finish_rest(Outcome::kDeclined);
         report(i, Outcome::kDeclined);  // declined alone
         continue;
       }
@@ -251,7 +285,16 @@ void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::a
     std::vector<std::byte> scratch = take_scratch(work.scratch_bytes());
     work.seed_scratch(scratch);
     bool need_begin = true;
+    bool first_chunk = true;
     std::optional<Outcome> outcome;
+    // A failure of this item: finish the pending one first (reports stay in order), then decline this one.
+    auto fail_this = [&](const Status& st, const char* what) -> bool {
+      note_error(st, what);
+      if (is_lost()) return false;
+      if (!finish_pending()) return false;
+      outcome = Outcome::kDeclined;
+      return true;
+    };
     while (!outcome) {
       if (!turn) {
         turn.emplace(turnstile_.enter());
@@ -265,13 +308,11 @@ void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::a
       }
       if (need_begin) {
         if (Status st = work.begin_turn(*executor_); !st.ok()) {
-          note_error(st, "begin_turn");
-          if (is_lost()) {
+          if (!fail_this(st, "begin_turn")) {
             return_scratch(std::move(scratch));
             turn.reset();
             return finish_rest(Outcome::kDeclined);
           }
-          outcome = Outcome::kDeclined;
           break;
         }
         need_begin = false;
@@ -279,31 +320,44 @@ void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::a
       if (cancelled()) {
         (void)work.drain(*executor_, scratch, /*discard=*/true);
         return_scratch(std::move(scratch));
+        if (!finish_pending()) return finish_rest(Outcome::kDeclined);
         return finish_rest(Outcome::kCancelled);
       }
       auto r = work.run_chunk(*executor_, scratch);
       if (!r) {
         (void)work.drain(*executor_, scratch, /*discard=*/true);
-        note_error(r.status(), "run_chunk");
-        if (is_lost()) {
+        if (!fail_this(r.status(), "run_chunk")) {
           return_scratch(std::move(scratch));
           turn.reset();
           return finish_rest(Outcome::kDeclined);
         }
-        outcome = Outcome::kDeclined;
         break;
+      }
+      if (first_chunk) {
+        first_chunk = false;
+        // This item's first chunk is queued behind the pending item's last one: now collect that.
+        if (!finish_pending()) {
+          (void)work.drain(*executor_, scratch, /*discard=*/true);
+          return_scratch(std::move(scratch));
+          turn.reset();
+          return finish_rest(Outcome::kDeclined);
+        }
       }
       ++chunks_in_turn;
       const bool more = *r;
       if (!more) {
+        if (i + 1 < items.size()) {
+          // Keep the last chunk in flight; the next item drains it after queueing its first chunk.
+          pending = Pending{i, &work, std::move(scratch)};
+          outcome = Outcome::kDone;
+          break;
+        }
         if (Status st = work.drain(*executor_, scratch, /*discard=*/false); !st.ok()) {
-          note_error(st, "drain");
-          if (is_lost()) {
+          if (!fail_this(st, "drain")) {
             return_scratch(std::move(scratch));
             turn.reset();
             return finish_rest(Outcome::kDeclined);
           }
-          outcome = Outcome::kDeclined;
           break;
         }
         outcome = Outcome::kDone;
@@ -313,13 +367,11 @@ void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::a
         if (turnstile_.has_waiters_behind(turn->ticket())) {
           // Somebody waits: drain our chunk in flight, then rejoin the back of the queue.
           if (Status st = work.drain(*executor_, scratch, /*discard=*/false); !st.ok()) {
-            note_error(st, "drain");
-            if (is_lost()) {
+            if (!fail_this(st, "drain")) {
               return_scratch(std::move(scratch));
               turn.reset();
               return finish_rest(Outcome::kDeclined);
             }
-            outcome = Outcome::kDeclined;
             break;
           }
           turn.reset();
@@ -328,10 +380,12 @@ void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::a
         }
       }
     }
+    if (pending && pending->index == i) continue;  // reported by the next item
     if (*outcome == Outcome::kDone) work.commit(scratch);
     return_scratch(std::move(scratch));
     report(i, *outcome);  // runs while the turn is held; keep on_done cheap
   }
+  if (!finish_pending()) finish_rest(Outcome::kDeclined);
 }
 
 }  // namespace facetrace::runtime

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "core/log.h"
 #include "tracer/gpu_ops.h"
@@ -17,6 +19,19 @@ constexpr std::uint64_t kMaxTuples = 4194240;        // tracer.md §10.2: min(64
 constexpr std::uint64_t kMinTuples = 65536 / 12;     // tracer.md §10.2: 64 KiB/12 = 5 461
 constexpr double kEmaAlpha = 0.3;                    // tracer.md §10.2
 constexpr std::uint64_t kTrailer = sizeof(std::uint64_t);  // scratch: sums, then the non-finite count
+}  // namespace
+
+namespace {
+
+/// Device buffer pair index for the next chunk on `ex`: alternates per executor across requests, so a batch's
+/// next picture never reuses the buffer of the previous picture's chunk still in flight (tracer.md §10.6).
+std::uint32_t next_buffer(const runtime::Executor& ex) {
+  static std::mutex mu;
+  static std::map<const runtime::Executor*, std::uint32_t> sequence;
+  std::lock_guard lock(mu);
+  return sequence[&ex]++ & 1u;
+}
+
 }  // namespace
 
 struct TraceWorkload::InFlight {
@@ -134,7 +149,7 @@ Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::by
   auto* a = reinterpret_cast<TraceChunkArgs*>(args_.data());
   a->pixel_offset = next_pixel_;
   a->pixel_count = pixels;
-  a->buffer = static_cast<std::uint32_t>(chunks_ & 1);
+  a->buffer = next_buffer(ex);
   runtime::OpCall call;
   call.op = kOpTraceChunk;
   call.args = args_;
@@ -157,7 +172,7 @@ Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::by
   in_flight_ = std::move(f);
   next_pixel_ += pixels;
   ++chunks_;
-  return next_pixel_ < film_.pixels() || in_flight_ != nullptr;
+  return next_pixel_ < film_.pixels();  // false: the last chunk is in flight; drain() collects it
 }
 
 Status TraceWorkload::drain(runtime::Executor& ex, std::span<std::byte> scratch, bool discard) {

@@ -196,6 +196,51 @@ TEST(TraceWorkload, batch_equals_single_and_an_unsupported_picture_is_declined_a
   expect_same_film(fa, cpu_film(a, 0, 4));
 }
 
+TEST(TraceWorkload, a_batch_is_one_chunk_stream_and_reports_in_order) {
+  Harness h;
+  Scene a = tiny_scene(), b = tiny_scene(11, 17), c = tiny_scene(7, 5);
+  Film fa(a.width, a.height), fb(b.width, b.height), fc(c.width, c.height);
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 60;
+  TraceWorkload wa(a, 0, 3, fa, tiny), wb(b, 0, 3, fb, tiny), wc(c, 0, 3, fc, tiny);
+  std::vector<runtime::Workload*> items{&wa, &wb, &wc};
+  std::vector<int> invokes_at_report;
+  std::vector<std::size_t> order;
+  h.backend->accumulate_batch(items, nullptr, [&](std::size_t i, Outcome o) {
+    EXPECT_EQ(o, Outcome::kDone);
+    order.push_back(i);
+    invokes_at_report.push_back(h.sim->invokes());
+  });
+  ASSERT_EQ(order, (std::vector<std::size_t>{0, 1, 2}));
+  // Picture i is reported only after picture i+1's first chunk was queued (tracer.md §10.6).
+  EXPECT_EQ(invokes_at_report[0], wa.chunks() + 1);
+  EXPECT_EQ(invokes_at_report[1], wa.chunks() + wb.chunks() + 1);
+  EXPECT_EQ(invokes_at_report[2], wa.chunks() + wb.chunks() + wc.chunks());
+  expect_same_film(fa, cpu_film(a, 0, 3));
+  expect_same_film(fb, cpu_film(b, 0, 3));
+  expect_same_film(fc, cpu_film(c, 0, 3));
+}
+
+TEST(TraceWorkload, a_loss_between_pictures_declines_every_picture_not_yet_reported) {
+  Harness h;
+  Scene a = tiny_scene(), b = tiny_scene(11, 17);
+  Film fa(a.width, a.height), fb(b.width, b.height);
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 60;
+  TraceWorkload wa(a, 0, 3, fa, tiny), wb(b, 0, 3, fb, tiny);
+  const int a_chunks = static_cast<int>((a.width * a.height + 59) / 60);
+  h.sim->arm_loss_on_invoke(a_chunks + 1);  // b's first chunk: a's last chunk is still pending
+  std::vector<runtime::Workload*> items{&wa, &wb};
+  std::vector<Outcome> seen;
+  {
+    ExpectLogs logs;
+    h.backend->accumulate_batch(items, nullptr, [&](std::size_t, Outcome o) { seen.push_back(o); });
+  }
+  EXPECT_EQ(seen, (std::vector<Outcome>{Outcome::kDeclined, Outcome::kDeclined}));
+  for (auto n : fa.samples) EXPECT_EQ(n, 0u);
+  for (auto n : fb.samples) EXPECT_EQ(n, 0u);
+}
+
 TEST(Renderer, parses_device_names) {
   EXPECT_EQ(*parse_render_device("auto"), RenderDevice::kAuto);
   EXPECT_EQ(*parse_render_device("gpu"), RenderDevice::kGpu);

@@ -50,7 +50,8 @@ class Workload {
   /// Start of each turn: (re-)upload per-request device state (another request may have replaced it).
   virtual Status begin_turn(Executor& ex) { (void)ex; return {}; }
   /// Runs the next chunk (it may stay in flight: at most one) and adds finished results into `scratch`.
-  /// Returns true while chunks remain after this one.
+  /// Returns true while chunks remain to be issued after this one; false once the last chunk is issued (it
+  /// may still be in flight: drain() collects it — in a batch, after the next item's first chunk is queued).
   virtual Expected<bool> run_chunk(Executor& ex, std::span<std::byte> scratch) = 0;
   /// Waits for the chunk in flight, if any; adds it into `scratch` unless `discard` (cancellation).
   virtual Status drain(Executor& ex, std::span<std::byte> scratch, bool discard) {
