@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +61,9 @@ void report(const char* cas, int threads, int warmup, int iters, const Stats& s,
 
 }  // namespace
 
+/// Exit code when the test data is absent (ctest SKIP_RETURN_CODE).
+constexpr int kExitSkipped = 77;
+
 int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
   std::string device = "cpu", data = FT_TEST_DATA_DIR;
@@ -80,8 +84,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_faces: device '%s' is not available (only cpu in this build)\n", device.c_str());
     return 2;
   }
-  if (auto env = facetrace::core::env_string("FACETRACE_TEST_DATA"); env && data.empty()) data = *env;
+  if (auto env = facetrace::core::env_string("FACETRACE_TEST_DATA"); env && (data.empty() || !std::filesystem::is_directory(data)))
+    data = *env;
   const std::string models = data + "/models/", images = data + "/images/";
+  if (!std::filesystem::is_directory(models)) {
+    std::fprintf(stderr, "bench_faces: no models at %s (pass --data DIR or set FACETRACE_TEST_DATA); skipped\n",
+                 models.c_str());
+    return kExitSkipped;
+  }
   auto det = Detector::load(models + "face_detection_yunet_2023mar.onnx");
   if (!det) {
     std::fprintf(stderr, "bench_faces: %s\n", det.status().to_string().c_str());
