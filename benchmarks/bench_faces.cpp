@@ -16,6 +16,7 @@
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/embedder.h"
 #include "facetrace/faces/image.h"
+#include "facetrace/faces/net.h"
 
 namespace {
 
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "YuNet %.0f M MACs, MobileFaceNet %.0f M MACs, %d hardware threads\n",
                static_cast<double>(yin->macs()) / 1e6,
                static_cast<double>(emb->net().program({1, 3, 112, 112})->macs()) / 1e6, all);
+  std::fprintf(stderr, "%s\n", cpu_kernel_info().c_str());
   std::fprintf(stderr, "%-28s %7s %10s %10s %10s %12s\n", "case", "threads", "median_ms", "p10_ms", "p90_ms",
                "throughput");
   std::vector<float> input(3 * 640 * 640);

@@ -533,6 +533,15 @@ bool is_pointwise(const ConvJob& j) {
 }
 bool is_depthwise(const ConvJob& j) { return j.groups == j.cin && j.cout == j.cin; }
 
+// Target size of a band group's 1×1-output scratch: ~30 % of the per-core L2 (at most 384 KiB), so that it, the
+// stem scratch of the first group and the packed B block stay in L2 together (the band height never changes
+// results).
+std::int64_t band_scratch_bytes() {
+  static const std::int64_t v =
+      std::clamp<std::int64_t>(detail::l2_cache_bytes() * 3 / 10, std::int64_t{96} << 10, std::int64_t{384} << 10);
+  return v;
+}
+
 // A 1×1 conv (pw, activation pact) feeding a depthwise conv (dw, activation dact) in row bands: the 1×1 output
 // rows a band of dw output rows needs are computed into a per-thread scratch that stays in L2 (rows the previous
 // band already computed are moved, not recomputed), then the depthwise kernel reads them. Every value is computed
@@ -553,10 +562,10 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
   const float* wdw = dw.weights->data();
   const float* bdw = dw.bias ? dw.bias->data() : nullptr;
   const std::int64_t taps = dw.kh * dw.kw;
-  // band height: the scratch (c × rows × w floats) near 384 KiB
+  // band height: the scratch (c × rows × w floats) near band_scratch_bytes()
   const std::int64_t row_bytes = c * w * 4;
   const std::int64_t ps = pool ? pool->sh : 1;  // bands and chunks start at multiples of the pool stride
-  std::int64_t band = std::max<std::int64_t>(1, (std::int64_t{384} << 10) / std::max<std::int64_t>(1, row_bytes * dw.sh));
+  std::int64_t band = std::max<std::int64_t>(1, band_scratch_bytes() / std::max<std::int64_t>(1, row_bytes * dw.sh));
   band = (band + ps - 1) / ps * ps;
   const int t = threads_for(pw.macs() + dw.macs() + (pre ? pre->macs() : 0), threads);
   const std::int64_t kpre = pre ? pre->cin * pre->kh * pre->kw : 0;
@@ -1090,6 +1099,10 @@ Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(const Pro
   } catch (const std::bad_alloc&) {
     return Status(Code::kOutOfMemory, "out of memory running the program");
   }
+}
+
+std::string cpu_kernel_info() {
+  return detail::cpu_dispatch_info() + ", band scratch " + std::to_string(band_scratch_bytes() >> 10) + "K";
 }
 
 Expected<std::vector<float>> conv_cpu(const ConvJob& job, std::span<const float> input, int threads) {

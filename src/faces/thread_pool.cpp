@@ -1,9 +1,15 @@
 /// @file
 /// The interpreter's worker pool: jobs in a FIFO queue; workers and the submitting thread claim indices atomically.
+/// Workers spin briefly (~50 µs) for the next job before sleeping on the condition variable, and the caller spins
+/// briefly for the helpers to finish, so a network's back-to-back ops do not pay a futex wake-up per op; a
+/// submit only notifies when some worker is asleep.
 #include "faces/thread_pool.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -14,6 +20,23 @@
 namespace facetrace::faces::detail {
 namespace {
 
+// How long an idle worker (or a caller waiting for its helpers) spins before blocking.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Spins until pred() or kSpin has passed; true when pred() held.
+template <class P>
+bool spin_until(P&& pred) {
+  if (pred()) return true;
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      _mm_pause();
+      if (pred()) return true;
+    }
+    if (std::chrono::steady_clock::now() >= until) return pred();
+  }
+}
+
 struct Job {
   const std::function<void(std::int64_t)>* fn = nullptr;
   std::int64_t n = 0;
@@ -22,6 +45,7 @@ struct Job {
   std::atomic<std::int64_t> next{0};
   std::atomic<std::int64_t> done{0};
   std::atomic<bool> failed{false};
+  std::atomic<bool> waiting{false};  // the caller sleeps on cv
   std::mutex mu;
   std::condition_variable cv;
 
@@ -37,7 +61,7 @@ struct Job {
       }
       if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
         std::lock_guard<std::mutex> lock(mu);
-        cv.notify_all();
+        if (waiting.load(std::memory_order_relaxed)) cv.notify_all();
       }
     }
   }
@@ -53,6 +77,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      queued_.fetch_add(1, std::memory_order_release);  // wakes spinners
     }
     cv_.notify_all();
     for (auto& t : threads_) t.join();
@@ -61,10 +86,14 @@ class Pool {
 
   void submit(const std::shared_ptr<Job>& job) {
     if (job->helpers_allowed <= 0) return;
+    int sleeping;
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(job);
+      queued_.fetch_add(1, std::memory_order_release);
+      sleeping = sleepers_;
     }
+    if (sleeping == 0) return;  // the spinners see queued_
     if (job->helpers_allowed == 1)
       cv_.notify_one();
     else
@@ -72,21 +101,32 @@ class Pool {
   }
   void retire(const std::shared_ptr<Job>& job) {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.erase(std::remove(queue_.begin(), queue_.end(), job), queue_.end());
+    const auto it = std::remove(queue_.begin(), queue_.end(), job);
+    if (it != queue_.end()) {
+      queued_.fetch_sub(static_cast<int>(queue_.end() - it), std::memory_order_relaxed);
+      queue_.erase(it, queue_.end());
+    }
   }
 
  private:
   void loop() {
     for (;;) {
+      spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; });
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (!stop_ && queue_.empty()) {
+          ++sleepers_;
+          cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+          --sleepers_;
+        }
         if (stop_) return;
         job = queue_.front();
         if (++job->helpers_joined >= job->helpers_allowed ||
-            job->next.load(std::memory_order_relaxed) >= job->n)
+            job->next.load(std::memory_order_relaxed) >= job->n) {
           queue_.pop_front();
+          queued_.fetch_sub(1, std::memory_order_relaxed);
+        }
       }
       job->work();
     }
@@ -95,6 +135,8 @@ class Pool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::atomic<int> queued_{0};  // queue_.size() (plus one at stop), readable without the lock
+  int sleepers_ = 0;            // workers blocked on cv_, guarded by mu_
   std::vector<std::thread> threads_;
   bool stop_ = false;
 };
@@ -133,8 +175,9 @@ bool parallel_for(std::int64_t n, int threads, const std::function<void(std::int
   job->helpers_allowed = std::min(t - 1, pool().workers());
   pool().submit(job);
   job->work();
-  {
+  if (!spin_until([&] { return job->done.load(std::memory_order_acquire) >= n; })) {
     std::unique_lock<std::mutex> lock(job->mu);
+    job->waiting.store(true, std::memory_order_relaxed);
     job->cv.wait(lock, [&] { return job->done.load(std::memory_order_acquire) >= n; });
   }
   pool().retire(job);

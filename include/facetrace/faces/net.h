@@ -88,6 +88,9 @@ Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(const Pro
                                                                       std::span<const std::span<const float>> inputs,
                                                                       int threads = 0);
 
+/// A one-line description of the CPU and of the interpreter kernels picked for it at run time (for benchmark logs).
+std::string cpu_kernel_info();
+
 /// One convolution on the CPU (the reference an accelerator's conv is checked against). `input` holds
 /// cin·h·w floats; returns cout·oh·ow.
 Expected<std::vector<float>> conv_cpu(const ConvJob& job, std::span<const float> input, int threads = 0);
