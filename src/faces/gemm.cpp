@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cpuid.h>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "faces/thread_pool.h"
@@ -87,6 +89,67 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const floa
   }
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_max_ps's _mm512_undefined_ps()
+// AVX-512 form of kernel_avx2: R ≤ 8 rows × 32 columns (two zmm per row); the same sums in the same order, so the
+// same bits as the AVX2 kernel.
+template <int R>
+__attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const float* a, std::int64_t lda,
+                                                      const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                                                      const float* bias, bool init, const Activation* act,
+                                                      unsigned* bad) {
+  __m512 c0[R], c1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (init) {
+      c0[r] = c1[r] = bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
+    } else {
+      c0[r] = _mm512_loadu_ps(c + r * ldc);
+      c1[r] = _mm512_loadu_ps(c + r * ldc + 16);
+    }
+  }
+  const float* ar[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) ar[r] = a + r * lda;
+  for (std::int64_t kk = 0; kk < kc; ++kk) {
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(ar[r][kk]);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+    b += ldb;
+  }
+  if (act) {
+    __m512 nf = _mm512_setzero_ps();  // x − x is +0 for finite x and NaN otherwise
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      nf = _mm512_add_ps(nf, _mm512_sub_ps(c0[r], c0[r]));
+      nf = _mm512_add_ps(nf, _mm512_sub_ps(c1[r], c1[r]));
+    }
+    *bad |= static_cast<unsigned>(_mm512_cmp_ps_mask(nf, nf, _CMP_UNORD_Q));
+    if (act->kind == Activation::Kind::kRelu) {
+      const __m512 z = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) c0[r] = _mm512_max_ps(c0[r], z), c1[r] = _mm512_max_ps(c1[r], z);
+    } else if (act->kind == Activation::Kind::kClip) {
+      const __m512 lo = _mm512_set1_ps(act->lo), hi = _mm512_set1_ps(act->hi);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        c0[r] = _mm512_min_ps(hi, _mm512_max_ps(lo, c0[r]));
+        c1[r] = _mm512_min_ps(hi, _mm512_max_ps(lo, c1[r]));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(c + r * ldc, c0[r]);
+    _mm512_storeu_ps(c + r * ldc + 16, c1[r]);
+  }
+}
+#pragma GCC diagnostic pop
+
 template <int R>
 void kernel_sse2(std::int64_t kc, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c,
                  std::int64_t ldc, const float* bias, bool init, const Activation* act, unsigned* bad) {
@@ -127,23 +190,35 @@ void kernel_sse2(std::int64_t kc, const float* a, std::int64_t lda, const float*
 }
 
 struct KernelInfo {
-  Kernel fn[7];  // by row count 1..mr
+  Kernel fn[9];  // by row count 1..mr
   int mr, nr;
   bool avx2;
   const char* name;
 };
 
+// FACETRACE_FACES_KERNEL=avx2 or sse2 caps the dispatch (for A/B runs and diagnosis); unset: the best the CPU has.
 const KernelInfo& kernel() {
   static const KernelInfo k = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    const char* cap = std::getenv("FACETRACE_FACES_KERNEL");
+    const std::string want = cap ? cap : "";
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && want != "sse2";
+    if (avx2 && __builtin_cpu_supports("avx512f") && want != "avx2")
+      return KernelInfo{{nullptr, kernel_avx512<1>, kernel_avx512<2>, kernel_avx512<3>, kernel_avx512<4>,
+                         kernel_avx512<5>, kernel_avx512<6>, kernel_avx512<7>, kernel_avx512<8>},
+                        8,
+                        32,
+                        true,
+                        "avx512f 8x32"};
+    if (avx2)
       return KernelInfo{{nullptr, kernel_avx2<1>, kernel_avx2<2>, kernel_avx2<3>, kernel_avx2<4>, kernel_avx2<5>,
-                         kernel_avx2<6>},
+                         kernel_avx2<6>, nullptr, nullptr},
                         6,
                         16,
                         true,
                         "avx2-fma 6x16"};
-    return KernelInfo{{nullptr, kernel_sse2<1>, kernel_sse2<2>, kernel_sse2<3>, kernel_sse2<4>, nullptr, nullptr},
+    return KernelInfo{{nullptr, kernel_sse2<1>, kernel_sse2<2>, kernel_sse2<3>, kernel_sse2<4>, nullptr, nullptr,
+                       nullptr, nullptr},
                       4,
                       8,
                       false,
@@ -208,7 +283,7 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
   const std::int64_t n = oh_ * ow_;
   const std::int64_t taps = kh_ * kw_;
   const std::int64_t npanels = (nc + nr - 1) / nr;
-  const bool avx2 = kernel().avx2 && nr == 16;
+  const bool avx2 = kernel().avx2 && nr % 16 == 0;
   // per row kk of the block: the input plane, ky, the column offset and the valid output columns [lo, hi)
   struct Row {
     const float* plane;
@@ -246,7 +321,7 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
           }
           // the vector gather reads one float past the last tap; stay inside the row
           if (avx2 && sw_ == 2 && (ox + nr - 1) * 2 + r.off + 1 < w_) {
-            gather16_s2_avx2(src + ox * 2, d);
+            for (int jj = 0; jj < nr; jj += 16) gather16_s2_avx2(src + (ox + jj) * 2, d + jj);
             continue;
           }
         }
@@ -368,7 +443,7 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
     if (p_begin >= p_end) return;
     const std::int64_t npanels = (ncur + nr - 1) / nr;
     float* bp = thread_scratch(0, std::min(kKc, k) * npanels * nr);
-    alignas(32) float tile[6 * 16];
+    alignas(64) float tile[8 * 32];
     unsigned bad = 0;
     for (std::int64_t k0 = 0; k0 < k; k0 += kKc) {
       const std::int64_t kc = std::min(kKc, k - k0);
