@@ -28,6 +28,7 @@ constexpr KernelConfig kConfigs[] = {
     {256, 2, "b256_r128"},  // default: ≤ 128 registers, 16 warps per SM
     {128, 4, "b128_r128"},  // ≤ 128 registers, smaller blocks
     {64, 1, "b64"},         // tracer.md §10.1: block size starts at 64; compiler's register choice (≈ 160)
+    {192, 3, "b192_r112"},  // ≤ 112 registers: 18 warps per SM, more spills
 };
 
 /// Thread ↔ data: thread i = pixel_local·spp + sample_local (tracer.md §10.1). The planes are copied from the
@@ -121,6 +122,7 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
   switch (config) {
     case 1: transport_main_kernel<128, 4><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
     case 2: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 3: transport_main_kernel<192, 3><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
     default: transport_main_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
   }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
