@@ -312,6 +312,68 @@ __attribute__((target("avx2,fma"))) void dw3_edges_s1(const float* x, std::int64
   }
 }
 
+// The edge columns [0, vlo) and [vend, ow) of one interior output row (all three input rows r0..r2 valid, r_k
+// pointing at input column 0) of a 3×3 depthwise conv, scalar: bias, then the taps inside in (ky, kx) order with
+// FMA, then the finiteness check and the activation with the comparisons of the vector epilogue, so each value
+// equals what a masked vector block gives.
+template <int SW>
+__attribute__((target("avx2,fma"))) void dw3_edge_cols(const float* r0, const float* r1, const float* r2,
+                                                       const float* wt, float bias, float* d, std::int64_t w,
+                                                       std::int64_t pl, std::int64_t ow, std::int64_t vlo,
+                                                       std::int64_t vend, const Activation& act, unsigned* bad) {
+  const float* rows[3] = {r0, r1, r2};
+  auto one = [&](std::int64_t ox) __attribute__((target("avx2,fma"))) {
+    __m128 acc = _mm_set_ss(bias);
+    for (int ky = 0; ky < 3; ++ky)
+      for (int kx = 0; kx < 3; ++kx) {
+        const std::int64_t ix = ox * SW + kx - pl;
+        if (ix >= 0 && ix < w)
+          acc = _mm_fmadd_ss(_mm_set_ss(wt[3 * ky + kx]), _mm_set_ss(rows[ky][ix]), acc);
+      }
+    const float v = _mm_cvtss_f32(acc);
+    *bad |= static_cast<unsigned>(!(v - v == 0.0f));
+    d[ox] = detail::apply_activation(act, v);
+  };
+  for (std::int64_t ox = 0; ox < std::min(vlo, ow); ++ox) one(ox);
+  for (std::int64_t ox = std::max(vend, vlo); ox < ow; ++ox) one(ox);
+}
+
+// dw3_edge_cols for the common case stride 1, pad 1 each side (ow = w, edge columns 0 and w − 1), two adjacent
+// output rows (input rows r0..r3 at column 0): straight-line scalar FMAs, the same order and epilogue.
+__attribute__((target("avx2,fma"))) void dw3_edge_cols_p1x2(const float* r0, const float* wt, float bias,
+                                                            float* d0, std::int64_t w, const Activation& act,
+                                                            unsigned* bad) {
+  const float* r[4] = {r0, r0 + w, r0 + 2 * w, r0 + 3 * w};
+  __m128 wv[9];
+  for (int i = 0; i < 9; ++i) wv[i] = _mm_set_ss(wt[i]);
+  const __m128 b = _mm_set_ss(bias);
+  __m128 l0 = b, l1 = b, q0 = b, q1 = b;  // left / right column, output rows 0 / 1
+  const std::int64_t e = w - 2;
+  for (int ky = 0; ky < 3; ++ky) {
+    l0 = _mm_fmadd_ss(wv[3 * ky + 1], _mm_load_ss(r[ky]), l0);
+    l1 = _mm_fmadd_ss(wv[3 * ky + 1], _mm_load_ss(r[ky + 1]), l1);
+    q0 = _mm_fmadd_ss(wv[3 * ky], _mm_load_ss(r[ky] + e), q0);
+    q1 = _mm_fmadd_ss(wv[3 * ky], _mm_load_ss(r[ky + 1] + e), q1);
+    l0 = _mm_fmadd_ss(wv[3 * ky + 2], _mm_load_ss(r[ky] + 1), l0);
+    l1 = _mm_fmadd_ss(wv[3 * ky + 2], _mm_load_ss(r[ky + 1] + 1), l1);
+    q0 = _mm_fmadd_ss(wv[3 * ky + 1], _mm_load_ss(r[ky] + e + 1), q0);
+    q1 = _mm_fmadd_ss(wv[3 * ky + 1], _mm_load_ss(r[ky + 1] + e + 1), q1);
+  }
+  // lanes: l0 q0 l1 q1
+  __m128 v = _mm_movelh_ps(_mm_unpacklo_ps(l0, q0), _mm_unpacklo_ps(l1, q1));
+  const __m128 nf = _mm_sub_ps(v, v);
+  *bad |= static_cast<unsigned>(_mm_movemask_ps(_mm_cmpunord_ps(nf, nf)));
+  if (act.kind == Activation::Kind::kRelu)
+    v = _mm_max_ps(v, _mm_setzero_ps());
+  else if (act.kind == Activation::Kind::kClip)
+    v = _mm_min_ps(_mm_set1_ps(act.hi), _mm_max_ps(_mm_set1_ps(act.lo), v));
+  float* d1 = d0 + w;
+  _mm_store_ss(d0, v);
+  _mm_store_ss(d0 + w - 1, _mm_shuffle_ps(v, v, 1));
+  _mm_store_ss(d1, _mm_shuffle_ps(v, v, 2));
+  _mm_store_ss(d1 + w - 1, _mm_shuffle_ps(v, v, 3));
+}
+
 // The 3×3 depthwise channel: rows whose three taps are all inside the input take a register-blocked path (nine
 // weight vectors in registers; two output rows per pass at stride 1, sharing the loaded input rows); the summation
 // order per element is that of dw_channel_avx2 (bias, then (ky, kx) ascending), so both give the same bits.
@@ -390,15 +452,20 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
     const float* r1 = r0 + w;
     const float* r2 = r1 + w;
     float* d0 = y + oy * ow;
+    const float* c0 = r0 + pl;  // column 0 of the three input rows
     if (SW == 1 && sh == 1 && oy + 1 < yend) {  // two rows per pass, sharing the loaded input rows
       dw3_row2(r0, wt, w, bias, d0, ow, vlo, nvec, vend, act, &nf_edges);
-      row_edges(oy);
+      if (pl == 1 && ow == w && vlo == 1 && vend == ow - 1) {
+        dw3_edge_cols_p1x2(c0, wt, bias, d0, w, act, &bad);
+      } else {
+        dw3_edge_cols<SW>(c0, c0 + w, c0 + 2 * w, wt, bias, d0, w, pl, ow, vlo, vend, act, &bad);
+        dw3_edge_cols<SW>(c0 + w, c0 + 2 * w, c0 + 3 * w, wt, bias, d0 + ow, w, pl, ow, vlo, vend, act, &bad);
+      }
       ++oy;
-      row_edges(oy);
       continue;
     }
     dw3_row<SW>(r0, r1, r2, wt, bias, d0, vlo, nvec, vend, act, &nf_edges);
-    row_edges(oy);
+    dw3_edge_cols<SW>(c0, c0 + w, c0 + 2 * w, wt, bias, d0, w, pl, ow, vlo, vend, act, &bad);
   }
   nf = _mm256_or_ps(nf, nf_edges);
   bad |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)));
