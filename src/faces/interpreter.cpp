@@ -638,12 +638,22 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
   const std::int64_t kpre = pre ? pre->cin * pre->kh * pre->kw : 0;
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(t, (oh + band - 1) / band));
   const std::int64_t per = ((oh + chunks - 1) / chunks + ps - 1) / ps * ps;
+  // Too few row chunks for the threads (small planes): split the channels too, in groups of a multiple of 8
+  // (each channel's 1×1 row and depthwise plane are computed the same way in any group, so the bits do not
+  // change). Not with `pre`: every group would recompute all of pre's channels.
+  std::int64_t cgroups = 1;
+  if (!pre && chunks < t) cgroups = std::clamp<std::int64_t>((t + chunks - 1) / chunks, 1, std::max<std::int64_t>(1, c / 8));
+  const std::int64_t cper = (c + cgroups - 1) / cgroups <= 8 ? 8 : ((c + cgroups - 1) / cgroups + 7) / 8 * 8;
+  cgroups = (c + cper - 1) / cper;
   std::atomic<bool> rok{true}, pok{true}, dok{true};
-  const bool ok = parallel_for(chunks, t, [&](std::int64_t ch) {
+  const bool ok = parallel_for(chunks * cgroups, t, [&](std::int64_t task) {
+    const std::int64_t ch = task / cgroups, cg = task % cgroups;
+    const std::int64_t c_begin = cgroups == 1 ? 0 : cg * cper, c_end = cgroups == 1 ? c : std::min(c, c_begin + cper);
+    const std::int64_t cn = c_end - c_begin;
     const std::int64_t o_begin = ch * per, o_end = std::min(oh, o_begin + per);
-    if (o_begin >= o_end) return;
+    if (o_begin >= o_end || cn <= 0) return;
     const std::int64_t cap = std::min(h, band * dw.sh + dw.kh);  // input rows held per band
-    float* s = detail::thread_scratch(1, c * cap * w);
+    float* s = detail::thread_scratch(1, cn * cap * w);  // channel c_begin + i at s + i·cap·w
     std::int64_t have0 = 0, have1 = 0;  // rows [have0, have1) of the 1×1 output are in s (row r at r − have0)
     for (std::int64_t a = o_begin; a < o_end; a += band) {
       const std::int64_t b = std::min(o_end, a + band);
@@ -653,7 +663,7 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
       std::int64_t from = r0;
       if (have1 > r0 && have0 <= r0 && have0 < have1) {
         if (have0 < r0)
-          for (std::int64_t co = 0; co < c; ++co)
+          for (std::int64_t co = 0; co < cn; ++co)
             std::memmove(s + co * cap * w, s + (co * cap + (r0 - have0)) * w,
                          static_cast<std::size_t>((have1 - r0) * w) * sizeof(float));
         from = have1;
@@ -673,8 +683,8 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
           src = s3;
           ld = nn;
         }
-        if (!detail::sgemm_bias_act(c, nn, pw.cin, wpw, pw.cin, bpw, detail::MatrixB(src, nn, ld),
-                                    s + (from - r0) * w, cap * w, pact, 1))
+        if (!detail::sgemm_bias_act(cn, nn, pw.cin, wpw + c_begin * pw.cin, pw.cin, bpw ? bpw + c_begin : nullptr,
+                                    detail::MatrixB(src, nn, ld), s + (from - r0) * w, cap * w, pact, 1))
           pok.store(false, std::memory_order_relaxed);
       }
       have0 = r0;
@@ -685,9 +695,9 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
       v.pt = dw.pt + r0 - a * dw.sh;
       v.oh = b - a;
       if (!pool) {
-        for (std::int64_t co = 0; co < c; ++co)
-          if (!dw_channel(v, s + co * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f, y + co * oh * ow + a * ow,
-                          dact))
+        for (std::int64_t co = c_begin; co < c_end; ++co)
+          if (!dw_channel(v, s + (co - c_begin) * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f,
+                          y + co * oh * ow + a * ow, dact))
             dok.store(false, std::memory_order_relaxed);
         continue;
       }
@@ -696,8 +706,8 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
       mp.channels = 1;
       mp.h = b - a;
       mp.oh = std::min(pool->oh, b / ps) - a / ps;
-      for (std::int64_t co = 0; co < c; ++co) {
-        if (!dw_channel(v, s + co * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f, d, dact))
+      for (std::int64_t co = c_begin; co < c_end; ++co) {
+        if (!dw_channel(v, s + (co - c_begin) * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f, d, dact))
           dok.store(false, std::memory_order_relaxed);
         if (mp.oh > 0) maxpool_channel(mp, d, y + (co * pool->oh + a / ps) * pool->ow);
       }

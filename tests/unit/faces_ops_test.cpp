@@ -395,6 +395,66 @@ TEST(FacesOps, maxpool_resize_global_average) {
   expect_close(run1(m.bytes(), x), ref);
 }
 
+// The interpreter's 1×1 → Relu → depthwise 3×3 → Relu [→ MaxPool] band group (rows and channel groups split
+// across threads): against a double reference, and the same bits for any thread count (16 threads split the
+// channels here even on a small machine).
+TEST(FacesOps, pointwise_depthwise_group_matches_and_is_thread_count_independent) {
+  const std::int64_t cin = 64, c = 48, h = 40, w = 44;  // ~6 M MACs: up to 11 threads
+  const auto x = random_floats(static_cast<std::size_t>(cin * h * w), 31);
+  const auto wp = random_floats(static_cast<std::size_t>(c * cin), 32), bp = random_floats(static_cast<std::size_t>(c), 33);
+  const auto wd = random_floats(static_cast<std::size_t>(c * 9), 34), bd = random_floats(static_cast<std::size_t>(c), 35);
+  for (bool pool : {false, true}) {
+    OnnxBuilder m;
+    m.input("x", {1, cin, h, w}).output("y").init("wp", {c, cin, 1, 1}, wp).init("bp", {c}, bp);
+    m.init("wd", {c, 1, 3, 3}, wd).init("bd", {c}, bd);
+    auto* p = m.node("Conv", {"x", "wp", "bp"}, {"p"});
+    OnnxBuilder::ints(p, "kernel_shape", {1, 1});
+    m.node("Relu", {"p"}, {"pr"});
+    auto* d = m.node("Conv", {"pr", "wd", "bd"}, {pool ? "d" : "dd"});
+    OnnxBuilder::int1(d, "group", c);
+    OnnxBuilder::ints(d, "kernel_shape", {3, 3});
+    OnnxBuilder::ints(d, "pads", {1, 1, 1, 1});
+    if (pool) {
+      m.node("Relu", {"d"}, {"dr"});
+      auto* mp = m.node("MaxPool", {"dr"}, {"y"});
+      OnnxBuilder::ints(mp, "kernel_shape", {2, 2});
+      OnnxBuilder::ints(mp, "strides", {2, 2});
+    } else {
+      m.node("Relu", {"dd"}, {"y"});
+    }
+    const auto got = run1(m.bytes(), x, 1);
+    for (int t : {0, 2, 3, 16}) EXPECT_EQ(got, run1(m.bytes(), x, t)) << "pool " << pool << ", threads " << t;
+    if (pool) continue;
+    std::vector<double> pw(static_cast<std::size_t>(c * h * w)), ps(pw.size()), ref, scale;
+    for (std::int64_t co = 0; co < c; ++co)
+      for (std::int64_t i = 0; i < h * w; ++i) {
+        double s = bp[static_cast<std::size_t>(co)], a = std::abs(s);
+        for (std::int64_t ci = 0; ci < cin; ++ci) {
+          const double t = static_cast<double>(wp[static_cast<std::size_t>(co * cin + ci)]) * x[static_cast<std::size_t>(ci * h * w + i)];
+          s += t, a += std::abs(t);
+        }
+        pw[static_cast<std::size_t>(co * h * w + i)] = std::max(s, 0.0);
+        ps[static_cast<std::size_t>(co * h * w + i)] = a;
+      }
+    for (std::int64_t co = 0; co < c; ++co)
+      for (std::int64_t oy = 0; oy < h; ++oy)
+        for (std::int64_t ox = 0; ox < w; ++ox) {
+          double s = bd[static_cast<std::size_t>(co)], a = std::abs(s);
+          for (int ky = 0; ky < 3; ++ky)
+            for (int kx = 0; kx < 3; ++kx) {
+              const std::int64_t iy = oy + ky - 1, ix = ox + kx - 1;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+              const auto wi = static_cast<std::size_t>(co * 9 + ky * 3 + kx);
+              const auto xi = static_cast<std::size_t>((co * h + iy) * w + ix);
+              s += wd[wi] * pw[xi], a += std::abs(wd[wi]) * ps[xi];
+            }
+          ref.push_back(std::max(s, 0.0));
+          scale.push_back(a);
+        }
+    expect_close(got, ref, scale);
+  }
+}
+
 TEST(FacesOps, constants_fold_away) {
   OnnxBuilder m(18);
   m.input("x", {1, 4}).output("y");
