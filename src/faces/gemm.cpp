@@ -425,6 +425,11 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
     return bad == 0;
   }
   const std::int64_t mpanels = (m + mr - 1) / mr;
+  // A B panel read in place has its kc rows ldb floats apart; with ldb a multiple of 256 (1 KiB) they fall into
+  // at most 4 L1 sets (one for 4 KiB multiples, as for 160×160 or 320×320 planes), so a panel of more than ~12
+  // rows cannot stay in L1 while the A panels pass over it: copy it first (measured 20–35 % faster on those
+  // shapes with K = 32–64; at K = 16 the copy costs more than it saves here). A single A panel reads it once.
+  const bool copy_direct = direct && direct_ldb % 256 == 0 && mpanels > 1 && k > 16;
   // Tasks: N blocks × M chunks, enough of them to keep every thread busy.
   const int t = threads <= 0 ? hardware_threads() : threads;
   std::int64_t nc = kNc;
@@ -461,7 +466,14 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
         const std::int64_t cols = std::min<std::int64_t>(nr, n - col0);
         const float* bpan = bp + q * kc * nr;
         std::int64_t ldb = nr;
-        if (direct && cols == nr) bpan = direct + k0 * direct_ldb + col0, ldb = direct_ldb;
+        if (direct && cols == nr) {
+          bpan = direct + k0 * direct_ldb + col0, ldb = direct_ldb;
+          if (copy_direct) {  // into a contiguous panel: the rows of B would share a few L1 sets
+            float* d = bp + q * kc * nr;
+            for (std::int64_t kk = 0; kk < kc; ++kk) std::memcpy(d + kk * nr, bpan + kk * ldb, nr * sizeof(float));
+            bpan = d, ldb = nr;
+          }
+        }
         for (std::int64_t p = p_begin; p < p_end; ++p) {
           const std::int64_t row0 = p * mr;
           const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - row0));
