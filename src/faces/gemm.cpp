@@ -470,7 +470,11 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
           bpan = direct + k0 * direct_ldb + col0, ldb = direct_ldb;
           if (copy_direct) {  // into a contiguous panel: the rows of B would share a few L1 sets
             float* d = bp + q * kc * nr;
-            for (std::int64_t kk = 0; kk < kc; ++kk) std::memcpy(d + kk * nr, bpan + kk * ldb, nr * sizeof(float));
+            if (nr == 32) {  // a constant size: inline moves, not a memcpy call per row
+              for (std::int64_t kk = 0; kk < kc; ++kk) std::memcpy(d + kk * 32, bpan + kk * ldb, 32 * sizeof(float));
+            } else {
+              for (std::int64_t kk = 0; kk < kc; ++kk) std::memcpy(d + kk * nr, bpan + kk * ldb, nr * sizeof(float));
+            }
             bpan = d, ldb = nr;
           }
         }

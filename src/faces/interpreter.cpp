@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -312,6 +313,85 @@ __attribute__((target("avx2,fma"))) void dw3_edges_s1(const float* x, std::int64
   }
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_undefined_*() in the intrinsics
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// AVX-512 form of dw3_blocks2: NB 16-column blocks of two adjacent interior output rows, the same sums per lane.
+template <int NB>
+__attribute__((target("avx512f"), always_inline)) inline void dw3_blocks2_512(const float* const* r,
+                                                                              const __m512* wv, __m512 vb,
+                                                                              float* d0, float* d1,
+                                                                              Activation::Kind kind, __m512 lo,
+                                                                              __m512 hi, __m512* nf) {
+  __m512 a0[NB], a1[NB];
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) a0[b] = a1[b] = vb;
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
+#pragma GCC unroll 3
+    for (int kx = 0; kx < 3; ++kx)
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) {
+        const __m512 t = _mm512_loadu_ps(r[k] + 16 * b + kx);
+        if (k <= 2) a0[b] = _mm512_fmadd_ps(wv[3 * k + kx], t, a0[b]);
+        if (k >= 1) a1[b] = _mm512_fmadd_ps(wv[3 * (k - 1) + kx], t, a1[b]);
+      }
+  const __m512 z = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) {
+    *nf = _mm512_add_ps(*nf, _mm512_add_ps(_mm512_sub_ps(a0[b], a0[b]), _mm512_sub_ps(a1[b], a1[b])));
+    if (kind == Activation::Kind::kRelu) {
+      a0[b] = _mm512_max_ps(a0[b], z), a1[b] = _mm512_max_ps(a1[b], z);
+    } else if (kind == Activation::Kind::kClip) {
+      a0[b] = _mm512_min_ps(hi, _mm512_max_ps(lo, a0[b])), a1[b] = _mm512_min_ps(hi, _mm512_max_ps(lo, a1[b]));
+    }
+    _mm512_storeu_ps(d0 + 16 * b, a0[b]);
+    _mm512_storeu_ps(d1 + 16 * b, a1[b]);
+  }
+}
+
+// dw3_row2 with 16-column AVX-512 blocks from vlo; the columns left (fewer than 16) go through dw3_row2.
+__attribute__((target("avx512f"), noinline)) void dw3_row2_512(const float* r0, const float* wt, std::int64_t w,
+                                                               float bias, float* d0, std::int64_t ow,
+                                                               std::int64_t vlo, std::int64_t vend,
+                                                               const Activation& act, __m256* nf_out) {
+  __m512 wv[9];
+  for (int i = 0; i < 9; ++i) wv[i] = _mm512_set1_ps(wt[i]);
+  const __m512 vb = _mm512_set1_ps(bias);
+  const __m512 lo = _mm512_set1_ps(act.lo), hi = _mm512_set1_ps(act.hi);
+  const Activation::Kind kind = act.kind;
+  __m512 nf = _mm512_setzero_ps();
+  float* d1 = d0 + ow;
+  const std::int64_t n16 = (vend - vlo) / 16;
+  const float* r[4];
+  std::int64_t blk = 0;
+  for (; blk + 4 <= n16; blk += 4) {
+    const std::int64_t ox = vlo + 16 * blk;
+    for (int k = 0; k < 4; ++k) r[k] = r0 + k * w + ox;
+    dw3_blocks2_512<4>(r, wv, vb, d0 + ox, d1 + ox, kind, lo, hi, &nf);
+  }
+  for (; blk < n16; ++blk) {
+    const std::int64_t ox = vlo + 16 * blk;
+    for (int k = 0; k < 4; ++k) r[k] = r0 + k * w + ox;
+    dw3_blocks2_512<1>(r, wv, vb, d0 + ox, d1 + ox, kind, lo, hi, &nf);
+  }
+  const __m256 nf8 = _mm256_add_ps(_mm512_castps512_ps256(nf),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(nf), 1)));
+  *nf_out = _mm256_or_ps(*nf_out, nf8);
+  const std::int64_t rest = vlo + 16 * n16;
+  if (rest < vend) dw3_row2(r0, wt, w, bias, d0, ow, rest, (vend - rest) / 8, vend, act, nf_out);
+}
+#pragma GCC diagnostic pop
+
+bool cpu_has_avx512f() {
+  static const bool v = [] {
+    __builtin_cpu_init();
+    const char* cap = std::getenv("FACETRACE_FACES_KERNEL");
+    return __builtin_cpu_supports("avx512f") && detail::cpu_has_avx2_fma() && !(cap && std::strcmp(cap, "avx2") == 0);
+  }();
+  return v;
+}
+
 // The edge columns [0, vlo) and [vend, ow) of one interior output row (all three input rows r0..r2 valid, r_k
 // pointing at input column 0) of a 3×3 depthwise conv, scalar: bias, then the taps inside in (ky, kx) order with
 // FMA, then the finiteness check and the activation with the comparisons of the vector epilogue, so each value
@@ -454,7 +534,10 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
     float* d0 = y + oy * ow;
     const float* c0 = r0 + pl;  // column 0 of the three input rows
     if (SW == 1 && sh == 1 && oy + 1 < yend) {  // two rows per pass, sharing the loaded input rows
-      dw3_row2(r0, wt, w, bias, d0, ow, vlo, nvec, vend, act, &nf_edges);
+      if (cpu_has_avx512f() && vend - vlo >= 16)
+        dw3_row2_512(r0, wt, w, bias, d0, ow, vlo, vend, act, &nf_edges);
+      else
+        dw3_row2(r0, wt, w, bias, d0, ow, vlo, nvec, vend, act, &nf_edges);
       if (pl == 1 && ow == w && vlo == 1 && vend == ow - 1) {
         dw3_edge_cols_p1x2(c0, wt, bias, d0, w, act, &bad);
       } else {
@@ -1179,7 +1262,11 @@ Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(const Pro
 }
 
 std::string cpu_kernel_info() {
-  return detail::cpu_dispatch_info() + ", band scratch " + std::to_string(band_scratch_bytes() >> 10) + "K";
+  std::string s = detail::cpu_dispatch_info();
+  const std::string dw = "depthwise 3x3 avx2-fma";
+  if (const auto at = s.find(dw); at != std::string::npos && cpu_has_avx512f())
+    s.insert(at + dw.size(), " (stride-1 row pairs avx512f)");
+  return s + ", band scratch " + std::to_string(band_scratch_bytes() >> 10) + "K";
 }
 
 Expected<std::vector<float>> conv_cpu(const ConvJob& job, std::span<const float> input, int threads) {
