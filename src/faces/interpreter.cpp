@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -986,6 +990,59 @@ bool keeps_finite(const Op& op) {
          std::holds_alternative<GlobalAverageOp>(op);
 }
 
+// FACETRACE_FACES_PROFILE=1: wall time per step group (a fused group counts as one), summed over runs and printed
+// to stderr at exit, largest first, with the MACs and GFLOP/s of its convs. Off: one relaxed load per step group.
+struct Profile {
+  struct Entry {
+    std::string what;
+    double ms = 0;
+    std::int64_t macs = 0, calls = 0;
+  };
+  std::mutex mu;
+  std::map<std::pair<const Program*, std::size_t>, Entry> entries;
+  static bool on() {
+    static const bool v = [] {
+      const char* e = std::getenv("FACETRACE_FACES_PROFILE");
+      return e && *e && std::strcmp(e, "0") != 0;
+    }();
+    return v;
+  }
+  static Profile& get() {
+    static Profile pr;
+    return pr;
+  }
+  void add(const Program* p, std::size_t i, const Program& prog, std::size_t n, double ms) {
+    std::lock_guard<std::mutex> lock(mu);
+    Entry& e = entries[{p, i}];
+    if (e.calls++ == 0) {
+      for (std::size_t d = 0; d < n; ++d) {
+        const Step& st = prog.steps[i + d];
+        if (const auto* c = std::get_if<ConvJob>(&st.op)) {
+          e.macs += c->macs();
+          e.what += "conv" + std::to_string(c->kh) + "x" + std::to_string(c->kw) + (c->groups > 1 ? "dw" : "") +
+                    "/" + std::to_string(c->sh) + " " + std::to_string(c->cin) + "->" + std::to_string(c->cout) +
+                    "@" + std::to_string(c->h) + "x" + std::to_string(c->w) + " ";
+        } else {
+          e.what += "op" + std::to_string(st.op.index()) + " ";
+        }
+      }
+    }
+    e.ms += ms;
+  }
+  ~Profile() {
+    std::vector<Entry> v;
+    double total = 0;
+    for (auto& [k, e] : entries) v.push_back(e), total += e.ms;
+    std::sort(v.begin(), v.end(), [](const Entry& a, const Entry& b) { return a.ms > b.ms; });
+    std::fprintf(stderr, "faces profile: %.1f ms in %zu step groups\n", total, v.size());
+    for (const auto& e : v)
+      std::fprintf(stderr, "%9.3f ms %5.1f%% %6lld calls %7.1f GFLOP/s  %s\n", e.ms, 100 * e.ms / total,
+                   static_cast<long long>(e.calls),
+                   e.macs ? 2e-6 * static_cast<double>(e.macs) * static_cast<double>(e.calls) / e.ms : 0.0,
+                   e.what.c_str());
+  }
+};
+
 struct Exec {
   const Program& p;
   int threads;
@@ -1183,6 +1240,8 @@ struct Exec {
         }
       }
       const std::size_t steps_done = nx - i;
+      const bool prof = Profile::on();
+      const auto t_start = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       const Step& last = p.steps[nx - 1];
       const auto len = p.lens[static_cast<std::size_t>(last.out)];
       Buf out = acquire(len);
@@ -1206,6 +1265,9 @@ struct Exec {
         }
       }
       vals[static_cast<std::size_t>(last.out)] = std::move(out);
+      if (prof)
+        Profile::get().add(&p, i, p, steps_done,
+                           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count());
       for (std::size_t d = 0; d < steps_done; ++d)
         for (auto v : p.free[i + d])
           if (v != kInputValue && vals[static_cast<std::size_t>(v)].p)
