@@ -38,6 +38,11 @@ FT_HD float maxf(float a, float b) { return a > b ? a : b; }
 FT_HD float minf(float a, float b) { return a < b ? a : b; }
 FT_HD float clampf(float v, float lo, float hi) { return minf(maxf(v, lo), hi); }
 
+/// True when a Stokes vector is exactly zero — a channel terminated at an earlier refraction (§7.4). A Mueller
+/// matrix or an attenuation maps it to zero again, so that work is skipped (most non-hero channels of a
+/// dispersive stone die at the first refraction).
+FT_HD bool stokes_zero(const float* s) { return s[0] == 0.0f && s[1] == 0.0f && s[2] == 0.0f && s[3] == 0.0f; }
+
 /// Any unit vector perpendicular to unit v (branchless ONB, Duff et al. 2017).
 FT_HD void orthonormal_basis(Vec3 n, Vec3& t, Vec3& b) {
   const float sign = n.z >= 0.0f ? 1.0f : -1.0f;
@@ -194,6 +199,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       s_prev = t_axis;
     } else if (reflect) {
       FT_UNROLL for (int k = 0; k < K; ++k) {
+        if (detail::stokes_zero(st[k])) continue;
         if (cos_t[k] < 0.0f) {
           apply_tir_retarder(st[k], n1[k] / n2[k], cos_i, inv_prob * glare);
         } else {
@@ -210,7 +216,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
           t_dir[k] = dir;
           continue;
         }
-        apply_transmission(st[k], n1[k], n2[k], cos_i, cos_t[k], inv_prob);
+        if (!detail::stokes_zero(st[k])) apply_transmission(st[k], n1[k], n2[k], cos_i, cos_t[k], inv_prob);
         const float eta = n1[k] / n2[k];
         t_dir[k] = normalize(dir * eta + nrm * (eta * cos_i - cos_t[k]));
       }
