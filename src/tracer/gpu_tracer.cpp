@@ -100,8 +100,13 @@ Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratc
   const auto deadline = std::chrono::milliseconds(
       static_cast<std::int64_t>(std::max(10000.0, 50.0 * expected_ms)));  // runtime.md §6 (facetrace)
   const std::size_t bytes = std::size_t{f->pixel_count} * 12;
+  bool short_slot = false;
   Status st = ex.collect(f->sums, deadline, [&](std::span<const std::byte> b) {
-    if (discard || b.size() < bytes + 4) return;
+    if (discard) return;
+    if (b.size() < bytes + 4) {
+      short_slot = true;
+      return;
+    }
     std::memcpy(scratch.data() + std::size_t{f->pixel_offset} * 12, b.data(), bytes);
     std::uint32_t nonfinite = 0;
     std::memcpy(&nonfinite, b.data() + bytes, 4);
@@ -119,6 +124,7 @@ Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratc
     if (st.ok()) st = tst;
   }
   if (!st.ok()) return st;
+  if (short_slot) return internal_error("trace chunk readback is shorter than its pixels' sums");
   // Device time of this chunk ≈ from when it could start (issued, or the previous chunk done) to now.
   const auto now = std::chrono::steady_clock::now();
   const auto start = std::max(f->issued, last_done_);
