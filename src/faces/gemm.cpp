@@ -237,6 +237,24 @@ __attribute__((target("avx2"))) void gather16_s2_avx2(const float* s, float* d) 
   _mm256_storeu_ps(d + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ce), 0xd8)));
 }
 
+// 32 columns of a stride-2 im2col row: d[j] = s[2j] for the lanes with lo ≤ ox + j < hi, 0 for the others
+// (s = the row's tap at column ox, so lane j reads s[2j]). Masked loads: positions outside the valid span are never
+// read, so this also serves the panels at the left and right edges.
+__attribute__((target("avx512f"))) void gather32_s2_avx512(const float* s, std::int64_t ox, std::int64_t lo,
+                                                           std::int64_t hi, float* d) {
+  const std::int64_t a = std::clamp<std::int64_t>(2 * (lo - ox), 0, 64);
+  const std::int64_t b = std::clamp<std::int64_t>(2 * (hi - ox) - 1, 0, 64);
+  std::uint64_t m = 0;
+  if (b > a) m = (b >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << b) - 1) & ~((std::uint64_t{1} << a) - 1);
+  const __m512 v0 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), s);
+  const __m512 v1 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), s + 16);
+  const __m512 v2 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 32), s + 32);
+  const __m512 v3 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 48), s + 48);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  _mm512_storeu_ps(d, _mm512_permutex2var_ps(v0, even, v1));
+  _mm512_storeu_ps(d + 16, _mm512_permutex2var_ps(v2, even, v3));
+}
+
 constexpr std::int64_t kScratchSkew = 16 * 8;  // floats: room for the per-slot offset
 
 struct ScratchBuf {
@@ -284,6 +302,7 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
   const std::int64_t taps = kh_ * kw_;
   const std::int64_t npanels = (nc + nr - 1) / nr;
   const bool avx2 = kernel().avx2 && nr % 16 == 0;
+  const bool s2_512 = kernel().nr == 32 && nr == 32 && sw_ == 2;
   // per row kk of the block: the input plane, ky, the column offset and the valid output columns [lo, hi)
   struct Row {
     const float* plane;
@@ -314,6 +333,10 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
           continue;
         }
         const float* src = r.plane + iy * w_ + r.off;
+        if (s2_512) {  // AVX-512 kernel (nr = 32), stride 2: masked vector gather, edges included
+          gather32_s2_avx512(src + ox * 2, ox, r.lo, r.hi, d);
+          continue;
+        }
         if (ox >= r.lo && ox + nr <= r.hi) {  // every tap inside the input
           if (sw_ == 1) {
             std::memcpy(d, src + ox, static_cast<std::size_t>(nr) * sizeof(float));
