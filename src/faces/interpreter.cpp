@@ -960,6 +960,80 @@ void per_index(std::int64_t n, std::int64_t work, int threads, F&& fn) {
   if (!parallel_for(n, threads, fn)) throw std::bad_alloc();
 }
 
+// One output row of a nearest Resize (factor sx, input row `in` of w floats) combined with the other operand row
+// `o` of the Binary that reads it: y = up ∘ o (side 0) or o ∘ up (side 1), exactly the separate steps' values.
+// Returns false when some output is not finite.
+template <BinaryKind K>
+inline float bin(float a, float b) {
+  return K == BinaryKind::kAdd ? a + b : K == BinaryKind::kSub ? a - b : a * b;
+}
+template <BinaryKind K>
+bool resize_bin_row(const float* in, std::int64_t w, std::int64_t sx, const float* o, float* y, int side) {
+  const std::int64_t ow = w * sx;
+  std::uint32_t bad = 0;
+  for (std::int64_t ox = 0; ox < ow; ++ox) {
+    const float u = in[ox / sx];
+    const float v = side == 0 ? bin<K>(u, o[ox]) : bin<K>(o[ox], u);
+    bad |= static_cast<std::uint32_t>(!(v - v == 0.0f));
+    y[ox] = v;
+  }
+  return bad == 0;
+}
+template <BinaryKind K>
+__attribute__((target("avx2"))) bool resize2_bin_row_avx2(const float* in, std::int64_t w, const float* o, float* y,
+                                                          int side) {
+  __m256 nf = _mm256_setzero_ps();
+  auto op = [&](__m256 u, __m256 v) __attribute__((target("avx2"))) {
+    const __m256 a = side == 0 ? u : v, b = side == 0 ? v : u;
+    return K == BinaryKind::kAdd ? _mm256_add_ps(a, b) : K == BinaryKind::kSub ? _mm256_sub_ps(a, b) : _mm256_mul_ps(a, b);
+  };
+  std::int64_t ix = 0;
+  for (; ix + 8 <= w; ix += 8) {
+    const __m256 v = _mm256_loadu_ps(in + ix);
+    const __m256 lo = _mm256_unpacklo_ps(v, v), hi = _mm256_unpackhi_ps(v, v);  // v0 v0 v1 v1 | v4 v4 v5 v5 …
+    const __m256 u0 = _mm256_permute2f128_ps(lo, hi, 0x20), u1 = _mm256_permute2f128_ps(lo, hi, 0x31);
+    const __m256 r0 = op(u0, _mm256_loadu_ps(o + 2 * ix)), r1 = op(u1, _mm256_loadu_ps(o + 2 * ix + 8));
+    nf = _mm256_or_ps(nf, _mm256_or_ps(_mm256_sub_ps(r0, r0), _mm256_sub_ps(r1, r1)));
+    _mm256_storeu_ps(y + 2 * ix, r0);
+    _mm256_storeu_ps(y + 2 * ix + 8, r1);
+  }
+  bool ok = _mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)) == 0;
+  if (ix < w) ok &= resize_bin_row<K>(in + ix, w - ix, 2, o + 2 * ix, y + 2 * ix, side);
+  return ok;
+}
+
+// A nearest Resize fused with the element-wise Binary (no broadcasting) that is its only reader: the up-scaled
+// tensor is never stored. x: the Resize input, o: the Binary's other operand. False when an output is not finite.
+bool resize_binary(const ResizeOp& r, BinaryKind kind, int side, const float* x, const float* o, float* y,
+                   int threads) {
+  const std::int64_t oh = r.h * r.sy, ow = r.w * r.sx;
+  std::atomic<bool> ok{true};
+  const bool v2 = r.sx == 2 && detail::cpu_has_avx2_fma();
+  per_index(r.channels, oh * ow, threads, [&](std::int64_t c) {
+    bool good = true;
+    for (std::int64_t oy = 0; oy < oh; ++oy) {
+      const float* in = x + (c * r.h + oy / r.sy) * r.w;
+      const std::int64_t at = (c * oh + oy) * ow;
+      switch (kind) {
+        case BinaryKind::kAdd:
+          good &= v2 ? resize2_bin_row_avx2<BinaryKind::kAdd>(in, r.w, o + at, y + at, side)
+                     : resize_bin_row<BinaryKind::kAdd>(in, r.w, r.sx, o + at, y + at, side);
+          break;
+        case BinaryKind::kSub:
+          good &= v2 ? resize2_bin_row_avx2<BinaryKind::kSub>(in, r.w, o + at, y + at, side)
+                     : resize_bin_row<BinaryKind::kSub>(in, r.w, r.sx, o + at, y + at, side);
+          break;
+        case BinaryKind::kMul:
+          good &= v2 ? resize2_bin_row_avx2<BinaryKind::kMul>(in, r.w, o + at, y + at, side)
+                     : resize_bin_row<BinaryKind::kMul>(in, r.w, r.sx, o + at, y + at, side);
+          break;
+      }
+    }
+    if (!good) ok.store(false, std::memory_order_relaxed);
+  });
+  return ok.load();
+}
+
 __attribute__((target_clones("avx2", "default"))) void relu_range(const float* __restrict x, float* __restrict y,
                                                                   std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -1244,6 +1318,31 @@ struct Exec {
             act = Activation{};
         }
       }
+      // a nearest Resize whose only reader is the next step, an element-wise Binary without broadcasting
+      const BinaryOp* rbin = nullptr;
+      int rside = -1;
+      if (const auto* rs = std::get_if<ResizeOp>(&s.op); rs && nx < p.steps.size()) {
+        const Step& n = p.steps[nx];
+        const auto* bo = std::get_if<BinaryOp>(&n.op);
+        const auto& fr = p.free[nx];
+        if (bo && n.args.size() == 2 && std::find(fr.begin(), fr.end(), s.out) != fr.end()) {
+          const std::int64_t oh = rs->h * rs->sy, ow = rs->w * rs->sx;
+          auto dense = [&](const std::array<std::int64_t, 4>& st) {
+            return st[1] == oh * ow && st[2] == ow && st[3] == 1;
+          };
+          int side = -1;
+          for (int q = 0; q < 2; ++q)
+            if (n.args[static_cast<std::size_t>(q)].kind == Arg::Kind::kValue &&
+                n.args[static_cast<std::size_t>(q)].id == s.out)
+              side = side == -1 ? q : 2;
+          if ((side == 0 || side == 1) && bo->dims[0] == 1 && bo->dims[1] == rs->channels && bo->dims[2] == oh &&
+              bo->dims[3] == ow && dense(bo->a_strides) && dense(bo->b_strides)) {
+            rbin = bo;
+            rside = side;
+            ++nx;
+          }
+        }
+      }
       const std::size_t steps_done = nx - i;
       const bool prof = Profile::on();
       const auto t_start = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -1259,6 +1358,13 @@ struct Exec {
           finish();
           const std::string& bad = !pre_ok ? pres->node : !pw_ok ? pws->node : dws->node;
           return invalid_argument("node '" + bad + "' produced a non-finite value");
+        }
+      } else if (rbin) {
+        const Step& bs = p.steps[nx - 1];
+        if (!resize_binary(std::get<ResizeOp>(s.op), rbin->kind, rside, arg(vals, input.data(), s.args[0]),
+                           arg(vals, input.data(), bs.args[static_cast<std::size_t>(1 - rside)]), out.p, threads)) {
+          finish();
+          return invalid_argument("node '" + bs.node + "' produced a non-finite value");
         }
       } else {
         bool finite = true;

@@ -455,6 +455,42 @@ TEST(FacesOps, pointwise_depthwise_group_matches_and_is_thread_count_independent
   }
 }
 
+// A nearest Resize read only by an element-wise Add/Sub/Mul is fused (the up-scaled tensor is never stored): the
+// same values as the separate steps, with the Resize output on either side and odd widths (vector tails).
+TEST(FacesOps, resize_then_binary_fused) {
+  const std::int64_t c = 3, h = 5, w = 11;
+  const auto x = random_floats(static_cast<std::size_t>(c * h * w), 41);
+  for (int sx : {2, 3}) {
+    const std::int64_t oh = h * 2, ow = w * sx;
+    const auto o = random_floats(static_cast<std::size_t>(c * oh * ow), 42);
+    for (const char* kind : {"Add", "Sub", "Mul"})
+      for (bool resize_first : {true, false}) {
+        OnnxBuilder m(11);
+        m.input("x", {1, c, h, w}).output("y").init("roi", {0}, {});
+        m.init("scales", {4}, {1, 1, 2, static_cast<float>(sx)}).init("o", {1, c, oh, ow}, o);
+        auto* n = m.node("Resize", {"x", "roi", "scales"}, {"r"});
+        OnnxBuilder::str(n, "mode", "nearest");
+        OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
+        OnnxBuilder::str(n, "nearest_mode", "floor");
+        if (resize_first)
+          m.node(kind, {"r", "o"}, {"y"});
+        else
+          m.node(kind, {"o", "r"}, {"y"});
+        std::vector<float> want;
+        for (std::int64_t ch = 0; ch < c; ++ch)
+          for (std::int64_t yy = 0; yy < oh; ++yy)
+            for (std::int64_t xx = 0; xx < ow; ++xx) {
+              const float u = x[static_cast<std::size_t>((ch * h + yy / 2) * w + xx / sx)];
+              const float v = o[static_cast<std::size_t>((ch * oh + yy) * ow + xx)];
+              const float a = resize_first ? u : v, b = resize_first ? v : u;
+              want.push_back(kind[0] == 'A' ? a + b : kind[0] == 'S' ? a - b : a * b);
+            }
+        EXPECT_EQ(run1(m.bytes(), x, 1), want) << kind << " sx " << sx << " resize first " << resize_first;
+        EXPECT_EQ(run1(m.bytes(), x, 0), want);
+      }
+  }
+}
+
 TEST(FacesOps, constants_fold_away) {
   OnnxBuilder m(18);
   m.input("x", {1, 4}).output("y");
