@@ -724,15 +724,19 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
   band = (band + ps - 1) / ps * ps;
   const int t = threads_for(pw.macs() + dw.macs() + (pre ? pre->macs() : 0), threads);
   const std::int64_t kpre = pre ? pre->cin * pre->kh * pre->kw : 0;
-  const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(t, (oh + band - 1) / band));
-  const std::int64_t per = ((oh + chunks - 1) / chunks + ps - 1) / ps * ps;
+  const std::int64_t chunks0 = std::max<std::int64_t>(1, std::min<std::int64_t>(t, (oh + band - 1) / band));
   // Too few row chunks for the threads (small planes): split the channels too, in groups of a multiple of 8
   // (each channel's 1×1 row and depthwise plane are computed the same way in any group, so the bits do not
-  // change). Not with `pre`: every group would recompute all of pre's channels.
-  std::int64_t cgroups = 1;
-  if (!pre && chunks < t) cgroups = std::clamp<std::int64_t>((t + chunks - 1) / chunks, 1, std::max<std::int64_t>(1, c / 8));
-  const std::int64_t cper = (c + cgroups - 1) / cgroups <= 8 ? 8 : ((c + cgroups - 1) / cgroups + 7) / 8 * 8;
-  cgroups = (c + cper - 1) / cper;
+  // change), and take as many row chunks as fill t tasks (chunks × groups ≤ t: 9 chunks × 2 groups on 16
+  // threads would leave a second round of 2 tasks). Not with `pre`: every group would recompute pre's channels.
+  std::int64_t cgroups = 1, chunks = chunks0, cper = c;
+  if (!pre && chunks0 < t) {
+    cgroups = std::clamp<std::int64_t>((t + chunks0 - 1) / chunks0, 1, std::max<std::int64_t>(1, c / 8));
+    cper = (c + cgroups - 1) / cgroups <= 8 ? 8 : ((c + cgroups - 1) / cgroups + 7) / 8 * 8;
+    cgroups = (c + cper - 1) / cper;
+    chunks = std::clamp<std::int64_t>(t / cgroups, 1, chunks0);
+  }
+  const std::int64_t per = ((oh + chunks - 1) / chunks + ps - 1) / ps * ps;
   std::atomic<bool> rok{true}, pok{true}, dok{true};
   const bool ok = parallel_for(chunks * cgroups, t, [&](std::int64_t task) {
     const std::int64_t ch = task / cgroups, cg = task % cgroups;
