@@ -86,14 +86,13 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
   // Path state (tracer.md §7.1 table).
   float st[K][4];
   float radiance[K], pdf[K], split[K];
-  std::uint8_t compat[K];
+  std::uint64_t compat = ~std::uint64_t{0};  // byte k = compat[k] (§7.1: 0xFF), packed into one word
   FT_UNROLL for (int k = 0; k < K; ++k) {
     st[k][0] = 1.0f;
     st[k][1] = st[k][2] = st[k][3] = 0.0f;
     radiance[k] = 0.0f;
     pdf[k] = 1.0f;
     split[k] = 0.0f;
-    compat[k] = 0xFF;
   }
   Vec3 org = p.eye;
   Vec3 dir = camera_direction(p, x, y, ps.jx, ps.jy);
@@ -234,7 +233,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
           }
         }
         FT_UNROLL for (int k = 0; k < K; ++k) {
-          compat[k] = static_cast<std::uint8_t>(compat[k] & cls[k]);
+          compat &= ~(std::uint64_t{0xFF & ~cls[k]} << (8 * k));
           if (k > 0 && !(cls[0] & (1u << k))) st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
         }
       } else {
@@ -284,7 +283,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     if (radiance[k] == 0.0f) continue;
     float denom = 0.0f;
     FT_UNROLL for (int j = 0; j < K; ++j) {
-      if (compat[k] & (1u << j)) denom += pdf[j];
+      if ((compat >> (8 * k + j)) & 1u) denom += pdf[j];
     }
     const float w = denom > kMisEpsilon ? static_cast<float>(K) * pdf[0] / denom : 1.0f;
     const Vec3 cmf = cmf_xyz(lam[k]);
