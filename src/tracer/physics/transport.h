@@ -233,7 +233,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
           }
         }
         FT_UNROLL for (int k = 0; k < K; ++k) {
-          compat &= ~(std::uint64_t{0xFF & ~cls[k]} << (8 * k));
+          compat &= ~(static_cast<std::uint64_t>(0xFFu & ~static_cast<unsigned>(cls[k])) << (8 * k));
           if (k > 0 && !(cls[0] & (1u << k))) st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
         }
       } else {
