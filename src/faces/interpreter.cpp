@@ -331,16 +331,28 @@ __attribute__((target("avx512f"), always_inline)) inline void dw3_blocks2_512(co
   __m512 a0[NB], a1[NB];
 #pragma GCC unroll 4
   for (int b = 0; b < NB; ++b) a0[b] = a1[b] = vb;
+  // Per input row: NB + 1 loads at the kx = 0 offsets (64-byte aligned when the row is, as for widths that are
+  // multiples of 16) and the kx = 1, 2 vectors built with valignd, instead of 3·NB unaligned loads that mostly
+  // split cache lines. The trailing vector only needs its first two lanes: a masked load, which never reads
+  // past them.
 #pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k)
+  for (int k = 0; k < 4; ++k) {
+    __m512 v[NB + 1];
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) v[b] = _mm512_loadu_ps(r[k] + 16 * b);
+    v[NB] = _mm512_maskz_loadu_ps(0x3, r[k] + 16 * NB);
 #pragma GCC unroll 3
     for (int kx = 0; kx < 3; ++kx)
 #pragma GCC unroll 4
       for (int b = 0; b < NB; ++b) {
-        const __m512 t = _mm512_loadu_ps(r[k] + 16 * b + kx);
+        const __m512 t =
+            kx == 0 ? v[b]
+                    : _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v[b + 1]),
+                                                              _mm512_castps_si512(v[b]), kx == 1 ? 1 : 2));
         if (k <= 2) a0[b] = _mm512_fmadd_ps(wv[3 * k + kx], t, a0[b]);
         if (k >= 1) a1[b] = _mm512_fmadd_ps(wv[3 * (k - 1) + kx], t, a1[b]);
       }
+  }
   const __m512 z = _mm512_setzero_ps();
 #pragma GCC unroll 4
   for (int b = 0; b < NB; ++b) {
