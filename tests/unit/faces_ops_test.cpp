@@ -104,6 +104,7 @@ TEST(FacesOps, conv_matches_the_definition) {
       {6, 9, 3, 5, 3, 3, 2, 2, 1, 1, 2, 17, 19, false},
       {3, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, 21, 23, true},   // depthwise ×2 multiplier
       {16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 37, 41, true}, // depthwise
+      {8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 9, 83, true},     // depthwise, wide rows (4 AVX-512 blocks + rest)
       {8, 8, 8, 7, 7, 1, 1, 0, 0, 0, 0, 7, 7, true},      // global depthwise
       {40, 13, 1, 3, 3, 1, 1, 1, 1, 1, 1, 30, 31, true},  // K = 360 > KC, N = 930 > NC
       {64, 70, 1, 1, 1, 1, 1, 0, 0, 0, 0, 29, 33, true},  // pointwise
