@@ -28,6 +28,30 @@ inline constexpr float kFillYawOffset = 2.5f;        // tracer.md §6 (facetrace
 inline constexpr float kFillPitch = 0.45f;           // tracer.md §6 (facetrace): fill pitch, rad
 inline constexpr float kTwoPi = 6.28318530717958647692f;
 
+/// sin(r·π/8) for r = 0..4, as constants.
+FT_HD float quarter_sin(int r) {
+  return r == 0 ? 0.0f : r == 1 ? 0.38268343f : r == 2 ? 0.70710678f : r == 3 ? 0.92387953f : 1.0f;
+}
+/// sin and cos of the ring-light azimuth k·2π/16, k = 0..15 (tracer.md §6 ring lights), by quarter-wave
+/// symmetry from constants: no sinf/cosf on every escape, and bit-identical on the CPU and the GPU.
+FT_HD float ring_sin(int k) {
+  const int q = k >> 2, r = k & 3;
+  const float v = (q & 1) ? quarter_sin(4 - r) : quarter_sin(r);
+  return q >= 2 ? -v : v;
+}
+FT_HD float ring_cos(int k) { return ring_sin((k + 4) & 15); }
+
+/// x^28 and x^18 by repeated squaring (tracer.md §6 lobe exponents): exact IEEE products, so the CPU and the
+/// GPU agree bit for bit (powf differs by ulps between libm and CUDA) and no transcendental call is made.
+FT_HD float pow28(float x) {
+  const float x2 = x * x, x4 = x2 * x2, x8 = x4 * x4, x16 = x8 * x8;
+  return x16 * x8 * x4;
+}
+FT_HD float pow18(float x) {
+  const float x2 = x * x, x4 = x2 * x2, x8 = x4 * x4, x16 = x8 * x8;
+  return x16 * x2;
+}
+
 /// Per-preset configuration of the Studio rig (tracer.md §6: "the preset chooses S(λ) and the rig's
 /// configuration"). Levels are radiance multipliers before exposure·S(λ).
 struct StudioRig {
@@ -64,15 +88,15 @@ FT_HD float studio_shape(const TraceParams& p, Vec3 w) {
   const float ck = dot(w, p.key_dir);
   if (ck > 0.0f && p.rig_key > 0.0f) {
     const float spot = ck > kSpotCoreCos ? kSpotCoreGain : 1.0f;
-    v += p.rig_key * kKeyGain * spot * powf(ck, kKeyExponent);
+    v += p.rig_key * kKeyGain * spot * pow28(ck);  // kKeyExponent
   }
   const float cf = dot(w, p.fill_dir);
-  if (cf > 0.0f && p.rig_fill > 0.0f) v += p.rig_fill * kFillGain * powf(cf, kFillExponent);
+  if (cf > 0.0f && p.rig_fill > 0.0f) v += p.rig_fill * kFillGain * pow18(cf);  // kFillExponent
   if (p.rig_ring > 0.0f) {
     const float az = atan2f(w.x, w.z);
     const float slot = floorf(az * (static_cast<float>(kRingLights) / kTwoPi) + 0.5f);
-    const float phi = slot * (kTwoPi / static_cast<float>(kRingLights));
-    const Vec3 ring{p.ring_cos_elev * sinf(phi), p.ring_sin_elev, p.ring_cos_elev * cosf(phi)};
+    const int k = (static_cast<int>(slot) + kRingLights) % kRingLights;  // slot ∈ [−8, 8]
+    const Vec3 ring{p.ring_cos_elev * ring_sin(k), p.ring_sin_elev, p.ring_cos_elev * ring_cos(k)};
     if (dot(w, ring) > p.ring_cos_radius) v += p.rig_ring;
   }
   return v * p.exposure;
