@@ -285,6 +285,40 @@ TEST(TraceParams, bounding_sphere_holds_the_stone_and_culls_only_misses) {
   EXPECT_GT(culled, 5000);
 }
 
+TEST(Environment, ring_slot_matches_the_atan2_definition) {
+  std::uint32_t state = 7;
+  auto uni = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
+  };
+  int checked = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const float x = uni(), z = uni();
+    const double a = std::atan2(double{x}, double{z}) * 16.0 / (2.0 * 3.14159265358979323846);
+    if (std::fabs(a - std::floor(a) - 0.5) < 1e-4) continue;  // too close to a sector edge to call
+    const int expected = ((static_cast<int>(std::floor(a + 0.5)) % 16) + 16) % 16;
+    ASSERT_EQ(ph::ring_slot(x, z), expected) << "x " << x << " z " << z;
+    ++checked;
+  }
+  EXPECT_GT(checked, 99000);
+  EXPECT_EQ(ph::ring_slot(0.0f, 0.0f), 0);
+  EXPECT_EQ(ph::ring_slot(0.0f, -1.0f), 8);
+  EXPECT_EQ(ph::ring_slot(-1.0f, 0.0f), 12);
+  EXPECT_EQ(ph::ring_slot(1.0f, 0.0f), 4);
+}
+
+TEST(Environment, lobe_powers_and_ring_trig_match_the_library) {
+  for (float x : {0.0f, 0.3f, 0.5f, 0.9f, 0.99f, 1.0f}) {
+    EXPECT_NEAR(ph::pow28(x), std::pow(x, 28.0f), 4e-6f * std::pow(x, 28.0f) + 1e-30f);
+    EXPECT_NEAR(ph::pow18(x), std::pow(x, 18.0f), 4e-6f * std::pow(x, 18.0f) + 1e-30f);
+  }
+  for (int k = 0; k < 16; ++k) {
+    const double phi = k * 2.0 * 3.14159265358979323846 / 16.0;
+    EXPECT_NEAR(ph::ring_sin(k), std::sin(phi), 1e-7);
+    EXPECT_NEAR(ph::ring_cos(k), std::cos(phi), 1e-7);
+  }
+}
+
 TEST(TraceParams, frosted_finish_goes_into_the_plane_mask) {
   ft::Scene s = ft::builtin_diamond_scene();
   s.planes[3].finish = ft::Finish::kFrosted;

@@ -41,6 +41,22 @@ FT_HD float ring_sin(int k) {
 }
 FT_HD float ring_cos(int k) { return ring_sin((k + 4) & 15); }
 
+/// The ring light nearest in azimuth to (x, z): k = round(atan2(x, z)·16/2π) mod 16, found with two tangent
+/// comparisons per quadrant instead of atan2f (ties at the exact sector edges go to the lower k).
+inline constexpr float kTan1125 = 0.19891237f;  // tan(11.25°): sector edge
+inline constexpr float kTan3375 = 0.66817864f;  // tan(33.75°): sector edge
+FT_HD int ring_slot(float x, float z) {
+  const float ax = fabsf(x), az = fabsf(z);
+  int j;  // round(angle from the z axis within the quadrant / 22.5°), 0..4
+  if (ax <= az * kTan1125) j = 0;
+  else if (ax <= az * kTan3375) j = 1;
+  else if (az <= ax * kTan1125) j = 4;
+  else if (az <= ax * kTan3375) j = 3;
+  else j = 2;
+  if (x >= 0.0f) return z >= 0.0f ? j : 8 - j;
+  return z >= 0.0f ? (16 - j) & 15 : 8 + j;
+}
+
 /// x^28 and x^18 by repeated squaring (tracer.md §6 lobe exponents): exact IEEE products, so the CPU and the
 /// GPU agree bit for bit (powf differs by ulps between libm and CUDA) and no transcendental call is made.
 FT_HD float pow28(float x) {
@@ -93,9 +109,7 @@ FT_HD float studio_shape(const TraceParams& p, Vec3 w) {
   const float cf = dot(w, p.fill_dir);
   if (cf > 0.0f && p.rig_fill > 0.0f) v += p.rig_fill * kFillGain * pow18(cf);  // kFillExponent
   if (p.rig_ring > 0.0f) {
-    const float az = atan2f(w.x, w.z);
-    const float slot = floorf(az * (static_cast<float>(kRingLights) / kTwoPi) + 0.5f);
-    const int k = (static_cast<int>(slot) + kRingLights) % kRingLights;  // slot ∈ [−8, 8]
+    const int k = ring_slot(w.x, w.z);
     const Vec3 ring{p.ring_cos_elev * ring_sin(k), p.ring_sin_elev, p.ring_cos_elev * ring_cos(k)};
     if (dot(w, ring) > p.ring_cos_radius) v += p.rig_ring;
   }
