@@ -1,6 +1,6 @@
 /// @file
 /// Spectral tables (tracer.md §6, §8): CIE 1931 2° colour-matching functions and CIE D65, 5 nm steps,
-/// 380–780 nm (81 entries each). The numbers live once in macros; accessors return a `__constant__` copy on
+/// 380–780 nm (81 entries each). The numbers live once in macros; accessors return a global-memory copy on
 /// the device and an `inline constexpr` array on the host (constexpr arrays cannot be indexed at run time in
 /// device code).
 #pragma once
@@ -66,10 +66,12 @@ inline constexpr float kSpectralTableStepNm = 5.0f;     // tracer.md §8
 namespace facetrace::tracer::physics {
 namespace detail {
 #if defined(__CUDA_ARCH__)
-static __constant__ float kCmfX[kSpectralTableSize] = {FT_CIE_CMF_X_DATA};
-static __constant__ float kCmfY[kSpectralTableSize] = {FT_CIE_CMF_Y_DATA};
-static __constant__ float kCmfZ[kSpectralTableSize] = {FT_CIE_CMF_Z_DATA};
-static __constant__ float kD65[kSpectralTableSize] = {FT_CIE_D65_DATA};
+// Global (read-only, L1-cached) rather than __constant__: lanes of a warp index the tables at different
+// wavelengths, and the constant cache serialises a warp's distinct addresses.
+static __device__ const float kCmfX[kSpectralTableSize] = {FT_CIE_CMF_X_DATA};
+static __device__ const float kCmfY[kSpectralTableSize] = {FT_CIE_CMF_Y_DATA};
+static __device__ const float kCmfZ[kSpectralTableSize] = {FT_CIE_CMF_Z_DATA};
+static __device__ const float kD65[kSpectralTableSize] = {FT_CIE_D65_DATA};
 #else
 inline constexpr float kCmfX[kSpectralTableSize] = {FT_CIE_CMF_X_DATA};
 inline constexpr float kCmfY[kSpectralTableSize] = {FT_CIE_CMF_Y_DATA};
