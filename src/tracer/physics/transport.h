@@ -171,7 +171,11 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     const float inv_prob = 1.0f / prob;
     const float glare = (b == 0 && !inside && reflect) ? p.glare : 1.0f;  // bounce-0 glare (§7.2)
 
-    if ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u) {
+    // The any-frosted test reads the mask at constant indices (uniform); only stones with frosted facets pay
+    // for the per-lane lookup, whose index varies across a warp.
+    static_assert(kMaxPlanes / 32 == 4, "any_frosted reads the four mask words");
+    const bool any_frosted = (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
+    if (any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u)) {
       // §7.5 frosted facet: same choice, cosine-weighted direction about the chosen side's normal,
       // depolarised, all channels share the direction.
       FT_UNROLL for (int k = 0; k < K; ++k) {
