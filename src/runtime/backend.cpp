@@ -200,7 +200,13 @@ Outcome GpuBackend::accumulate(Workload& work, const std::atomic<bool>* cancel) 
       return finish(Outcome::kDeclined);
     }
     bool more = true;
-    for (int chunk = 0; chunk < kChunksPerTurn && more; ++chunk) {
+    for (int chunk = 0; more; ++chunk) {
+      // After kChunksPerTurn chunks the turn ends if somebody waits; while nobody does, keep the turn and the
+      // chunk in flight (no drain, so the device never idles at a turn boundary) — as batches do.
+      if (chunk == kChunksPerTurn) {
+        if (turnstile_.has_waiters_behind(turn.ticket())) break;
+        chunk = 0;
+      }
       if (cancelled()) {
         (void)work.drain(*executor_, scratch, /*discard=*/true);
         return finish(Outcome::kCancelled);

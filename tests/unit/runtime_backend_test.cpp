@@ -174,6 +174,50 @@ TEST(GpuBackend, cancellation_adds_nothing) {
   EXPECT_EQ(h.sim->ring_stats()->in_flight, 0u);  // the chunk in flight was drained
 }
 
+TEST(GpuBackend, concurrent_requests_alternate_turns_of_two_chunks) {
+  Harness h;
+  std::mutex mu;
+  std::vector<float> order;  // the base of each chunk, in device order
+  h.sim->add_op(ops::kFillRamp, [&](SimDevice& dev, const OpArgs& a) -> Status {
+    FillRampArgs f;
+    FT_TRY(a.args_as(f));
+    {
+      std::lock_guard lock(mu);
+      order.push_back(f.base);
+    }
+    std::this_thread::sleep_for(2ms);
+    std::vector<float> v(f.count, f.base);
+    auto t = dev.emit(std::as_bytes(std::span(v)));
+    if (!t) return t.status();
+    a.reply.tickets.push_back(*t);
+    return {};
+  });
+  std::vector<float> a_out(16 * 20, 0.0f), b_out(16 * 20, 0.0f);
+  RampWorkload a(a_out, 1.0f, 0.0f, 16), b(b_out, 2.0f, 0.0f, 16);
+  std::atomic<int> started{0};
+  auto run = [&](RampWorkload& w) {
+    started.fetch_add(1);
+    while (started.load() < 2) std::this_thread::yield();
+    EXPECT_EQ(h.backend->accumulate(w), Outcome::kDone);
+  };
+  std::thread ta(run, std::ref(a)), tb(run, std::ref(b));
+  ta.join();
+  tb.join();
+  ASSERT_EQ(order.size(), 40u);
+  // While both wait, the turn alternates: no request runs more than kChunksPerTurn chunks in a row except at
+  // the start (before the other queued) and at the end (after the other finished).
+  std::size_t first_switch = 1;
+  while (first_switch < order.size() && order[first_switch] == order[0]) ++first_switch;
+  std::size_t last_switch = order.size() - 1;
+  while (last_switch > 0 && order[last_switch - 1] == order.back()) --last_switch;
+  ASSERT_LT(first_switch, last_switch) << "the two requests never interleaved";
+  int run_len = 1;
+  for (std::size_t i = first_switch + 1; i < last_switch; ++i) {
+    run_len = order[i] == order[i - 1] ? run_len + 1 : 1;
+    EXPECT_LE(run_len, kChunksPerTurn) << "at chunk " << i;
+  }
+}
+
 /// Declines in can_run when told to.
 class PickyRamp final : public Workload {
  public:
