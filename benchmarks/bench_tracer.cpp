@@ -129,15 +129,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_tracer: --device %s: no usable GPU: %s\n", device.c_str(), why->c_str());
       return 2;
     }
+    tr::Film film(width, height);  // allocated once: a worker accumulates into its frame's film
     auto r = time_runs(warmup + 1, repeats, pixels * gpu_spp, [&](std::uint64_t& nf) {
-      tr::Film film(width, height);
+      const std::uint64_t before = film.nonfinite;
       tr::TraceWorkload w(scene, 0, gpu_spp, film);
       if (gpu.accumulate(w) != rt::Outcome::kDone) {
         std::fprintf(stderr, "bench_tracer: the GPU declined (%s)\n",
                      gpu.last_lost_reason().value_or("see the log").c_str());
         return false;
       }
-      nf = film.nonfinite;
+      nf = film.nonfinite - before;
       return true;
     });
     if (!r) return 1;
@@ -152,13 +153,14 @@ int main(int argc, char** argv) {
   if (device != "gpu") {
     tr::CpuOptions opt;
     opt.threads = nthreads;
+    tr::Film film(width, height);
     auto r = time_runs(warmup, repeats, pixels * spp, [&](std::uint64_t& nf) {
-      tr::Film film(width, height);
+      const std::uint64_t before = film.nonfinite;
       if (auto st = tr::cpu_accumulate(scene, 0, spp, film, opt); !st.ok()) {
         std::fprintf(stderr, "bench_tracer: %s\n", st.to_string().c_str());
         return false;
       }
-      nf = film.nonfinite;
+      nf = film.nonfinite - before;
       return true;
     });
     if (!r) return 1;

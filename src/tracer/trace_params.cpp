@@ -125,6 +125,21 @@ float bounding_radius2(const std::vector<Plane>& planes) {
   return static_cast<float>(r * r);
 }
 
+/// bounding_radius2 of the last plane set seen on this thread: a render makes trace parameters for every
+/// request of the same scene, and the vertex search is O(n⁴) worst case (a few ms for 74 planes).
+float cached_bounding_radius2(const std::vector<Plane>& planes) {
+  thread_local std::vector<float> key;
+  thread_local float value = 0.0f;
+  std::vector<float> k;
+  k.reserve(planes.size() * 4);
+  for (const Plane& pl : planes) k.insert(k.end(), {pl.normal[0], pl.normal[1], pl.normal[2], pl.d});
+  if (k != key) {
+    value = bounding_radius2(planes);
+    key = std::move(k);
+  }
+  return value;
+}
+
 }  // namespace
 
 physics::TraceParams make_trace_params(const Scene& scene) {
@@ -191,7 +206,7 @@ physics::TraceParams make_trace_params(const Scene& scene) {
                                   static_cast<std::uint32_t>(m.o_ray[i].domain)};
   }
   p.path_scale = m.absorption_path_scale;
-  p.bound_radius2 = bounding_radius2(scene.planes);
+  p.bound_radius2 = cached_bounding_radius2(scene.planes);
   for (std::size_t i = 0; i < scene.planes.size() && i < physics::kMaxPlanes; ++i) {
     const Plane& pl = scene.planes[i];
     const bool girdle = scene.girdle_frosted && std::fabs(pl.normal[1]) <= kGirdleMaxNy;
