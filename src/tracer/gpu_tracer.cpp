@@ -79,7 +79,9 @@ Status TraceWorkload::can_run(const runtime::DeviceInfo& device) {
 std::size_t TraceWorkload::scratch_bytes() const { return film_.pixels() * 12 + kTrailer; }
 
 void TraceWorkload::seed_scratch(std::span<std::byte> scratch) {
-  std::memcpy(scratch.data(), film_.xyz.data(), film_.pixels() * 12);
+  // The seed of each pixel is read from the caller's film when its chunk is issued (every pixel belongs to
+  // exactly one chunk, and the film is not written before commit), so the sums part of the scratch needs no
+  // copy here: each chunk's result overwrites its pixels before Done.
   std::memset(scratch.data() + film_.pixels() * 12, 0, kTrailer);
   if (options_.return_tuples) tuples_.assign(film_.pixels() * std::size_t{samples_} * 3, 0.0f);
 }
@@ -149,7 +151,7 @@ Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::by
   const std::uint32_t pixels = next_chunk_pixels();
   auto block = ex.arena().allocate(chunk_io_bytes(pixels));
   if (!block) return block.status();
-  std::memcpy(block->bytes().data(), scratch.data() + std::size_t{next_pixel_} * 12, std::size_t{pixels} * 12);
+  std::memcpy(block->bytes().data(), film_.xyz.data() + std::size_t{next_pixel_} * 3, std::size_t{pixels} * 12);
   std::memset(block->bytes().data() + std::size_t{pixels} * 12, 0, 4);
 
   auto* a = reinterpret_cast<TraceChunkArgs*>(args_.data());

@@ -45,7 +45,8 @@ class Workload {
   virtual Status can_run(const DeviceInfo& device) { (void)device; return {}; }
   /// Size of the host scratch the request accumulates into (usually the caller's buffer size).
   virtual std::size_t scratch_bytes() const = 0;
-  /// Fills the scratch with the caller's current values (running sums continue sample by sample).
+  /// Prepares the scratch so that results continue the caller's current values (running sums continue sample
+  /// by sample): copy them in, or — when every element is overwritten by exactly one chunk — read them per chunk.
   virtual void seed_scratch(std::span<std::byte> scratch) = 0;
   /// Start of each turn: (re-)upload per-request device state (another request may have replaced it).
   virtual Status begin_turn(Executor& ex) { (void)ex; return {}; }
