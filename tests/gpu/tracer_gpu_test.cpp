@@ -173,6 +173,32 @@ TEST(TracerGpu, chunked_equals_whole_frame_and_batch_equals_single) {
   EXPECT_TRUE(same_bits(b2, single2));
 }
 
+/// Forwards to a TraceWorkload and raises `cancel` after `after` chunks (a deterministic mid-request cancel).
+class CancelAfter final : public runtime::Workload {
+ public:
+  CancelAfter(TraceWorkload& inner, std::atomic<bool>& cancel, int after)
+      : inner_(inner), cancel_(cancel), after_(after) {}
+  Status can_run(const runtime::DeviceInfo& d) override { return inner_.can_run(d); }
+  std::size_t scratch_bytes() const override { return inner_.scratch_bytes(); }
+  void seed_scratch(std::span<std::byte> s) override { inner_.seed_scratch(s); }
+  Status begin_turn(runtime::Executor& ex) override { return inner_.begin_turn(ex); }
+  Expected<bool> run_chunk(runtime::Executor& ex, std::span<std::byte> s) override {
+    auto r = inner_.run_chunk(ex, s);
+    if (++chunks_ == after_) cancel_.store(true);
+    return r;
+  }
+  Status drain(runtime::Executor& ex, std::span<std::byte> s, bool discard) override {
+    return inner_.drain(ex, s, discard);
+  }
+  void commit(std::span<const std::byte> s) override { inner_.commit(s); }
+
+ private:
+  TraceWorkload& inner_;
+  std::atomic<bool>& cancel_;
+  int after_;
+  int chunks_ = 0;
+};
+
 TEST(TracerGpu, cancellation_leaves_the_film_untouched) {
   FT_REQUIRE_GPU();
   const Scene s = small_diamond(128, 128);
@@ -181,15 +207,11 @@ TEST(TracerGpu, cancellation_leaves_the_film_untouched) {
   const Film before = f;
   std::atomic<bool> cancel{false};
   GpuChunkOptions tiny;
-  tiny.max_chunk_pixels = 64;
+  tiny.max_chunk_pixels = 64;  // 256 chunks; cancelled after the 5th, with one in flight
   TraceWorkload w(s, 0, 64, f, tiny);
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    cancel.store(true);
-  });
-  const Outcome o = shared_gpu_backend().accumulate(w, &cancel);
-  canceller.join();
-  EXPECT_EQ(o, Outcome::kCancelled);
+  CancelAfter c(w, cancel, 5);
+  EXPECT_EQ(shared_gpu_backend().accumulate(c, &cancel), Outcome::kCancelled);
+  EXPECT_EQ(w.chunks(), 5);
   EXPECT_TRUE(same_bits(f, before));
 }
 
