@@ -145,11 +145,17 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       cos_i = -cos_i;
     }
     cos_i = detail::minf(cos_i, 1.0f);
-    float n1[K], n2[K], cos_t[K];
+    // η_k = n₁/n₂: n_k inside (n_k/1 is exact, so no division), 1/n_k outside — the same bits as n₁/n₂.
+    float n1[K], n2[K], eta[K], cos_t[K];
+    if (inside) {
+      FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = n_k[k];
+    } else {
+      FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = 1.0f / n_k[k];
+    }
     FT_UNROLL for (int k = 0; k < K; ++k) {
       n1[k] = inside ? n_k[k] : 1.0f;
       n2[k] = inside ? 1.0f : n_k[k];
-      cos_t[k] = cos_transmitted(n1[k] / n2[k], cos_i);  // < 0: channel past its critical angle
+      cos_t[k] = cos_transmitted(eta[k], cos_i);  // < 0: channel past its critical angle
     }
     const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
     const bool hero_tir = cos_t[0] < 0.0f;
@@ -182,7 +188,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
         float* sk = st[k];
         if (reflect) {
           if (cos_t[k] < 0.0f) {
-            apply_tir_retarder(sk, n1[k] / n2[k], cos_i, inv_prob * glare);
+            apply_tir_retarder(sk, eta[k], cos_i, inv_prob * glare);
           } else {
             apply_reflection(sk, fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
           }
@@ -204,7 +210,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       FT_UNROLL for (int k = 0; k < K; ++k) {
         if (detail::stokes_zero(st[k])) continue;
         if (cos_t[k] < 0.0f) {
-          apply_tir_retarder(st[k], n1[k] / n2[k], cos_i, inv_prob * glare);
+          apply_tir_retarder(st[k], eta[k], cos_i, inv_prob * glare);
         } else {
           apply_reflection(st[k], fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
         }
@@ -220,8 +226,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
           continue;
         }
         if (!detail::stokes_zero(st[k])) apply_transmission(st[k], n1[k], n2[k], cos_i, cos_t[k], inv_prob);
-        const float eta = n1[k] / n2[k];
-        t_dir[k] = normalize(dir * eta + nrm * (eta * cos_i - cos_t[k]));
+        t_dir[k] = normalize(dir * eta[k] + nrm * (eta[k] * cos_i - cos_t[k]));
       }
       const bool exiting = inside;
       if (!exiting) {
