@@ -90,8 +90,6 @@ unsigned config_index() {
 
 }  // namespace
 
-std::uint32_t transport_block_size() { return kConfigs[config_index()].block; }
-const char* transport_kernel_name() { return kConfigs[config_index()].name; }
 
 Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range) {
   const auto& p = scene.params;

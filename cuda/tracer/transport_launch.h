@@ -42,9 +42,5 @@ Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range);
 Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
                           std::uint32_t* nonfinite, CUstream_st* stream);
 
-/// Block size of the megakernel (results do not depend on it: tracer.md §9 G2).
-std::uint32_t transport_block_size();
-/// Name of the megakernel configuration in use (FACETRACE_TRACER_KERNEL: b256_r128 (default), b128_r128, b64).
-const char* transport_kernel_name();
 
 }  // namespace facetrace::tracer

@@ -26,7 +26,6 @@ inline constexpr float kSpotCoreCos = 0.99862953f;   // tracer.md §6 (facetrace
 inline constexpr float kSpotCoreGain = 4.0f;         // tracer.md §6 (facetrace): spot = 4 in the core, else 1
 inline constexpr float kFillYawOffset = 2.5f;        // tracer.md §6 (facetrace): fill yaw = key yaw + 2.5 rad
 inline constexpr float kFillPitch = 0.45f;           // tracer.md §6 (facetrace): fill pitch, rad
-inline constexpr float kTwoPi = 6.28318530717958647692f;
 
 /// sin(r·π/8) for r = 0..4, as constants.
 FT_HD float quarter_sin(int r) {
@@ -59,6 +58,7 @@ FT_HD int ring_slot(float x, float z) {
 
 /// x^28 and x^18 by repeated squaring (tracer.md §6 lobe exponents): exact IEEE products, so the CPU and the
 /// GPU agree bit for bit (powf differs by ulps between libm and CUDA) and no transcendental call is made.
+static_assert(kKeyExponent == 28.0f && kFillExponent == 18.0f, "pow28/pow18 implement the lobe exponents");
 FT_HD float pow28(float x) {
   const float x2 = x * x, x4 = x2 * x2, x8 = x4 * x4, x16 = x8 * x8;
   return x16 * x8 * x4;
@@ -104,10 +104,10 @@ FT_HD float studio_shape(const TraceParams& p, Vec3 w) {
   const float ck = dot(w, p.key_dir);
   if (ck > 0.0f && p.rig_key > 0.0f) {
     const float spot = ck > kSpotCoreCos ? kSpotCoreGain : 1.0f;
-    v += p.rig_key * kKeyGain * spot * pow28(ck);  // kKeyExponent
+    v += p.rig_key * kKeyGain * spot * pow28(ck);  // ck^kKeyExponent
   }
   const float cf = dot(w, p.fill_dir);
-  if (cf > 0.0f && p.rig_fill > 0.0f) v += p.rig_fill * kFillGain * pow18(cf);  // kFillExponent
+  if (cf > 0.0f && p.rig_fill > 0.0f) v += p.rig_fill * kFillGain * pow18(cf);  // cf^kFillExponent
   if (p.rig_ring > 0.0f) {
     const int k = ring_slot(w.x, w.z);
     const Vec3 ring{p.ring_cos_elev * ring_sin(k), p.ring_sin_elev, p.ring_cos_elev * ring_cos(k)};
