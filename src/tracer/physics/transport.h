@@ -64,229 +64,263 @@ FT_HD Vec3 cosine_direction(Vec3 n, float u1, float u2) {
 
 }  // namespace detail
 
-/// Traces sample s of pixel (x, y) (tracer.md §7) and returns its XYZ (§8). planes holds p.plane_count
-/// entries (may be null when 0). Deterministic: bit-identical for the same inputs on one backend (§9 G1).
-FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::uint32_t x, std::uint32_t y,
-                             std::uint32_t s) {
+/// The state of one path between bounces (tracer.md §7.1 table). The wavelengths are kept as the hero alone
+/// (channel k's λ is recomputed by channel_lambda, the same bits). `split` doubles as the radiance: a path
+/// adds radiance only at the miss that ends it, so when path_step returns false `split[k]` holds radiance[k]
+/// (0 for a path cut by roulette or max_bounces).
+struct PathState {
+  float st[kChannels][4];
+  float pdf[kChannels], split[kChannels];
+  float n_k[kChannels], alpha[kChannels], illum[kChannels];
+  std::uint64_t compat;  // byte k = compat[k] (§7.1: 0xFF), packed into one word
+  Vec3 org, dir, s_prev;
+  float hero;
+  std::uint32_t seed, b;
+  bool inside;
+};
+
+/// Starts sample s of pixel (x, y): wavelengths, per-channel constants, camera ray (tracer.md §7.1).
+FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std::uint32_t y, std::uint32_t s) {
   constexpr int K = kChannels;
   const std::uint32_t pixel = y * p.width + x;  // tracer.md §9: global pixel p = y·W + x
-  const std::uint32_t seed = sample_seed(pixel, s);
-  const PixelSample ps = pixel_sample(pixel, s);
-
-  // Wavelengths and per-channel constants (tracer.md §7.1).
-  const float hero = kLambdaMinNm + kLambdaSpanNm * ps.u_hero;
-  float lam[K], n_k[K], alpha[K], illum[K];
+  ps.seed = sample_seed(pixel, s);
+  const PixelSample smp = pixel_sample(pixel, s);
+  ps.hero = kLambdaMinNm + kLambdaSpanNm * smp.u_hero;
   FT_UNROLL for (int k = 0; k < K; ++k) {
-    lam[k] = channel_lambda(hero, k);
-    n_k[k] = refractive_index(p.dispersion, lam[k]);
-    alpha[k] = p.band_count ? absorption_coefficient(p.bands, p.band_count, lam[k]) * p.path_scale : 0.0f;
-    illum[k] = illuminant(p.illuminant_kind, p.planck_kelvin, lam[k]);
+    const float lam = channel_lambda(ps.hero, k);
+    ps.n_k[k] = refractive_index(p.dispersion, lam);
+    ps.alpha[k] = p.band_count ? absorption_coefficient(p.bands, p.band_count, lam) * p.path_scale : 0.0f;
+    ps.illum[k] = illuminant(p.illuminant_kind, p.planck_kelvin, lam);
+  }
+  ps.compat = ~std::uint64_t{0};
+  FT_UNROLL for (int k = 0; k < K; ++k) {
+    ps.st[k][0] = 1.0f;
+    ps.st[k][1] = ps.st[k][2] = ps.st[k][3] = 0.0f;
+    ps.pdf[k] = 1.0f;
+    ps.split[k] = 0.0f;
+  }
+  ps.org = p.eye;
+  ps.dir = camera_direction(p, x, y, smp.jx, smp.jy);
+  ps.s_prev = normalize(cross(ps.dir, p.up));  // reference s axis; the camera ray is unpolarised
+  ps.inside = false;
+  ps.b = 0;
+}
+
+/// One bounce of the path (tracer.md §7.2 steps 1–10). Returns true when the path goes on; false when it
+/// ended (miss, roulette, or max_bounces reached), with ps.split then holding the radiance. Requires
+/// ps.b < p.max_bounces.
+FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes) {
+  constexpr int K = kChannels;
+  auto& st = ps.st;
+  auto& pdf = ps.pdf;
+  auto& split = ps.split;
+  const auto& n_k = ps.n_k;
+  const std::uint32_t b = ps.b;
+  const std::uint32_t seed = ps.seed;
+  Vec3 dir = ps.dir;
+  bool inside = ps.inside;
+  Vec3 s_prev = ps.s_prev;
+  const Vec3 org = ps.org;
+  // 1. Intersect (§4).
+  const Hit hit = misses_bound(p.bound_radius2, org, dir) ? Hit{-1, 0.0f}
+                                                          : intersect_polyhedron(planes, p.plane_count, org, dir);
+  // 2. Miss: add the environment, commit the staged split radiance, stop.
+  if (hit.plane < 0) {
+    // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
+    const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
+    FT_UNROLL for (int k = 0; k < K; ++k) split[k] = detail::maxf(st[k][0], 0.0f) * shape * ps.illum[k] + split[k];
+    return false;
+  }
+  const GpuPlane pl = planes[hit.plane];
+  Vec3 nrm{pl.nx, pl.ny, pl.nz};
+  const Vec3 pos = org + dir * hit.t;
+
+  // 3. Frame rotation into the new plane of incidence.
+  Vec3 s_curr = cross(dir, nrm);
+  const float s_len2 = dot(s_curr, s_curr);
+  if (s_len2 > 1e-12f) {
+    s_curr = s_curr * (1.0f / sqrtf(s_len2));
+    const float c = dot(s_prev, s_curr);
+    const float sn = dot(cross(s_prev, s_curr), dir);
+    const float inv = 1.0f / (c * c + sn * sn);
+    const float c2 = (c * c - sn * sn) * inv;  // cos 2ψ, ψ = atan2(sn, c)
+    const float s2 = 2.0f * c * sn * inv;      // sin 2ψ
+    FT_UNROLL for (int k = 0; k < K; ++k) apply_rotation(st[k], c2, s2);
+    s_prev = s_curr;
   }
 
-  // Path state (tracer.md §7.1 table).
-  float st[K][4];
-  float radiance[K], pdf[K], split[K];
-  std::uint64_t compat = ~std::uint64_t{0};  // byte k = compat[k] (§7.1: 0xFF), packed into one word
-  FT_UNROLL for (int k = 0; k < K; ++k) {
-    st[k][0] = 1.0f;
-    st[k][1] = st[k][2] = st[k][3] = 0.0f;
-    radiance[k] = 0.0f;
-    pdf[k] = 1.0f;
-    split[k] = 0.0f;
-  }
-  Vec3 org = p.eye;
-  Vec3 dir = camera_direction(p, x, y, ps.jx, ps.jy);
-  Vec3 s_prev = normalize(cross(dir, p.up));  // reference s axis; the camera ray is unpolarised
-  bool inside = false;
-
-  for (std::uint32_t b = 0; b < p.max_bounces; ++b) {
-    // 1. Intersect (§4).
-    const Hit hit = misses_bound(p.bound_radius2, org, dir) ? Hit{-1, 0.0f}
-                                                            : intersect_polyhedron(planes, p.plane_count, org, dir);
-    // 2. Miss: add the environment, commit the staged split radiance, stop.
-    if (hit.plane < 0) {
-      const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
-      FT_UNROLL for (int k = 0; k < K; ++k) radiance[k] += detail::maxf(st[k][0], 0.0f) * shape * illum[k] + split[k];
-      break;
-    }
-    const GpuPlane pl = planes[hit.plane];
-    Vec3 nrm{pl.nx, pl.ny, pl.nz};
-    const Vec3 pos = org + dir * hit.t;
-
-    // 3. Frame rotation into the new plane of incidence.
-    Vec3 s_curr = cross(dir, nrm);
-    const float s_len2 = dot(s_curr, s_curr);
-    if (s_len2 > 1e-12f) {
-      s_curr = s_curr * (1.0f / sqrtf(s_len2));
-      const float c = dot(s_prev, s_curr);
-      const float sn = dot(cross(s_prev, s_curr), dir);
-      const float inv = 1.0f / (c * c + sn * sn);
-      const float c2 = (c * c - sn * sn) * inv;  // cos 2ψ, ψ = atan2(sn, c)
-      const float s2 = 2.0f * c * sn * inv;      // sin 2ψ
-      FT_UNROLL for (int k = 0; k < K; ++k) apply_rotation(st[k], c2, s2);
-      s_prev = s_curr;
-    }
-
-    // 4. Absorption inside (Beer–Lambert; path_scale folded into alpha).
-    if (inside && p.band_count) {
-      FT_UNROLL for (int k = 0; k < K; ++k) {
-        const float att = expf(-alpha[k] * hit.t);
-        st[k][0] *= att;
-        st[k][1] *= att;
-        st[k][2] *= att;
-        st[k][3] *= att;
-      }
-    }
-
-    // 5. Boundary: orient the normal against the ray.
-    float cos_i = -dot(dir, nrm);
-    if (cos_i < 0.0f) {
-      nrm = -nrm;
-      cos_i = -cos_i;
-    }
-    cos_i = detail::minf(cos_i, 1.0f);
-    // η_k = n₁/n₂: n_k inside (n_k/1 is exact, so no division), 1/n_k outside — the same bits as n₁/n₂.
-    float n1[K], n2[K], eta[K], cos_t[K];
-    if (inside) {
-      FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = n_k[k];
-    } else {
-      FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = 1.0f / n_k[k];
-    }
+  // 4. Absorption inside (Beer–Lambert; path_scale folded into alpha).
+  if (inside && p.band_count) {
     FT_UNROLL for (int k = 0; k < K; ++k) {
-      n1[k] = inside ? n_k[k] : 1.0f;
-      n2[k] = inside ? 1.0f : n_k[k];
-      cos_t[k] = cos_transmitted(eta[k], cos_i);  // < 0: channel past its critical angle
-    }
-    const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
-    const bool hero_tir = cos_t[0] < 0.0f;
-    bool reflect;
-    float prob = 1.0f;
-    if (hero_tir) {
-      reflect = true;  // 6. Hero TIR: reflect with probability 1, no division.
-    } else {
-      // 7. Fresnel choice on the hero.
-      const float r0 = fresnel_reflectance(n1[0], n2[0], cos_i, cos_t[0]);
-      const float pr = detail::clampf(r0, kProbMin, kProbMax);
-      reflect = u_fresnel < pr;
-      prob = reflect ? pr : 1.0f - pr;
-      FT_UNROLL for (int k = 0; k < K; ++k) {
-        const float rk = cos_t[k] < 0.0f ? 1.0f : fresnel_reflectance(n1[k], n2[k], cos_i, cos_t[k]);
-        pdf[k] *= detail::clampf(reflect ? rk : 1.0f - rk, kPdfClampLo, kPdfClampHi);
-      }
-    }
-    const float inv_prob = 1.0f / prob;
-    const float glare = (b == 0 && !inside && reflect) ? p.glare : 1.0f;  // bounce-0 glare (§7.2)
-
-    // The any-frosted test reads the mask at constant indices (uniform); only stones with frosted facets pay
-    // for the per-lane lookup, whose index varies across a warp.
-    static_assert(kMaxPlanes / 32 == 4, "any_frosted reads the four mask words");
-    const bool any_frosted = (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
-    if (any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u)) {
-      // §7.5 frosted facet: same choice, cosine-weighted direction about the chosen side's normal,
-      // depolarised, all channels share the direction.
-      FT_UNROLL for (int k = 0; k < K; ++k) {
-        float* sk = st[k];
-        if (reflect) {
-          if (cos_t[k] < 0.0f) {
-            apply_tir_retarder(sk, eta[k], cos_i, inv_prob * glare);
-          } else {
-            apply_reflection(sk, fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
-          }
-        } else if (cos_t[k] < 0.0f) {
-          sk[0] = 0.0f;
-        } else {
-          apply_transmission(sk, n1[k], n2[k], cos_i, cos_t[k], inv_prob);
-        }
-        sk[1] = sk[2] = sk[3] = 0.0f;
-      }
-      const float u1 = stream_uniform(seed, b, kStreamFrostedDir1);
-      const float u2 = stream_uniform(seed, b, kStreamFrostedDir2);
-      dir = detail::cosine_direction(reflect ? nrm : -nrm, u1, u2);
-      if (!reflect) inside = !inside;
-      Vec3 t_axis, b_axis;
-      detail::orthonormal_basis(dir, t_axis, b_axis);
-      s_prev = t_axis;
-    } else if (reflect) {
-      FT_UNROLL for (int k = 0; k < K; ++k) {
-        if (detail::stokes_zero(st[k])) continue;
-        if (cos_t[k] < 0.0f) {
-          apply_tir_retarder(st[k], eta[k], cos_i, inv_prob * glare);
-        } else {
-          apply_reflection(st[k], fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
-        }
-      }
-      dir = dir + nrm * (2.0f * cos_i);
-    } else {
-      // 8. Transmission (§7.4): each channel refracts at its own index.
-      Vec3 t_dir[K];
-      FT_UNROLL for (int k = 0; k < K; ++k) {
-        if (cos_t[k] < 0.0f) {
-          st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;  // T_k = 0
-          t_dir[k] = dir;
-          continue;
-        }
-        if (!detail::stokes_zero(st[k])) apply_transmission(st[k], n1[k], n2[k], cos_i, cos_t[k], inv_prob);
-        t_dir[k] = normalize(dir * eta[k] + nrm * (eta[k] * cos_i - cos_t[k]));
-      }
-      const bool exiting = inside;
-      if (!exiting) {
-        // Entry: compat ∩= current equivalence classes; diverged channels terminate (S_k = 0).
-        std::uint8_t cls[K];
-        FT_UNROLL for (int k = 0; k < K; ++k) cls[k] = static_cast<std::uint8_t>(1u << k);
-        FT_UNROLL for (int j = 0; j < K; ++j) {
-          FT_UNROLL for (int k = j + 1; k < K; ++k) {
-            if (cos_t[j] >= 0.0f && cos_t[k] >= 0.0f && dot(t_dir[j], t_dir[k]) >= kSameDirection) {
-              cls[j] = static_cast<std::uint8_t>(cls[j] | (1u << k));
-              cls[k] = static_cast<std::uint8_t>(cls[k] | (1u << j));
-            }
-          }
-        }
-        FT_UNROLL for (int k = 0; k < K; ++k) {
-          compat &= ~(static_cast<std::uint64_t>(0xFFu & ~static_cast<unsigned>(cls[k])) << (8 * k));
-          if (k > 0 && !(cls[0] & (1u << k))) st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
-        }
-      } else {
-        // Exit splitting: channels that diverge here follow their own exit direction once. The escape
-        // ends the path in a convex stone, so compat keeps the classes of the shared interior path.
-        FT_UNROLL for (int k = 1; k < K; ++k) {
-          if (cos_t[k] < 0.0f || dot(t_dir[k], t_dir[0]) >= kSameDirection) continue;
-          const float ik = detail::maxf(st[k][0], 0.0f);
-          st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
-          if (ik <= 0.0f) continue;
-          // §7.4's re-entry probe can only hit a concave cut (Tier 3, never traced here): every scene is a
-          // validated convex polyhedron, and a ray leaving it through the exit facet never meets it again. The
-          // probe is therefore skipped (tests pin that results are unchanged).
-          split[k] = ik * environment_shape(p, t_dir[k]) * illum[k];
-        }
-      }
-      dir = t_dir[0];
-      inside = !inside;
-    }
-
-    // 9. Advance.
-    org = pos + dir * kRayOffset;
-
-    // 10. Russian roulette (only when b > 4).
-    if (b > kRouletteAfter) {
-      float imax = st[0][0];
-      FT_UNROLL for (int k = 1; k < K; ++k) imax = detail::maxf(imax, st[k][0]);
-      const float q = detail::clampf(imax, kRouletteMin, 1.0f);
-      if (stream_uniform(seed, b, kStreamRoulette) > q) {
-        FT_UNROLL for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
-        break;
-      }
-      const float inv_q = 1.0f / q;
-      FT_UNROLL for (int k = 0; k < K; ++k) {
-        st[k][0] *= inv_q;
-        st[k][1] *= inv_q;
-        st[k][2] *= inv_q;
-        st[k][3] *= inv_q;
-        split[k] *= inv_q;
-      }
+      const float att = expf(-ps.alpha[k] * hit.t);
+      st[k][0] *= att;
+      st[k][1] *= att;
+      st[k][2] *= att;
+      st[k][3] *= att;
     }
   }
 
-  // §8: spectrum → XYZ with the MIS weights.
+  // 5. Boundary: orient the normal against the ray.
+  float cos_i = -dot(dir, nrm);
+  if (cos_i < 0.0f) {
+    nrm = -nrm;
+    cos_i = -cos_i;
+  }
+  cos_i = detail::minf(cos_i, 1.0f);
+  // η_k = n₁/n₂: n_k inside (n_k/1 is exact, so no division), 1/n_k outside — the same bits as n₁/n₂.
+  float n1[K], n2[K], eta[K], cos_t[K];
+  if (inside) {
+    FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = n_k[k];
+  } else {
+    FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = 1.0f / n_k[k];
+  }
+  FT_UNROLL for (int k = 0; k < K; ++k) {
+    n1[k] = inside ? n_k[k] : 1.0f;
+    n2[k] = inside ? 1.0f : n_k[k];
+    cos_t[k] = cos_transmitted(eta[k], cos_i);  // < 0: channel past its critical angle
+  }
+  const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
+  const bool hero_tir = cos_t[0] < 0.0f;
+  bool reflect;
+  float prob = 1.0f;
+  if (hero_tir) {
+    reflect = true;  // 6. Hero TIR: reflect with probability 1, no division.
+  } else {
+    // 7. Fresnel choice on the hero.
+    const float r0 = fresnel_reflectance(n1[0], n2[0], cos_i, cos_t[0]);
+    const float pr = detail::clampf(r0, kProbMin, kProbMax);
+    reflect = u_fresnel < pr;
+    prob = reflect ? pr : 1.0f - pr;
+    FT_UNROLL for (int k = 0; k < K; ++k) {
+      const float rk = cos_t[k] < 0.0f ? 1.0f : fresnel_reflectance(n1[k], n2[k], cos_i, cos_t[k]);
+      pdf[k] *= detail::clampf(reflect ? rk : 1.0f - rk, kPdfClampLo, kPdfClampHi);
+    }
+  }
+  const float inv_prob = 1.0f / prob;
+  const float glare = (b == 0 && !inside && reflect) ? p.glare : 1.0f;  // bounce-0 glare (§7.2)
+
+  // The any-frosted test reads the mask at constant indices (uniform); only stones with frosted facets pay
+  // for the per-lane lookup, whose index varies across a warp.
+  static_assert(kMaxPlanes / 32 == 4, "any_frosted reads the four mask words");
+  const bool any_frosted = (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
+  if (any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u)) {
+    // §7.5 frosted facet: same choice, cosine-weighted direction about the chosen side's normal,
+    // depolarised, all channels share the direction.
+    FT_UNROLL for (int k = 0; k < K; ++k) {
+      float* sk = st[k];
+      if (reflect) {
+        if (cos_t[k] < 0.0f) {
+          apply_tir_retarder(sk, eta[k], cos_i, inv_prob * glare);
+        } else {
+          apply_reflection(sk, fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
+        }
+      } else if (cos_t[k] < 0.0f) {
+        sk[0] = 0.0f;
+      } else {
+        apply_transmission(sk, n1[k], n2[k], cos_i, cos_t[k], inv_prob);
+      }
+      sk[1] = sk[2] = sk[3] = 0.0f;
+    }
+    const float u1 = stream_uniform(seed, b, kStreamFrostedDir1);
+    const float u2 = stream_uniform(seed, b, kStreamFrostedDir2);
+    dir = detail::cosine_direction(reflect ? nrm : -nrm, u1, u2);
+    if (!reflect) inside = !inside;
+    Vec3 t_axis, b_axis;
+    detail::orthonormal_basis(dir, t_axis, b_axis);
+    s_prev = t_axis;
+  } else if (reflect) {
+    FT_UNROLL for (int k = 0; k < K; ++k) {
+      if (detail::stokes_zero(st[k])) continue;
+      if (cos_t[k] < 0.0f) {
+        apply_tir_retarder(st[k], eta[k], cos_i, inv_prob * glare);
+      } else {
+        apply_reflection(st[k], fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
+      }
+    }
+    dir = dir + nrm * (2.0f * cos_i);
+  } else {
+    // 8. Transmission (§7.4): each channel refracts at its own index.
+    Vec3 t_dir[K];
+    FT_UNROLL for (int k = 0; k < K; ++k) {
+      if (cos_t[k] < 0.0f) {
+        st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;  // T_k = 0
+        t_dir[k] = dir;
+        continue;
+      }
+      if (!detail::stokes_zero(st[k])) apply_transmission(st[k], n1[k], n2[k], cos_i, cos_t[k], inv_prob);
+      t_dir[k] = normalize(dir * eta[k] + nrm * (eta[k] * cos_i - cos_t[k]));
+    }
+    const bool exiting = inside;
+    if (!exiting) {
+      // Entry: compat ∩= current equivalence classes; diverged channels terminate (S_k = 0).
+      std::uint8_t cls[K];
+      FT_UNROLL for (int k = 0; k < K; ++k) cls[k] = static_cast<std::uint8_t>(1u << k);
+      FT_UNROLL for (int j = 0; j < K; ++j) {
+        FT_UNROLL for (int k = j + 1; k < K; ++k) {
+          if (cos_t[j] >= 0.0f && cos_t[k] >= 0.0f && dot(t_dir[j], t_dir[k]) >= kSameDirection) {
+            cls[j] = static_cast<std::uint8_t>(cls[j] | (1u << k));
+            cls[k] = static_cast<std::uint8_t>(cls[k] | (1u << j));
+          }
+        }
+      }
+      FT_UNROLL for (int k = 0; k < K; ++k) {
+        ps.compat &= ~(static_cast<std::uint64_t>(0xFFu & ~static_cast<unsigned>(cls[k])) << (8 * k));
+        if (k > 0 && !(cls[0] & (1u << k))) st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
+      }
+    } else {
+      // Exit splitting: channels that diverge here follow their own exit direction once. The escape
+      // ends the path in a convex stone, so compat keeps the classes of the shared interior path.
+      FT_UNROLL for (int k = 1; k < K; ++k) {
+        if (cos_t[k] < 0.0f || dot(t_dir[k], t_dir[0]) >= kSameDirection) continue;
+        const float ik = detail::maxf(st[k][0], 0.0f);
+        st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
+        if (ik <= 0.0f) continue;
+        // §7.4's re-entry probe can only hit a concave cut (Tier 3, never traced here): every scene is a
+        // validated convex polyhedron, and a ray leaving it through the exit facet never meets it again. The
+        // probe is therefore skipped (tests pin that results are unchanged).
+        split[k] = ik * environment_shape(p, t_dir[k]) * ps.illum[k];
+      }
+    }
+    dir = t_dir[0];
+    inside = !inside;
+  }
+
+  // 9. Advance.
+  ps.org = pos + dir * kRayOffset;
+  ps.dir = dir;
+  ps.s_prev = s_prev;
+  ps.inside = inside;
+
+  // 10. Russian roulette (only when b > 4).
+  if (b > kRouletteAfter) {
+    float imax = st[0][0];
+    FT_UNROLL for (int k = 1; k < K; ++k) imax = detail::maxf(imax, st[k][0]);
+    const float q = detail::clampf(imax, kRouletteMin, 1.0f);
+    if (stream_uniform(seed, b, kStreamRoulette) > q) {
+      FT_UNROLL for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
+      return false;
+    }
+    const float inv_q = 1.0f / q;
+    FT_UNROLL for (int k = 0; k < K; ++k) {
+      st[k][0] *= inv_q;
+      st[k][1] *= inv_q;
+      st[k][2] *= inv_q;
+      st[k][3] *= inv_q;
+      split[k] *= inv_q;
+    }
+  }
+  ps.b = b + 1;
+  if (ps.b < p.max_bounces) return true;
+  FT_UNROLL for (int k = 0; k < K; ++k) split[k] = 0.0f;  // cut at max_bounces: no radiance
+  return false;
+}
+
+/// §8: the ended path's spectrum → XYZ with the MIS weights (ps.split holds the radiance, see path_step).
+FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
+  constexpr int K = kChannels;
+  const auto& radiance = ps.split;
+  const auto& pdf = ps.pdf;
+  const std::uint64_t compat = ps.compat;
   float sx = 0.0f, sy = 0.0f, sz = 0.0f;
   FT_UNROLL for (int k = 0; k < K; ++k) {
     if (radiance[k] == 0.0f) continue;
@@ -295,7 +329,7 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
       if ((compat >> (8 * k + j)) & 1u) denom += pdf[j];
     }
     const float w = denom > kMisEpsilon ? static_cast<float>(K) * pdf[0] / denom : 1.0f;
-    const Vec3 cmf = cmf_xyz(lam[k]);
+    const Vec3 cmf = cmf_xyz(channel_lambda(ps.hero, k));
     const float v = radiance[k] * w * kXyzScale;
     sx += cmf.x * v;
     sy += cmf.y * v;
@@ -322,6 +356,21 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::
     out.finite = 0u;
   }
   return out;
+}
+
+
+/// Traces sample s of pixel (x, y) (tracer.md §7) and returns its XYZ (§8). planes holds p.plane_count
+/// entries (may be null when 0). Deterministic: bit-identical for the same inputs on one backend (§9 G1), and
+/// the same function as path_begin → path_step until false → path_finish, in any interleaving of paths.
+FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::uint32_t x, std::uint32_t y,
+                             std::uint32_t s) {
+  PathState ps;
+  path_begin(ps, p, x, y, s);
+  if (p.max_bounces > 0) {
+    while (path_step(ps, p, planes)) {
+    }
+  }
+  return path_finish(ps, p);
 }
 
 }  // namespace facetrace::tracer::physics
