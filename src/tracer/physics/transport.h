@@ -64,30 +64,14 @@ FT_HD Vec3 cosine_direction(Vec3 n, float u1, float u2) {
 
 }  // namespace detail
 
-/// Channel k's illuminant S(λ_k) (tracer.md §7.1), recomputed where used instead of held in the path state.
-FT_HD float channel_illum(const TraceParams& p, float hero, int k) {
-  return illuminant(p.illuminant_kind, p.planck_kelvin, channel_lambda(hero, k));
-}
-
-/// Channel k's absorption coefficient α(λ_k)·path_scale (tracer.md §7.1; 0 without bands), recomputed where
-/// used.
-FT_HD float channel_alpha(const TraceParams& p, float hero, int k) {
-  return p.band_count ? absorption_coefficient(p.bands, p.band_count, channel_lambda(hero, k)) * p.path_scale : 0.0f;
-}
-
-/// The state of one path between bounces (tracer.md §7.1 table). Only the hero wavelength is held: λ_k, S(λ_k)
-/// and α(λ_k) are pure functions of it, recomputed where used (the same bits; fewer live registers on the GPU).
-/// `split` doubles as the radiance: a path adds radiance only at the miss that ends it, so when path_step
-/// returns false `split[k]` holds radiance[k] (0 for a path cut by roulette or max_bounces).
-///
-/// A channel whose Stokes vector is zero (terminated at a refraction, §7.4) stays zero and adds nothing; its
-/// pdf is read at the end only through the compat row of a live or split channel. path_step therefore skips
-/// the per-channel Fresnel work of channels outside `live ∪ rows(live)` — bit-identical output, and inside a
-/// dispersive stone usually 7 of 8 channels.
+/// The state of one path between bounces (tracer.md §7.1 table). The wavelengths are kept as the hero alone
+/// (channel k's λ is recomputed by channel_lambda, the same bits). `split` doubles as the radiance: a path
+/// adds radiance only at the miss that ends it, so when path_step returns false `split[k]` holds radiance[k]
+/// (0 for a path cut by roulette or max_bounces).
 struct PathState {
   float st[kChannels][4];
   float pdf[kChannels], split[kChannels];
-  float n_k[kChannels];
+  float n_k[kChannels], alpha[kChannels], illum[kChannels];
   std::uint64_t compat;  // byte k = compat[k] (§7.1: 0xFF), packed into one word
   Vec3 org, dir, s_prev;
   float hero;
@@ -103,7 +87,10 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
   const PixelSample smp = pixel_sample(pixel, s);
   ps.hero = kLambdaMinNm + kLambdaSpanNm * smp.u_hero;
   FT_UNROLL for (int k = 0; k < K; ++k) {
-    ps.n_k[k] = refractive_index(p.dispersion, channel_lambda(ps.hero, k));
+    const float lam = channel_lambda(ps.hero, k);
+    ps.n_k[k] = refractive_index(p.dispersion, lam);
+    ps.alpha[k] = p.band_count ? absorption_coefficient(p.bands, p.band_count, lam) * p.path_scale : 0.0f;
+    ps.illum[k] = illuminant(p.illuminant_kind, p.planck_kelvin, lam);
   }
   ps.compat = ~std::uint64_t{0};
   FT_UNROLL for (int k = 0; k < K; ++k) {
@@ -141,11 +128,7 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   if (hit.plane < 0) {
     // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
     const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
-    // A zero channel would add +0 (max(±0, 0)·shape·S = +0): its split value stands as it is.
-    FT_UNROLL for (int k = 0; k < K; ++k) {
-      if (detail::stokes_zero(st[k])) continue;
-      split[k] = detail::maxf(st[k][0], 0.0f) * shape * channel_illum(p, ps.hero, k) + split[k];
-    }
+    FT_UNROLL for (int k = 0; k < K; ++k) split[k] = detail::maxf(st[k][0], 0.0f) * shape * ps.illum[k] + split[k];
     return false;
   }
   const GpuPlane pl = planes[hit.plane];
@@ -169,8 +152,7 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   // 4. Absorption inside (Beer–Lambert; path_scale folded into alpha).
   if (inside && p.band_count) {
     FT_UNROLL for (int k = 0; k < K; ++k) {
-      if (detail::stokes_zero(st[k])) continue;  // 0·att stays 0
-      const float att = expf(-channel_alpha(p, ps.hero, k) * hit.t);
+      const float att = expf(-ps.alpha[k] * hit.t);
       st[k][0] *= att;
       st[k][1] *= att;
       st[k][2] *= att;
@@ -185,23 +167,16 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     cos_i = -cos_i;
   }
   cos_i = detail::minf(cos_i, 1.0f);
-  // Channels whose Fresnel terms can still matter (see PathState): live ones, the pdf columns their compat
-  // rows read, and the hero. The others get cos_t = −1 (as if past the critical angle), which every use below
-  // treats as "nothing to do" for a zero channel: no pdf factor, no Mueller work, no class at an entry.
-  unsigned use = 1u;
-  FT_UNROLL for (int k = 0; k < K; ++k) {
-    const bool keep = !detail::stokes_zero(st[k]) || split[k] != 0.0f;
-    use |= keep ? static_cast<unsigned>((ps.compat >> (8 * k)) & 0xFFu) | (1u << k) : 0u;
-  }
   // η_k = n₁/n₂: n_k inside (n_k/1 is exact, so no division), 1/n_k outside — the same bits as n₁/n₂.
   float n1[K], n2[K], eta[K], cos_t[K];
+  if (inside) {
+    FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = n_k[k];
+  } else {
+    FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = 1.0f / n_k[k];
+  }
   FT_UNROLL for (int k = 0; k < K; ++k) {
     n1[k] = inside ? n_k[k] : 1.0f;
     n2[k] = inside ? 1.0f : n_k[k];
-    eta[k] = 1.0f;
-    cos_t[k] = -1.0f;
-    if (!((use >> k) & 1u)) continue;
-    eta[k] = inside ? n_k[k] : 1.0f / n_k[k];
     cos_t[k] = cos_transmitted(eta[k], cos_i);  // < 0: channel past its critical angle
   }
   const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
@@ -217,7 +192,6 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     reflect = u_fresnel < pr;
     prob = reflect ? pr : 1.0f - pr;
     FT_UNROLL for (int k = 0; k < K; ++k) {
-      if (!((use >> k) & 1u)) continue;  // pdf[k] is never read again
       const float rk = cos_t[k] < 0.0f ? 1.0f : fresnel_reflectance(n1[k], n2[k], cos_i, cos_t[k]);
       pdf[k] *= detail::clampf(reflect ? rk : 1.0f - rk, kPdfClampLo, kPdfClampHi);
     }
@@ -234,7 +208,6 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     // depolarised, all channels share the direction.
     FT_UNROLL for (int k = 0; k < K; ++k) {
       float* sk = st[k];
-      if (detail::stokes_zero(sk)) continue;  // stays zero (up to the sign of zero, which nothing reads)
       if (reflect) {
         if (cos_t[k] < 0.0f) {
           apply_tir_retarder(sk, eta[k], cos_i, inv_prob * glare);
@@ -305,7 +278,7 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
         // §7.4's re-entry probe can only hit a concave cut (Tier 3, never traced here): every scene is a
         // validated convex polyhedron, and a ray leaving it through the exit facet never meets it again. The
         // probe is therefore skipped (tests pin that results are unchanged).
-        split[k] = ik * environment_shape(p, t_dir[k]) * channel_illum(p, ps.hero, k);
+        split[k] = ik * environment_shape(p, t_dir[k]) * ps.illum[k];
       }
     }
     dir = t_dir[0];
