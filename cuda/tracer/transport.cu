@@ -30,6 +30,8 @@ constexpr KernelConfig kConfigs[] = {
     {256, 2, 0, "b256_r128"},         // one tuple per thread, ≤ 128 registers, 16 warps per SM
     {128, 4, 0, "b128_r128"},         // one tuple per thread, smaller blocks
     {64, 1, 0, "b64"},                // tracer.md §10.1: block size starts at 64; compiler's register choice
+    {128, 5, 0, "b128_r102"},         // ≤ 102 registers: 20 warps per SM
+    {128, 6, 0, "b128_r85"},          // ≤ 85 registers: 24 warps per SM
     {256, 2, 8, "regen8_b256_r128"},  // persistent, refill when ≥ 8 lanes of a warp are idle
     {256, 2, 12, "regen12_b256_r128"},
     {256, 2, 16, "regen16_b256_r128"},
@@ -239,9 +241,11 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
   switch (config) {
     case 1: transport_main_kernel<128, 4><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
     case 2: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
-    case 3: FT_TRY((launch_regen<256, 2, 8>(scene, range, tuples, nonfinite, work_counter, stream))); break;
-    case 4: FT_TRY((launch_regen<256, 2, 12>(scene, range, tuples, nonfinite, work_counter, stream))); break;
-    case 5: FT_TRY((launch_regen<256, 2, 16>(scene, range, tuples, nonfinite, work_counter, stream))); break;
+    case 3: transport_main_kernel<128, 5><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 4: transport_main_kernel<128, 6><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 5: FT_TRY((launch_regen<256, 2, 8>(scene, range, tuples, nonfinite, work_counter, stream))); break;
+    case 6: FT_TRY((launch_regen<256, 2, 12>(scene, range, tuples, nonfinite, work_counter, stream))); break;
+    case 7: FT_TRY((launch_regen<256, 2, 16>(scene, range, tuples, nonfinite, work_counter, stream))); break;
     default: transport_main_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
   }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)

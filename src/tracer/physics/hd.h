@@ -14,7 +14,10 @@
 #define FT_UNROLL _Pragma("unroll")
 /// Unroll a run-time-bounded loop 4× in device code, so loads of later iterations issue early.
 #define FT_UNROLL4 _Pragma("unroll 4")
+/// Keep the next loop rolled in device code: one copy of a large, rarely run body (smaller kernel code).
+#define FT_NO_UNROLL _Pragma("unroll 1")
 #else
+#define FT_NO_UNROLL
 #define FT_UNROLL
 #define FT_UNROLL4
 #endif

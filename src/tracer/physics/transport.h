@@ -86,11 +86,20 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
   ps.seed = sample_seed(pixel, s);
   const PixelSample smp = pixel_sample(pixel, s);
   ps.hero = kLambdaMinNm + kLambdaSpanNm * smp.u_hero;
-  FT_UNROLL for (int k = 0; k < K; ++k) {
+  // One copy of the per-channel constants' code (run once per path), stored by selects so the arrays stay in
+  // registers.
+  FT_NO_UNROLL for (int k = 0; k < K; ++k) {
     const float lam = channel_lambda(ps.hero, k);
-    ps.n_k[k] = refractive_index(p.dispersion, lam);
-    ps.alpha[k] = p.band_count ? absorption_coefficient(p.bands, p.band_count, lam) * p.path_scale : 0.0f;
-    ps.illum[k] = illuminant(p.illuminant_kind, p.planck_kelvin, lam);
+    const float n = refractive_index(p.dispersion, lam);
+    const float a = p.band_count ? absorption_coefficient(p.bands, p.band_count, lam) * p.path_scale : 0.0f;
+    const float s_lam = illuminant(p.illuminant_kind, p.planck_kelvin, lam);
+    FT_UNROLL for (int j = 0; j < K; ++j) {
+      if (j == k) {
+        ps.n_k[j] = n;
+        ps.alpha[j] = a;
+        ps.illum[j] = s_lam;
+      }
+    }
   }
   ps.compat = ~std::uint64_t{0};
   FT_UNROLL for (int k = 0; k < K; ++k) {
@@ -203,24 +212,33 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   // for the per-lane lookup, whose index varies across a warp.
   static_assert(kMaxPlanes / 32 == 4, "any_frosted reads the four mask words");
   const bool any_frosted = (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
-  if (any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u)) {
-    // §7.5 frosted facet: same choice, cosine-weighted direction about the chosen side's normal,
-    // depolarised, all channels share the direction.
-    FT_UNROLL for (int k = 0; k < K; ++k) {
-      float* sk = st[k];
-      if (reflect) {
-        if (cos_t[k] < 0.0f) {
-          apply_tir_retarder(sk, eta[k], cos_i, inv_prob * glare);
-        } else {
-          apply_reflection(sk, fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
-        }
-      } else if (cos_t[k] < 0.0f) {
-        sk[0] = 0.0f;
-      } else {
-        apply_transmission(sk, n1[k], n2[k], cos_i, cos_t[k], inv_prob);
-      }
-      sk[1] = sk[2] = sk[3] = 0.0f;
+  const bool frosted = any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u);
+
+  // Mueller update of every channel: one copy of the code for polished and frosted facets (§7.5: a frosted
+  // facet makes the same choice and the same Mueller product, then depolarises). A polished facet leaves a
+  // zero channel alone; a frosted one applies the matrices to it too (the same arithmetic as before).
+  FT_UNROLL for (int k = 0; k < K; ++k) {
+    float* sk = st[k];
+    if (!frosted && detail::stokes_zero(sk)) {
+      if (!reflect && cos_t[k] < 0.0f) sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0 (a zero stays zero)
+      continue;
     }
+    if (reflect) {
+      if (cos_t[k] < 0.0f) {
+        apply_tir_retarder(sk, eta[k], cos_i, inv_prob * glare);
+      } else {
+        apply_reflection(sk, fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
+      }
+    } else if (cos_t[k] < 0.0f) {
+      sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0
+    } else {
+      apply_transmission(sk, n1[k], n2[k], cos_i, cos_t[k], inv_prob);
+    }
+    if (frosted) sk[1] = sk[2] = sk[3] = 0.0f;  // depolarised
+  }
+
+  if (frosted) {
+    // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it.
     const float u1 = stream_uniform(seed, b, kStreamFrostedDir1);
     const float u2 = stream_uniform(seed, b, kStreamFrostedDir2);
     dir = detail::cosine_direction(reflect ? nrm : -nrm, u1, u2);
@@ -229,26 +247,12 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     detail::orthonormal_basis(dir, t_axis, b_axis);
     s_prev = t_axis;
   } else if (reflect) {
-    FT_UNROLL for (int k = 0; k < K; ++k) {
-      if (detail::stokes_zero(st[k])) continue;
-      if (cos_t[k] < 0.0f) {
-        apply_tir_retarder(st[k], eta[k], cos_i, inv_prob * glare);
-      } else {
-        apply_reflection(st[k], fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
-      }
-    }
     dir = dir + nrm * (2.0f * cos_i);
   } else {
     // 8. Transmission (§7.4): each channel refracts at its own index.
     Vec3 t_dir[K];
     FT_UNROLL for (int k = 0; k < K; ++k) {
-      if (cos_t[k] < 0.0f) {
-        st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;  // T_k = 0
-        t_dir[k] = dir;
-        continue;
-      }
-      if (!detail::stokes_zero(st[k])) apply_transmission(st[k], n1[k], n2[k], cos_i, cos_t[k], inv_prob);
-      t_dir[k] = normalize(dir * eta[k] + nrm * (eta[k] * cos_i - cos_t[k]));
+      t_dir[k] = cos_t[k] < 0.0f ? dir : normalize(dir * eta[k] + nrm * (eta[k] * cos_i - cos_t[k]));
     }
     const bool exiting = inside;
     if (!exiting) {
@@ -270,15 +274,34 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     } else {
       // Exit splitting: channels that diverge here follow their own exit direction once. The escape
       // ends the path in a convex stone, so compat keeps the classes of the shared interior path.
+      // §7.4's re-entry probe can only hit a concave cut (Tier 3, never traced here): every scene is a
+      // validated convex polyhedron, and a ray leaving it through the exit facet never meets it again. The
+      // probe is therefore skipped (tests pin that results are unchanged).
+      // First the channels that split (and their intensity), then one environment lookup per split channel
+      // through a single call site: the direction and S(λ) are picked by selects, not by a copy of the rig
+      // code per channel.
+      unsigned split_mask = 0u;
+      float ik[K];
       FT_UNROLL for (int k = 1; k < K; ++k) {
+        ik[k] = 0.0f;
         if (cos_t[k] < 0.0f || dot(t_dir[k], t_dir[0]) >= kSameDirection) continue;
-        const float ik = detail::maxf(st[k][0], 0.0f);
+        ik[k] = detail::maxf(st[k][0], 0.0f);
         st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
-        if (ik <= 0.0f) continue;
-        // §7.4's re-entry probe can only hit a concave cut (Tier 3, never traced here): every scene is a
-        // validated convex polyhedron, and a ray leaving it through the exit facet never meets it again. The
-        // probe is therefore skipped (tests pin that results are unchanged).
-        split[k] = ik * environment_shape(p, t_dir[k]) * ps.illum[k];
+        if (ik[k] > 0.0f) split_mask |= 1u << k;
+      }
+      FT_NO_UNROLL for (int k = 1; k < K; ++k) {
+        if (!((split_mask >> k) & 1u)) continue;
+        Vec3 d = t_dir[1];
+        float i_k = ik[1], s_k = ps.illum[1];
+        FT_UNROLL for (int j = 2; j < K; ++j) {
+          if (j == k) {
+            d = t_dir[j];
+            i_k = ik[j];
+            s_k = ps.illum[j];
+          }
+        }
+        const float v = i_k * environment_shape(p, d) * s_k;
+        FT_UNROLL for (int j = 1; j < K; ++j) split[j] = j == k ? v : split[j];
       }
     }
     dir = t_dir[0];
@@ -321,16 +344,19 @@ FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
   const auto& radiance = ps.split;
   const auto& pdf = ps.pdf;
   const std::uint64_t compat = ps.compat;
+  // One copy of the per-channel code (run once per path): channel k's radiance is picked by selects.
   float sx = 0.0f, sy = 0.0f, sz = 0.0f;
-  FT_UNROLL for (int k = 0; k < K; ++k) {
-    if (radiance[k] == 0.0f) continue;
+  FT_NO_UNROLL for (int k = 0; k < K; ++k) {
+    float rad = radiance[0];
+    FT_UNROLL for (int j = 1; j < K; ++j) rad = j == k ? radiance[j] : rad;
+    if (rad == 0.0f) continue;
     float denom = 0.0f;
     FT_UNROLL for (int j = 0; j < K; ++j) {
       if ((compat >> (8 * k + j)) & 1u) denom += pdf[j];
     }
     const float w = denom > kMisEpsilon ? static_cast<float>(K) * pdf[0] / denom : 1.0f;
     const Vec3 cmf = cmf_xyz(channel_lambda(ps.hero, k));
-    const float v = radiance[k] * w * kXyzScale;
+    const float v = rad * w * kXyzScale;
     sx += cmf.x * v;
     sy += cmf.y * v;
     sz += cmf.z * v;
