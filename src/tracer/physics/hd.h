@@ -14,10 +14,15 @@
 #define FT_UNROLL _Pragma("unroll")
 /// Unroll a run-time-bounded loop 4× in device code, so loads of later iterations issue early.
 #define FT_UNROLL4 _Pragma("unroll 4")
-/// Keep the next loop rolled in device code: one copy of a large, rarely run body (smaller kernel code).
-#define FT_NO_UNROLL _Pragma("unroll 1")
+/// The tracer's per-channel loops in device code: rolled when FT_TRACER_ROLLED is defined (one copy of each
+/// channel's code; the channel arrays live in local memory), fully unrolled otherwise (arrays in registers).
+#if defined(FT_TRACER_ROLLED)
+#define FT_CHANNELS _Pragma("unroll 1")
 #else
-#define FT_NO_UNROLL
+#define FT_CHANNELS _Pragma("unroll")
+#endif
+#else
 #define FT_UNROLL
 #define FT_UNROLL4
+#define FT_CHANNELS
 #endif

@@ -64,14 +64,25 @@ FT_HD Vec3 cosine_direction(Vec3 n, float u1, float u2) {
 
 }  // namespace detail
 
-/// The state of one path between bounces (tracer.md §7.1 table). The wavelengths are kept as the hero alone
-/// (channel k's λ is recomputed by channel_lambda, the same bits). `split` doubles as the radiance: a path
-/// adds radiance only at the miss that ends it, so when path_step returns false `split[k]` holds radiance[k]
-/// (0 for a path cut by roulette or max_bounces).
+/// Channel k's illuminant S(λ_k) (tracer.md §7.1), recomputed where used instead of held in the path state.
+FT_HD float channel_illum(const TraceParams& p, float hero, int k) {
+  return illuminant(p.illuminant_kind, p.planck_kelvin, channel_lambda(hero, k));
+}
+
+/// Channel k's absorption coefficient α(λ_k)·path_scale (tracer.md §7.1; 0 without bands), recomputed where
+/// used.
+FT_HD float channel_alpha(const TraceParams& p, float hero, int k) {
+  return p.band_count ? absorption_coefficient(p.bands, p.band_count, channel_lambda(hero, k)) * p.path_scale : 0.0f;
+}
+
+/// The state of one path between bounces (tracer.md §7.1 table). Only the hero wavelength is held: λ_k, S(λ_k)
+/// and α(λ_k) are pure functions of it, recomputed where used (the same bits). `split` doubles as the
+/// radiance: a path adds radiance only at the miss that ends it, so when path_step returns false `split[k]`
+/// holds radiance[k] (0 for a path cut by roulette or max_bounces).
 struct PathState {
   float st[kChannels][4];
   float pdf[kChannels], split[kChannels];
-  float n_k[kChannels], alpha[kChannels], illum[kChannels];
+  float n_k[kChannels];
   std::uint64_t compat;  // byte k = compat[k] (§7.1: 0xFF), packed into one word
   Vec3 org, dir, s_prev;
   float hero;
@@ -86,23 +97,9 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
   ps.seed = sample_seed(pixel, s);
   const PixelSample smp = pixel_sample(pixel, s);
   ps.hero = kLambdaMinNm + kLambdaSpanNm * smp.u_hero;
-  // One copy of the per-channel constants' code (run once per path), stored by selects so the arrays stay in
-  // registers.
-  FT_NO_UNROLL for (int k = 0; k < K; ++k) {
-    const float lam = channel_lambda(ps.hero, k);
-    const float n = refractive_index(p.dispersion, lam);
-    const float a = p.band_count ? absorption_coefficient(p.bands, p.band_count, lam) * p.path_scale : 0.0f;
-    const float s_lam = illuminant(p.illuminant_kind, p.planck_kelvin, lam);
-    FT_UNROLL for (int j = 0; j < K; ++j) {
-      if (j == k) {
-        ps.n_k[j] = n;
-        ps.alpha[j] = a;
-        ps.illum[j] = s_lam;
-      }
-    }
-  }
   ps.compat = ~std::uint64_t{0};
-  FT_UNROLL for (int k = 0; k < K; ++k) {
+  FT_CHANNELS for (int k = 0; k < K; ++k) {
+    ps.n_k[k] = refractive_index(p.dispersion, channel_lambda(ps.hero, k));
     ps.st[k][0] = 1.0f;
     ps.st[k][1] = ps.st[k][2] = ps.st[k][3] = 0.0f;
     ps.pdf[k] = 1.0f;
@@ -118,6 +115,11 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
 /// One bounce of the path (tracer.md §7.2 steps 1–10). Returns true when the path goes on; false when it
 /// ended (miss, roulette, or max_bounces reached), with ps.split then holding the radiance. Requires
 /// ps.b < p.max_bounces.
+///
+/// Channels are independent within a bounce once the hero has made the choice, so after the hero's Fresnel
+/// decision one loop runs each channel's steps 3–8 in the order of §7.2 (rotation, absorption, η and cos t,
+/// pdf factor, Mueller update, refracted direction, exit split): the same arithmetic per channel as step-by-step
+/// loops, with no per-channel temporaries but the refracted directions an entry compares pairwise.
 FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes) {
   constexpr int K = kChannels;
   auto& st = ps.st;
@@ -137,37 +139,31 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   if (hit.plane < 0) {
     // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
     const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
-    FT_UNROLL for (int k = 0; k < K; ++k) split[k] = detail::maxf(st[k][0], 0.0f) * shape * ps.illum[k] + split[k];
+    FT_CHANNELS for (int k = 0; k < K; ++k) {
+      split[k] = detail::maxf(st[k][0], 0.0f) * shape * channel_illum(p, ps.hero, k) + split[k];
+    }
     return false;
   }
   const GpuPlane pl = planes[hit.plane];
   Vec3 nrm{pl.nx, pl.ny, pl.nz};
   const Vec3 pos = org + dir * hit.t;
 
-  // 3. Frame rotation into the new plane of incidence.
+  // 3. Frame rotation into the new plane of incidence (applied per channel in the loop below).
   Vec3 s_curr = cross(dir, nrm);
   const float s_len2 = dot(s_curr, s_curr);
-  if (s_len2 > 1e-12f) {
+  const bool rotate = s_len2 > 1e-12f;
+  float c2 = 1.0f, s2 = 0.0f;
+  if (rotate) {
     s_curr = s_curr * (1.0f / sqrtf(s_len2));
     const float c = dot(s_prev, s_curr);
     const float sn = dot(cross(s_prev, s_curr), dir);
     const float inv = 1.0f / (c * c + sn * sn);
-    const float c2 = (c * c - sn * sn) * inv;  // cos 2ψ, ψ = atan2(sn, c)
-    const float s2 = 2.0f * c * sn * inv;      // sin 2ψ
-    FT_UNROLL for (int k = 0; k < K; ++k) apply_rotation(st[k], c2, s2);
+    c2 = (c * c - sn * sn) * inv;  // cos 2ψ, ψ = atan2(sn, c)
+    s2 = 2.0f * c * sn * inv;      // sin 2ψ
     s_prev = s_curr;
   }
-
-  // 4. Absorption inside (Beer–Lambert; path_scale folded into alpha).
-  if (inside && p.band_count) {
-    FT_UNROLL for (int k = 0; k < K; ++k) {
-      const float att = expf(-ps.alpha[k] * hit.t);
-      st[k][0] *= att;
-      st[k][1] *= att;
-      st[k][2] *= att;
-      st[k][3] *= att;
-    }
-  }
+  // 4. Absorption inside (Beer–Lambert; path_scale folded into α), per channel below.
+  const bool absorb = inside && p.band_count;
 
   // 5. Boundary: orient the normal against the ray.
   float cos_i = -dot(dir, nrm);
@@ -177,65 +173,94 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   }
   cos_i = detail::minf(cos_i, 1.0f);
   // η_k = n₁/n₂: n_k inside (n_k/1 is exact, so no division), 1/n_k outside — the same bits as n₁/n₂.
-  float n1[K], n2[K], eta[K], cos_t[K];
-  if (inside) {
-    FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = n_k[k];
-  } else {
-    FT_UNROLL for (int k = 0; k < K; ++k) eta[k] = 1.0f / n_k[k];
-  }
-  FT_UNROLL for (int k = 0; k < K; ++k) {
-    n1[k] = inside ? n_k[k] : 1.0f;
-    n2[k] = inside ? 1.0f : n_k[k];
-    cos_t[k] = cos_transmitted(eta[k], cos_i);  // < 0: channel past its critical angle
-  }
+  const float eta0 = inside ? n_k[0] : 1.0f / n_k[0];
+  const float cos_t0 = cos_transmitted(eta0, cos_i);
   const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
-  const bool hero_tir = cos_t[0] < 0.0f;
+  const bool hero_tir = cos_t0 < 0.0f;
   bool reflect;
   float prob = 1.0f;
   if (hero_tir) {
     reflect = true;  // 6. Hero TIR: reflect with probability 1, no division.
   } else {
     // 7. Fresnel choice on the hero.
-    const float r0 = fresnel_reflectance(n1[0], n2[0], cos_i, cos_t[0]);
+    const float r0 = fresnel_reflectance(inside ? n_k[0] : 1.0f, inside ? 1.0f : n_k[0], cos_i, cos_t0);
     const float pr = detail::clampf(r0, kProbMin, kProbMax);
     reflect = u_fresnel < pr;
     prob = reflect ? pr : 1.0f - pr;
-    FT_UNROLL for (int k = 0; k < K; ++k) {
-      const float rk = cos_t[k] < 0.0f ? 1.0f : fresnel_reflectance(n1[k], n2[k], cos_i, cos_t[k]);
-      pdf[k] *= detail::clampf(reflect ? rk : 1.0f - rk, kPdfClampLo, kPdfClampHi);
-    }
   }
   const float inv_prob = 1.0f / prob;
   const float glare = (b == 0 && !inside && reflect) ? p.glare : 1.0f;  // bounce-0 glare (§7.2)
-
   // The any-frosted test reads the mask at constant indices (uniform); only stones with frosted facets pay
   // for the per-lane lookup, whose index varies across a warp.
   static_assert(kMaxPlanes / 32 == 4, "any_frosted reads the four mask words");
   const bool any_frosted = (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
   const bool frosted = any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u);
+  const bool refract = !frosted && !reflect;  // 8. transmission through a polished facet (§7.4)
+  const bool entering = refract && !inside;
+  const bool exiting = refract && inside;
 
-  // Mueller update of every channel: one copy of the code for polished and frosted facets (§7.5: a frosted
-  // facet makes the same choice and the same Mueller product, then depolarises). A polished facet leaves a
-  // zero channel alone; a frosted one applies the matrices to it too (the same arithmetic as before).
-  FT_UNROLL for (int k = 0; k < K; ++k) {
+  Vec3 t_dir0 = dir;        // the hero's refracted direction (channel 0 runs first)
+  Vec3 entry_dir[K];        // entry only: each channel's refracted direction, compared pairwise below
+  unsigned entry_ok = 0u;   // entry only: bit k = cos t_k ≥ 0
+  FT_CHANNELS for (int k = 0; k < K; ++k) {
     float* sk = st[k];
-    if (!frosted && detail::stokes_zero(sk)) {
-      if (!reflect && cos_t[k] < 0.0f) sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0 (a zero stays zero)
-      continue;
+    if (rotate) apply_rotation(sk, c2, s2);
+    if (absorb) {
+      const float att = expf(-channel_alpha(p, ps.hero, k) * hit.t);
+      sk[0] *= att;
+      sk[1] *= att;
+      sk[2] *= att;
+      sk[3] *= att;
     }
-    if (reflect) {
-      if (cos_t[k] < 0.0f) {
-        apply_tir_retarder(sk, eta[k], cos_i, inv_prob * glare);
+    const float n1 = inside ? n_k[k] : 1.0f;
+    const float n2 = inside ? 1.0f : n_k[k];
+    const float eta = inside ? n_k[k] : 1.0f / n_k[k];
+    const float cos_t = cos_transmitted(eta, cos_i);  // < 0: channel past its critical angle
+    if (!hero_tir) {
+      const float rk = cos_t < 0.0f ? 1.0f : fresnel_reflectance(n1, n2, cos_i, cos_t);
+      pdf[k] *= detail::clampf(reflect ? rk : 1.0f - rk, kPdfClampLo, kPdfClampHi);
+    }
+    // Mueller update: one copy of the code for polished and frosted facets (§7.5: a frosted facet makes the
+    // same choice and the same Mueller product, then depolarises). A polished facet leaves a zero channel
+    // alone; a frosted one applies the matrices to it too.
+    const bool zero = detail::stokes_zero(sk);
+    if (frosted || !zero) {
+      if (reflect) {
+        if (cos_t < 0.0f) {
+          apply_tir_retarder(sk, eta, cos_i, inv_prob * glare);
+        } else {
+          apply_reflection(sk, fresnel_amps(n1, n2, cos_i, cos_t), inv_prob * glare);
+        }
+      } else if (cos_t < 0.0f) {
+        sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0
       } else {
-        apply_reflection(sk, fresnel_amps(n1[k], n2[k], cos_i, cos_t[k]), inv_prob * glare);
+        apply_transmission(sk, n1, n2, cos_i, cos_t, inv_prob);
       }
-    } else if (cos_t[k] < 0.0f) {
-      sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0
-    } else {
-      apply_transmission(sk, n1[k], n2[k], cos_i, cos_t[k], inv_prob);
+      if (frosted) sk[1] = sk[2] = sk[3] = 0.0f;  // depolarised
+    } else if (!reflect && cos_t < 0.0f) {
+      sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0 (a zero stays zero)
     }
-    if (frosted) sk[1] = sk[2] = sk[3] = 0.0f;  // depolarised
+    if (!refract) continue;
+    // Each channel refracts at its own index (§7.4).
+    const Vec3 tk = cos_t < 0.0f ? dir : normalize(dir * eta + nrm * (eta * cos_i - cos_t));
+    if (k == 0) t_dir0 = tk;
+    if (entering) {
+      entry_dir[k] = tk;
+      entry_ok |= cos_t >= 0.0f ? 1u << k : 0u;
+    } else if (k > 0) {
+      // Exit splitting: channels that diverge here follow their own exit direction once. The escape ends
+      // the path in a convex stone, so compat keeps the classes of the shared interior path. §7.4's re-entry
+      // probe can only hit a concave cut (Tier 3, never traced here): every scene is a validated convex
+      // polyhedron, and a ray leaving it through the exit facet never meets it again, so it is skipped (tests
+      // pin that results are unchanged).
+      if (cos_t < 0.0f || dot(tk, t_dir0) >= kSameDirection) continue;
+      const float ik = detail::maxf(sk[0], 0.0f);
+      sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;
+      if (ik <= 0.0f) continue;
+      split[k] = ik * environment_shape(p, tk) * channel_illum(p, ps.hero, k);
+    }
   }
+  (void)exiting;
 
   if (frosted) {
     // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it.
@@ -249,62 +274,24 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   } else if (reflect) {
     dir = dir + nrm * (2.0f * cos_i);
   } else {
-    // 8. Transmission (§7.4): each channel refracts at its own index.
-    Vec3 t_dir[K];
-    FT_UNROLL for (int k = 0; k < K; ++k) {
-      t_dir[k] = cos_t[k] < 0.0f ? dir : normalize(dir * eta[k] + nrm * (eta[k] * cos_i - cos_t[k]));
-    }
-    const bool exiting = inside;
-    if (!exiting) {
+    if (entering) {
       // Entry: compat ∩= current equivalence classes; diverged channels terminate (S_k = 0).
       std::uint8_t cls[K];
       FT_UNROLL for (int k = 0; k < K; ++k) cls[k] = static_cast<std::uint8_t>(1u << k);
-      FT_UNROLL for (int j = 0; j < K; ++j) {
-        FT_UNROLL for (int k = j + 1; k < K; ++k) {
-          if (cos_t[j] >= 0.0f && cos_t[k] >= 0.0f && dot(t_dir[j], t_dir[k]) >= kSameDirection) {
+      FT_CHANNELS for (int j = 0; j < K; ++j) {
+        FT_CHANNELS for (int k = j + 1; k < K; ++k) {
+          if (((entry_ok >> j) & (entry_ok >> k) & 1u) && dot(entry_dir[j], entry_dir[k]) >= kSameDirection) {
             cls[j] = static_cast<std::uint8_t>(cls[j] | (1u << k));
             cls[k] = static_cast<std::uint8_t>(cls[k] | (1u << j));
           }
         }
       }
-      FT_UNROLL for (int k = 0; k < K; ++k) {
+      FT_CHANNELS for (int k = 0; k < K; ++k) {
         ps.compat &= ~(static_cast<std::uint64_t>(0xFFu & ~static_cast<unsigned>(cls[k])) << (8 * k));
         if (k > 0 && !(cls[0] & (1u << k))) st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
       }
-    } else {
-      // Exit splitting: channels that diverge here follow their own exit direction once. The escape
-      // ends the path in a convex stone, so compat keeps the classes of the shared interior path.
-      // §7.4's re-entry probe can only hit a concave cut (Tier 3, never traced here): every scene is a
-      // validated convex polyhedron, and a ray leaving it through the exit facet never meets it again. The
-      // probe is therefore skipped (tests pin that results are unchanged).
-      // First the channels that split (and their intensity), then one environment lookup per split channel
-      // through a single call site: the direction and S(λ) are picked by selects, not by a copy of the rig
-      // code per channel.
-      unsigned split_mask = 0u;
-      float ik[K];
-      FT_UNROLL for (int k = 1; k < K; ++k) {
-        ik[k] = 0.0f;
-        if (cos_t[k] < 0.0f || dot(t_dir[k], t_dir[0]) >= kSameDirection) continue;
-        ik[k] = detail::maxf(st[k][0], 0.0f);
-        st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
-        if (ik[k] > 0.0f) split_mask |= 1u << k;
-      }
-      FT_NO_UNROLL for (int k = 1; k < K; ++k) {
-        if (!((split_mask >> k) & 1u)) continue;
-        Vec3 d = t_dir[1];
-        float i_k = ik[1], s_k = ps.illum[1];
-        FT_UNROLL for (int j = 2; j < K; ++j) {
-          if (j == k) {
-            d = t_dir[j];
-            i_k = ik[j];
-            s_k = ps.illum[j];
-          }
-        }
-        const float v = i_k * environment_shape(p, d) * s_k;
-        FT_UNROLL for (int j = 1; j < K; ++j) split[j] = j == k ? v : split[j];
-      }
     }
-    dir = t_dir[0];
+    dir = t_dir0;
     inside = !inside;
   }
 
@@ -317,14 +304,14 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   // 10. Russian roulette (only when b > 4).
   if (b > kRouletteAfter) {
     float imax = st[0][0];
-    FT_UNROLL for (int k = 1; k < K; ++k) imax = detail::maxf(imax, st[k][0]);
+    FT_CHANNELS for (int k = 1; k < K; ++k) imax = detail::maxf(imax, st[k][0]);
     const float q = detail::clampf(imax, kRouletteMin, 1.0f);
     if (stream_uniform(seed, b, kStreamRoulette) > q) {
-      FT_UNROLL for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
+      FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
       return false;
     }
     const float inv_q = 1.0f / q;
-    FT_UNROLL for (int k = 0; k < K; ++k) {
+    FT_CHANNELS for (int k = 0; k < K; ++k) {
       st[k][0] *= inv_q;
       st[k][1] *= inv_q;
       st[k][2] *= inv_q;
@@ -334,7 +321,7 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   }
   ps.b = b + 1;
   if (ps.b < p.max_bounces) return true;
-  FT_UNROLL for (int k = 0; k < K; ++k) split[k] = 0.0f;  // cut at max_bounces: no radiance
+  FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // cut at max_bounces: no radiance
   return false;
 }
 
@@ -344,19 +331,16 @@ FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
   const auto& radiance = ps.split;
   const auto& pdf = ps.pdf;
   const std::uint64_t compat = ps.compat;
-  // One copy of the per-channel code (run once per path): channel k's radiance is picked by selects.
   float sx = 0.0f, sy = 0.0f, sz = 0.0f;
-  FT_NO_UNROLL for (int k = 0; k < K; ++k) {
-    float rad = radiance[0];
-    FT_UNROLL for (int j = 1; j < K; ++j) rad = j == k ? radiance[j] : rad;
-    if (rad == 0.0f) continue;
+  FT_CHANNELS for (int k = 0; k < K; ++k) {
+    if (radiance[k] == 0.0f) continue;
     float denom = 0.0f;
     FT_UNROLL for (int j = 0; j < K; ++j) {
       if ((compat >> (8 * k + j)) & 1u) denom += pdf[j];
     }
     const float w = denom > kMisEpsilon ? static_cast<float>(K) * pdf[0] / denom : 1.0f;
     const Vec3 cmf = cmf_xyz(channel_lambda(ps.hero, k));
-    const float v = rad * w * kXyzScale;
+    const float v = radiance[k] * w * kXyzScale;
     sx += cmf.x * v;
     sy += cmf.y * v;
     sz += cmf.z * v;
