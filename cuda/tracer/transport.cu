@@ -33,6 +33,8 @@ constexpr KernelConfig kConfigs[] = {
     {64, 1, 0, "b64"},                // tracer.md §10.1: block size starts at 64; compiler's register choice
     {128, 5, 0, "b128_r102"},         // ≤ 102 registers: 20 warps per SM
     {128, 6, 0, "b128_r85"},          // ≤ 85 registers: 24 warps per SM
+    {256, 5, 0, "b256_r51"},          // ≤ 51 registers: 40 warps per SM
+    {256, 6, 0, "b256_r42"},          // ≤ 42 registers: 48 warps per SM
     {256, 2, 0, "b256_occ16", 100 * 1024},  // at most 2 blocks (16 warps) per SM: per-thread local data fits L1
     {256, 2, 0, "b256_occ24", 68 * 1024},   // at most 3 blocks (24 warps) per SM
     {256, 2, 8, "regen8_b256_r128"},  // persistent, refill when ≥ 8 lanes of a warp are idle
@@ -246,8 +248,10 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
     case 2: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
     case 3: transport_main_kernel<128, 5><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
     case 4: transport_main_kernel<128, 6><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
-    case 5:
-    case 6: {
+    case 5: transport_main_kernel<256, 5><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 6: transport_main_kernel<256, 6><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 7:
+    case 8: {
       const unsigned smem = kConfigs[config].throttle_smem;
       static const bool attr_ok =
           cudaFuncSetAttribute(transport_main_kernel<256, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -256,9 +260,9 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
       transport_main_kernel<256, 2><<<grid, block, smem, stream>>>(scene, range, tuples, nonfinite);
       break;
     }
-    case 7: FT_TRY((launch_regen<256, 2, 8>(scene, range, tuples, nonfinite, work_counter, stream))); break;
-    case 8: FT_TRY((launch_regen<256, 2, 12>(scene, range, tuples, nonfinite, work_counter, stream))); break;
-    case 9: FT_TRY((launch_regen<256, 2, 16>(scene, range, tuples, nonfinite, work_counter, stream))); break;
+    case 9: FT_TRY((launch_regen<256, 2, 8>(scene, range, tuples, nonfinite, work_counter, stream))); break;
+    case 10: FT_TRY((launch_regen<256, 2, 12>(scene, range, tuples, nonfinite, work_counter, stream))); break;
+    case 11: FT_TRY((launch_regen<256, 2, 16>(scene, range, tuples, nonfinite, work_counter, stream))); break;
     default: transport_main_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
   }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
