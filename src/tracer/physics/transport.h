@@ -79,7 +79,7 @@ FT_HD float channel_alpha(const TraceParams& p, float hero, int k) {
 /// and α(λ_k) are pure functions of it, recomputed where used (the same bits). `split` doubles as the
 /// radiance: a path adds radiance only at the miss that ends it, so when path_step returns false `split[k]`
 /// holds radiance[k] (0 for a path cut by roulette or max_bounces).
-struct PathState {
+struct alignas(16) PathState {
   float st[kChannels][4];
   float pdf[kChannels], split[kChannels];
   float n_k[kChannels];
