@@ -32,13 +32,11 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   if (!sums) return sums.status();
   auto tuples = ctx.scratch(odd ? "tracer.tuples.1" : "tracer.tuples.0", tuple_bytes);
   if (!tuples) return tuples.status();
-  auto work = ctx.scratch("tracer.work", sizeof(unsigned long long));
-  if (!work) return work.status();
   auto* sums_f = static_cast<float*>(sums->data);
   auto* counter = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(sums->data) + io_bytes - 4);
   FT_CUDA_TRY(cudaMemcpyAsync(sums->data, a.in.data(), io_bytes, cudaMemcpyHostToDevice, ctx.stream()));
-  FT_TRY(launch_trace_chunk(scene, range, static_cast<float*>(tuples->data), sums_f, counter,
-                            static_cast<unsigned long long*>(work->data), ctx.stream()));
+  FT_TRY(launch_trace_chunk(scene, range, static_cast<float*>(tuples->data),
+                            (t.flags & TraceChunkArgs::kReturnTuples) != 0, sums_f, counter, ctx.stream()));
   auto ticket = ctx.ring().record_copy(sums->data, io_bytes, ctx.stream());
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);
