@@ -34,58 +34,29 @@ constexpr unsigned kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 /// Thread ↔ data: thread i = pixel_local·spp + sample_local (tracer.md §10.1). The planes are copied from the
 /// by-value parameter into shared memory once per block; the trace parameters stay in parameter (constant)
-/// space. Deterministic per tuple (G1).
-///
-/// Fused (Block % spp == 0: a block holds whole pixels): the block's tuples meet in shared memory and one
-/// thread per pixel adds them to sums[p] (seeded with the caller's running sums) in ascending sample order,
-/// one float add at a time — exactly reduce_xyz_kernel's arithmetic, without the tuple round trip through
-/// global memory. `tuples` (3 floats per tuple) is written only when non-null; unfused launches always write
-/// it and leave the sums to reduce_xyz_kernel.
+/// space. Each thread writes its tuple's XYZ (12 B) to global `tuples`. Deterministic per tuple (G1).
 template <unsigned Block, unsigned MinBlocks>
 __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const ChunkScene scene,
                                                                          const ChunkRange range,
                                                                          float* __restrict__ tuples,
-                                                                         float* __restrict__ sums, bool fused,
                                                                          std::uint32_t* __restrict__ nonfinite) {
   __shared__ physics::GpuPlane planes[physics::kMaxPlanes];
-  __shared__ float block_xyz[3 * Block];
   const std::uint32_t n = scene.params.plane_count;
   for (std::uint32_t j = threadIdx.x; j < n; j += blockDim.x) planes[j] = scene.planes[j];
   __syncthreads();
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
-  if (i < count) {
-    const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
-    const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
-    const std::uint32_t pixel = range.pixel_offset + pixel_local;
-    const std::uint32_t x = pixel % scene.params.width;
-    const std::uint32_t y = pixel / scene.params.width;
-    const physics::SampleXyz r = physics::trace_sample(scene.params, planes, x, y, range.first_sample + sample_local);
-    if (!r.finite) atomicAdd(nonfinite, 1u);
-    if (tuples != nullptr) {
-      tuples[3 * i + 0] = r.x;
-      tuples[3 * i + 1] = r.y;
-      tuples[3 * i + 2] = r.z;
-    }
-    block_xyz[3 * threadIdx.x + 0] = r.x;
-    block_xyz[3 * threadIdx.x + 1] = r.y;
-    block_xyz[3 * threadIdx.x + 2] = r.z;
-  }
-  if (!fused) return;  // uniform: every thread of the grid takes the same branch
-  __syncthreads();
-  const unsigned spp = range.spp;
-  const std::uint64_t p = std::uint64_t{blockIdx.x} * (Block / spp) + threadIdx.x;
-  if (threadIdx.x >= Block / spp || p >= range.pixel_count) return;
-  float sx = sums[3 * p + 0], sy = sums[3 * p + 1], sz = sums[3 * p + 2];
-  const float* t = block_xyz + 3 * threadIdx.x * spp;
-  for (unsigned s = 0; s < spp; ++s) {
-    sx = __fadd_rn(sx, t[3 * s + 0]);
-    sy = __fadd_rn(sy, t[3 * s + 1]);
-    sz = __fadd_rn(sz, t[3 * s + 2]);
-  }
-  sums[3 * p + 0] = sx;
-  sums[3 * p + 1] = sy;
-  sums[3 * p + 2] = sz;
+  if (i >= count) return;
+  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
+  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
+  const std::uint32_t pixel = range.pixel_offset + pixel_local;
+  const std::uint32_t x = pixel % scene.params.width;
+  const std::uint32_t y = pixel / scene.params.width;
+  const physics::SampleXyz r = physics::trace_sample(scene.params, planes, x, y, range.first_sample + sample_local);
+  if (!r.finite) atomicAdd(nonfinite, 1u);
+  tuples[3 * i + 0] = r.x;
+  tuples[3 * i + 1] = r.y;
+  tuples[3 * i + 2] = r.z;
 }
 
 /// Thread ↔ pixel: sums[p] (global, seeded with the caller's running sums) += that pixel's tuples in
@@ -118,15 +89,6 @@ unsigned config_index() {
   return index;
 }
 
-/// FACETRACE_TRACER_FUSED=0 forces the separate reduce_xyz_kernel (A/B and tests), read once.
-bool fused_disabled() {
-  static const bool off = [] {
-    const char* v = std::getenv("FACETRACE_TRACER_FUSED");
-    return v != nullptr && std::strcmp(v, "0") == 0;
-  }();
-  return off;
-}
-
 }  // namespace
 
 
@@ -149,29 +111,25 @@ Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range) {
   return {};
 }
 
-Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, bool keep_tuples,
-                          float* sums, std::uint32_t* nonfinite, CUstream_st* stream) {
+Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
+                          std::uint32_t* nonfinite, CUstream_st* stream) {
   FT_TRY(can_implement_chunk(scene, range));
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned config = config_index();
   const unsigned block = kConfigs[config].block;
   const unsigned grid = static_cast<unsigned>((tuple_count + block - 1) / block);
-  const bool fused = block % range.spp == 0 && !fused_disabled();
-  float* const t = fused && !keep_tuples ? nullptr : tuples;
   switch (config) {
-    case 1: transport_main_kernel<128, 4><<<grid, block, 0, stream>>>(scene, range, t, sums, fused, nonfinite); break;
-    case 2: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, t, sums, fused, nonfinite); break;
-    case 3: transport_main_kernel<256, 5><<<grid, block, 0, stream>>>(scene, range, t, sums, fused, nonfinite); break;
-    default: transport_main_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, t, sums, fused, nonfinite); break;
+    case 1: transport_main_kernel<128, 4><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 2: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    case 3: transport_main_kernel<256, 5><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+    default: transport_main_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
   }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return runtime::cuda_status(e, "transport_main_kernel<<<>>>", __FILE__, __LINE__);
-  if (!fused) {
-    const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
-    reduce_xyz_kernel<<<rgrid, kReduceBlock, 0, stream>>>(tuples, sums, range.pixel_count, range.spp);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-      return runtime::cuda_status(e, "reduce_xyz_kernel<<<>>>", __FILE__, __LINE__);
-  }
+  const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
+  reduce_xyz_kernel<<<rgrid, kReduceBlock, 0, stream>>>(tuples, sums, range.pixel_count, range.spp);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return runtime::cuda_status(e, "reduce_xyz_kernel<<<>>>", __FILE__, __LINE__);
 #ifdef FT_SYNC_CHECK
   if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
     return runtime::cuda_status(e, "cudaStreamSynchronize(trace chunk)", __FILE__, __LINE__);

@@ -35,12 +35,11 @@ inline constexpr std::uint64_t kMaxTuplesPerLaunch = 4194240;
 /// for more planes than fit in shared memory.
 Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range);
 
-/// Megakernel: tuple i = trace_sample(pixel_offset + i / spp, first_sample + i % spp) (non-finite samples give
-/// 0 and increment *nonfinite); then, per pixel, sums[p] (seeded by the caller) += its tuples in ascending
-/// sample order. `tuples` holds ≥ pixel_count·spp·3 floats of scratch; it receives the tuples when keep_tuples
-/// is set (otherwise the launch may keep them on chip: fused per-block reduction). `sums` holds pixel_count·3
+/// Megakernel: tuples[i] = trace_sample(pixel_offset + i / spp, first_sample + i % spp), 3 floats per tuple
+/// (non-finite samples give 0 and increment *nonfinite). Then, per pixel, sums[p] (seeded by the caller) +=
+/// its tuples in ascending sample order. `tuples` holds ≥ pixel_count·spp·3 floats, `sums` pixel_count·3
 /// floats, `nonfinite` one u32 (not cleared here). Asynchronous on `stream`.
-Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, bool keep_tuples,
-                          float* sums, std::uint32_t* nonfinite, CUstream_st* stream);
+Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
+                          std::uint32_t* nonfinite, CUstream_st* stream);
 
 }  // namespace facetrace::tracer

@@ -173,22 +173,6 @@ TEST(TracerGpu, chunked_equals_whole_frame_and_batch_equals_single) {
   EXPECT_TRUE(same_bits(b2, single2));
 }
 
-TEST(TracerGpu, fused_and_separate_reductions_give_the_same_bits) {
-  FT_REQUIRE_GPU();
-  auto& gpu = shared_gpu_backend();
-  const Scene s = small_diamond(72, 56);
-  // 24 spp per chunk does not divide the 256-thread block: the tuples go through reduce_xyz_kernel. 8 spp
-  // does: each block sums its pixels on chip. Three 8-spp requests add the same samples in the same order.
-  Film separate(72, 56), fused(72, 56);
-  TraceWorkload w(s, 0, 24, separate);
-  ASSERT_EQ(gpu.accumulate(w), Outcome::kDone);
-  for (std::uint32_t first = 0; first < 24; first += 8) {
-    TraceWorkload part(s, first, 8, fused);
-    ASSERT_EQ(gpu.accumulate(part), Outcome::kDone);
-  }
-  EXPECT_TRUE(same_bits(separate, fused)) << "fused per-block reduction differs from reduce_xyz_kernel";
-}
-
 /// Forwards to a TraceWorkload and raises `cancel` after `after` chunks (a deterministic mid-request cancel).
 class CancelAfter final : public runtime::Workload {
  public:
