@@ -87,6 +87,7 @@ struct alignas(16) PathState {
   Vec3 org, dir, s_prev;
   float hero;
   std::uint32_t seed, b;
+  std::uint32_t live;  // bit k clear: channel k's Stokes vector is known to be exactly zero (it stays zero)
   bool inside;
 };
 
@@ -109,6 +110,7 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
   ps.dir = camera_direction(p, x, y, smp.jx, smp.jy);
   ps.s_prev = normalize(cross(ps.dir, p.up));  // reference s axis; the camera ray is unpolarised
   ps.inside = false;
+  ps.live = (1u << K) - 1u;
   ps.b = 0;
 }
 
@@ -139,7 +141,9 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   if (hit.plane < 0) {
     // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
     const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
+    // A zero channel would add +0 (max(±0, 0)·shape·S = +0): its split value stands as it is.
     FT_CHANNELS for (int k = 0; k < K; ++k) {
+      if (!((ps.live >> k) & 1u)) continue;
       split[k] = detail::maxf(st[k][0], 0.0f) * shape * channel_illum(p, ps.hero, k) + split[k];
     }
     return false;
@@ -202,15 +206,22 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   Vec3 t_dir0 = dir;        // the hero's refracted direction (channel 0 runs first)
   Vec3 entry_dir[K];        // entry only: each channel's refracted direction, compared pairwise below
   unsigned entry_ok = 0u;   // entry only: bit k = cos t_k ≥ 0
+  // A channel known to be zero (ps.live) skips everything but its pdf factor and, at an entry, its refracted
+  // direction: rotation, absorption, Mueller matrices and exit splits all map a zero Stokes vector to zero (up
+  // to the sign of zero, which nothing reads), so its local-memory state is not touched.
+  unsigned live = ps.live;
   FT_CHANNELS for (int k = 0; k < K; ++k) {
     float* sk = st[k];
-    if (rotate) apply_rotation(sk, c2, s2);
-    if (absorb) {
-      const float att = expf(-channel_alpha(p, ps.hero, k) * hit.t);
-      sk[0] *= att;
-      sk[1] *= att;
-      sk[2] *= att;
-      sk[3] *= att;
+    const bool dead = !((live >> k) & 1u);
+    if (!dead) {
+      if (rotate) apply_rotation(sk, c2, s2);
+      if (absorb) {
+        const float att = expf(-channel_alpha(p, ps.hero, k) * hit.t);
+        sk[0] *= att;
+        sk[1] *= att;
+        sk[2] *= att;
+        sk[3] *= att;
+      }
     }
     const float n1 = inside ? n_k[k] : 1.0f;
     const float n2 = inside ? 1.0f : n_k[k];
@@ -222,43 +233,45 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     }
     // Mueller update: one copy of the code for polished and frosted facets (§7.5: a frosted facet makes the
     // same choice and the same Mueller product, then depolarises). A polished facet leaves a zero channel
-    // alone; a frosted one applies the matrices to it too.
-    const bool zero = detail::stokes_zero(sk);
-    if (frosted || !zero) {
-      if (reflect) {
-        if (cos_t < 0.0f) {
-          apply_tir_retarder(sk, eta, cos_i, inv_prob * glare);
+    // alone; a frosted one applies the matrices to it too (zero in, zero out).
+    if (!dead) {
+      const bool zero = detail::stokes_zero(sk);
+      if (frosted || !zero) {
+        if (reflect) {
+          if (cos_t < 0.0f) {
+            apply_tir_retarder(sk, eta, cos_i, inv_prob * glare);
+          } else {
+            apply_reflection(sk, fresnel_amps(n1, n2, cos_i, cos_t), inv_prob * glare);
+          }
+        } else if (cos_t < 0.0f) {
+          sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0
         } else {
-          apply_reflection(sk, fresnel_amps(n1, n2, cos_i, cos_t), inv_prob * glare);
+          apply_transmission(sk, n1, n2, cos_i, cos_t, inv_prob);
         }
-      } else if (cos_t < 0.0f) {
-        sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0
-      } else {
-        apply_transmission(sk, n1, n2, cos_i, cos_t, inv_prob);
+        if (frosted) sk[1] = sk[2] = sk[3] = 0.0f;  // depolarised
+      } else if (!reflect && cos_t < 0.0f) {
+        sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0 (a zero stays zero)
       }
-      if (frosted) sk[1] = sk[2] = sk[3] = 0.0f;  // depolarised
-    } else if (!reflect && cos_t < 0.0f) {
-      sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0 (a zero stays zero)
     }
-    if (!refract) continue;
-    // Each channel refracts at its own index (§7.4).
-    const Vec3 tk = cos_t < 0.0f ? dir : normalize(dir * eta + nrm * (eta * cos_i - cos_t));
-    if (k == 0) t_dir0 = tk;
-    if (entering) {
-      entry_dir[k] = tk;
-      entry_ok |= cos_t >= 0.0f ? 1u << k : 0u;
-    } else if (k > 0) {
-      // Exit splitting: channels that diverge here follow their own exit direction once. The escape ends
-      // the path in a convex stone, so compat keeps the classes of the shared interior path. §7.4's re-entry
-      // probe can only hit a concave cut (Tier 3, never traced here): every scene is a validated convex
-      // polyhedron, and a ray leaving it through the exit facet never meets it again, so it is skipped (tests
-      // pin that results are unchanged).
-      if (cos_t < 0.0f || dot(tk, t_dir0) >= kSameDirection) continue;
-      const float ik = detail::maxf(sk[0], 0.0f);
-      sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;
-      if (ik <= 0.0f) continue;
-      split[k] = ik * environment_shape(p, tk) * channel_illum(p, ps.hero, k);
+    if (refract && (!dead || entering || k == 0)) {
+      // Each channel refracts at its own index (§7.4).
+      const Vec3 tk = cos_t < 0.0f ? dir : normalize(dir * eta + nrm * (eta * cos_i - cos_t));
+      if (k == 0) t_dir0 = tk;
+      if (entering) {
+        entry_dir[k] = tk;
+        entry_ok |= cos_t >= 0.0f ? 1u << k : 0u;
+      } else if (k > 0 && !dead && cos_t >= 0.0f && !(dot(tk, t_dir0) >= kSameDirection)) {
+        // Exit splitting: channels that diverge here follow their own exit direction once. The escape ends
+        // the path in a convex stone, so compat keeps the classes of the shared interior path. §7.4's
+        // re-entry probe can only hit a concave cut (Tier 3, never traced here): every scene is a validated
+        // convex polyhedron, and a ray leaving it through the exit facet never meets it again, so it is
+        // skipped (tests pin that results are unchanged).
+        const float ik = detail::maxf(sk[0], 0.0f);
+        sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;
+        if (ik > 0.0f) split[k] = ik * environment_shape(p, tk) * channel_illum(p, ps.hero, k);
+      }
     }
+    if (!dead && detail::stokes_zero(sk)) live &= ~(1u << k);
   }
   (void)exiting;
 
@@ -288,12 +301,17 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
       }
       FT_CHANNELS for (int k = 0; k < K; ++k) {
         ps.compat &= ~(static_cast<std::uint64_t>(0xFFu & ~static_cast<unsigned>(cls[k])) << (8 * k));
-        if (k > 0 && !(cls[0] & (1u << k))) st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
+        if (k > 0 && !(cls[0] & (1u << k))) {
+          st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
+          live &= ~(1u << k);
+        }
       }
     }
     dir = t_dir0;
     inside = !inside;
   }
+
+  ps.live = live;
 
   // 9. Advance.
   ps.org = pos + dir * kRayOffset;
@@ -304,7 +322,10 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   // 10. Russian roulette (only when b > 4).
   if (b > kRouletteAfter) {
     float imax = st[0][0];
-    FT_CHANNELS for (int k = 1; k < K; ++k) imax = detail::maxf(imax, st[k][0]);
+    // A zero channel (±0) can only raise imax when every other is negative, and then q is 0.05 either way.
+    FT_CHANNELS for (int k = 1; k < K; ++k) {
+      if ((live >> k) & 1u) imax = detail::maxf(imax, st[k][0]);
+    }
     const float q = detail::clampf(imax, kRouletteMin, 1.0f);
     if (stream_uniform(seed, b, kStreamRoulette) > q) {
       FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
@@ -312,10 +333,12 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     }
     const float inv_q = 1.0f / q;
     FT_CHANNELS for (int k = 0; k < K; ++k) {
-      st[k][0] *= inv_q;
-      st[k][1] *= inv_q;
-      st[k][2] *= inv_q;
-      st[k][3] *= inv_q;
+      if ((live >> k) & 1u) {
+        st[k][0] *= inv_q;
+        st[k][1] *= inv_q;
+        st[k][2] *= inv_q;
+        st[k][3] *= inv_q;
+      }
       split[k] *= inv_q;
     }
   }
