@@ -20,8 +20,8 @@ if(FT_ENABLE_CUDA)
     target_compile_options(ft_cuda_tracer PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v --fmad=false>)
   endif()
   # Rolled per-channel loops in the megakernel (hd.h FT_CHANNELS): one copy of each channel's code, 56
-  # registers instead of 128 (32 resident warps per SM instead of 16), a 4x smaller kernel; 1.30e9 vs 1.00e9
-  # paths/s on the H200 (benchmarks/NOTES.md). OFF keeps the unrolled form for comparison.
+  # registers instead of 128 (32 resident warps per SM instead of 16), a 4x smaller kernel; 1.37e9 vs 1.01e9
+  # paths/s on the H200 with the rest of session 3 (benchmarks/NOTES.md). OFF keeps the unrolled form.
   option(FT_TRACER_ROLLED "Megakernel with rolled per-channel loops (channel arrays in local memory)" ON)
   if(FT_TRACER_ROLLED)
     target_compile_definitions(ft_cuda_tracer PRIVATE FT_TRACER_ROLLED=1)

@@ -44,7 +44,7 @@ FT_HD Hit intersect_polyhedron(const GpuPlane* planes, std::uint32_t count, Vec3
   float far_num = 0.0f, far_den = 1.0f;    // t_far = far_num / far_den, valid when i_far ≥ 0
   int i_near = -1;
   int i_far = -1;
-  FT_UNROLL4 for (std::uint32_t i = 0; i < count; ++i) {
+  FT_UNROLL2 for (std::uint32_t i = 0; i < count; ++i) {
     const GpuPlane pl = planes[i];
     // Explicit fmaf (tracer.md conventions): the same rounding on the CPU and the GPU, and FMA speed on both.
     const float den = fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z));

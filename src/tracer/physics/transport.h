@@ -72,11 +72,12 @@ FT_HD float channel_illum(const TraceParams& p, float hero, int k) {
 /// Channel k's absorption coefficient α(λ_k)·path_scale (tracer.md §7.1; 0 without bands), recomputed where
 /// used.
 FT_HD float channel_alpha(const TraceParams& p, float hero, int k) {
-  return p.band_count ? absorption_coefficient(p.bands, p.band_count, channel_lambda(hero, k)) * p.path_scale : 0.0f;
+  if (p.band_count == 0) return 0.0f;
+  return absorption_coefficient(p.bands, p.band_count, channel_lambda(hero, k)) * p.path_scale;
 }
 
-/// The state of one path between bounces (tracer.md §7.1 table). Only the hero wavelength is held: λ_k, S(λ_k)
-/// and α(λ_k) are pure functions of it, recomputed where used (the same bits). `split` doubles as the
+/// The state of one path between bounces (tracer.md §7.1 table). Of the per-channel constants only n(λ_k)
+/// is held: λ_k, S(λ_k) and α(λ_k) are pure functions of the hero, recomputed where used (the same bits). `split` doubles as the
 /// radiance: a path adds radiance only at the miss that ends it, so when path_step returns false `split[k]`
 /// holds radiance[k] (0 for a path cut by roulette or max_bounces).
 struct alignas(16) PathState {
@@ -92,7 +93,8 @@ struct alignas(16) PathState {
 };
 
 /// Starts sample s of pixel (x, y): wavelengths, per-channel constants, camera ray (tracer.md §7.1).
-FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std::uint32_t y, std::uint32_t s) {
+FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std::uint32_t y,
+                      std::uint32_t s) {
   constexpr int K = kChannels;
   const std::uint32_t pixel = y * p.width + x;  // tracer.md §9: global pixel p = y·W + x
   ps.seed = sample_seed(pixel, s);
@@ -119,9 +121,10 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
 /// ps.b < p.max_bounces.
 ///
 /// Channels are independent within a bounce once the hero has made the choice, so after the hero's Fresnel
-/// decision one loop runs each channel's steps 3–8 in the order of §7.2 (rotation, absorption, η and cos t,
-/// pdf factor, Mueller update, refracted direction, exit split): the same arithmetic per channel as step-by-step
-/// loops, with no per-channel temporaries but the refracted directions an entry compares pairwise.
+/// decision one loop runs each channel's steps 3–8 in the order of §7.2 (rotation, absorption, η and
+/// cos t, pdf factor, Mueller update, refracted direction, exit split): the same arithmetic per channel as
+/// step-by-step loops, with no per-channel temporaries but the refracted directions an entry compares
+/// pairwise.
 FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes) {
   constexpr int K = kChannels;
   auto& st = ps.st;
@@ -201,14 +204,13 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   const bool frosted = any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u);
   const bool refract = !frosted && !reflect;  // 8. transmission through a polished facet (§7.4)
   const bool entering = refract && !inside;
-  const bool exiting = refract && inside;
 
   Vec3 t_dir0 = dir;        // the hero's refracted direction (channel 0 runs first)
   Vec3 entry_dir[K];        // entry only: each channel's refracted direction, compared pairwise below
   unsigned entry_ok = 0u;   // entry only: bit k = cos t_k ≥ 0
-  // A channel known to be zero (ps.live) skips everything but its pdf factor and, at an entry, its refracted
-  // direction: rotation, absorption, Mueller matrices and exit splits all map a zero Stokes vector to zero (up
-  // to the sign of zero, which nothing reads), so its local-memory state is not touched.
+  // A channel known to be zero (ps.live) skips everything but its pdf factor and, at an entry, its
+  // refracted direction: rotation, absorption, Mueller matrices and exit splits all map a zero Stokes vector
+  // to zero (up to the sign of zero, which nothing reads), so its local-memory state is not touched.
   unsigned live = ps.live;
   FT_CHANNELS for (int k = 0; k < K; ++k) {
     float* sk = st[k];
@@ -234,24 +236,19 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     // Mueller update: one copy of the code for polished and frosted facets (§7.5: a frosted facet makes the
     // same choice and the same Mueller product, then depolarises). A polished facet leaves a zero channel
     // alone; a frosted one applies the matrices to it too (zero in, zero out).
-    if (!dead) {
-      const bool zero = detail::stokes_zero(sk);
-      if (frosted || !zero) {
-        if (reflect) {
-          if (cos_t < 0.0f) {
-            apply_tir_retarder(sk, eta, cos_i, inv_prob * glare);
-          } else {
-            apply_reflection(sk, fresnel_amps(n1, n2, cos_i, cos_t), inv_prob * glare);
-          }
-        } else if (cos_t < 0.0f) {
-          sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0
+    if (!dead && (frosted || !detail::stokes_zero(sk))) {
+      if (reflect) {
+        if (cos_t < 0.0f) {
+          apply_tir_retarder(sk, eta, cos_i, inv_prob * glare);
         } else {
-          apply_transmission(sk, n1, n2, cos_i, cos_t, inv_prob);
+          apply_reflection(sk, fresnel_amps(n1, n2, cos_i, cos_t), inv_prob * glare);
         }
-        if (frosted) sk[1] = sk[2] = sk[3] = 0.0f;  // depolarised
-      } else if (!reflect && cos_t < 0.0f) {
-        sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0 (a zero stays zero)
+      } else if (cos_t < 0.0f) {
+        sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0
+      } else {
+        apply_transmission(sk, n1, n2, cos_i, cos_t, inv_prob);
       }
+      if (frosted) sk[1] = sk[2] = sk[3] = 0.0f;  // depolarised
     }
     if (refract && (!dead || entering || k == 0)) {
       // Each channel refracts at its own index (§7.4).
@@ -273,7 +270,6 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     }
     if (!dead && detail::stokes_zero(sk)) live &= ~(1u << k);
   }
-  (void)exiting;
 
   if (frosted) {
     // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it.
