@@ -32,6 +32,44 @@ FT_HD bool misses_bound(float r2, Vec3 o, Vec3 dir) {
   return b >= 0.0f || b * b < c;  // moving away, or the closest approach is outside
 }
 
+/// The slab test's last step (tracer.md §4 steps 4–5) from the kept near and far candidates.
+FT_HD Hit slab_result(int i_near, float near_num, float near_den, int i_far, float far_num, float far_den) {
+  const float t_near = i_near >= 0 ? near_num / near_den : -FLT_MAX;
+  const float t_far = i_far >= 0 ? far_num / far_den : FLT_MAX;
+  if (t_near > t_far) return Hit{-1, 0.0f};                        // step 4
+  if (t_near > kHitEps && i_near >= 0) return Hit{i_near, t_near};  // step 5
+  if (t_far > kHitEps && i_far >= 0) return Hit{i_far, t_far};
+  return Hit{-1, 0.0f};
+}
+
+/// The slab test for an origin inside the polyhedron *(facetrace)*: returns false, leaving `hit` alone, when
+/// some plane has the origin strictly outside (side > 0); otherwise sets `hit` to exactly what
+/// intersect_polyhedron returns. With no side > 0 the general test keeps no entering candidate (each needs
+/// side > 0) and takes no early exit (each needs side > 0), so only its exit-candidate updates remain, made here
+/// in the same plane order with the same comparisons (NaN included: `!(den <= eps)` is its exit branch). The
+/// loop has no data-dependent branch — a warp's lanes, whose rays point different ways, stay converged — and
+/// does about half the general loop's work per plane. Rays inside the stone take it; the rare origin that
+/// rounding put just outside a facet falls back to the general test.
+FT_HD bool exit_from_inside(const GpuPlane* planes, std::uint32_t count, Vec3 o, Vec3 dir, Hit& hit) {
+  float far_num = 0.0f, far_den = 1.0f;
+  int i_far = -1;
+  bool outside = false;
+  FT_UNROLL2 for (std::uint32_t i = 0; i < count; ++i) {
+    const GpuPlane pl = planes[i];
+    const float den = fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z));
+    const float side = fmaf(pl.nx, o.x, fmaf(pl.ny, o.y, fmaf(pl.nz, o.z, pl.d)));
+    outside = outside || side > 0.0f;
+    const float a = -side;
+    const bool take = !(den <= kParallelEps) && (i_far < 0 || a * far_den < far_num * den);
+    far_num = take ? a : far_num;
+    far_den = take ? den : far_den;
+    i_far = take ? static_cast<int>(i) : i_far;
+  }
+  if (outside) return false;
+  hit = slab_result(-1, 0.0f, 1.0f, i_far, far_num, far_den);
+  return true;
+}
+
 /// Slab test of o + t·D against planes[0, count) (tracer.md §4). The normal of the hit is the outward
 /// normal of `plane`; the caller flips it to face the ray.
 ///
@@ -74,12 +112,7 @@ FT_HD Hit intersect_polyhedron(const GpuPlane* planes, std::uint32_t count, Vec3
       }
     }
   }
-  const float t_near = i_near >= 0 ? near_num / near_den : -FLT_MAX;
-  const float t_far = i_far >= 0 ? far_num / far_den : FLT_MAX;
-  if (t_near > t_far) return Hit{-1, 0.0f};                        // step 4
-  if (t_near > kHitEps && i_near >= 0) return Hit{i_near, t_near};  // step 5
-  if (t_far > kHitEps && i_far >= 0) return Hit{i_far, t_far};
-  return Hit{-1, 0.0f};
+  return slab_result(i_near, near_num, near_den, i_far, far_num, far_den);
 }
 
 }  // namespace facetrace::tracer::physics
