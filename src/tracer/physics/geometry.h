@@ -43,29 +43,36 @@ FT_HD Hit slab_result(int i_near, float near_num, float near_den, int i_far, flo
 }
 
 /// The slab test for an origin inside the polyhedron *(facetrace)*: returns false, leaving `hit` alone, when
-/// some plane has the origin strictly outside (side > 0); otherwise sets `hit` to exactly what
-/// intersect_polyhedron returns. With no side > 0 the general test keeps no entering candidate (each needs
-/// side > 0) and takes no early exit (each needs side > 0), so only its exit-candidate updates remain, made here
-/// in the same plane order with the same comparisons (NaN included: `!(den <= eps)` is its exit branch). The
-/// loop has no data-dependent branch — a warp's lanes, whose rays point different ways, stay converged — and
-/// does about half the general loop's work per plane. Rays inside the stone take it; the rare origin that
-/// rounding put just outside a facet falls back to the general test.
-FT_HD bool exit_from_inside(const GpuPlane* planes, std::uint32_t count, Vec3 o, Vec3 dir, Hit& hit) {
-  float far_num = 0.0f, far_den = 1.0f;
+/// some plane has the origin strictly outside (side > 0), or the origin is outside the bounding sphere |x|² ≤ r2,
+/// or the direction is not finite; otherwise sets `hit` to exactly what intersect_polyhedron returns.
+///
+/// With no side > 0 the general test keeps no entering candidate (each needs side > 0) and takes no early
+/// exit (each needs side > 0), so only its exit-candidate updates remain, made here in the same plane order with
+/// the same comparisons. The "no candidate yet" state is the fraction 1/0 (+∞), which every candidate a/den
+/// beats (a·0 < 1·den), as the general test's i_far < 0 does: an origin in the sphere and a finite direction
+/// keep a = −side and den > 0 finite. The loop has no data-dependent branch — a warp's lanes, whose rays point
+/// different ways, stay converged — and does about half the general loop's work per plane. Rays inside the
+/// stone take it; the rare origin that rounding put just outside a facet falls back to the general test.
+FT_HD bool exit_from_inside(const GpuPlane* planes, std::uint32_t count, float r2, Vec3 o, Vec3 dir,
+                            Hit& hit) {
+  // x − x is 0 for finite x, NaN otherwise (no fast-math on tracer targets); a NaN origin fails the sphere test.
+  if (!(dot(o, o) <= r2 && dir.x - dir.x == 0.0f && dir.y - dir.y == 0.0f && dir.z - dir.z == 0.0f))
+    return false;
+  float far_num = 1.0f, far_den = 0.0f;
   int i_far = -1;
-  bool outside = false;
+  float side_max = 0.0f;  // > 0 exactly when some side > 0 (a NaN side never wins the selection)
   FT_UNROLL2 for (std::uint32_t i = 0; i < count; ++i) {
     const GpuPlane pl = planes[i];
     const float den = fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z));
     const float side = fmaf(pl.nx, o.x, fmaf(pl.ny, o.y, fmaf(pl.nz, o.z, pl.d)));
-    outside = outside || side > 0.0f;
+    side_max = side > side_max ? side : side_max;
     const float a = -side;
-    const bool take = !(den <= kParallelEps) && (i_far < 0 || a * far_den < far_num * den);
+    const bool take = den > kParallelEps && a * far_den < far_num * den;
     far_num = take ? a : far_num;
     far_den = take ? den : far_den;
     i_far = take ? static_cast<int>(i) : i_far;
   }
-  if (outside) return false;
+  if (side_max > 0.0f) return false;
   hit = slab_result(-1, 0.0f, 1.0f, i_far, far_num, far_den);
   return true;
 }

@@ -139,7 +139,8 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   const Vec3 org = ps.org;
   // 1. Intersect (§4). A ray inside the stone tries the branch-free exit test first (the same result).
   Hit hit{-1, 0.0f};
-  if (!misses_bound(p.bound_radius2, org, dir) && !(inside && exit_from_inside(planes, p.plane_count, org, dir, hit)))
+  if (!misses_bound(p.bound_radius2, org, dir) &&
+      !(inside && exit_from_inside(planes, p.plane_count, p.bound_radius2, org, dir, hit)))
     hit = intersect_polyhedron(planes, p.plane_count, org, dir);
   // 2. Miss: add the environment, commit the staged split radiance, stop.
   if (hit.plane < 0) {
