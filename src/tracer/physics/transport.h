@@ -89,7 +89,6 @@ struct alignas(16) PathState {
   float hero;
   std::uint32_t seed, b;
   std::uint32_t live;  // bit k clear: channel k's Stokes vector is known to be exactly zero (it stays zero)
-  std::int32_t last_plane;  // the plane hit at the previous bounce (−1 before the first)
   bool inside;
 };
 
@@ -114,7 +113,6 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
   ps.s_prev = normalize(cross(ps.dir, p.up));  // reference s axis; the camera ray is unpolarised
   ps.inside = false;
   ps.live = (1u << K) - 1u;
-  ps.last_plane = -1;
   ps.b = 0;
 }
 
@@ -139,12 +137,9 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   bool inside = ps.inside;
   Vec3 s_prev = ps.s_prev;
   const Vec3 org = ps.org;
-  // 1. Intersect (§4), with two shortcuts that give the same result: a ray outside that moves away from the
-  // facet it last met (it left the stone, or reflected off it) is a miss without the loop; a ray inside the
-  // stone tries the branch-free exit test first.
+  // 1. Intersect (§4). A ray inside the stone tries the branch-free exit test first (the same result).
   Hit hit{-1, 0.0f};
   if (!misses_bound(p.bound_radius2, org, dir) &&
-      !(!inside && ps.last_plane >= 0 && plane_proves_miss(planes[ps.last_plane], org, dir)) &&
       !(inside && exit_from_inside(planes, p.plane_count, p.bound_radius2, org, dir, hit)))
     hit = intersect_polyhedron(planes, p.plane_count, org, dir);
   // 2. Miss: add the environment, commit the staged split radiance, stop.
@@ -321,7 +316,6 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   ps.dir = dir;
   ps.s_prev = s_prev;
   ps.inside = inside;
-  ps.last_plane = hit.plane;
 
   // 10. Russian roulette (only when b > 4).
   if (b > kRouletteAfter) {
