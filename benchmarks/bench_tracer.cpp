@@ -99,6 +99,10 @@ int main(int argc, char** argv) {
   app.add_option("--bounces", bounces, "max bounces (default 12)")->check(CLI::Range(1u, 128u));
   app.add_option("--repeats", repeats, "timed repeats (default 5; --short 2)")->check(CLI::Range(1u, 10000u));
   app.add_option("--threads", threads, "CPU threads (default 0 = all cores)");
+  std::uint32_t chunk_pixels = 0;
+  app.add_option("--chunk-pixels", chunk_pixels,
+                 "GPU: at most this many pixels per chunk (default 0 = sized by the chunk rule; for profiling a "
+                 "known chunk)");
   CLI11_PARSE(app, argc, argv);
   if (device != "cpu" && device != "gpu" && device != "all") {
     std::fprintf(stderr, "bench_tracer: --device %s: expected cpu, gpu or all\n", device.c_str());
@@ -132,7 +136,9 @@ int main(int argc, char** argv) {
     tr::Film film(width, height);  // allocated once: a worker accumulates into its frame's film
     auto r = time_runs(warmup + 1, repeats, pixels * gpu_spp, [&](std::uint64_t& nf) {
       const std::uint64_t before = film.nonfinite;
-      tr::TraceWorkload w(scene, 0, gpu_spp, film);
+      tr::GpuChunkOptions chunking;
+      chunking.max_chunk_pixels = chunk_pixels;
+      tr::TraceWorkload w(scene, 0, gpu_spp, film, chunking);
       if (gpu.accumulate(w) != rt::Outcome::kDone) {
         std::fprintf(stderr, "bench_tracer: the GPU declined (%s)\n",
                      gpu.last_lost_reason().value_or("see the log").c_str());
