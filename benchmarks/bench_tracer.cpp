@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (default 0 = all cores)");
   std::uint32_t chunk_pixels = 0;
   app.add_option("--chunk-pixels", chunk_pixels,
-                 "GPU: at most this many pixels per chunk (default 0 = sized by the chunk rule; for profiling a "
-                 "known chunk)");
+                 "GPU: this many pixels per chunk, within the per-launch limit (default 0 = sized by the chunk "
+                 "rule; for profiling a known chunk)");
   CLI11_PARSE(app, argc, argv);
   if (device != "cpu" && device != "gpu" && device != "all") {
     std::fprintf(stderr, "bench_tracer: --device %s: expected cpu, gpu or all\n", device.c_str());
@@ -137,7 +137,11 @@ int main(int argc, char** argv) {
     auto r = time_runs(warmup + 1, repeats, pixels * gpu_spp, [&](std::uint64_t& nf) {
       const std::uint64_t before = film.nonfinite;
       tr::GpuChunkOptions chunking;
-      chunking.max_chunk_pixels = chunk_pixels;
+      if (chunk_pixels > 0) {  // every chunk exactly chunk_pixels (the last one the rest), calibration included
+        chunking.max_chunk_pixels = chunk_pixels;
+        chunking.first_chunk_tuples = std::uint64_t{chunk_pixels} * gpu_spp;
+        chunking.target_ms = 1e9;
+      }
       tr::TraceWorkload w(scene, 0, gpu_spp, film, chunking);
       if (gpu.accumulate(w) != rt::Outcome::kDone) {
         std::fprintf(stderr, "bench_tracer: the GPU declined (%s)\n",

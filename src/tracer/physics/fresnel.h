@@ -26,12 +26,10 @@ FT_HD FresnelAmps fresnel_amps(float n1, float n2, float cos_i, float cos_t) {
   return FresnelAmps{(a - b) / (a + b), (c - d) / (c + d)};  // tracer.md §7.3
 }
 
-/// Unpolarised reflectance R = ½(r_s² + r_p²) of given amplitudes (tracer.md §7.2 step 7).
-FT_HD float fresnel_reflectance(FresnelAmps r) { return 0.5f * (r.rs * r.rs + r.rp * r.rp); }
-
 /// Unpolarised reflectance R = ½(r_s² + r_p²) (tracer.md §7.2 step 7).
 FT_HD float fresnel_reflectance(float n1, float n2, float cos_i, float cos_t) {
-  return fresnel_reflectance(fresnel_amps(n1, n2, cos_i, cos_t));
+  const FresnelAmps r = fresnel_amps(n1, n2, cos_i, cos_t);
+  return 0.5f * (r.rs * r.rs + r.rp * r.rp);
 }
 
 /// S ← M_R·S·scale, M_R = [[a,b,0,0],[b,a,0,0],[0,0,c,0],[0,0,0,c]] (tracer.md §7.3).

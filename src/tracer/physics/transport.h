@@ -231,11 +231,8 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     const float n2 = inside ? 1.0f : n_k[k];
     const float eta = inside ? n_k[k] : 1.0f / n_k[k];
     const float cos_t = cos_transmitted(eta, cos_i);  // < 0: channel past its critical angle
-    // Channel k's reflection amplitudes (cos t ≥ 0), computed once for its pdf factor and its Mueller matrix.
-    FresnelAmps amps{0.0f, 0.0f};
-    if (cos_t >= 0.0f && (!hero_tir || !dead)) amps = fresnel_amps(n1, n2, cos_i, cos_t);
     if (!hero_tir) {
-      const float rk = cos_t < 0.0f ? 1.0f : fresnel_reflectance(amps);
+      const float rk = cos_t < 0.0f ? 1.0f : fresnel_reflectance(n1, n2, cos_i, cos_t);
       pdf[k] *= detail::clampf(reflect ? rk : 1.0f - rk, kPdfClampLo, kPdfClampHi);
     }
     // Mueller update: one copy of the code for polished and frosted facets (§7.5: a frosted facet makes the
@@ -246,7 +243,7 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
         if (cos_t < 0.0f) {
           apply_tir_retarder(sk, eta, cos_i, inv_prob * glare);
         } else {
-          apply_reflection(sk, amps, inv_prob * glare);
+          apply_reflection(sk, fresnel_amps(n1, n2, cos_i, cos_t), inv_prob * glare);
         }
       } else if (cos_t < 0.0f) {
         sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;  // T_k = 0
