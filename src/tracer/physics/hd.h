@@ -27,3 +27,10 @@
 #define FT_UNROLL2
 #define FT_CHANNELS
 #endif
+
+/// Index of the lowest set bit of v ≠ 0 (a channel worklist's next channel).
+#if defined(__CUDA_ARCH__)
+#define FT_LOWEST_BIT(v) (__ffs(static_cast<int>(v)) - 1)
+#else
+#define FT_LOWEST_BIT(v) __builtin_ctz(v)
+#endif

@@ -89,6 +89,7 @@ struct alignas(16) PathState {
   float hero;
   std::uint32_t seed, b;
   std::uint32_t live;  // bit k clear: channel k's Stokes vector is known to be exactly zero (it stays zero)
+  std::uint8_t split_bits;  // bit k set: split[k] was written by an exit split (a superset of split[k] ≠ 0)
   bool inside;
 };
 
@@ -113,6 +114,7 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
   ps.s_prev = normalize(cross(ps.dir, p.up));  // reference s axis; the camera ray is unpolarised
   ps.inside = false;
   ps.live = (1u << K) - 1u;
+  ps.split_bits = 0;
   ps.b = 0;
 }
 
@@ -213,8 +215,25 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   // A channel known to be zero (ps.live) skips everything but its pdf factor and, at an entry, its
   // refracted direction: rotation, absorption, Mueller matrices and exit splits all map a zero Stokes vector
   // to zero (up to the sign of zero, which nothing reads), so its local-memory state is not touched.
+  //
+  // Nor is every pdf factor needed: §8 reads pdf[j] only for j in compat[k] of a channel k that ends with
+  // radiance, which is live at the miss or was split. Live and split channels only become fewer and compat
+  // rows only lose bits, so a channel outside every such row now is never read again, and its pdf is left
+  // as it is. The loop runs over a worklist of the channels with work, in ascending order (channel 0 first:
+  // the exit split compares with its direction): all 8 at an entry (each one's refracted direction), else
+  // the live ones and, unless the hero was past its critical angle, the pdfs still needed. A lane in the
+  // stone usually carries 1–3 live channels, so lanes of a warp run their own short lists in step instead of
+  // 8 iterations with divergent skips.
   unsigned live = ps.live;
-  FT_CHANNELS for (int k = 0; k < K; ++k) {
+  unsigned todo = (1u << K) - 1u;
+  if (!entering) {
+    unsigned needed = 1u;  // pdf[0] is every MIS weight's numerator
+    for (unsigned m = live | ps.split_bits; m != 0u; m &= m - 1u)
+      needed |= static_cast<unsigned>(ps.compat >> (8 * FT_LOWEST_BIT(m))) & 0xFFu;
+    todo = live | (hero_tir ? 0u : needed) | 1u;
+  }
+  for (; todo != 0u; todo &= todo - 1u) {
+    const int k = FT_LOWEST_BIT(todo);
     float* sk = st[k];
     const bool dead = !((live >> k) & 1u);
     if (!dead) {
@@ -267,7 +286,10 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
         // skipped (tests pin that results are unchanged).
         const float ik = detail::maxf(sk[0], 0.0f);
         sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;
-        if (ik > 0.0f) split[k] = ik * environment_shape(p, tk) * channel_illum(p, ps.hero, k);
+        if (ik > 0.0f) {
+          split[k] = ik * environment_shape(p, tk) * channel_illum(p, ps.hero, k);
+          ps.split_bits = static_cast<std::uint8_t>(ps.split_bits | (1u << k));
+        }
       }
     }
     if (!dead && detail::stokes_zero(sk)) live &= ~(1u << k);
