@@ -149,8 +149,8 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
     const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
     // A zero channel would add +0 (max(±0, 0)·shape·S = +0): its split value stands as it is.
-    for (unsigned m = ps.live; m != 0u; m &= m - 1u) {
-      const int k = FT_LOWEST_BIT(m);
+    FT_CHANNELS for (int k = 0; k < K; ++k) {
+      if (!((ps.live >> k) & 1u)) continue;
       split[k] = detail::maxf(st[k][0], 0.0f) * shape * channel_illum(p, ps.hero, k) + split[k];
     }
     return false;
@@ -343,28 +343,28 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
   if (b > kRouletteAfter) {
     float imax = st[0][0];
     // A zero channel (±0) can only raise imax when every other is negative, and then q is 0.05 either way.
-    for (unsigned m = live & ~1u; m != 0u; m &= m - 1u) imax = detail::maxf(imax, st[FT_LOWEST_BIT(m)][0]);
+    FT_CHANNELS for (int k = 1; k < K; ++k) {
+      if ((live >> k) & 1u) imax = detail::maxf(imax, st[k][0]);
+    }
     const float q = detail::clampf(imax, kRouletteMin, 1.0f);
     if (stream_uniform(seed, b, kStreamRoulette) > q) {
-      // Staged split radiance is discarded (a channel never split holds +0 already).
-      for (unsigned m = ps.split_bits; m != 0u; m &= m - 1u) split[FT_LOWEST_BIT(m)] = 0.0f;
+      FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
       return false;
     }
     const float inv_q = 1.0f / q;
-    for (unsigned m = live; m != 0u; m &= m - 1u) {
-      float* sk = st[FT_LOWEST_BIT(m)];
-      sk[0] *= inv_q;
-      sk[1] *= inv_q;
-      sk[2] *= inv_q;
-      sk[3] *= inv_q;
+    FT_CHANNELS for (int k = 0; k < K; ++k) {
+      if ((live >> k) & 1u) {
+        st[k][0] *= inv_q;
+        st[k][1] *= inv_q;
+        st[k][2] *= inv_q;
+        st[k][3] *= inv_q;
+      }
+      split[k] *= inv_q;
     }
-    // +0 · inv_q = +0: only split channels change.
-    for (unsigned m = ps.split_bits; m != 0u; m &= m - 1u) split[FT_LOWEST_BIT(m)] *= inv_q;
   }
   ps.b = b + 1;
   if (ps.b < p.max_bounces) return true;
-  // Cut at max_bounces: no radiance (a channel never split holds +0 already).
-  for (unsigned m = ps.split_bits; m != 0u; m &= m - 1u) split[FT_LOWEST_BIT(m)] = 0.0f;
+  FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // cut at max_bounces: no radiance
   return false;
 }
 
@@ -375,9 +375,7 @@ FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
   const auto& pdf = ps.pdf;
   const std::uint64_t compat = ps.compat;
   float sx = 0.0f, sy = 0.0f, sz = 0.0f;
-  // Radiance is non-zero only in channels live at the miss or split (the others hold +0).
-  for (unsigned m = ps.live | ps.split_bits; m != 0u; m &= m - 1u) {
-    const int k = FT_LOWEST_BIT(m);
+  FT_CHANNELS for (int k = 0; k < K; ++k) {
     if (radiance[k] == 0.0f) continue;
     float denom = 0.0f;
     FT_UNROLL for (int j = 0; j < K; ++j) {
