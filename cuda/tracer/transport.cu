@@ -16,34 +16,76 @@ namespace {
 
 constexpr unsigned kReduceBlock = 128;
 
-/// Launch configurations of the megakernel (block size, minimum resident blocks per SM → register cap).
-/// Results never depend on the choice (tracer.md §9 G1/G2: every tuple is the same pure function, wherever it
-/// runs); FACETRACE_TRACER_KERNEL picks one for tuning. Measured on the H200 in benchmarks/NOTES.md.
+/// Launch configurations of the megakernel (block size, minimum resident blocks per SM → register cap, split
+/// bounce: 0 = every path runs to its end in one launch; b > 0 = paths still going after b bounces are handed
+/// off to a second launch that runs them packed, one per thread, so their warps are not held by the paths
+/// that ended). Results never depend on the choice (tracer.md §9 G1/G2: every tuple is the same pure
+/// function, wherever it runs); FACETRACE_TRACER_KERNEL picks one for tuning. Measured on the H200 in
+/// benchmarks/NOTES.md.
 struct KernelConfig {
   unsigned block;
   unsigned min_blocks;
+  unsigned split;
   const char* name;
 };
 constexpr KernelConfig kConfigs[] = {
-    {256, 2, "b256_r128"},  // default: the rolled kernel needs 56 registers → 4 blocks (32 warps) per SM
-    {128, 4, "b128_r128"},  // smaller blocks
-    {64, 1, "b64"},         // tracer.md §10.1: block size starts at 64
-    {256, 5, "b256_r51"},   // ≤ 51 registers: 5 blocks (40 warps) per SM
+    {256, 2, 0, "b256_r128"},     // default: the rolled kernel needs 56 registers → 4 blocks (32 warps) per SM
+    {128, 4, 0, "b128_r128"},     // smaller blocks
+    {64, 1, 0, "b64"},            // tracer.md §10.1: block size starts at 64
+    {256, 5, 0, "b256_r51"},      // ≤ 51 registers: 5 blocks (40 warps) per SM
+    {256, 4, 3, "b256_r64_s3"},  // handoff after 3 bounces (≤ 64 registers: 4 blocks per SM)
+    {256, 4, 5, "b256_r64_s5"},
+    {256, 4, 6, "b256_r64_s6"},
+    {256, 4, 0, "b256_r64"},
 };
 constexpr unsigned kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
+/// A path handed from the first launch to the second: its state after `split` bounces and its tuple index.
+struct alignas(16) SavedPath {
+  physics::PathState ps;
+  std::uint64_t tuple;
+};
+
+/// The handoff buffer: a counter of saved paths, then the saved paths.
+struct HandoffHeader {
+  alignas(16) std::uint32_t count;
+};
+constexpr std::uint64_t kHandoffHeaderBytes = 16;
+static_assert(sizeof(HandoffHeader) == kHandoffHeaderBytes, "HandoffHeader layout");
+
+/// Copies the planes from the by-value parameter into shared memory (once per block).
+__device__ void load_planes(physics::GpuPlane* planes, const ChunkScene& scene) {
+  const std::uint32_t n = scene.params.plane_count;
+  for (std::uint32_t j = threadIdx.x; j < n; j += blockDim.x) planes[j] = scene.planes[j];
+  __syncthreads();
+}
+
+/// Writes tuple i's XYZ (12 B) and counts a non-finite sample.
+__device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, std::uint64_t i,
+                            const physics::SampleXyz& r) {
+  if (!r.finite) atomicAdd(nonfinite, 1u);
+  tuples[3 * i + 0] = r.x;
+  tuples[3 * i + 1] = r.y;
+  tuples[3 * i + 2] = r.z;
+}
+
 /// Thread ↔ data: thread i = pixel_local·spp + sample_local (tracer.md §10.1). The planes are copied from the
 /// by-value parameter into shared memory once per block; the trace parameters stay in parameter (constant)
-/// space. Each thread writes its tuple's XYZ (12 B) to global `tuples`. Deterministic per tuple (G1).
+/// space. Each thread writes its tuple's XYZ (12 B) to global `tuples`. Deterministic per tuple (G1): the
+/// path is path_begin, path_step until it ends, path_finish — trace_sample's steps — and a path still going
+/// after `split` bounces (split > 0) is saved to `saved` while there is room (`capacity`) and finished by
+/// transport_rest_kernel, with the same result.
 template <unsigned Block, unsigned MinBlocks>
 __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const ChunkScene scene,
                                                                          const ChunkRange range,
                                                                          float* __restrict__ tuples,
-                                                                         std::uint32_t* __restrict__ nonfinite) {
+                                                                         std::uint32_t* __restrict__ nonfinite,
+                                                                         std::uint32_t split,
+                                                                         HandoffHeader* __restrict__ handoff,
+                                                                         SavedPath* __restrict__ saved,
+                                                                         std::uint32_t capacity) {
   __shared__ physics::GpuPlane planes[physics::kMaxPlanes];
-  const std::uint32_t n = scene.params.plane_count;
-  for (std::uint32_t j = threadIdx.x; j < n; j += blockDim.x) planes[j] = scene.planes[j];
-  __syncthreads();
+  load_planes(planes, scene);
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
   if (i >= count) return;
@@ -52,11 +94,46 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
   const std::uint32_t pixel = range.pixel_offset + pixel_local;
   const std::uint32_t x = pixel % scene.params.width;
   const std::uint32_t y = pixel / scene.params.width;
-  const physics::SampleXyz r = physics::trace_sample(scene.params, planes, x, y, range.first_sample + sample_local);
-  if (!r.finite) atomicAdd(nonfinite, 1u);
-  tuples[3 * i + 0] = r.x;
-  tuples[3 * i + 1] = r.y;
-  tuples[3 * i + 2] = r.z;
+  const physics::TraceParams& p = scene.params;
+  physics::PathState ps;
+  physics::path_begin(ps, p, x, y, range.first_sample + sample_local);
+  bool going = p.max_bounces > 0;
+  std::uint32_t handoff_at = split;  // one path_step call site: the kernel stays one copy of the physics
+  while (going) {
+    if (ps.b == handoff_at && handoff_at > 0) {
+      const std::uint32_t slot = atomicAdd(&handoff->count, 1u);
+      if (slot < capacity) {
+        saved[slot].ps = ps;
+        saved[slot].tuple = i;
+        return;
+      }
+      handoff_at = 0;  // no room: finish it here
+    }
+    going = physics::path_step(ps, p, planes);
+  }
+  store_tuple(tuples, nonfinite, i, physics::path_finish(ps, p));
+}
+
+/// The second launch of a split chunk: thread j finishes saved path j (j < min(count, capacity)), packed so
+/// a warp holds 32 paths still going instead of the few left among 32 neighbours.
+template <unsigned Block, unsigned MinBlocks>
+__global__ void __launch_bounds__(Block, MinBlocks) transport_rest_kernel(const ChunkScene scene,
+                                                                         float* __restrict__ tuples,
+                                                                         std::uint32_t* __restrict__ nonfinite,
+                                                                         const HandoffHeader* __restrict__ handoff,
+                                                                         const SavedPath* __restrict__ saved,
+                                                                         std::uint32_t capacity) {
+  const std::uint32_t n = min(handoff->count, capacity);
+  if (blockIdx.x * blockDim.x >= n) return;  // whole block past the saved paths (uniform: before the barrier)
+  __shared__ physics::GpuPlane planes[physics::kMaxPlanes];
+  load_planes(planes, scene);
+  const std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  physics::PathState ps = saved[j].ps;
+  const std::uint64_t i = saved[j].tuple;
+  while (physics::path_step(ps, scene.params, planes)) {
+  }
+  store_tuple(tuples, nonfinite, i, physics::path_finish(ps, scene.params));
 }
 
 /// Thread ↔ pixel: sums[p] (global, seeded with the caller's running sums) += that pixel's tuples in
@@ -111,21 +188,56 @@ Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range) {
   return {};
 }
 
-Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
-                          std::uint32_t* nonfinite, CUstream_st* stream) {
-  FT_TRY(can_implement_chunk(scene, range));
+std::uint64_t handoff_bytes(std::uint64_t tuples) {
+  if (kConfigs[config_index()].split == 0) return 0;
+  return kHandoffHeaderBytes + tuples / 2 * sizeof(SavedPath);
+}
+
+namespace {
+
+template <unsigned Block, unsigned MinBlocks>
+Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float* tuples, std::uint32_t* nonfinite,
+                        unsigned split, void* handoff, CUstream_st* stream) {
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
-  const unsigned config = config_index();
-  const unsigned block = kConfigs[config].block;
-  const unsigned grid = static_cast<unsigned>((tuple_count + block - 1) / block);
-  switch (config) {
-    case 1: transport_main_kernel<128, 4><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
-    case 2: transport_main_kernel<64, 1><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
-    case 3: transport_main_kernel<256, 5><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
-    default: transport_main_kernel<256, 2><<<grid, block, 0, stream>>>(scene, range, tuples, nonfinite); break;
+  const unsigned grid = static_cast<unsigned>((tuple_count + Block - 1) / Block);
+  auto* header = static_cast<HandoffHeader*>(handoff);
+  auto* saved = reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes);
+  const auto capacity = static_cast<std::uint32_t>(tuple_count / 2);
+  if (handoff == nullptr || capacity == 0) split = 0;
+  if (split > 0) {
+    if (const cudaError_t e = cudaMemsetAsync(header, 0, sizeof(HandoffHeader), stream); e != cudaSuccess)
+      return runtime::cuda_status(e, "cudaMemsetAsync(trace handoff)", __FILE__, __LINE__);
   }
+  transport_main_kernel<Block, MinBlocks>
+      <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, split, header, saved, capacity);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return runtime::cuda_status(e, "transport_main_kernel<<<>>>", __FILE__, __LINE__);
+  if (split > 0) {
+    const unsigned rest_grid = (capacity + Block - 1) / Block;
+    transport_rest_kernel<Block, MinBlocks>
+        <<<rest_grid, Block, 0, stream>>>(scene, tuples, nonfinite, header, saved, capacity);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+      return runtime::cuda_status(e, "transport_rest_kernel<<<>>>", __FILE__, __LINE__);
+  }
+  return {};
+}
+
+}  // namespace
+
+Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
+                          std::uint32_t* nonfinite, void* handoff, CUstream_st* stream) {
+  FT_TRY(can_implement_chunk(scene, range));
+  const KernelConfig& cfg = kConfigs[config_index()];
+  switch (config_index()) {
+    case 1: FT_TRY((launch_transport<128, 4>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+    case 2: FT_TRY((launch_transport<64, 1>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+    case 3: FT_TRY((launch_transport<256, 5>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+    case 4:
+    case 5:
+    case 6:
+    case 7: FT_TRY((launch_transport<256, 4>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+    default: FT_TRY((launch_transport<256, 2>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+  }
   const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
   reduce_xyz_kernel<<<rgrid, kReduceBlock, 0, stream>>>(tuples, sums, range.pixel_count, range.spp);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)

@@ -35,7 +35,14 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   auto* sums_f = static_cast<float*>(sums->data);
   auto* counter = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(sums->data) + io_bytes - 4);
   FT_CUDA_TRY(cudaMemcpyAsync(sums->data, a.in.data(), io_bytes, cudaMemcpyHostToDevice, ctx.stream()));
-  FT_TRY(launch_trace_chunk(scene, range, static_cast<float*>(tuples->data), sums_f, counter, ctx.stream()));
+  void* handoff = nullptr;
+  if (const std::uint64_t bytes = handoff_bytes(std::uint64_t{t.pixel_count} * t.spp); bytes > 0) {
+    auto h = ctx.scratch("tracer.handoff", bytes);
+    if (!h) return h.status();
+    handoff = h->data;
+  }
+  FT_TRY(launch_trace_chunk(scene, range, static_cast<float*>(tuples->data), sums_f, counter, handoff,
+                            ctx.stream()));
   auto ticket = ctx.ring().record_copy(sums->data, io_bytes, ctx.stream());
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);
