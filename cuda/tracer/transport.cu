@@ -33,10 +33,10 @@ constexpr KernelConfig kConfigs[] = {
     {128, 4, 0, "b128_r128"},     // smaller blocks
     {64, 1, 0, "b64"},            // tracer.md §10.1: block size starts at 64
     {256, 5, 0, "b256_r51"},      // ≤ 51 registers: 5 blocks (40 warps) per SM
-    {256, 4, 3, "b256_r64_s3"},  // handoff after 3 bounces (≤ 64 registers: 4 blocks per SM)
+    {256, 4, 4, "b256_r64_s4"},  // handoff after 4 bounces (≤ 64 registers: 4 blocks per SM)
     {256, 4, 5, "b256_r64_s5"},
     {256, 4, 6, "b256_r64_s6"},
-    {256, 4, 0, "b256_r64"},
+    {256, 4, 7, "b256_r64_s7"},
 };
 constexpr unsigned kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -45,6 +45,27 @@ struct alignas(16) SavedPath {
   physics::PathState ps;
   std::uint64_t tuple;
 };
+
+/// Copies a path state field by field (not as one struct copy, which would keep every field of the thread's
+/// state in local memory instead of registers).
+__device__ __forceinline__ void copy_path(physics::PathState& dst, const physics::PathState& src) {
+  for (int k = 0; k < physics::kChannels; ++k) {
+    for (int c = 0; c < 4; ++c) dst.st[k][c] = src.st[k][c];
+    dst.pdf[k] = src.pdf[k];
+    dst.split[k] = src.split[k];
+    dst.n_k[k] = src.n_k[k];
+  }
+  dst.compat = src.compat;
+  dst.org = src.org;
+  dst.dir = src.dir;
+  dst.s_prev = src.s_prev;
+  dst.hero = src.hero;
+  dst.seed = src.seed;
+  dst.b = src.b;
+  dst.live = src.live;
+  dst.split_bits = src.split_bits;
+  dst.inside = src.inside;
+}
 
 /// The handoff buffer: a counter of saved paths, then the saved paths.
 struct HandoffHeader {
@@ -75,7 +96,7 @@ __device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restric
 /// path is path_begin, path_step until it ends, path_finish — trace_sample's steps — and a path still going
 /// after `split` bounces (split > 0) is saved to `saved` while there is room (`capacity`) and finished by
 /// transport_rest_kernel, with the same result.
-template <unsigned Block, unsigned MinBlocks>
+template <unsigned Block, unsigned MinBlocks, bool Split>
 __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const ChunkScene scene,
                                                                          const ChunkRange range,
                                                                          float* __restrict__ tuples,
@@ -95,21 +116,30 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
   const std::uint32_t x = pixel % scene.params.width;
   const std::uint32_t y = pixel / scene.params.width;
   const physics::TraceParams& p = scene.params;
+  if constexpr (!Split) {
+    // No handoff: trace_sample itself (this form keeps the kernel at 56–61 registers; the split loop below
+    // takes 80+ without a cap).
+    store_tuple(tuples, nonfinite, i, physics::trace_sample(p, planes, x, y, range.first_sample + sample_local));
+    return;
+  }
   physics::PathState ps;
   physics::path_begin(ps, p, x, y, range.first_sample + sample_local);
+  // trace_sample's loop, left at the split bounce; one path_step call site (the kernel stays one copy of the
+  // physics) and the handoff copy outside the hot loop.
   bool going = p.max_bounces > 0;
-  std::uint32_t handoff_at = split;  // one path_step call site: the kernel stays one copy of the physics
-  while (going) {
-    if (ps.b == handoff_at && handoff_at > 0) {
-      const std::uint32_t slot = atomicAdd(&handoff->count, 1u);
-      if (slot < capacity) {
-        saved[slot].ps = ps;
-        saved[slot].tuple = i;
-        return;
-      }
-      handoff_at = 0;  // no room: finish it here
+  for (;;) {
+    while (going) {
+      going = physics::path_step(ps, p, planes);
+      if (going && ps.b == split) break;  // never for split 0: b ≥ 1 after a step
     }
-    going = physics::path_step(ps, p, planes);
+    if (!going) break;
+    const std::uint32_t slot = atomicAdd(&handoff->count, 1u);
+    if (slot < capacity) {
+      copy_path(saved[slot].ps, ps);
+      saved[slot].tuple = i;
+      return;
+    }
+    split = 0;  // no room: finish it here
   }
   store_tuple(tuples, nonfinite, i, physics::path_finish(ps, p));
 }
@@ -129,7 +159,8 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_rest_kernel(const 
   load_planes(planes, scene);
   const std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return;
-  physics::PathState ps = saved[j].ps;
+  physics::PathState ps;
+  copy_path(ps, saved[j].ps);
   const std::uint64_t i = saved[j].tuple;
   while (physics::path_step(ps, scene.params, planes)) {
   }
@@ -195,7 +226,7 @@ std::uint64_t handoff_bytes(std::uint64_t tuples) {
 
 namespace {
 
-template <unsigned Block, unsigned MinBlocks>
+template <unsigned Block, unsigned MinBlocks, bool Split>
 Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float* tuples, std::uint32_t* nonfinite,
                         unsigned split, void* handoff, CUstream_st* stream) {
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
@@ -203,16 +234,26 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
   auto* header = static_cast<HandoffHeader*>(handoff);
   auto* saved = reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes);
   const auto capacity = static_cast<std::uint32_t>(tuple_count / 2);
-  if (handoff == nullptr || capacity == 0) split = 0;
+  if (!Split || handoff == nullptr || capacity == 0) split = 0;
   if (split > 0) {
     if (const cudaError_t e = cudaMemsetAsync(header, 0, sizeof(HandoffHeader), stream); e != cudaSuccess)
       return runtime::cuda_status(e, "cudaMemsetAsync(trace handoff)", __FILE__, __LINE__);
   }
-  transport_main_kernel<Block, MinBlocks>
-      <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, split, header, saved, capacity);
+  bool one_launch = true;  // no handoff (not a split configuration, or a chunk of one tuple)
+  if constexpr (Split) {
+    if (split > 0) {
+      transport_main_kernel<Block, MinBlocks, true>
+          <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, split, header, saved, capacity);
+      one_launch = false;
+    }
+  }
+  if (one_launch)
+    transport_main_kernel<Block, MinBlocks, false>
+        <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, 0, header, saved, capacity);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return runtime::cuda_status(e, "transport_main_kernel<<<>>>", __FILE__, __LINE__);
-  if (split > 0) {
+  if constexpr (Split) {
+    if (split == 0) return {};
     const unsigned rest_grid = (capacity + Block - 1) / Block;
     transport_rest_kernel<Block, MinBlocks>
         <<<rest_grid, Block, 0, stream>>>(scene, tuples, nonfinite, header, saved, capacity);
@@ -229,14 +270,14 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
   FT_TRY(can_implement_chunk(scene, range));
   const KernelConfig& cfg = kConfigs[config_index()];
   switch (config_index()) {
-    case 1: FT_TRY((launch_transport<128, 4>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
-    case 2: FT_TRY((launch_transport<64, 1>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
-    case 3: FT_TRY((launch_transport<256, 5>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+    case 1: FT_TRY((launch_transport<128, 4, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
+    case 2: FT_TRY((launch_transport<64, 1, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
+    case 3: FT_TRY((launch_transport<256, 5, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
     case 4:
     case 5:
     case 6:
-    case 7: FT_TRY((launch_transport<256, 4>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
-    default: FT_TRY((launch_transport<256, 2>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+    case 7: FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+    default: FT_TRY((launch_transport<256, 2, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
   }
   const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
   reduce_xyz_kernel<<<rgrid, kReduceBlock, 0, stream>>>(tuples, sums, range.pixel_count, range.spp);
