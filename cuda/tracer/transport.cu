@@ -36,7 +36,7 @@ constexpr KernelConfig kConfigs[] = {
     {256, 4, 4, "b256_r64_s4"},  // handoff after 4 bounces (≤ 64 registers: 4 blocks per SM)
     {256, 4, 5, "b256_r64_s5"},
     {256, 4, 6, "b256_r64_s6"},
-    {256, 3, 6, "b256_r85_s6"},
+    {256, 4, 7, "b256_r64_s7"},
 };
 constexpr unsigned kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -124,18 +124,22 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
   }
   physics::PathState ps;
   physics::path_begin(ps, p, x, y, range.first_sample + sample_local);
-  // trace_sample's loop, left at the split bounce (one path_step call site: one copy of the physics). The
-  // handoff buffer holds every tuple of the chunk, so a path still going there always has a slot.
+  // trace_sample's loop, left at the split bounce; one path_step call site (the kernel stays one copy of the
+  // physics) and the handoff copy outside the hot loop.
   bool going = p.max_bounces > 0;
-  while (going) {
-    going = physics::path_step(ps, p, planes);
-    if (going && ps.b == split) break;
-  }
-  if (going) {
+  for (;;) {
+    while (going) {
+      going = physics::path_step(ps, p, planes);
+      if (going && ps.b == split) break;  // never for split 0: b ≥ 1 after a step
+    }
+    if (!going) break;
     const std::uint32_t slot = atomicAdd(&handoff->count, 1u);
-    copy_path(saved[slot].ps, ps);
-    saved[slot].tuple = i;
-    return;
+    if (slot < capacity) {
+      copy_path(saved[slot].ps, ps);
+      saved[slot].tuple = i;
+      return;
+    }
+    split = 0;  // no room: finish it here
   }
   store_tuple(tuples, nonfinite, i, physics::path_finish(ps, p));
 }
@@ -217,7 +221,7 @@ Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range) {
 
 std::uint64_t handoff_bytes(std::uint64_t tuples) {
   if (kConfigs[config_index()].split == 0) return 0;
-  return kHandoffHeaderBytes + tuples * sizeof(SavedPath);
+  return kHandoffHeaderBytes + tuples / 2 * sizeof(SavedPath);
 }
 
 namespace {
@@ -229,7 +233,7 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
   const unsigned grid = static_cast<unsigned>((tuple_count + Block - 1) / Block);
   auto* header = static_cast<HandoffHeader*>(handoff);
   auto* saved = reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes);
-  const auto capacity = static_cast<std::uint32_t>(tuple_count);
+  const auto capacity = static_cast<std::uint32_t>(tuple_count / 2);
   if (!Split || handoff == nullptr || capacity == 0) split = 0;
   if (split > 0) {
     if (const cudaError_t e = cudaMemsetAsync(header, 0, sizeof(HandoffHeader), stream); e != cudaSuccess)
@@ -272,8 +276,7 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
     case 4:
     case 5:
     case 6:
-      FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
-    case 7: FT_TRY((launch_transport<256, 3, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
+    case 7: FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
     default: FT_TRY((launch_transport<256, 2, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
   }
   const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
