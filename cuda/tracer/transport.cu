@@ -26,17 +26,19 @@ struct KernelConfig {
   unsigned block;
   unsigned min_blocks;
   unsigned split;
+  int carveout;  // shared-memory carveout hint in percent (cudaFuncAttributePreferredSharedMemoryCarveout); −1: none
   const char* name;
 };
 constexpr KernelConfig kConfigs[] = {
-    {256, 2, 0, "b256_r128"},     // default: the rolled kernel needs 56 registers → 4 blocks (32 warps) per SM
-    {128, 4, 0, "b128_r128"},     // smaller blocks
-    {64, 1, 0, "b64"},            // tracer.md §10.1: block size starts at 64
-    {256, 5, 0, "b256_r51"},      // ≤ 51 registers: 5 blocks (40 warps) per SM
-    {256, 4, 4, "b256_r64_s4"},  // handoff after 4 bounces (≤ 64 registers: 4 blocks per SM)
-    {256, 4, 5, "b256_r64_s5"},
-    {256, 4, 6, "b256_r64_s6"},
-    {256, 4, 7, "b256_r64_s7"},
+    {256, 4, 6, -1, "b256_r64_s6"},    // default: handoff after 6 bounces, ≤ 64 registers (4 blocks per SM)
+    {256, 2, 0, -1, "b256_r128"},      // one launch: the rolled kernel's 61 registers → 4 blocks (32 warps) per SM
+    {128, 4, 0, -1, "b128_r128"},      // smaller blocks
+    {64, 1, 0, -1, "b64"},             // tracer.md §10.1: block size starts at 64
+    {256, 5, 0, -1, "b256_r51"},       // ≤ 51 registers: 5 blocks (40 warps) per SM
+    {256, 4, 5, -1, "b256_r64_s5"},    // handoff after 5 bounces
+    {256, 4, 7, -1, "b256_r64_s7"},    // handoff after 7 bounces
+    {256, 4, 6, 7, "b256_r64_s6_l1"},  // default + the smallest carveout that holds 4 blocks (16 KiB): more L1
+    {256, 2, 0, 7, "b256_r128_l1"},
 };
 constexpr unsigned kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -226,9 +228,20 @@ std::uint64_t handoff_bytes(std::uint64_t tuples) {
 
 namespace {
 
+/// Applies a carveout hint (percent; < 0: none) to a kernel before its launch.
+template <typename Kernel>
+Status set_carveout(Kernel* kernel, int carveout, const char* name) {
+  if (carveout < 0) return {};
+  if (const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                                 cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
+      e != cudaSuccess)
+    return runtime::cuda_status(e, std::string("cudaFuncSetAttribute(") + name + ", carveout)", __FILE__, __LINE__);
+  return {};
+}
+
 template <unsigned Block, unsigned MinBlocks, bool Split>
 Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float* tuples, std::uint32_t* nonfinite,
-                        unsigned split, void* handoff, CUstream_st* stream) {
+                        unsigned split, int carveout, void* handoff, CUstream_st* stream) {
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned grid = static_cast<unsigned>((tuple_count + Block - 1) / Block);
   auto* header = static_cast<HandoffHeader*>(handoff);
@@ -242,14 +255,18 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
   bool one_launch = true;  // no handoff (not a split configuration, or a chunk of one tuple)
   if constexpr (Split) {
     if (split > 0) {
+      FT_TRY(set_carveout(&transport_main_kernel<Block, MinBlocks, true>, carveout, "transport_main_kernel"));
+      FT_TRY(set_carveout(&transport_rest_kernel<Block, MinBlocks>, carveout, "transport_rest_kernel"));
       transport_main_kernel<Block, MinBlocks, true>
           <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, split, header, saved, capacity);
       one_launch = false;
     }
   }
-  if (one_launch)
+  if (one_launch) {
+    FT_TRY(set_carveout(&transport_main_kernel<Block, MinBlocks, false>, carveout, "transport_main_kernel"));
     transport_main_kernel<Block, MinBlocks, false>
         <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, 0, header, saved, capacity);
+  }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return runtime::cuda_status(e, "transport_main_kernel<<<>>>", __FILE__, __LINE__);
   if constexpr (Split) {
@@ -269,15 +286,17 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
                           std::uint32_t* nonfinite, void* handoff, CUstream_st* stream) {
   FT_TRY(can_implement_chunk(scene, range));
   const KernelConfig& cfg = kConfigs[config_index()];
-  switch (config_index()) {
-    case 1: FT_TRY((launch_transport<128, 4, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
-    case 2: FT_TRY((launch_transport<64, 1, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
-    case 3: FT_TRY((launch_transport<256, 5, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
-    case 4:
-    case 5:
-    case 6:
-    case 7: FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream))); break;
-    default: FT_TRY((launch_transport<256, 2, false>(scene, range, tuples, nonfinite, 0, nullptr, stream))); break;
+  const int cv = cfg.carveout;
+  if (cfg.split > 0) {
+    FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, cv, handoff, stream)));
+  } else if (cfg.block == 128) {
+    FT_TRY((launch_transport<128, 4, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
+  } else if (cfg.block == 64) {
+    FT_TRY((launch_transport<64, 1, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
+  } else if (cfg.min_blocks == 5) {
+    FT_TRY((launch_transport<256, 5, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
+  } else {
+    FT_TRY((launch_transport<256, 2, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
   }
   const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
   reduce_xyz_kernel<<<rgrid, kReduceBlock, 0, stream>>>(tuples, sums, range.pixel_count, range.spp);
