@@ -3,7 +3,6 @@
 /// (tracer.md §10.1), built from the same physics headers as the CPU tracer (src/tracer/physics).
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -28,22 +27,18 @@ struct KernelConfig {
   unsigned min_blocks;
   unsigned split;
   int carveout;  // shared-memory carveout hint in percent (cudaFuncAttributePreferredSharedMemoryCarveout); −1: none
-  bool persistent;  // split: the second launch is transport_rest_persistent_kernel
   const char* name;
 };
 constexpr KernelConfig kConfigs[] = {
-    {256, 4, 6, -1, false, "b256_r64_s6"},  // default: handoff after 6 bounces, ≤ 64 registers (4 blocks per SM)
-    {256, 2, 0, -1, false, "b256_r128"},    // one launch: the rolled kernel's 61 registers → 4 blocks (32 warps)
-    {128, 4, 0, -1, false, "b128_r128"},    // smaller blocks
-    {64, 1, 0, -1, false, "b64"},           // tracer.md §10.1: block size starts at 64
-    {256, 5, 0, -1, false, "b256_r51"},     // ≤ 51 registers: 5 blocks (40 warps) per SM
-    {256, 4, 5, -1, false, "b256_r64_s5"},  // handoff after 5 bounces
-    {256, 4, 7, -1, false, "b256_r64_s7"},  // handoff after 7 bounces
-    {256, 4, 6, 7, false, "b256_r64_s6_l1"},  // + the smallest carveout that holds 4 blocks (16 KiB): more L1
-    {256, 4, 2, -1, true, "b256_r64_s2p"},  // persistent second launch, handoff after 2 / 3 / 4 / 6 bounces
-    {256, 4, 3, -1, true, "b256_r64_s3p"},
-    {256, 4, 4, -1, true, "b256_r64_s4p"},
-    {256, 4, 6, -1, true, "b256_r64_s6p"},
+    {256, 4, 6, -1, "b256_r64_s6"},    // default: handoff after 6 bounces, ≤ 64 registers (4 blocks per SM)
+    {256, 2, 0, -1, "b256_r128"},      // one launch: the rolled kernel's 61 registers → 4 blocks (32 warps) per SM
+    {128, 4, 0, -1, "b128_r128"},      // smaller blocks
+    {64, 1, 0, -1, "b64"},             // tracer.md §10.1: block size starts at 64
+    {256, 5, 0, -1, "b256_r51"},       // ≤ 51 registers: 5 blocks (40 warps) per SM
+    {256, 4, 5, -1, "b256_r64_s5"},    // handoff after 5 bounces
+    {256, 4, 7, -1, "b256_r64_s7"},    // handoff after 7 bounces
+    {256, 4, 6, 7, "b256_r64_s6_l1"},  // default + the smallest carveout that holds 4 blocks (16 KiB): more L1
+    {256, 2, 0, 7, "b256_r128_l1"},
 };
 constexpr unsigned kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -76,8 +71,7 @@ __device__ __forceinline__ void copy_path(physics::PathState& dst, const physics
 
 /// The handoff buffer: a counter of saved paths, then the saved paths.
 struct HandoffHeader {
-  alignas(16) std::uint32_t count;  // paths saved by the first launch
-  std::uint32_t next;               // persistent second launch: the next saved path to take
+  alignas(16) std::uint32_t count;
 };
 constexpr std::uint64_t kHandoffHeaderBytes = 16;
 static_assert(sizeof(HandoffHeader) == kHandoffHeaderBytes, "HandoffHeader layout");
@@ -175,36 +169,6 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_rest_kernel(const 
   store_tuple(tuples, nonfinite, i, physics::path_finish(ps, scene.params));
 }
 
-/// The second launch, persistent: a grid that fills the GPU once, each thread taking the next saved path
-/// whenever its path ends. One loop runs one bounce per iteration for every lane that holds a path, so a
-/// warp's lanes stay busy until the saved paths run out instead of waiting for the warp's longest path; the
-/// lanes all sit past the split bounce, in the same path_step code (unlike refilling the first launch, whose
-/// new paths would start at the camera).
-template <unsigned Block, unsigned MinBlocks>
-__global__ void __launch_bounds__(Block, MinBlocks) transport_rest_persistent_kernel(
-    const ChunkScene scene, float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite,
-    HandoffHeader* __restrict__ handoff, const SavedPath* __restrict__ saved, std::uint32_t capacity) {
-  const std::uint32_t n = min(handoff->count, capacity);
-  __shared__ physics::GpuPlane planes[physics::kMaxPlanes];
-  load_planes(planes, scene);
-  physics::PathState ps;
-  std::uint64_t i = 0;
-  bool holding = false;
-  for (;;) {
-    if (!holding) {
-      const std::uint32_t j = atomicAdd(&handoff->next, 1u);
-      if (j >= n) break;
-      copy_path(ps, saved[j].ps);
-      i = saved[j].tuple;
-      holding = true;
-    }
-    if (!physics::path_step(ps, scene.params, planes)) {
-      store_tuple(tuples, nonfinite, i, physics::path_finish(ps, scene.params));
-      holding = false;
-    }
-  }
-}
-
 /// Thread ↔ pixel: sums[p] (global, seeded with the caller's running sums) += that pixel's tuples in
 /// ascending sample order, one float add at a time — the same order as the CPU tracer (tracer.md §9 G2/G3).
 __global__ void reduce_xyz_kernel(const float* __restrict__ tuples, float* __restrict__ sums,
@@ -275,23 +239,9 @@ Status set_carveout(Kernel* kernel, int carveout, const char* name) {
   return {};
 }
 
-/// Resident blocks of a kernel on the whole device (the persistent launch's grid), computed once per kernel.
-template <typename Kernel>
-Expected<unsigned> resident_blocks(Kernel* kernel, unsigned block) {
-  int device = 0, sms = 0, per_sm = 0;
-  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
-    return runtime::cuda_status(e, "cudaGetDevice", __FILE__, __LINE__);
-  if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
-    return runtime::cuda_status(e, "cudaDeviceGetAttribute(SM count)", __FILE__, __LINE__);
-  if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(block), 0);
-      e != cudaSuccess)
-    return runtime::cuda_status(e, "cudaOccupancyMaxActiveBlocksPerMultiprocessor", __FILE__, __LINE__);
-  return static_cast<unsigned>(std::max(1, sms * per_sm));
-}
-
 template <unsigned Block, unsigned MinBlocks, bool Split>
 Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float* tuples, std::uint32_t* nonfinite,
-                        unsigned split, bool persistent, int carveout, void* handoff, CUstream_st* stream) {
+                        unsigned split, int carveout, void* handoff, CUstream_st* stream) {
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned grid = static_cast<unsigned>((tuple_count + Block - 1) / Block);
   auto* header = static_cast<HandoffHeader*>(handoff);
@@ -321,17 +271,6 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
     return runtime::cuda_status(e, "transport_main_kernel<<<>>>", __FILE__, __LINE__);
   if constexpr (Split) {
     if (split == 0) return {};
-    if (persistent) {
-      static const Expected<unsigned> blocks =
-          resident_blocks(&transport_rest_persistent_kernel<Block, MinBlocks>, Block);
-      if (!blocks) return blocks.status();
-      const unsigned rest_grid = std::min(*blocks, (capacity + Block - 1) / Block);
-      transport_rest_persistent_kernel<Block, MinBlocks>
-          <<<rest_grid, Block, 0, stream>>>(scene, tuples, nonfinite, header, saved, capacity);
-      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-        return runtime::cuda_status(e, "transport_rest_persistent_kernel<<<>>>", __FILE__, __LINE__);
-      return {};
-    }
     const unsigned rest_grid = (capacity + Block - 1) / Block;
     transport_rest_kernel<Block, MinBlocks>
         <<<rest_grid, Block, 0, stream>>>(scene, tuples, nonfinite, header, saved, capacity);
@@ -349,15 +288,15 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
   const KernelConfig& cfg = kConfigs[config_index()];
   const int cv = cfg.carveout;
   if (cfg.split > 0) {
-    FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, cfg.persistent, cv, handoff, stream)));
+    FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, cv, handoff, stream)));
   } else if (cfg.block == 128) {
-    FT_TRY((launch_transport<128, 4, false>(scene, range, tuples, nonfinite, 0, false, cv, nullptr, stream)));
+    FT_TRY((launch_transport<128, 4, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
   } else if (cfg.block == 64) {
-    FT_TRY((launch_transport<64, 1, false>(scene, range, tuples, nonfinite, 0, false, cv, nullptr, stream)));
+    FT_TRY((launch_transport<64, 1, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
   } else if (cfg.min_blocks == 5) {
-    FT_TRY((launch_transport<256, 5, false>(scene, range, tuples, nonfinite, 0, false, cv, nullptr, stream)));
+    FT_TRY((launch_transport<256, 5, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
   } else {
-    FT_TRY((launch_transport<256, 2, false>(scene, range, tuples, nonfinite, 0, false, cv, nullptr, stream)));
+    FT_TRY((launch_transport<256, 2, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
   }
   const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
   reduce_xyz_kernel<<<rgrid, kReduceBlock, 0, stream>>>(tuples, sums, range.pixel_count, range.spp);
