@@ -26,19 +26,16 @@ struct KernelConfig {
   unsigned block;
   unsigned min_blocks;
   unsigned split;
-  int carveout;  // shared-memory carveout hint in percent (cudaFuncAttributePreferredSharedMemoryCarveout); −1: none
   const char* name;
 };
 constexpr KernelConfig kConfigs[] = {
-    {256, 4, 6, -1, "b256_r64_s6"},    // default: handoff after 6 bounces, ≤ 64 registers (4 blocks per SM)
-    {256, 2, 0, -1, "b256_r128"},      // one launch: the rolled kernel's 61 registers → 4 blocks (32 warps) per SM
-    {128, 4, 0, -1, "b128_r128"},      // smaller blocks
-    {64, 1, 0, -1, "b64"},             // tracer.md §10.1: block size starts at 64
-    {256, 5, 0, -1, "b256_r51"},       // ≤ 51 registers: 5 blocks (40 warps) per SM
-    {256, 4, 5, -1, "b256_r64_s5"},    // handoff after 5 bounces
-    {256, 4, 7, -1, "b256_r64_s7"},    // handoff after 7 bounces
-    {256, 4, 6, 7, "b256_r64_s6_l1"},  // default + the smallest carveout that holds 4 blocks (16 KiB): more L1
-    {256, 2, 0, 7, "b256_r128_l1"},
+    {256, 4, 6, "b256_r64_s6"},  // default: handoff after 6 bounces, ≤ 64 registers (4 blocks, 32 warps per SM)
+    {256, 2, 0, "b256_r128"},    // one launch: the rolled kernel's 61 registers → 4 blocks (32 warps) per SM
+    {128, 4, 0, "b128_r128"},    // smaller blocks
+    {64, 1, 0, "b64"},           // tracer.md §10.1: block size starts at 64
+    {256, 5, 0, "b256_r51"},     // ≤ 51 registers: 5 blocks (40 warps) per SM
+    {256, 4, 5, "b256_r64_s5"},  // handoff after 5 bounces
+    {256, 4, 7, "b256_r64_s7"},  // handoff after 7 bounces
 };
 constexpr unsigned kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -48,8 +45,7 @@ struct alignas(16) SavedPath {
   std::uint64_t tuple;
 };
 
-/// Copies a path state field by field (not as one struct copy, which would keep every field of the thread's
-/// state in local memory instead of registers).
+/// Copies a path state field by field (the handoff: thread state ↔ global memory).
 __device__ __forceinline__ void copy_path(physics::PathState& dst, const physics::PathState& src) {
   for (int k = 0; k < physics::kChannels; ++k) {
     for (int c = 0; c < 4; ++c) dst.st[k][c] = src.st[k][c];
@@ -228,24 +224,14 @@ std::uint64_t handoff_bytes(std::uint64_t tuples) {
 
 namespace {
 
-/// Applies a carveout hint (percent; < 0: none) to a kernel before its launch.
-template <typename Kernel>
-Status set_carveout(Kernel* kernel, int carveout, const char* name) {
-  if (carveout < 0) return {};
-  if (const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                                 cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
-      e != cudaSuccess)
-    return runtime::cuda_status(e, std::string("cudaFuncSetAttribute(") + name + ", carveout)", __FILE__, __LINE__);
-  return {};
-}
-
 template <unsigned Block, unsigned MinBlocks, bool Split>
 Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float* tuples, std::uint32_t* nonfinite,
-                        unsigned split, int carveout, void* handoff, CUstream_st* stream) {
+                        unsigned split, void* handoff, CUstream_st* stream) {
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned grid = static_cast<unsigned>((tuple_count + Block - 1) / Block);
   auto* header = static_cast<HandoffHeader*>(handoff);
-  auto* saved = reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes);
+  SavedPath* saved =
+      handoff ? reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes) : nullptr;
   const auto capacity = static_cast<std::uint32_t>(tuple_count / 2);
   if (!Split || handoff == nullptr || capacity == 0) split = 0;
   if (split > 0) {
@@ -255,15 +241,12 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
   bool one_launch = true;  // no handoff (not a split configuration, or a chunk of one tuple)
   if constexpr (Split) {
     if (split > 0) {
-      FT_TRY(set_carveout(&transport_main_kernel<Block, MinBlocks, true>, carveout, "transport_main_kernel"));
-      FT_TRY(set_carveout(&transport_rest_kernel<Block, MinBlocks>, carveout, "transport_rest_kernel"));
       transport_main_kernel<Block, MinBlocks, true>
           <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, split, header, saved, capacity);
       one_launch = false;
     }
   }
   if (one_launch) {
-    FT_TRY(set_carveout(&transport_main_kernel<Block, MinBlocks, false>, carveout, "transport_main_kernel"));
     transport_main_kernel<Block, MinBlocks, false>
         <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, 0, header, saved, capacity);
   }
@@ -286,17 +269,16 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
                           std::uint32_t* nonfinite, void* handoff, CUstream_st* stream) {
   FT_TRY(can_implement_chunk(scene, range));
   const KernelConfig& cfg = kConfigs[config_index()];
-  const int cv = cfg.carveout;
   if (cfg.split > 0) {
-    FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, cv, handoff, stream)));
+    FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream)));
   } else if (cfg.block == 128) {
-    FT_TRY((launch_transport<128, 4, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
+    FT_TRY((launch_transport<128, 4, false>(scene, range, tuples, nonfinite, 0, nullptr, stream)));
   } else if (cfg.block == 64) {
-    FT_TRY((launch_transport<64, 1, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
+    FT_TRY((launch_transport<64, 1, false>(scene, range, tuples, nonfinite, 0, nullptr, stream)));
   } else if (cfg.min_blocks == 5) {
-    FT_TRY((launch_transport<256, 5, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
+    FT_TRY((launch_transport<256, 5, false>(scene, range, tuples, nonfinite, 0, nullptr, stream)));
   } else {
-    FT_TRY((launch_transport<256, 2, false>(scene, range, tuples, nonfinite, 0, cv, nullptr, stream)));
+    FT_TRY((launch_transport<256, 2, false>(scene, range, tuples, nonfinite, 0, nullptr, stream)));
   }
   const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
   reduce_xyz_kernel<<<rgrid, kReduceBlock, 0, stream>>>(tuples, sums, range.pixel_count, range.spp);
