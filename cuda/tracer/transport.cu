@@ -70,6 +70,9 @@ struct HandoffHeader {
   alignas(16) std::uint32_t count;
 };
 constexpr std::uint64_t kHandoffHeaderBytes = 16;
+/// The handoff buffer holds the paths of 1/kHandoffShare of a chunk's tuples; paths past that finish in the
+/// first launch.
+constexpr std::uint64_t kHandoffShare = 4;
 static_assert(sizeof(HandoffHeader) == kHandoffHeaderBytes, "HandoffHeader layout");
 
 /// Copies the planes from the by-value parameter into shared memory (once per block).
@@ -219,7 +222,7 @@ Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range) {
 
 std::uint64_t handoff_bytes(std::uint64_t tuples) {
   if (kConfigs[config_index()].split == 0) return 0;
-  return kHandoffHeaderBytes + tuples / 2 * sizeof(SavedPath);
+  return kHandoffHeaderBytes + tuples / kHandoffShare * sizeof(SavedPath);
 }
 
 namespace {
@@ -232,7 +235,7 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
   auto* header = static_cast<HandoffHeader*>(handoff);
   SavedPath* saved =
       handoff ? reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes) : nullptr;
-  const auto capacity = static_cast<std::uint32_t>(tuple_count / 2);
+  const auto capacity = static_cast<std::uint32_t>(tuple_count / kHandoffShare);
   if (!Split || handoff == nullptr || capacity == 0) split = 0;
   if (split > 0) {
     if (const cudaError_t e = cudaMemsetAsync(header, 0, sizeof(HandoffHeader), stream); e != cudaSuccess)

@@ -36,8 +36,8 @@ inline constexpr std::uint64_t kMaxTuplesPerLaunch = 4194240;
 Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range);
 
 /// Bytes of the path-handoff buffer a chunk of `tuples` tuples can use (launch_trace_chunk's `handoff`): a
-/// counter and the saved states of up to half the chunk's paths (those past the split bounce; more than that
-/// finish in the first kernel). 0 when the megakernel configuration does not split.
+/// counter and the saved states of up to a quarter of the chunk's paths (those past the split bounce; more than
+/// that finish in the first kernel). 0 when the megakernel configuration does not split.
 std::uint64_t handoff_bytes(std::uint64_t tuples);
 
 /// Megakernel: tuples[i] = trace_sample(pixel_offset + i / spp, first_sample + i % spp), 3 floats per tuple
