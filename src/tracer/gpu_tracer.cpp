@@ -18,7 +18,8 @@ namespace {
 constexpr std::uint64_t kMaxTuples = 4194240;        // tracer.md §10.2: min(64 MiB/12, 65 535·64)
 constexpr std::uint64_t kMinTuples = 65536 / 12;     // tracer.md §10.2: 64 KiB/12 = 5 461
 constexpr double kEmaAlpha = 0.3;                    // tracer.md §10.2
-constexpr std::uint64_t kTrailer = sizeof(std::uint64_t);  // scratch: sums, then the non-finite count
+constexpr std::uint64_t kTrailer = sizeof(std::uint64_t);  // scratch: the request's non-finite count
+constexpr std::size_t kPooledSums = 2;                       // film-sized sum buffers kept for reuse
 }  // namespace
 
 namespace {
@@ -30,6 +31,36 @@ std::uint32_t next_buffer(const runtime::Executor& ex) {
   static std::map<const runtime::Executor*, std::uint32_t> sequence;
   std::lock_guard lock(mu);
   return sequence[&ex]++ & 1u;
+}
+
+}  // namespace
+
+namespace {
+
+/// Film-sized sum buffers reused across requests. A request collects its sums into one and, on Done, swaps it
+/// into the caller's film (commit), so the film's previous buffer comes back here: no 12-byte-per-pixel copy
+/// between the last chunk and the next request, and no allocation per request.
+std::mutex sums_mu;
+std::vector<std::vector<float>> sums_pool;
+
+std::vector<float> take_sums(std::size_t floats) {
+  {
+    std::lock_guard lock(sums_mu);
+    for (auto it = sums_pool.begin(); it != sums_pool.end(); ++it) {
+      if (it->size() != floats) continue;
+      std::vector<float> v = std::move(*it);
+      sums_pool.erase(it);
+      return v;
+    }
+  }
+  return std::vector<float>(floats);
+}
+
+void give_sums(std::vector<float> v) {
+  if (v.empty()) return;
+  std::lock_guard lock(sums_mu);
+  if (sums_pool.size() >= kPooledSums) sums_pool.erase(sums_pool.begin());
+  sums_pool.push_back(std::move(v));
 }
 
 }  // namespace
@@ -67,7 +98,7 @@ TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std
   }
 }
 
-TraceWorkload::~TraceWorkload() = default;
+TraceWorkload::~TraceWorkload() { give_sums(std::move(sums_)); }
 
 Status TraceWorkload::can_run(const runtime::DeviceInfo& device) {
   (void)device;
@@ -76,13 +107,17 @@ Status TraceWorkload::can_run(const runtime::DeviceInfo& device) {
   return {};
 }
 
-std::size_t TraceWorkload::scratch_bytes() const { return film_.pixels() * 12 + kTrailer; }
+std::size_t TraceWorkload::scratch_bytes() const { return kTrailer; }
 
 void TraceWorkload::seed_scratch(std::span<std::byte> scratch) {
   // The seed of each pixel is read from the caller's film when its chunk is issued (every pixel belongs to
-  // exactly one chunk, and the film is not written before commit), so the sums part of the scratch needs no
+  // exactly one chunk, and the film is not written before commit), so the request's sums buffer needs no
   // copy here: each chunk's result overwrites its pixels before Done.
-  std::memset(scratch.data() + film_.pixels() * 12, 0, kTrailer);
+  std::memset(scratch.data(), 0, kTrailer);
+  if (sums_.size() != film_.pixels() * 3) {
+    give_sums(std::move(sums_));
+    sums_ = take_sums(film_.pixels() * 3);
+  }
   if (options_.return_tuples) tuples_.assign(film_.pixels() * std::size_t{samples_} * 3, 0.0f);
 }
 
@@ -109,13 +144,13 @@ Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratc
       short_slot = true;
       return;
     }
-    std::memcpy(scratch.data() + std::size_t{f->pixel_offset} * 12, b.data(), bytes);
+    std::memcpy(sums_.data() + std::size_t{f->pixel_offset} * 3, b.data(), bytes);
     std::uint32_t nonfinite = 0;
     std::memcpy(&nonfinite, b.data() + bytes, 4);
     std::uint64_t total = 0;
-    std::memcpy(&total, scratch.data() + film_.pixels() * 12, kTrailer);
+    std::memcpy(&total, scratch.data(), kTrailer);
     total += nonfinite;
-    std::memcpy(scratch.data() + film_.pixels() * 12, &total, kTrailer);
+    std::memcpy(scratch.data(), &total, kTrailer);
   });
   if (f->tuples) {
     Status tst = ex.collect(*f->tuples, deadline, [&](std::span<const std::byte> b) {
@@ -188,9 +223,15 @@ Status TraceWorkload::drain(runtime::Executor& ex, std::span<std::byte> scratch,
 }
 
 void TraceWorkload::commit(std::span<const std::byte> scratch) {
-  std::memcpy(film_.xyz.data(), scratch.data(), film_.pixels() * 12);
+  // Every pixel was written by its chunk: the sums become the film's buffer, and the film's old buffer goes back
+  // to the pool (a film whose buffer is not pixels × 3 floats gets a copy instead).
+  if (film_.xyz.size() == sums_.size()) {
+    film_.xyz.swap(sums_);
+  } else {
+    std::copy_n(sums_.begin(), std::min(sums_.size(), film_.xyz.size()), film_.xyz.begin());
+  }
   std::uint64_t nonfinite = 0;
-  std::memcpy(&nonfinite, scratch.data() + film_.pixels() * 12, kTrailer);
+  std::memcpy(&nonfinite, scratch.data(), kTrailer);
   film_.nonfinite += nonfinite;
   for (auto& n : film_.samples) n += samples_;
 }

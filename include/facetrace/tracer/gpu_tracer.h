@@ -62,6 +62,7 @@ class TraceWorkload final : public runtime::Workload {
   double ema_ns_per_tuple_ = 0.0;
   std::chrono::steady_clock::time_point last_done_{};
   std::unique_ptr<InFlight> in_flight_;  // the one chunk in flight (holds its arena block)
+  std::vector<float> sums_;  // the request's per-pixel sums (3 floats each), swapped into the film on Done
   std::vector<float> tuples_;
 };
 
