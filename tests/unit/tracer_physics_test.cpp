@@ -257,6 +257,63 @@ TEST(Geometry, division_free_slab_test_matches_the_plain_definition) {
   EXPECT_GE(static_cast<double>(same) / n, 0.9999) << same << " of " << n << " agree";
 }
 
+TEST(Geometry, exit_from_inside_gives_the_general_result_or_declines) {
+  const ft::Scene scene = ft::builtin_diamond_scene();
+  const auto planes = ft::make_gpu_planes(scene);
+  const auto params = ft::make_trace_params(scene);
+  const auto count = static_cast<std::uint32_t>(planes.size());
+  std::uint32_t state = 4242;
+  auto uni = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
+  };
+  int taken = 0, declined = 0, on_facet = 0;
+  for (int i = 0; i < 200000; ++i) {
+    ph::Vec3 d{uni(), uni(), uni()};
+    const float len = std::sqrt(ph::dot(d, d));
+    if (len < 1e-3f) continue;
+    d = d * (1.0f / len);
+    ph::Vec3 o{uni() * 0.6f, uni() * 0.4f, uni() * 0.6f};
+    if (i % 3 == 0) {
+      // As the tracer starts a bounce: a point on a facet (the general test's hit), then 1e-4 along a new
+      // direction — inside, or by rounding or a grazing direction just outside some facet.
+      const ph::Hit h = ph::intersect_polyhedron(planes.data(), count, o, d);
+      if (h.plane < 0) continue;
+      const ph::Vec3 pos = o + d * h.t;
+      ph::Vec3 nd{uni(), uni(), uni()};
+      const float nl = std::sqrt(ph::dot(nd, nd));
+      if (nl < 1e-3f) continue;
+      nd = nd * (1.0f / nl);
+      o = pos + nd * ph::kRayOffset;
+      d = nd;
+      ++on_facet;
+    }
+    bool outside = false;  // some side > 0, computed as every slab test does
+    for (const auto& pl : planes)
+      outside = outside || std::fmaf(pl.nx, o.x, std::fmaf(pl.ny, o.y, std::fmaf(pl.nz, o.z, pl.d))) > 0.0f;
+    const ph::Hit general = ph::intersect_polyhedron(planes.data(), count, o, d);
+    ph::Hit fast{-7, 7.0f};
+    const bool ok = ph::exit_from_inside(planes.data(), count, params.bound_radius2, o, d, fast);
+    ASSERT_EQ(ok, !outside) << "origin (" << o.x << ", " << o.y << ", " << o.z << ")";
+    if (!ok) {
+      EXPECT_EQ(fast.plane, -7);  // left alone
+      ++declined;
+      continue;
+    }
+    ++taken;
+    ASSERT_EQ(fast.plane, general.plane);
+    ASSERT_EQ(std::memcmp(&fast.t, &general.t, sizeof(float)), 0) << fast.t << " vs " << general.t;
+  }
+  EXPECT_GT(on_facet, 30000);
+  EXPECT_GT(taken, 100000);
+  EXPECT_GT(declined, 1000);  // origins outside a facet (the fallback) were exercised too
+  // A direction that is not finite is declined, so the general test decides.
+  ph::Hit h{-7, 0.0f};
+  EXPECT_FALSE(ph::exit_from_inside(planes.data(), count, params.bound_radius2, {0, 0, 0}, {NAN, 0, 0}, h));
+  EXPECT_FALSE(ph::exit_from_inside(planes.data(), count, params.bound_radius2, {0, 0, 0}, {INFINITY, 0, 0}, h));
+  EXPECT_EQ(h.plane, -7);
+}
+
 TEST(TraceParams, bounding_sphere_holds_the_stone_and_culls_only_misses) {
   const ft::Scene s = ft::builtin_diamond_scene();
   const auto p = ft::make_trace_params(s);

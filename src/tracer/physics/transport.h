@@ -77,9 +77,9 @@ FT_HD float channel_alpha(const TraceParams& p, float hero, int k) {
 }
 
 /// The state of one path between bounces (tracer.md §7.1 table). Of the per-channel constants only n(λ_k)
-/// is held: λ_k, S(λ_k) and α(λ_k) are pure functions of the hero, recomputed where used (the same bits). `split` doubles as the
-/// radiance: a path adds radiance only at the miss that ends it, so when path_step returns false `split[k]`
-/// holds radiance[k] (0 for a path cut by roulette or max_bounces).
+/// is held: λ_k, S(λ_k) and α(λ_k) are pure functions of the hero, recomputed where used (the same bits).
+/// `split` doubles as the radiance: a path adds radiance only at the miss that ends it, so when path_step
+/// returns false `split[k]` holds radiance[k] (0 for a path cut by roulette or max_bounces).
 struct alignas(16) PathState {
   float st[kChannels][4];
   float pdf[kChannels], split[kChannels];
