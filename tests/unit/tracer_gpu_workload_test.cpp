@@ -4,6 +4,8 @@
 /// bit for bit against the CPU tracer without a GPU.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <cstring>
 
 #include "facetrace/runtime/simulated_executor.h"
@@ -114,6 +116,28 @@ TEST(TraceWorkload, continues_the_callers_running_sums) {
   TraceWorkload w(s, 5, 4, f, tiny);
   ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone);
   expect_same_film(f, cpu_film(s, 0, 9));  // [0,5) then [5,9) == [0,9) (tracer.md §9 G3)
+}
+
+TEST(TraceWorkload, interleaved_requests_on_two_films_keep_them_apart) {
+  // Requests swap their pooled sums buffer into the film on Done and return the film's old buffer to the pool:
+  // two films of one size, requests alternating between them (one cancelled), must each hold their own sums.
+  Harness h;
+  const Scene s = tiny_scene();
+  Film a(s.width, s.height), b(s.width, s.height);
+  GpuChunkOptions tiny;
+  tiny.max_chunk_pixels = 9;
+  const std::uint32_t ranges[][3] = {{0, 0, 3}, {1, 0, 2}, {0, 3, 3}, {1, 2, 3}, {0, 6, 1}};
+  for (const auto& r : ranges) {
+    TraceWorkload w(s, r[1], r[2], r[0] == 0 ? a : b, tiny);
+    ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone);
+    if (r[0] == 1) {
+      std::atomic<bool> cancel{true};
+      TraceWorkload c(s, 100, 4, a, tiny);  // cancelled before its first chunk: a is untouched
+      EXPECT_EQ(h.backend->accumulate(c, &cancel), Outcome::kCancelled);
+    }
+  }
+  expect_same_film(a, cpu_film(s, 0, 7));
+  expect_same_film(b, cpu_film(s, 0, 5));
 }
 
 TEST(TraceWorkload, returns_every_tuple_in_test_mode) {
