@@ -45,7 +45,9 @@ struct alignas(16) SavedPath {
   std::uint64_t tuple;
 };
 
-/// Copies a path state field by field (the handoff: thread state ↔ global memory).
+/// Copies a path state field by field (the handoff: thread state ↔ global memory). The size check makes a new
+/// PathState field a build error until it is copied here too.
+static_assert(sizeof(physics::PathState) == 288, "copy_path must copy every PathState field");
 __device__ __forceinline__ void copy_path(physics::PathState& dst, const physics::PathState& src) {
   for (int k = 0; k < physics::kChannels; ++k) {
     for (int c = 0; c < 4; ++c) dst.st[k][c] = src.st[k][c];

@@ -29,6 +29,19 @@ ph::DispersionCoeffs diamond_coeffs() {
   return d;
 }
 
+/// Deterministic test inputs: uniform floats in [−1, 1) from a 32-bit LCG.
+class Uniform {
+ public:
+  explicit Uniform(std::uint32_t seed) : state_(seed) {}
+  float operator()() {
+    state_ = state_ * 1664525u + 1013904223u;
+    return static_cast<float>(state_ >> 8) / 16777216.0f * 2.0f - 1.0f;
+  }
+
+ private:
+  std::uint32_t state_;
+};
+
 }  // namespace
 
 TEST(Rng, hash_matches_the_spec_steps) {
@@ -234,11 +247,7 @@ ph::Hit slab_reference(const std::vector<ph::GpuPlane>& planes, ph::Vec3 o, ph::
 
 TEST(Geometry, division_free_slab_test_matches_the_plain_definition) {
   const auto planes = ft::make_gpu_planes(ft::builtin_diamond_scene());
-  std::uint32_t state = 12345;
-  auto uni = [&] {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
-  };
+  Uniform uni(12345u);
   int same = 0, n = 0, hits = 0;
   for (int i = 0; i < 200000; ++i) {
     const float scale = i % 2 ? 0.4f : 3.0f;  // half the origins inside the stone, half outside
@@ -262,11 +271,7 @@ TEST(Geometry, exit_from_inside_gives_the_general_result_or_declines) {
   const auto planes = ft::make_gpu_planes(scene);
   const auto params = ft::make_trace_params(scene);
   const auto count = static_cast<std::uint32_t>(planes.size());
-  std::uint32_t state = 4242;
-  auto uni = [&] {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
-  };
+  Uniform uni(4242u);
   int taken = 0, declined = 0, on_facet = 0;
   for (int i = 0; i < 200000; ++i) {
     ph::Vec3 d{uni(), uni(), uni()};
@@ -322,11 +327,7 @@ TEST(TraceParams, bounding_sphere_holds_the_stone_and_culls_only_misses) {
   // y ≈ −0.88; the farthest vertex lies on the girdle.
   EXPECT_GT(p.bound_radius2, 1.0f);
   EXPECT_LT(p.bound_radius2, 1.2f);
-  std::uint32_t state = 99;
-  auto uni = [&] {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
-  };
+  Uniform uni(99u);
   int culled = 0;
   for (int i = 0; i < 20000; ++i) {
     const ph::Vec3 o{uni() * 4, uni() * 4, uni() * 4};
@@ -343,11 +344,7 @@ TEST(TraceParams, bounding_sphere_holds_the_stone_and_culls_only_misses) {
 }
 
 TEST(Environment, ring_slot_matches_the_atan2_definition) {
-  std::uint32_t state = 7;
-  auto uni = [&] {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
-  };
+  Uniform uni(7u);
   int checked = 0;
   for (int i = 0; i < 100000; ++i) {
     const float x = uni(), z = uni();

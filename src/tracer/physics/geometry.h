@@ -32,6 +32,13 @@ FT_HD bool misses_bound(float r2, Vec3 o, Vec3 dir) {
   return b >= 0.0f || b * b < c;  // moving away, or the closest approach is outside
 }
 
+/// n·D and n·o + d of one plane, the one form both slab tests use. Explicit fmaf (tracer.md conventions): the
+/// same rounding on the CPU and the GPU, and FMA speed on both.
+FT_HD float plane_den(const GpuPlane& pl, Vec3 dir) { return fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z)); }
+FT_HD float plane_side(const GpuPlane& pl, Vec3 o) {
+  return fmaf(pl.nx, o.x, fmaf(pl.ny, o.y, fmaf(pl.nz, o.z, pl.d)));
+}
+
 /// The slab test's last step (tracer.md §4 steps 4–5) from the kept near and far candidates.
 FT_HD Hit slab_result(int i_near, float near_num, float near_den, int i_far, float far_num, float far_den) {
   const float t_near = i_near >= 0 ? near_num / near_den : -FLT_MAX;
@@ -63,8 +70,8 @@ FT_HD bool exit_from_inside(const GpuPlane* planes, std::uint32_t count, float r
   float side_max = 0.0f;  // > 0 exactly when some side > 0 (a NaN side never wins the selection)
   FT_UNROLL2 for (std::uint32_t i = 0; i < count; ++i) {
     const GpuPlane pl = planes[i];
-    const float den = fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z));
-    const float side = fmaf(pl.nx, o.x, fmaf(pl.ny, o.y, fmaf(pl.nz, o.z, pl.d)));
+    const float den = plane_den(pl, dir);
+    const float side = plane_side(pl, o);
     side_max = side > side_max ? side : side_max;
     const float a = -side;
     const bool take = den > kParallelEps && a * far_den < far_num * den;
@@ -91,9 +98,8 @@ FT_HD Hit intersect_polyhedron(const GpuPlane* planes, std::uint32_t count, Vec3
   int i_far = -1;
   FT_UNROLL2 for (std::uint32_t i = 0; i < count; ++i) {
     const GpuPlane pl = planes[i];
-    // Explicit fmaf (tracer.md conventions): the same rounding on the CPU and the GPU, and FMA speed on both.
-    const float den = fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z));
-    const float side = fmaf(pl.nx, o.x, fmaf(pl.ny, o.y, fmaf(pl.nz, o.z, pl.d)));
+    const float den = plane_den(pl, dir);
+    const float side = plane_side(pl, o);
     if (fabsf(den) <= kParallelEps) {
       if (side > 0.0f) return Hit{-1, 0.0f};  // parallel and outside: miss (step 2)
       continue;
