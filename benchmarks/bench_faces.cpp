@@ -15,7 +15,7 @@
 #include "facetrace/faces/align.h"
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/embedder.h"
-#include "facetrace/faces/image.h"
+#include "facetrace/core/image.h"
 #include "facetrace/faces/net.h"
 
 namespace {

@@ -16,7 +16,7 @@
 
 #include "facetrace/core/logging.h"
 #include "facetrace/runtime/backend.h"
-#include "facetrace/runtime/ramp_workload.h"
+#include "facetrace/runtime/testing/ramp_workload.h"
 #include "facetrace/runtime/readback_ring.h"
 
 using namespace facetrace;

@@ -1,6 +1,6 @@
 # The `facetrace` CLI: one dispatcher plus one command file per area.
 add_executable(facetrace src/cli/main.cpp)
-target_include_directories(facetrace PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_include_directories(facetrace PRIVATE ${PROJECT_SOURCE_DIR}/src/cli)
 target_link_libraries(facetrace PRIVATE ft_core CLI11::CLI11 spdlog::spdlog ft_warnings)
 if(FT_WITH_TRACER)
   target_sources(facetrace PRIVATE src/cli/cmd_render.cpp)

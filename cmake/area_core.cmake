@@ -1,16 +1,25 @@
-# Core: Status / Expected, logging, environment helpers.
+# Core: Status / Expected, logging, environment helpers, the one parallel loop, the one image type (+PNG).
+# Private include root: src/core (the library's spdlog logger, log.h), handed to the other library modules
+# through ft_core_internal; the CLI, gpud and benchmarks see only include/facetrace (docs/design/layout.md).
 add_library(ft_core STATIC
   src/core/status.cpp
   src/core/log.cpp
-  src/core/env.cpp)
-target_include_directories(ft_core PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  src/core/env.cpp
+  src/core/parallel.cpp
+  src/core/image.cpp)
+target_include_directories(ft_core PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/core)
 target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt ft_warnings)
 target_compile_features(ft_core PUBLIC cxx_std_20)
+
+# The library modules' view of core's private headers (log.h: FT_LOG_* through spdlog, .cpp files only).
+add_library(ft_core_internal INTERFACE)
+target_include_directories(ft_core_internal INTERFACE ${PROJECT_SOURCE_DIR}/src/core)
+target_link_libraries(ft_core_internal INTERFACE ft_core spdlog::spdlog fmt::fmt)
 
 if(FT_BUILD_TESTS)
   add_library(ft_test_support OBJECT tests/support/log_guard.cpp)
   target_compile_definitions(ft_test_support PRIVATE FT_TEST_DATA_DIR="${FT_TEST_DATA_DIR}")
-  target_include_directories(ft_test_support PUBLIC ${PROJECT_SOURCE_DIR}/tests/support ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(ft_test_support PUBLIC ft_core GTest::gtest PRIVATE spdlog::spdlog)
+  target_include_directories(ft_test_support PUBLIC ${PROJECT_SOURCE_DIR}/tests/support)
+  target_link_libraries(ft_test_support PUBLIC ft_core_internal GTest::gtest PRIVATE spdlog::spdlog)
   ft_add_test(core_test cpu SOURCES tests/unit/core_test.cpp LIBS ft_core)
 endif()

@@ -2,20 +2,19 @@
 find_package(Protobuf REQUIRED)   # before ONNX: its targets link protobuf::libprotobuf
 find_package(ONNX REQUIRED)
 
+# Private include root: src/faces (onnx/, ir/, cpu/, models/).
 add_library(ft_faces STATIC
-  src/faces/onnx_loader.cpp
-  src/faces/lower.cpp
-  src/faces/net.cpp
-  src/faces/interpreter.cpp
-  src/faces/gemm.cpp
-  src/faces/thread_pool.cpp
-  src/faces/image.cpp
-  src/faces/sha256.cpp
-  src/faces/detector.cpp
-  src/faces/align.cpp
-  src/faces/embedder.cpp)
-target_include_directories(ft_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_link_libraries(ft_faces PUBLIC ft_core PRIVATE onnx_proto protobuf::libprotobuf spdlog::spdlog fmt::fmt
+  src/faces/onnx/loader.cpp
+  src/faces/ir/lower.cpp
+  src/faces/cpu/interpreter.cpp
+  src/faces/cpu/gemm.cpp
+  src/faces/models/net.cpp
+  src/faces/models/sha256.cpp
+  src/faces/models/detector.cpp
+  src/faces/models/align.cpp
+  src/faces/models/embedder.cpp)
+target_include_directories(ft_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
+target_link_libraries(ft_faces PUBLIC ft_core PRIVATE ft_core_internal onnx_proto protobuf::libprotobuf
                       ft_warnings)
 
 if(FT_BUILD_TESTS)

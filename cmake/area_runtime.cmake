@@ -1,5 +1,7 @@
 # Device runtime (specs/runtime.md): error classification, executors (in-process / isolated / simulated),
 # facetrace-gpud, recovery policy, turnstile, GpuBackend, readback ring, the op registry and its CMake seam.
+# Private include root: src/runtime (backend/, exec/, ipc/, testing/); CUDA builds add cuda/ for the
+# cuda/common checks and the cuda/runtime launch header.
 add_library(ft_runtime STATIC
   src/runtime/cuda_errors.cpp
   src/runtime/recovery_policy.cpp
@@ -7,27 +9,28 @@ add_library(ft_runtime STATIC
   src/runtime/arena.cpp
   src/runtime/readback_ring.cpp
   src/runtime/op_registry.cpp
-  src/runtime/protocol.cpp
-  src/runtime/executor.cpp
-  src/runtime/simulated_executor.cpp
-  src/runtime/executor_server.cpp
-  src/runtime/isolated_executor.cpp
-  src/runtime/in_process_executor.cpp
-  src/runtime/backend.cpp
-  src/runtime/ramp_workload.cpp)
+  src/runtime/ipc/protocol.cpp
+  src/runtime/ipc/executor_server.cpp
+  src/runtime/exec/executor.cpp
+  src/runtime/exec/simulated_executor.cpp
+  src/runtime/exec/isolated_executor.cpp
+  src/runtime/exec/in_process_executor.cpp
+  src/runtime/backend/backend.cpp
+  src/runtime/testing/ramp_workload.cpp)
 target_include_directories(ft_runtime
   PUBLIC ${PROJECT_SOURCE_DIR}/include
-  PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/cuda/runtime)
-target_link_libraries(ft_runtime PUBLIC ft_core Threads::Threads PRIVATE spdlog::spdlog fmt::fmt ft_warnings
+  PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
+target_link_libraries(ft_runtime PUBLIC ft_core Threads::Threads PRIVATE ft_core_internal ft_warnings
                       ${CMAKE_DL_LIBS})
 # facetrace-gpud sits next to the facetrace CLI and the test binaries (the build root), where find_gpud looks.
 target_compile_definitions(ft_runtime PRIVATE FT_GPUD_BUILD_PATH="${CMAKE_BINARY_DIR}/facetrace-gpud")
 if(FT_ENABLE_CUDA)
   target_sources(ft_runtime PRIVATE
-    src/runtime/cuda_device.cpp
-    src/runtime/cuda_copy_engine.cpp
+    src/runtime/exec/cuda_device.cpp
+    src/runtime/exec/cuda_copy_engine.cpp
     src/runtime/builtin_ops.cpp
     cuda/runtime/runtime_kernels.cu)
+  target_include_directories(ft_runtime PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
   target_compile_definitions(ft_runtime PRIVATE FT_HAVE_CUDA=1)
   # Static cudart: binaries start on machines without a driver and never link libcuda (style.md §8).
   target_link_libraries(ft_runtime PUBLIC CUDA::cudart_static PRIVATE ft_cuda_flags)
@@ -37,7 +40,8 @@ if(FT_ENABLE_CUDA)
 endif()
 
 add_executable(facetrace-gpud src/gpud/main.cpp)
-target_include_directories(facetrace-gpud PRIVATE ${PROJECT_SOURCE_DIR}/src)
+# gpud's one private include: the server side of the wire protocol (runtime/ipc).
+target_include_directories(facetrace-gpud PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
 target_link_libraries(facetrace-gpud PRIVATE ft_runtime ft_core ft_warnings)
 set_target_properties(facetrace-gpud PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 
@@ -92,20 +96,19 @@ if(FT_BUILD_TESTS)
             tests/unit/runtime_backend_test.cpp
             tests/unit/runtime_isolated_test.cpp
     LIBS ft_runtime)
-  target_include_directories(runtime_unit_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(runtime_unit_test PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
   add_dependencies(runtime_unit_test facetrace-gpud)
   if(FT_ENABLE_CUDA)
     ft_add_test(runtime_gpu_test gpu
       SOURCES tests/gpu/runtime_ring_gpu_test.cpp tests/gpu/runtime_recovery_gpu_test.cpp
       LIBS ft_runtime CUDA::cudart_static)
-    target_include_directories(runtime_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests/gpu)
+    target_include_directories(runtime_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
     add_dependencies(runtime_gpu_test facetrace-gpud)
   endif()
 endif()
 
 if(FT_BUILD_BENCHMARKS AND FT_ENABLE_CUDA)
   add_executable(bench_runtime benchmarks/bench_runtime.cpp)
-  target_include_directories(bench_runtime PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(bench_runtime PRIVATE ft_runtime CUDA::cudart_static spdlog::spdlog ft_warnings)
   add_dependencies(bench_runtime facetrace-gpud)
 endif()

@@ -1,13 +1,13 @@
 # The GPU tracer on the device runtime (tracer.md §10): the megakernel + its device op (ft_cuda_tracer,
 # linked into facetrace-gpud), the TraceWorkload, and the render loop with CPU fallback (ft_render).
-add_library(ft_render STATIC src/tracer/gpu_tracer.cpp src/tracer/renderer.cpp)
-target_include_directories(ft_render PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_link_libraries(ft_render PUBLIC ft_tracer ft_runtime PRIVATE spdlog::spdlog ft_warnings)
+add_library(ft_render STATIC src/tracer/gpu/trace_workload.cpp src/tracer/render/renderer.cpp)
+target_include_directories(ft_render PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
+target_link_libraries(ft_render PUBLIC ft_tracer ft_runtime PRIVATE ft_core_internal ft_warnings)
 
 if(FT_ENABLE_CUDA)
-  add_library(ft_cuda_tracer STATIC cuda/tracer/transport.cu src/tracer/gpu_ops.cpp)
+  add_library(ft_cuda_tracer STATIC cuda/tracer/transport.cu src/tracer/gpu/ops.cpp)
   target_include_directories(ft_cuda_tracer PUBLIC ${PROJECT_SOURCE_DIR}/include
-                             PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/cuda)
+                             PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${PROJECT_SOURCE_DIR}/cuda)
   # One TU for the megakernel, no relocatable device code (inlining across the physics headers), no fast math.
   set_target_properties(ft_cuda_tracer PROPERTIES CUDA_ARCHITECTURES "90-real;90-virtual"
                                                   CUDA_SEPARABLE_COMPILATION OFF CUDA_STANDARD 17)
@@ -34,10 +34,10 @@ endif()
 
 if(FT_BUILD_TESTS)
   ft_add_test(tracer_gpu_workload_test cpu SOURCES tests/unit/tracer_gpu_workload_test.cpp LIBS ft_render)
-  target_include_directories(tracer_gpu_workload_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(tracer_gpu_workload_test PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
   if(FT_ENABLE_CUDA)
     ft_add_test(tracer_gpu_test gpu SOURCES tests/gpu/tracer_gpu_test.cpp LIBS ft_render)
-    target_include_directories(tracer_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests/gpu)
+    target_include_directories(tracer_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
     add_dependencies(tracer_gpu_test facetrace-gpud)
   endif()
 endif()

@@ -1,7 +1,7 @@
 /// @file
 /// The runtime's own kernels: fill/sum (test workload), spin (hang tests), bad write (fault injection).
-#include "runtime_kernels.h"
-#include "runtime/cuda_try.h"
+#include "runtime/runtime_kernels.h"
+#include "common/cuda_check.cuh"
 
 namespace facetrace::runtime {
 namespace {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "tracer/physics/transport.h"
+#include "physics/transport.h"
 #include "facetrace/runtime/cuda_errors.h"
-#include "transport_launch.h"
+#include "tracer/transport_launch.h"
 
 namespace facetrace::tracer {
 namespace {

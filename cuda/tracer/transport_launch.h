@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "facetrace/core/status.h"
-#include "tracer/physics/params.h"
+#include "physics/params.h"
 
 struct CUstream_st;
 

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "facetrace/core/env.h"
 #include "facetrace/faces/align.h"
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/embedder.h"
-#include "facetrace/faces/image.h"
+#include "facetrace/core/image.h"
 
 namespace facetrace::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "facetrace/runtime/backend.h"
 
 namespace facetrace::cli {

@@ -14,7 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "cli/commands.h"
+#include "commands.h"
+#include "exit_codes.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/output.h"
 #include "facetrace/tracer/renderer.h"
@@ -24,11 +25,6 @@ namespace facetrace::cli {
 namespace {
 
 namespace tr = facetrace::tracer;
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;
-constexpr int kExitBadInput = 2;
-constexpr int kExitCancelled = 130;  // 128 + SIGINT, as shells report it
 
 constexpr std::uint64_t kMaxSpp = 1u << 20;  // "sane": 1 M samples per pixel per run
 constexpr std::uint64_t kMaxFirstSample = 1ull << 40;

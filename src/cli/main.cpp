@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "facetrace/core/logging.h"
 
 int main(int argc, char** argv) {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/log.h"
+#include "log.h"
 
 namespace facetrace::core {
 

@@ -1,6 +1,6 @@
 /// @file
 /// The "facetrace" logger and the application-side set-up.
-#include "core/log.h"
+#include "log.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

@@ -9,8 +9,8 @@
 
 #include "facetrace/core/logging.h"
 #include "facetrace/runtime/executor.h"
-#include "facetrace/runtime/simulated_executor.h"
-#include "runtime/executor_server.h"
+#include "facetrace/runtime/testing/simulated_executor.h"
+#include "ipc/executor_server.h"
 
 #ifdef FT_HAVE_GPU_OP_PROVIDERS
 namespace facetrace::runtime {

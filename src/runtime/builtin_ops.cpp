@@ -3,8 +3,8 @@
 #include <string>
 
 #include "facetrace/runtime/op.h"
-#include "runtime/cuda_try.h"
-#include "runtime_kernels.h"
+#include "common/cuda_check.cuh"
+#include "runtime/runtime_kernels.h"
 
 namespace facetrace::runtime {
 namespace {

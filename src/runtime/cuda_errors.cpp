@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/log.h"
+#include "log.h"
 
 namespace facetrace::runtime {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "core/log.h"
+#include "log.h"
 #include "facetrace/core/env.h"
 #include "facetrace/runtime/cuda_errors.h"
 

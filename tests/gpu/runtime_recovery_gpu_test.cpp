@@ -9,8 +9,8 @@
 
 #include "facetrace/runtime/backend.h"
 #include "facetrace/runtime/cuda_errors.h"
-#include "facetrace/runtime/ramp_workload.h"
-#include "gpu_test_support.h"
+#include "facetrace/runtime/testing/ramp_workload.h"
+#include "gpu_skip.h"
 #include "log_guard.h"
 
 namespace facetrace::runtime {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "facetrace/runtime/backend.h"
-#include "facetrace/runtime/ramp_workload.h"
+#include "facetrace/runtime/testing/ramp_workload.h"
 #include "facetrace/runtime/readback_ring.h"
-#include "gpu_test_support.h"
+#include "gpu_skip.h"
 
 namespace facetrace::runtime {
 namespace {

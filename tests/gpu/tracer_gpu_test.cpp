@@ -12,10 +12,10 @@
 #include "facetrace/runtime/executor.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/renderer.h"
-#include "gpu_test_support.h"
+#include "gpu_skip.h"
 #include "log_guard.h"
-#include "tracer/physics/transport.h"
-#include "tracer/trace_params.h"
+#include "physics/transport.h"
+#include "cpu/trace_params.h"
 
 namespace facetrace::tracer {
 namespace {

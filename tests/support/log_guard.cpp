@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "core/log.h"
+#include "log.h"
 #include "facetrace/core/logging.h"
 
 namespace facetrace::testing {

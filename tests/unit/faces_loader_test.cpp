@@ -6,7 +6,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "faces_onnx_builder.h"
+#include "onnx_builder.h"
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/net.h"
 #include "log_guard.h"

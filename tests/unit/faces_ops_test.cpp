@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "faces_onnx_builder.h"
+#include "onnx_builder.h"
 #include "facetrace/faces/net.h"
 #include "log_guard.h"
 

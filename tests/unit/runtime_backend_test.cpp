@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "facetrace/runtime/backend.h"
-#include "facetrace/runtime/ramp_workload.h"
-#include "facetrace/runtime/simulated_executor.h"
+#include "facetrace/runtime/testing/ramp_workload.h"
+#include "facetrace/runtime/testing/simulated_executor.h"
 #include "log_guard.h"
 
 namespace facetrace::runtime {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "facetrace/runtime/backend.h"
-#include "facetrace/runtime/ramp_workload.h"
+#include "facetrace/runtime/testing/ramp_workload.h"
 #include "log_guard.h"
 
 namespace facetrace::runtime {

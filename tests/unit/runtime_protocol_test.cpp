@@ -2,7 +2,7 @@
 /// The parent ⇄ facetrace-gpud protocol: round trips and rejection of malformed messages.
 #include <gtest/gtest.h>
 
-#include "runtime/protocol.h"
+#include "ipc/protocol.h"
 
 namespace facetrace::runtime::proto {
 namespace {

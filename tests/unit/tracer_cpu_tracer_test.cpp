@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "facetrace/tracer/cpu_tracer.h"
-#include "tracer/physics/spectrum.h"
+#include "physics/spectrum.h"
 
 namespace ft = facetrace::tracer;
 namespace ph = facetrace::tracer::physics;

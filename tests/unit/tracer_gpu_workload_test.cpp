@@ -8,13 +8,13 @@
 
 #include <cstring>
 
-#include "facetrace/runtime/simulated_executor.h"
+#include "facetrace/runtime/testing/simulated_executor.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/renderer.h"
 #include "log_guard.h"
-#include "tracer/gpu_ops.h"
-#include "tracer/physics/transport.h"
-#include "tracer/trace_params.h"
+#include "gpu/ops.h"
+#include "physics/transport.h"
+#include "cpu/trace_params.h"
 
 namespace facetrace::tracer {
 namespace {

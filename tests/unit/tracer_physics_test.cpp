@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "facetrace/tracer/scene.h"
-#include "tracer/physics/transport.h"
-#include "tracer/trace_params.h"
+#include "physics/transport.h"
+#include "cpu/trace_params.h"
 
 namespace ft = facetrace::tracer;
 namespace ph = facetrace::tracer::physics;

@@ -7,7 +7,7 @@
 
 #include "facetrace/core/status.h"
 #include "facetrace/faces/detector.h"
-#include "facetrace/faces/image.h"
+#include "facetrace/core/image.h"
 
 namespace facetrace::faces {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "facetrace/core/status.h"
-#include "facetrace/faces/image.h"
+#include "facetrace/core/image.h"
 #include "facetrace/faces/net.h"
 
 namespace facetrace::faces {

@@ -11,7 +11,7 @@
 
 #include "facetrace/core/status.h"
 #include "facetrace/faces/detector.h"
-#include "facetrace/faces/image.h"
+#include "facetrace/core/image.h"
 #include "facetrace/faces/net.h"
 
 namespace facetrace::faces {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "hd.h"
+#include "host_device.h"
 
 namespace facetrace::tracer::physics {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "hd.h"
+#include "host_device.h"
 #include "params.h"
 #include "vec3.h"
 

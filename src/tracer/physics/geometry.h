@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "hd.h"
+#include "host_device.h"
 #include "params.h"
 #include "vec3.h"
 

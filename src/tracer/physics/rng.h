@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cmath>
 
-#include "hd.h"
+#include "host_device.h"
 
 namespace facetrace::tracer::physics {
 

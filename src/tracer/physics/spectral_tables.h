@@ -5,7 +5,7 @@
 /// device code).
 #pragma once
 
-#include "hd.h"
+#include "host_device.h"
 
 namespace facetrace::tracer::physics {
 

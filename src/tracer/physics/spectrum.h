@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "hd.h"
+#include "host_device.h"
 #include "spectral_tables.h"
 #include "vec3.h"
 

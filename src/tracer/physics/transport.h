@@ -12,7 +12,7 @@
 #include "environment.h"
 #include "fresnel.h"
 #include "geometry.h"
-#include "hd.h"
+#include "host_device.h"
 #include "params.h"
 #include "rng.h"
 #include "spectrum.h"

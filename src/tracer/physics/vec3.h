@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "hd.h"
+#include "host_device.h"
 
 namespace facetrace::tracer::physics {
 

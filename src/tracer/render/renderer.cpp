@@ -7,11 +7,11 @@
 #include <memory>
 #include <mutex>
 
-#include "core/log.h"
+#include "log.h"
 #include "facetrace/tracer/cpu_tracer.h"
-#include "tracer/trace_params.h"
+#include "cpu/trace_params.h"
 #ifdef FT_HAVE_CUDA_TRACER
-#include "tracer/gpu_ops.h"
+#include "gpu/ops.h"
 #endif
 
 namespace facetrace::tracer {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "core/log.h"
+#include "log.h"
 #include "facetrace/core/env.h"
 
 namespace facetrace::runtime {

@@ -7,7 +7,7 @@
 
 #include "facetrace/core/status.h"
 #include "facetrace/tracer/scene.h"
-#include "tracer/physics/params.h"
+#include "physics/params.h"
 
 namespace facetrace::tracer {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "facetrace/runtime/readback_ring.h"
-#include "runtime/cuda_try.h"
+#include "common/cuda_check.cuh"
 
 namespace facetrace::runtime {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <mutex>
 
-#include "faces/onnx_graph.h"
+#include "onnx/graph.h"
 
 namespace facetrace::faces {
 

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "facetrace/runtime/op.h"
-#include "tracer/physics/params.h"
+#include "physics/params.h"
 
 namespace facetrace::tracer {
 

@@ -1,11 +1,11 @@
 /// @file
 /// The tracer's device op (CUDA builds): seed upload, megakernel + reduction, readback through the ring.
-#include "tracer/gpu_ops.h"
+#include "gpu/ops.h"
 
 #include <cstring>
 #include <string>
 
-#include "runtime/cuda_try.h"
+#include "common/cuda_check.cuh"
 #include "tracer/transport_launch.h"
 
 namespace facetrace::tracer {

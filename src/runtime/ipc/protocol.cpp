@@ -1,6 +1,6 @@
 /// @file
 /// The parent ⇄ facetrace-gpud wire protocol.
-#include "runtime/protocol.h"
+#include "ipc/protocol.h"
 
 #include <poll.h>
 #include <sys/socket.h>

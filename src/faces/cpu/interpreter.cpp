@@ -18,15 +18,15 @@
 #include <string>
 #include <utility>
 
-#include "faces/gemm.h"
-#include "faces/thread_pool.h"
+#include "cpu/gemm.h"
+#include "facetrace/core/parallel.h"
 #include "facetrace/faces/net.h"
 
 namespace facetrace::faces {
 namespace {
 
 using detail::Activation;
-using detail::parallel_for;
+using core::parallel_for;
 
 // True when every value is finite (exponent bits not all ones); integer ops so it vectorises (AVX2 / AVX-512
 // clones picked at load: the 4.9 MB YuNet input is scanned on every run).
@@ -589,7 +589,7 @@ bool dw_channel(const ConvJob& j, const float* x, const float* wt, float bias, f
 // 14×14 and 7×7 stages) do not pay a wake-up per op for microseconds of work. The split never changes results.
 int threads_for(std::int64_t macs, int threads) {
   constexpr std::int64_t kMacsPerThread = std::int64_t{1} << 19;
-  const int t = threads <= 0 ? detail::hardware_threads() : threads;
+  const int t = threads <= 0 ? core::hardware_threads() : threads;
   return static_cast<int>(std::clamp<std::int64_t>(macs / kMacsPerThread, 1, t));
 }
 

@@ -1,12 +1,12 @@
 /// @file
-/// Private: a process-wide worker pool for the CPU interpreter. Callers take part in their own work, so nested or
+/// The process-wide worker pool (the one parallel loop of the library). Callers take part in their own work, so nested or
 /// concurrent parallel_for calls never deadlock; each index runs exactly once.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
-namespace facetrace::faces::detail {
+namespace facetrace::core {
 
 /// Hardware threads (≥ 1).
 int hardware_threads();
@@ -15,4 +15,4 @@ int hardware_threads();
 /// threw (the remaining indices still run). Thread-safe.
 bool parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn);
 
-}  // namespace facetrace::faces::detail
+}  // namespace facetrace::core

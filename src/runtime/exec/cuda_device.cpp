@@ -1,11 +1,11 @@
 /// @file
 /// CudaDevice: the DeviceContext of the process that owns CUDA.
-#include "runtime/cuda_device.h"
+#include "exec/cuda_device.h"
 
 #include <dlfcn.h>
 
-#include "core/log.h"
-#include "runtime/cuda_try.h"
+#include "log.h"
+#include "common/cuda_check.cuh"
 
 namespace facetrace::runtime {
 namespace {

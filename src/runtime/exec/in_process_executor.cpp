@@ -2,14 +2,14 @@
 /// InProcessExecutor: CUDA in this process. After a sticky error it stays lost for the life of the process.
 #include <mutex>
 
-#include "core/log.h"
+#include "log.h"
 #include "facetrace/runtime/cuda_errors.h"
 #include "facetrace/runtime/executor.h"
 
 #ifdef FT_HAVE_CUDA
-#include "runtime/cuda_device.h"
-#include "runtime/cuda_try.h"
-#include "runtime_kernels.h"
+#include "exec/cuda_device.h"
+#include "common/cuda_check.cuh"
+#include "runtime/runtime_kernels.h"
 #endif
 
 namespace facetrace::runtime {

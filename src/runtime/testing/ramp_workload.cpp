@@ -1,6 +1,6 @@
 /// @file
 /// RampWorkload: the runtime's test workload over ops::kFillRamp.
-#include "facetrace/runtime/ramp_workload.h"
+#include "facetrace/runtime/testing/ramp_workload.h"
 
 #include <algorithm>
 #include <cstring>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/log.h"
+#include "log.h"
 
 namespace facetrace::runtime {
 

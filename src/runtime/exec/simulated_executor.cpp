@@ -1,13 +1,13 @@
 /// @file
 /// SimulatedExecutor: host-only device with the runtime's built-in ops and a loss switch.
-#include "facetrace/runtime/simulated_executor.h"
+#include "facetrace/runtime/testing/simulated_executor.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <thread>
 
-#include "core/log.h"
+#include "log.h"
 
 namespace facetrace::runtime {
 namespace {

@@ -8,9 +8,9 @@
 #include <map>
 #include <mutex>
 
-#include "core/log.h"
-#include "tracer/gpu_ops.h"
-#include "tracer/trace_params.h"
+#include "log.h"
+#include "gpu/ops.h"
+#include "cpu/trace_params.h"
 
 namespace facetrace::tracer {
 

@@ -1,11 +1,11 @@
 /// @file
 /// facetrace-gpud's request loop.
-#include "runtime/executor_server.h"
+#include "ipc/executor_server.h"
 
 #include <unistd.h>
 
-#include "core/log.h"
-#include "runtime/protocol.h"
+#include "log.h"
+#include "ipc/protocol.h"
 
 namespace facetrace::runtime {
 namespace {

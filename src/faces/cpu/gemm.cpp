@@ -4,7 +4,7 @@
 /// (AVX2+FMA 6×16 when the CPU has it, chosen at run time; SSE2 4×8 otherwise) that starts from the bias and
 /// finishes with the finiteness check and the fused activation. Portable build flags: the AVX2 code is compiled
 /// through function target attributes.
-#include "faces/gemm.h"
+#include "cpu/gemm.h"
 
 #include <immintrin.h>
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "faces/thread_pool.h"
+#include "facetrace/core/parallel.h"
 
 namespace facetrace::faces::detail {
 namespace {
@@ -423,7 +423,7 @@ std::string cpu_dispatch_info() {
   s += __builtin_cpu_supports("fma") ? " fma" : " -fma";
   s += __builtin_cpu_supports("avx512f") ? " avx512f" : " -avx512f";
   s += ", cache L1d " + kib(cache_bytes(1)) + " L2 " + kib(cache_bytes(2)) + " L3 " + kib(cache_bytes(3));
-  s += ", hw threads " + std::to_string(hardware_threads());
+  s += ", hw threads " + std::to_string(core::hardware_threads());
   s += "; kernels: gemm " + std::string(kernel().name);
   s += kernel().avx2 ? ", depthwise 3x3 avx2-fma, maxpool avx2" : ", depthwise portable, maxpool portable";
   return s;
@@ -454,7 +454,7 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
   // shapes with K = 32–64; at K = 16 the copy costs more than it saves here). A single A panel reads it once.
   const bool copy_direct = direct && direct_ldb % 256 == 0 && mpanels > 1 && k > 16;
   // Tasks: N blocks × M chunks, enough of them to keep every thread busy.
-  const int t = threads <= 0 ? hardware_threads() : threads;
+  const int t = threads <= 0 ? core::hardware_threads() : threads;
   std::int64_t nc = kNc;
   std::int64_t nblocks = (n + nc - 1) / nc;
   if (nblocks < t && n > nr) {
@@ -464,7 +464,7 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
   const std::int64_t mchunks = t <= 1 ? 1 : std::clamp<std::int64_t>((2 * t + nblocks - 1) / nblocks, 1, mpanels);
   const std::int64_t panels_per_chunk = (mpanels + mchunks - 1) / mchunks;
   std::atomic<unsigned> bad_all{0};
-  const bool ok = parallel_for(nblocks * mchunks, t, [&](std::int64_t task) {
+  const bool ok = core::parallel_for(nblocks * mchunks, t, [&](std::int64_t task) {
     const std::int64_t nb = task / mchunks, mc = task % mchunks;
     const std::int64_t n0 = nb * nc, ncur = std::min(nc, n - n0);
     const std::int64_t p_begin = mc * panels_per_chunk, p_end = std::min(mpanels, p_begin + panels_per_chunk);

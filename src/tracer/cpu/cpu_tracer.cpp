@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "tracer/physics/transport.h"
-#include "tracer/trace_params.h"
+#include "physics/transport.h"
+#include "cpu/trace_params.h"
 
 namespace facetrace::tracer {
 namespace {

@@ -1,14 +1,14 @@
 /// @file
 /// make_trace_params, make_gpu_planes, check_tier1, bradford_to_d65.
-#include "tracer/trace_params.h"
+#include "cpu/trace_params.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "tracer/physics/camera.h"
-#include "tracer/physics/environment.h"
-#include "tracer/physics/spectrum.h"
+#include "physics/camera.h"
+#include "physics/environment.h"
+#include "physics/spectrum.h"
 
 namespace facetrace::tracer {
 namespace {

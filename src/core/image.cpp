@@ -1,6 +1,6 @@
 /// @file
 /// Image decode (stb_image for JPEG and PNG), EXIF orientation, PNG output (stb_image_write), drawing.
-#include "facetrace/faces/image.h"
+#include "facetrace/core/image.h"
 
 #include <algorithm>
 #include <cmath>

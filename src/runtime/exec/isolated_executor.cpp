@@ -11,9 +11,9 @@
 #include <cstring>
 #include <thread>
 
-#include "core/log.h"
+#include "log.h"
 #include "facetrace/runtime/executor.h"
-#include "runtime/protocol.h"
+#include "ipc/protocol.h"
 
 extern char** environ;
 

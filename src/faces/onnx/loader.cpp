@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "faces/onnx_graph.h"
+#include "onnx/graph.h"
 
 namespace facetrace::faces::detail {
 namespace {

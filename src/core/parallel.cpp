@@ -3,7 +3,7 @@
 /// Workers spin briefly (~50 µs) for the next job before sleeping on the condition variable, and the caller spins
 /// briefly for the helpers to finish, so a network's back-to-back ops do not pay a futex wake-up per op; a
 /// submit only notifies when some worker is asleep.
-#include "faces/thread_pool.h"
+#include "facetrace/core/parallel.h"
 
 #include <immintrin.h>
 
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace facetrace::faces::detail {
+namespace facetrace::core {
 namespace {
 
 // How long an idle worker (or a caller waiting for its helpers) spins before blocking.
@@ -184,4 +184,4 @@ bool parallel_for(std::int64_t n, int threads, const std::function<void(std::int
   return !job->failed.load();
 }
 
-}  // namespace facetrace::faces::detail
+}  // namespace facetrace::core
