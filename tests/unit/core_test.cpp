@@ -1,10 +1,15 @@
 /// @file
-/// Status, Expected and environment parsing.
+/// Status, Expected, environment parsing and the capped file reader.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "facetrace/core/env.h"
+#include "facetrace/core/file.h"
 #include "facetrace/core/status.h"
 #include "log_guard.h"
 
@@ -58,6 +63,66 @@ TEST(Env, clamps_and_warns) {
   EXPECT_EQ(core::env_int_clamped("FACETRACE_TEST_INT", 7, 2, 256), 12);
   ::unsetenv("FACETRACE_TEST_INT");
   EXPECT_EQ(core::env_int_clamped("FACETRACE_TEST_INT", 7, 2, 256), 7);
+}
+
+std::string write_temp(const std::string& name, const std::string& content) {
+  const std::string path = ::testing::TempDir() + "core_test_" + name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+TEST(ReadFile, missing_file_is_io_naming_the_path_and_the_os_error) {
+  const std::string path = ::testing::TempDir() + "core_test_no_such_file";
+  std::remove(path.c_str());
+  const auto r = core::read_file(path, 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kIo);
+  EXPECT_NE(r.status().what().find(path), std::string::npos) << r.status().what();
+  EXPECT_NE(r.status().what().find("No such file or directory"), std::string::npos) << r.status().what();
+}
+
+TEST(ReadFile, directory_is_io) {
+  const auto r = core::read_file(::testing::TempDir(), 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kIo);
+}
+
+TEST(ReadFile, over_the_cap_is_invalid_argument_naming_both_sizes) {
+  const std::string path = write_temp("over", std::string(11, 'x'));
+  const auto r = core::read_file(path, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(r.status().what(), path + ": 11 bytes exceeds the limit of 10 bytes");
+}
+
+TEST(ReadFile, empty_file_gives_no_bytes) {
+  const std::string path = write_temp("empty", "");
+  const auto r = core::read_file(path, 10);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->empty());
+  const auto zero_cap = core::read_file(path, 0);
+  ASSERT_TRUE(zero_cap.ok()) << zero_cap.status().to_string();
+  EXPECT_TRUE(zero_cap->empty());
+}
+
+TEST(ReadFile, exactly_the_cap_is_read_whole) {
+  std::string content(3u << 20, '\0');  // several read chunks
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 7 + 3);
+  const std::string path = write_temp("exact", content);
+  const auto r = core::read_file(path, content.size());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->size(), content.size());
+  EXPECT_TRUE(std::equal(r->begin(), r->end(), content.begin(),
+                         [](std::uint8_t a, char b) { return a == static_cast<std::uint8_t>(b); }));
+  EXPECT_FALSE(core::read_file(path, content.size() - 1).ok());
+}
+
+TEST(ReadFile, a_stream_longer_than_the_cap_is_refused_without_a_size_hint) {
+  // /dev/zero has no size (fstat reports a character device) and never ends: only the bounded loop stops it.
+  const auto r = core::read_file("/dev/zero", 4096);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(r.status().what(), "/dev/zero: at least 4097 bytes exceeds the limit of 4096 bytes");
 }
 
 }  // namespace
