@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "compare.h"
 #include "onnx_builder.h"
 #include "facetrace/faces/net.h"
 #include "log_guard.h"
@@ -16,6 +17,9 @@ namespace {
 
 using testing::OnnxBuilder;
 using testing::random_floats;
+using ::facetrace::testing::all_close;
+using ::facetrace::testing::bit_identical;
+using ::facetrace::testing::Tolerance;
 
 std::int64_t count(const std::vector<std::int64_t>& d) {
   return std::accumulate(d.begin(), d.end(), std::int64_t{1}, std::multiplies<>());
@@ -34,15 +38,12 @@ std::vector<float> run1(const std::vector<std::uint8_t>& model, const std::vecto
 }
 
 // |got − ref| ≤ 1e-5·scale + 1e-6 per element, scale = Σ|terms| (or |ref| for non-sums).
+constexpr Tolerance kOpTol{1e-6, 1e-5};
 void expect_close(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& scale) {
-  ASSERT_EQ(got.size(), ref.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    ASSERT_LE(std::abs(got[i] - ref[i]), 1e-5 * scale[i] + 1e-6) << "at " << i << ": " << got[i] << " vs " << ref[i];
+  EXPECT_TRUE(all_close(got, ref, kOpTol, scale));
 }
 void expect_close(const std::vector<float>& got, const std::vector<double>& ref) {
-  std::vector<double> s(ref.size());
-  for (std::size_t i = 0; i < ref.size(); ++i) s[i] = std::abs(ref[i]);
-  expect_close(got, ref, s);
+  EXPECT_TRUE(all_close(got, ref, kOpTol));
 }
 
 struct ConvCase {
@@ -87,7 +88,7 @@ void check_conv(const ConvCase& c, std::uint32_t seed) {
       }
   const auto got = run1(m.bytes(), x, 0);
   expect_close(got, ref, scale);
-  EXPECT_EQ(got, run1(m.bytes(), x, 1)) << "results depend on the thread count";
+  EXPECT_TRUE(bit_identical(got, run1(m.bytes(), x, 1))) << "results depend on the thread count";
 }
 
 TEST(FacesOps, conv_matches_the_definition) {
@@ -424,7 +425,8 @@ TEST(FacesOps, pointwise_depthwise_group_matches_and_is_thread_count_independent
       m.node("Relu", {"dd"}, {"y"});
     }
     const auto got = run1(m.bytes(), x, 1);
-    for (int t : {0, 2, 3, 16}) EXPECT_EQ(got, run1(m.bytes(), x, t)) << "pool " << pool << ", threads " << t;
+    for (int t : {0, 2, 3, 16})
+      EXPECT_TRUE(bit_identical(got, run1(m.bytes(), x, t))) << "pool " << pool << ", threads " << t;
     if (pool) continue;
     std::vector<double> pw(static_cast<std::size_t>(c * h * w)), ps(pw.size()), ref, scale;
     for (std::int64_t co = 0; co < c; ++co)
@@ -486,8 +488,9 @@ TEST(FacesOps, resize_then_binary_fused) {
               const float a = resize_first ? u : v, b = resize_first ? v : u;
               want.push_back(kind[0] == 'A' ? a + b : kind[0] == 'S' ? a - b : a * b);
             }
-        EXPECT_EQ(run1(m.bytes(), x, 1), want) << kind << " sx " << sx << " resize first " << resize_first;
-        EXPECT_EQ(run1(m.bytes(), x, 0), want);
+        EXPECT_TRUE(bit_identical(run1(m.bytes(), x, 1), want))
+            << kind << " sx " << sx << " resize first " << resize_first;
+        EXPECT_TRUE(bit_identical(run1(m.bytes(), x, 0), want));
       }
   }
 }
@@ -523,7 +526,7 @@ TEST(FacesOps, batch_equals_single_runs_and_free_lists_are_complete) {
   std::vector<std::span<const float>> spans(xs.begin(), xs.end());
   auto batch = net->run_batch(spans, {1, 3, 10, 10});
   ASSERT_TRUE(batch.ok());
-  for (std::size_t b = 0; b < xs.size(); ++b) EXPECT_EQ((*batch)[b][0].data, (*net->run(xs[b]))[0].data);
+  for (std::size_t b = 0; b < xs.size(); ++b) EXPECT_TRUE(bit_identical((*batch)[b][0].data, (*net->run(xs[b]))[0].data));
 }
 
 }  // namespace
