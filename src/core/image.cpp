@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
+
+#include "facetrace/core/file.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -26,6 +27,9 @@
 
 namespace facetrace::faces {
 namespace {
+
+/// Largest image file read: the size decode_image accepts (stb_image takes an int length).
+constexpr std::uint64_t kMaxImageFileBytes = std::uint64_t{1} << 31;
 
 std::uint32_t rd(const std::uint8_t* p, bool le, int n) {
   std::uint32_t v = 0;
@@ -141,14 +145,10 @@ Expected<Image> decode_image(std::span<const std::uint8_t> bytes) {
 }
 
 Expected<Image> load_image(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return io_error("cannot open image '" + path + "'");
-  const std::streamoff size = f.tellg();
-  if (size <= 0 || size > (std::streamoff{1} << 31)) return io_error("cannot read image '" + path + "'");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  f.seekg(0);
-  if (!f.read(reinterpret_cast<char*>(bytes.data()), size)) return io_error("cannot read image '" + path + "'");
-  auto im = decode_image(bytes);
+  auto bytes = core::read_file(path, kMaxImageFileBytes);
+  if (!bytes) return bytes.status().with_context("image");
+  if (bytes->empty()) return io_error("image '" + path + "': empty file");
+  auto im = decode_image(*bytes);
   if (!im) return im.status().with_context("'" + path + "'");
   return im;
 }

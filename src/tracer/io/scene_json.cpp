@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -15,9 +17,15 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+
+#include "facetrace/core/file.h"
 
 namespace facetrace::tracer {
 namespace {
+
+/// Largest scene file read: far above any real scene, it only bounds the memory a wrong path can take.
+constexpr std::uint64_t kMaxSceneFileBytes = std::uint64_t{64} << 20;
 
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;  // keeps the written field order
@@ -637,12 +645,10 @@ Expected<Scene> scene_from_json(std::string_view text, std::string_view source) 
 }
 
 Expected<Scene> load_scene_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path + ": cannot open scene file: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return io_error(path + ": read error");
-  return scene_from_json(ss.str(), path);
+  auto bytes = core::read_file(path, kMaxSceneFileBytes);
+  if (!bytes) return bytes.status().with_context("scene file");
+  const std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  return scene_from_json(text, path);
 }
 
 std::string scene_to_json(const Scene& s, const SceneJsonOptions& options) {
