@@ -1,0 +1,16 @@
+# Repository checks run as ctests (label cpu): the include rules of docs/design/layout.md §3 and the section
+# references of the code against the headings of docs/design/. Both are python3 scripts that read the source
+# tree only, so they run in every configuration, CUDA or not.
+if(NOT FT_BUILD_TESTS)
+  return()
+endif()
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_Interpreter_FOUND)
+  message(WARNING "python3 not found: the check_layering and check_doc_refs tests are not registered")
+  return()
+endif()
+foreach(check check_layering check_doc_refs)
+  add_test(NAME ${check} COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/${check}
+                                 --root ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${check} PROPERTIES LABELS cpu)
+endforeach()
