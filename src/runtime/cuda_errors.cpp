@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "facetrace/runtime/testing/fault.h"
 #include "log.h"
 
 namespace facetrace::runtime {

@@ -38,7 +38,6 @@ bool process_cuda_poisoned() noexcept;
 /// The reason of the first sticky error in this process ("" when none). Thread-safe.
 std::string process_poison_reason();
 
-/// Marks the process poisoned (used by cuda_status; exposed for fault-injection tests of the classifier).
-void mark_process_poisoned(std::string reason);
+/// Marking the process poisoned (cuda_status does it) is a test seam: facetrace/runtime/testing/fault.h.
 
 }  // namespace facetrace::runtime
