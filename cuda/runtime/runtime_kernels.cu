@@ -54,26 +54,26 @@ Status launch_fill_ramp(float* out, std::uint64_t first, std::uint64_t count, fl
                         CUstream_st* stream) {
   if (out == nullptr || count == 0) return invalid_argument("fill_ramp: empty output");
   fill_ramp_kernel<<<grid_for(count), 256, 0, stream>>>(out, first, count, base, step);
-  FT_CUDA_TRY(cudaGetLastError());
+  FT_CUDA_LAUNCH_CHECK("fill_ramp_kernel<<<>>>", stream);
   return {};
 }
 
 Status launch_sum_floats(const float* in, std::uint64_t count, double* out, CUstream_st* stream) {
   if (count == 0) return {};
   sum_floats_kernel<<<grid_for(count), 256, 0, stream>>>(in, count, out);
-  FT_CUDA_TRY(cudaGetLastError());
+  FT_CUDA_LAUNCH_CHECK("sum_floats_kernel<<<>>>", stream);
   return {};
 }
 
 Status launch_spin(std::uint32_t ms, CUstream_st* stream) {
   spin_kernel<<<1, 1, 0, stream>>>(std::uint64_t{ms} * 1000000ull);
-  FT_CUDA_TRY(cudaGetLastError());
+  FT_CUDA_LAUNCH_CHECK("spin_kernel<<<>>>", stream);
   return {};
 }
 
 Status launch_bad_write(CUstream_st* stream) {
   bad_write_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int*>(std::uintptr_t{0x10}));
-  FT_CUDA_TRY(cudaGetLastError());
+  FT_CUDA_LAUNCH_CHECK("bad_write_kernel<<<>>>", stream);
   return {};
 }
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/cuda_check.cuh"
 #include "physics/transport.h"
-#include "facetrace/runtime/cuda_errors.h"
 #include "tracer/transport_launch.h"
 
 namespace facetrace::tracer {
@@ -239,10 +239,7 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
       handoff ? reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes) : nullptr;
   const auto capacity = static_cast<std::uint32_t>(tuple_count / kHandoffShare);
   if (!Split || handoff == nullptr || capacity == 0) split = 0;
-  if (split > 0) {
-    if (const cudaError_t e = cudaMemsetAsync(header, 0, sizeof(HandoffHeader), stream); e != cudaSuccess)
-      return runtime::cuda_status(e, "cudaMemsetAsync(trace handoff)", __FILE__, __LINE__);
-  }
+  if (split > 0) FT_CUDA_TRY(cudaMemsetAsync(header, 0, sizeof(HandoffHeader), stream));
   bool one_launch = true;  // no handoff (not a split configuration, or a chunk of one tuple)
   if constexpr (Split) {
     if (split > 0) {
@@ -255,15 +252,13 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
     transport_main_kernel<Block, MinBlocks, false>
         <<<grid, Block, 0, stream>>>(scene, range, tuples, nonfinite, 0, header, saved, capacity);
   }
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    return runtime::cuda_status(e, "transport_main_kernel<<<>>>", __FILE__, __LINE__);
+  FT_CUDA_LAUNCH_CHECK("transport_main_kernel<<<>>>", stream);
   if constexpr (Split) {
     if (split == 0) return {};
     const unsigned rest_grid = (capacity + Block - 1) / Block;
     transport_rest_kernel<Block, MinBlocks>
         <<<rest_grid, Block, 0, stream>>>(scene, tuples, nonfinite, header, saved, capacity);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-      return runtime::cuda_status(e, "transport_rest_kernel<<<>>>", __FILE__, __LINE__);
+    FT_CUDA_LAUNCH_CHECK("transport_rest_kernel<<<>>>", stream);
   }
   return {};
 }
@@ -287,12 +282,7 @@ Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, floa
   }
   const unsigned rgrid = (range.pixel_count + kReduceBlock - 1) / kReduceBlock;
   reduce_xyz_kernel<<<rgrid, kReduceBlock, 0, stream>>>(tuples, sums, range.pixel_count, range.spp);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    return runtime::cuda_status(e, "reduce_xyz_kernel<<<>>>", __FILE__, __LINE__);
-#ifdef FT_SYNC_CHECK
-  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
-    return runtime::cuda_status(e, "cudaStreamSynchronize(trace chunk)", __FILE__, __LINE__);
-#endif
+  FT_CUDA_LAUNCH_CHECK("reduce_xyz_kernel<<<>>>", stream);
   return {};
 }
 
