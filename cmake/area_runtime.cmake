@@ -34,9 +34,7 @@ if(FT_ENABLE_CUDA)
   target_compile_definitions(ft_runtime PRIVATE FT_HAVE_CUDA=1)
   # Static cudart: binaries start on machines without a driver and never link libcuda (style.md §8).
   target_link_libraries(ft_runtime PUBLIC CUDA::cudart_static PRIVATE ft_cuda_flags)
-  # CMake 3.25 does not know nvcc 13's C++20 flag; the .cu needs only C++17.
-  set_target_properties(ft_runtime PROPERTIES CUDA_ARCHITECTURES "90-real;90-virtual" CUDA_STANDARD 17
-                                              CUDA_SEPARABLE_COMPILATION OFF)
+  set_target_properties(ft_runtime PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
 endif()
 
 add_executable(facetrace-gpud src/gpud/main.cpp)

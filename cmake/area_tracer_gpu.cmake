@@ -9,8 +9,8 @@ if(FT_ENABLE_CUDA)
   target_include_directories(ft_cuda_tracer PUBLIC ${PROJECT_SOURCE_DIR}/include
                              PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${PROJECT_SOURCE_DIR}/cuda)
   # One TU for the megakernel, no relocatable device code (inlining across the physics headers), no fast math.
-  set_target_properties(ft_cuda_tracer PROPERTIES CUDA_ARCHITECTURES "90-real;90-virtual"
-                                                  CUDA_SEPARABLE_COMPILATION OFF CUDA_STANDARD 17)
+  # Architectures and standard: the top-level CMakeLists.txt, for every CUDA target.
+  set_target_properties(ft_cuda_tracer PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
   # --fmad=false: no implicit FMA contraction, so the device does the CPU tracer's arithmetic (tracer.md §12
   # per-sample agreement; with contraction 2.6 % of paths diverge at a Fresnel / roulette decision).
   option(FT_TRACER_FMAD "Let nvcc contract the tracer's a*b+c into FMA (faster; GPU samples then differ from the CPU's)" OFF)
