@@ -7,7 +7,13 @@ add_library(ft_faces STATIC
   src/faces/onnx/loader.cpp
   src/faces/ir/lower.cpp
   src/faces/cpu/interpreter.cpp
+  src/faces/cpu/conv.cpp
+  src/faces/cpu/depthwise.cpp
+  src/faces/cpu/eltwise.cpp
   src/faces/cpu/gemm.cpp
+  src/faces/cpu/buffers.cpp
+  src/faces/cpu/cpu_features.cpp
+  src/faces/cpu/profile.cpp
   src/faces/models/net.cpp
   src/faces/models/sha256.cpp
   src/faces/models/detector.cpp

@@ -10,14 +10,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cpuid.h>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "cpu/buffers.h"
+#include "cpu/cpu_features.h"
 #include "facetrace/core/parallel.h"
 
 namespace facetrace::faces::detail {
@@ -33,120 +33,123 @@ using Kernel = void (*)(std::int64_t kc, const float* a, std::int64_t lda, const
                         float* c, std::int64_t ldc, const float* bias, bool init, const Activation* act,
                         unsigned* bad);
 
-template <int R>
-__attribute__((target("avx2,fma"))) void kernel_avx2(std::int64_t kc, const float* a, std::int64_t lda,
-                                                     const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
-                                                     const float* bias, bool init, const Activation* act,
-                                                     unsigned* bad) {
-  __m256 c0[R], c1[R];
-#pragma GCC unroll 6
+// The vector operations of the micro-kernel at one width: 8 lanes (AVX2 + FMA) or 16 (AVX-512F). Each is
+// compiled for its own target; kernel_body is written once over them and flattened into each target's kernel.
+struct Avx2Ops {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  __attribute__((target("avx2,fma"))) static V zero() { return _mm256_setzero_ps(); }
+  __attribute__((target("avx2,fma"))) static V bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  __attribute__((target("avx2,fma"))) static V set1(float v) { return _mm256_set1_ps(v); }
+  __attribute__((target("avx2,fma"))) static V start(const float* bias, int r) {
+    return bias ? _mm256_broadcast_ss(bias + r) : _mm256_setzero_ps();
+  }
+  __attribute__((target("avx2,fma"))) static V load(const float* p) { return _mm256_loadu_ps(p); }
+  __attribute__((target("avx2,fma"))) static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  __attribute__((target("avx2,fma"))) static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  __attribute__((target("avx2,fma"))) static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  __attribute__((target("avx2,fma"))) static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  // nf accumulates x − x (+0 for finite x, NaN otherwise)
+  __attribute__((target("avx2,fma"))) static V add_nonfinite(V nf, V x) { return _mm256_or_ps(nf, _mm256_sub_ps(x, x)); }
+  __attribute__((target("avx2,fma"))) static unsigned any_nan(V nf) {
+    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)));
+  }
+};
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_max_ps's _mm512_undefined_ps()
+// kernel_body is compiled without a vector target and only ever flattened into kernel_avx2 / kernel_avx512, so the
+// vector-return ABI note about its calls to the ops never applies
+#pragma GCC diagnostic ignored "-Wpsabi"
+struct Avx512Ops {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  __attribute__((target("avx512f"))) static V zero() { return _mm512_setzero_ps(); }
+  __attribute__((target("avx512f"))) static V bcast(const float* p) { return _mm512_set1_ps(*p); }
+  __attribute__((target("avx512f"))) static V set1(float v) { return _mm512_set1_ps(v); }
+  __attribute__((target("avx512f"))) static V start(const float* bias, int r) {
+    return bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
+  }
+  __attribute__((target("avx512f"))) static V load(const float* p) { return _mm512_loadu_ps(p); }
+  __attribute__((target("avx512f"))) static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  __attribute__((target("avx512f"))) static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  __attribute__((target("avx512f"))) static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  __attribute__((target("avx512f"))) static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  // AVX-512F has no float OR: a sum of the x − x terms is NaN exactly when one of them is
+  __attribute__((target("avx512f"))) static V add_nonfinite(V nf, V x) { return _mm512_add_ps(nf, _mm512_sub_ps(x, x)); }
+  __attribute__((target("avx512f"))) static unsigned any_nan(V nf) {
+    return static_cast<unsigned>(_mm512_cmp_ps_mask(nf, nf, _CMP_UNORD_Q));
+  }
+};
+
+// R rows × 2·kLanes columns, the Kernel contract. Written once for both widths: the same sums in the same
+// order, so the AVX2 and AVX-512 kernels give the same bits.
+template <class O, int R>
+inline void kernel_body(std::int64_t kc, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                        float* c, std::int64_t ldc, const float* bias, bool init, const Activation* act,
+                        unsigned* bad) {
+  using V = typename O::V;
+  constexpr int L = O::kLanes;
+  V c0[R], c1[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if (init) {
-      c0[r] = c1[r] = bias ? _mm256_broadcast_ss(bias + r) : _mm256_setzero_ps();
+      c0[r] = c1[r] = O::start(bias, r);
     } else {
-      c0[r] = _mm256_loadu_ps(c + r * ldc);
-      c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+      c0[r] = O::load(c + r * ldc);
+      c1[r] = O::load(c + r * ldc + L);
     }
   }
   const float* ar[R];
-#pragma GCC unroll 6
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) ar[r] = a + r * lda;
   for (std::int64_t kk = 0; kk < kc; ++kk) {
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-#pragma GCC unroll 6
+    const V b0 = O::load(b), b1 = O::load(b + L);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(ar[r] + kk);
-      c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
-      c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+      const V av = O::bcast(ar[r] + kk);
+      c0[r] = O::fma(av, b0, c0[r]);
+      c1[r] = O::fma(av, b1, c1[r]);
     }
     b += ldb;
   }
   if (act) {
-    __m256 nf = _mm256_setzero_ps();  // x − x is +0 for finite x and NaN otherwise
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      nf = _mm256_or_ps(nf, _mm256_sub_ps(c0[r], c0[r]));
-      nf = _mm256_or_ps(nf, _mm256_sub_ps(c1[r], c1[r]));
-    }
-    *bad |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)));
+    V nf = O::zero();
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) nf = O::add_nonfinite(O::add_nonfinite(nf, c0[r]), c1[r]);
+    *bad |= O::any_nan(nf);
     if (act->kind == Activation::Kind::kRelu) {
-      const __m256 z = _mm256_setzero_ps();
-#pragma GCC unroll 6
-      for (int r = 0; r < R; ++r) c0[r] = _mm256_max_ps(c0[r], z), c1[r] = _mm256_max_ps(c1[r], z);
+      const V z = O::zero();
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) c0[r] = O::max(c0[r], z), c1[r] = O::max(c1[r], z);
     } else if (act->kind == Activation::Kind::kClip) {
-      const __m256 lo = _mm256_set1_ps(act->lo), hi = _mm256_set1_ps(act->hi);
-#pragma GCC unroll 6
+      const V lo = O::set1(act->lo), hi = O::set1(act->hi);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        c0[r] = _mm256_min_ps(hi, _mm256_max_ps(lo, c0[r]));
-        c1[r] = _mm256_min_ps(hi, _mm256_max_ps(lo, c1[r]));
+        c0[r] = O::min(hi, O::max(lo, c0[r]));
+        c1[r] = O::min(hi, O::max(lo, c1[r]));
       }
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(c + r * ldc, c0[r]);
-    _mm256_storeu_ps(c + r * ldc + 8, c1[r]);
+    O::store(c + r * ldc, c0[r]);
+    O::store(c + r * ldc + L, c1[r]);
   }
 }
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12: _mm512_max_ps's _mm512_undefined_ps()
-// AVX-512 form of kernel_avx2: R ≤ 8 rows × 32 columns (two zmm per row); the same sums in the same order, so the
-// same bits as the AVX2 kernel.
 template <int R>
-__attribute__((target("avx512f"))) void kernel_avx512(std::int64_t kc, const float* a, std::int64_t lda,
-                                                      const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
-                                                      const float* bias, bool init, const Activation* act,
-                                                      unsigned* bad) {
-  __m512 c0[R], c1[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    if (init) {
-      c0[r] = c1[r] = bias ? _mm512_set1_ps(bias[r]) : _mm512_setzero_ps();
-    } else {
-      c0[r] = _mm512_loadu_ps(c + r * ldc);
-      c1[r] = _mm512_loadu_ps(c + r * ldc + 16);
-    }
-  }
-  const float* ar[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) ar[r] = a + r * lda;
-  for (std::int64_t kk = 0; kk < kc; ++kk) {
-    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(ar[r][kk]);
-      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
-    }
-    b += ldb;
-  }
-  if (act) {
-    __m512 nf = _mm512_setzero_ps();  // x − x is +0 for finite x and NaN otherwise
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      nf = _mm512_add_ps(nf, _mm512_sub_ps(c0[r], c0[r]));
-      nf = _mm512_add_ps(nf, _mm512_sub_ps(c1[r], c1[r]));
-    }
-    *bad |= static_cast<unsigned>(_mm512_cmp_ps_mask(nf, nf, _CMP_UNORD_Q));
-    if (act->kind == Activation::Kind::kRelu) {
-      const __m512 z = _mm512_setzero_ps();
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) c0[r] = _mm512_max_ps(c0[r], z), c1[r] = _mm512_max_ps(c1[r], z);
-    } else if (act->kind == Activation::Kind::kClip) {
-      const __m512 lo = _mm512_set1_ps(act->lo), hi = _mm512_set1_ps(act->hi);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        c0[r] = _mm512_min_ps(hi, _mm512_max_ps(lo, c0[r]));
-        c1[r] = _mm512_min_ps(hi, _mm512_max_ps(lo, c1[r]));
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(c + r * ldc, c0[r]);
-    _mm512_storeu_ps(c + r * ldc + 16, c1[r]);
-  }
+__attribute__((target("avx2,fma"), flatten)) void kernel_avx2(std::int64_t kc, const float* a, std::int64_t lda,
+                                                              const float* b, std::int64_t ldb, float* c,
+                                                              std::int64_t ldc, const float* bias, bool init,
+                                                              const Activation* act, unsigned* bad) {
+  kernel_body<Avx2Ops, R>(kc, a, lda, b, ldb, c, ldc, bias, init, act, bad);
+}
+template <int R>
+__attribute__((target("avx512f"), flatten)) void kernel_avx512(std::int64_t kc, const float* a, std::int64_t lda,
+                                                               const float* b, std::int64_t ldb, float* c,
+                                                               std::int64_t ldc, const float* bias, bool init,
+                                                               const Activation* act, unsigned* bad) {
+  kernel_body<Avx512Ops, R>(kc, a, lda, b, ldb, c, ldc, bias, init, act, bad);
 }
 #pragma GCC diagnostic pop
 
@@ -196,14 +199,11 @@ struct KernelInfo {
   const char* name;
 };
 
-// FACETRACE_FACES_KERNEL=avx2 or sse2 caps the dispatch (for A/B runs and diagnosis); unset: the best the CPU has.
+// The best micro-kernel the CPU (and the FACETRACE_FACES_KERNEL cap, cpu_features.h) allows.
 const KernelInfo& kernel() {
   static const KernelInfo k = [] {
-    __builtin_cpu_init();
-    const char* cap = std::getenv("FACETRACE_FACES_KERNEL");
-    const std::string want = cap ? cap : "";
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && want != "sse2";
-    if (avx2 && __builtin_cpu_supports("avx512f") && want != "avx2")
+    const bool avx2 = cpu_has_avx2_fma();
+    if (cpu_has_avx512f())
       return KernelInfo{{nullptr, kernel_avx512<1>, kernel_avx512<2>, kernel_avx512<3>, kernel_avx512<4>,
                          kernel_avx512<5>, kernel_avx512<6>, kernel_avx512<7>, kernel_avx512<8>},
                         8,
@@ -255,33 +255,7 @@ __attribute__((target("avx512f"))) void gather32_s2_avx512(const float* s, std::
   _mm512_storeu_ps(d + 16, _mm512_permutex2var_ps(v2, even, v3));
 }
 
-constexpr std::int64_t kScratchSkew = 16 * 8;  // floats: room for the per-slot offset
-
-struct ScratchBuf {
-  float* p = nullptr;
-  std::int64_t cap = 0;
-  ~ScratchBuf() { ::operator delete(p, std::align_val_t{64}); }
-};
-
 }  // namespace
-
-bool cpu_has_avx2_fma() { return kernel().avx2; }
-
-float* thread_scratch(int slot, std::int64_t n) {
-  thread_local ScratchBuf bufs[4];
-  ScratchBuf& b = bufs[slot];
-  if (b.cap < n) {
-    ::operator delete(b.p, std::align_val_t{64});
-    b.p = nullptr;
-    b.cap = 0;
-    b.p = static_cast<float*>(
-        ::operator new(static_cast<std::size_t>(n + kScratchSkew) * sizeof(float), std::align_val_t{64}));
-    b.cap = n;
-  }
-  // each slot starts at a different offset modulo 4 KiB, so a kernel streaming from one slot into another (or
-  // into an activation buffer) does not hit 4K-aliasing stalls between its stores and the next loads
-  return b.p + 16 * (2 * slot + 1);
-}
 
 void MatrixB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const {
   for (std::int64_t p = 0; p * nr < nc; ++p) {
@@ -373,61 +347,6 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
 }
 
 const char* sgemm_kernel_name() { return kernel().name; }
-
-namespace {
-// sysfs cache size of cpu0 at `level` (data or unified), in bytes; 0 when unknown.
-std::int64_t cache_bytes(int level) {
-  for (int i = 0; i < 8; ++i) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
-    int l = 0;
-    std::string type, size;
-    if (!(lv >> l) || !(ty >> type) || !(sz >> size)) continue;
-    if (l != level || type == "Instruction" || size.empty()) continue;
-    std::int64_t v = 0;
-    std::size_t pos = 0;
-    while (pos < size.size() && size[pos] >= '0' && size[pos] <= '9') v = v * 10 + (size[pos++] - '0');
-    if (pos < size.size() && (size[pos] == 'K' || size[pos] == 'k')) v <<= 10;
-    if (pos < size.size() && size[pos] == 'M') v <<= 20;
-    return v;
-  }
-  return 0;
-}
-}  // namespace
-
-std::int64_t l2_cache_bytes() {
-  static const std::int64_t v = [] {
-    const std::int64_t b = cache_bytes(2);
-    return b > 0 ? b : std::int64_t{1} << 20;
-  }();
-  return v;
-}
-
-std::string cpu_dispatch_info() {
-  __builtin_cpu_init();
-  char brand[49] = {};
-  unsigned regs[4];
-  if (__get_cpuid(0x80000000u, &regs[0], &regs[1], &regs[2], &regs[3]) && regs[0] >= 0x80000004u) {
-    for (unsigned i = 0; i < 3; ++i) {
-      __get_cpuid(0x80000002u + i, &regs[0], &regs[1], &regs[2], &regs[3]);
-      std::memcpy(brand + 16 * i, regs, 16);
-    }
-  }
-  std::string b(brand);
-  while (!b.empty() && b.back() == ' ') b.pop_back();
-  while (!b.empty() && b.front() == ' ') b.erase(b.begin());
-  const char* vendor = __builtin_cpu_is("amd") ? "amd" : __builtin_cpu_is("intel") ? "intel" : "other";
-  auto kib = [](std::int64_t v) { return v > 0 ? std::to_string(v >> 10) + "K" : std::string("?"); };
-  std::string s = "cpu: " + (b.empty() ? std::string("?") : b) + " (" + vendor + "), features:";
-  s += __builtin_cpu_supports("avx2") ? " avx2" : " -avx2";
-  s += __builtin_cpu_supports("fma") ? " fma" : " -fma";
-  s += __builtin_cpu_supports("avx512f") ? " avx512f" : " -avx512f";
-  s += ", cache L1d " + kib(cache_bytes(1)) + " L2 " + kib(cache_bytes(2)) + " L3 " + kib(cache_bytes(3));
-  s += ", hw threads " + std::to_string(core::hardware_threads());
-  s += "; kernels: gemm " + std::string(kernel().name);
-  s += kernel().avx2 ? ", depthwise 3x3 avx2-fma, maxpool avx2" : ", depthwise portable, maxpool portable";
-  return s;
-}
 
 bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
                     const float* bias, const BSource& b, float* c, std::int64_t ldc, const Activation& act,

@@ -78,18 +78,4 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
 /// Name of the micro-kernel in use ("avx2-fma 6x16" or "sse2 4x8").
 const char* sgemm_kernel_name();
 
-/// Per-core L2 cache size in bytes from sysfs (cpu0), or 1 MiB when unknown.
-std::int64_t l2_cache_bytes();
-
-/// One line for diagnostics: CPU brand and vendor, the features the dispatch looks at, cache sizes, and the
-/// kernels picked.
-std::string cpu_dispatch_info();
-
-/// True when the CPU has AVX2 and FMA (the vector paths of the interpreter are taken).
-bool cpu_has_avx2_fma();
-
-/// A per-thread scratch buffer of at least n floats (64-byte aligned), reused between calls on the thread. The
-/// `slot` picks one of a few independent buffers. Valid until the next call with the same slot on this thread.
-float* thread_scratch(int slot, std::int64_t n);
-
 }  // namespace facetrace::faces::detail

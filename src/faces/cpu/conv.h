@@ -1,0 +1,34 @@
+/// @file
+/// Private: the conv kernels of the CPU interpreter (faces.md §3): dense and grouped convs through the blocked
+/// SGEMM, one-input-channel groups through the depthwise kernels, and the row-band form of a 1×1 conv feeding a
+/// depthwise conv.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/gemm.h"
+#include "facetrace/faces/program.h"
+
+namespace facetrace::faces::detail {
+
+/// Threads worth waking for `macs` multiply-adds (at least 1, at most `threads`; 0 = all).
+int threads_for(std::int64_t macs, int threads);
+
+/// y = act(conv(x)); false when a value before the activation was not finite.
+bool conv(const ConvJob& j, const float* x, float* y, const Activation& act, int threads);
+
+/// A 1×1, stride-1, unpadded dense conv.
+bool is_pointwise(const ConvJob& j);
+/// One input channel per output channel (groups = cin = cout).
+bool is_depthwise(const ConvJob& j);
+
+/// Target size of a band's 1×1-output scratch (a fraction of the per-core L2).
+std::int64_t band_scratch_bytes();
+
+/// [pre [+ preact] →] pw [+ pact] → dw [+ dact] [→ pool] in row bands, the same bits as the steps run apart (see
+/// conv.cpp). x: the input of the first conv; y: the group's output.
+void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw, const Activation& pact,
+                const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x, float* y,
+                int threads, bool* pre_ok, bool* pw_ok, bool* dw_ok);
+
+}  // namespace facetrace::faces::detail
