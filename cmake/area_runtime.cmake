@@ -14,7 +14,6 @@ add_library(ft_runtime STATIC
   src/runtime/exec/executor.cpp
   src/runtime/exec/simulated_executor.cpp
   src/runtime/exec/isolated_executor.cpp
-  src/runtime/exec/in_process_executor.cpp
   src/runtime/backend/backend.cpp
   src/runtime/testing/ramp_workload.cpp)
 target_include_directories(ft_runtime
@@ -26,6 +25,7 @@ target_link_libraries(ft_runtime PUBLIC ft_core Threads::Threads PRIVATE ft_core
 target_compile_definitions(ft_runtime PRIVATE FT_GPUD_BUILD_PATH="${CMAKE_BINARY_DIR}/facetrace-gpud")
 if(FT_ENABLE_CUDA)
   target_sources(ft_runtime PRIVATE
+    src/runtime/exec/in_process_executor.cpp
     src/runtime/exec/cuda_device.cpp
     src/runtime/exec/cuda_copy_engine.cpp
     src/runtime/builtin_ops.cpp
@@ -35,6 +35,8 @@ if(FT_ENABLE_CUDA)
   # Static cudart: binaries start on machines without a driver and never link libcuda (style.md §8).
   target_link_libraries(ft_runtime PUBLIC CUDA::cudart_static PRIVATE ft_cuda_flags)
   set_target_properties(ft_runtime PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+else()
+  target_sources(ft_runtime PRIVATE src/runtime/exec/no_cuda_executor.cpp)
 endif()
 
 add_executable(facetrace-gpud src/gpud/main.cpp)

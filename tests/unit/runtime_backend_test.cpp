@@ -36,6 +36,19 @@ std::vector<float> expected_ramp(std::vector<float> start, float base, float ste
   return start;
 }
 
+TEST(GpuBackend, names_outcomes_executor_states_and_modes) {
+  EXPECT_EQ(outcome_name(Outcome::kDone), "Done");
+  EXPECT_EQ(outcome_name(Outcome::kDeclined), "Declined");
+  EXPECT_EQ(outcome_name(Outcome::kCancelled), "Cancelled");
+  EXPECT_EQ(executor_state_name(ExecutorState::kNotStarted), "not started");
+  EXPECT_EQ(executor_state_name(ExecutorState::kReady), "ready");
+  EXPECT_EQ(executor_state_name(ExecutorState::kLost), "lost");
+  EXPECT_EQ(executor_state_name(ExecutorState::kNone), "none");
+  EXPECT_EQ(executor_mode_name(ExecutorMode::kInProcess), "in-process");
+  EXPECT_EQ(executor_mode_name(ExecutorMode::kIsolated), "isolated");
+  EXPECT_EQ(executor_mode_name(ExecutorMode::kSimulated), "simulated");
+}
+
 TEST(GpuBackend, done_adds_the_workload_into_the_callers_buffer) {
   Harness h;
   std::vector<float> out(1000, 1.0f);

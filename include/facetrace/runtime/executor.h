@@ -20,6 +20,7 @@
 #include "facetrace/runtime/device_info.h"
 #include "facetrace/runtime/op.h"
 #include "facetrace/runtime/readback_ring.h"
+#include "facetrace/runtime/testing/fault.h"
 
 namespace facetrace::runtime {
 
@@ -37,12 +38,6 @@ enum class ExecutorState : std::uint8_t {
 };
 /// "not started", "ready", "lost", "none".
 std::string_view executor_state_name(ExecutorState s) noexcept;
-
-/// Faults an executor can be told to inject (runtime.md §7).
-enum class FaultKind : std::uint8_t {
-  kIllegalAddress = 1,  ///< a real kernel writing through a bad pointer: a genuine sticky error
-  kSimulatedLoss = 2,   ///< report a device loss without touching the GPU (works without one)
-};
 
 /// One op invocation.
 struct OpCall {
@@ -69,6 +64,11 @@ struct ExecutorOptions {
 
 /// The executor interface. Calls are serialised internally (one command at a time); all members are
 /// thread-safe. After kDeviceLost every call fails with kDeviceLost until restart() succeeds.
+///
+/// The state machine (runtime.md §6) lives here, once: the state, its reason, the one mutex, start, restart
+/// and the ready check before every command. An implementation supplies the device through the `*_locked`
+/// hooks below; the base calls them with its mutex held and, except start_locked and replace_locked, only
+/// while the state is kReady. A hook's kDeviceLost result marks the executor lost with that result's message.
 class Executor {
  public:
   virtual ~Executor();
@@ -78,30 +78,31 @@ class Executor {
   virtual ExecutorMode mode() const = 0;
   /// Brings the device up. kNotSupported "no GPU: …" (state kNone) when there is none; kDeviceLost when
   /// the process is poisoned (in-process).
-  virtual Status start() = 0;
+  Status start();
   /// Replaces a lost device (isolated: reap and spawn a new child; in-process: only after a simulated loss)
-  /// and re-uploads every resident. Callers apply RecoveryPolicy first.
-  virtual Status restart() = 0;
-  virtual ExecutorState state() const = 0;
+  /// and re-uploads every resident. kNotSupported when there never was a device; a failed replacement leaves
+  /// the state kLost. Callers apply RecoveryPolicy first.
+  Status restart();
+  ExecutorState state() const;
   /// Why the state is kLost or kNone ("" otherwise).
-  virtual std::string state_reason() const = 0;
+  std::string state_reason() const;
   /// The device (cached at start).
-  virtual Expected<DeviceInfo> info() = 0;
+  Expected<DeviceInfo> info();
   /// The shared arena (exists from construction; survives restarts).
   virtual SharedArena& arena() = 0;
 
   /// Runs a registered op. kDeviceLost marks the executor lost; other codes fail this call only.
-  virtual Expected<OpReply> invoke(const OpCall& call) = 0;
+  Expected<OpReply> invoke(const OpCall& call);
   /// Waits (under `deadline`) until a ticket from an OpReply is READY, lends its bytes (in place in the
   /// arena when isolated) to `visitor`, and frees the slot. A deadline that passes is a device loss.
   Status collect(const RingTicket& ticket, std::chrono::milliseconds deadline,
                  const std::function<void(std::span<const std::byte>)>& visitor);
   /// The device ring's counters.
-  virtual Expected<RingStats> ring_stats() = 0;
+  Expected<RingStats> ring_stats();
   /// One empty round trip (measures command latency).
-  virtual Status ping() = 0;
+  Status ping();
   /// Fault injection (runtime.md §7). kIllegalAddress returns kDeviceLost once the fault fired.
-  virtual Status inject_fault(FaultKind kind) = 0;
+  Status inject_fault(FaultKind kind);
 
   /// Uploads `bytes` as the named device buffer `name` (replacing one of the same name) and remembers a copy
   /// so that restart() re-uploads it. Ops read it through DeviceContext::resident(name).
@@ -113,18 +114,46 @@ class Executor {
 
  protected:
   Executor() = default;
-  virtual Status upload_resident(const std::string& name, std::span<const std::byte> bytes) = 0;
-  virtual Status free_resident(const std::string& name) = 0;
-  /// Implementations of collect: wait until READY (returns the arena range of the bytes) / free the slot.
-  virtual Expected<ArenaRange> ring_wait(const RingTicket& ticket, std::chrono::milliseconds deadline) = 0;
-  virtual Status ring_release(const RingTicket& ticket) = 0;
-  /// Re-uploads every remembered resident (restart() calls this).
-  Status reupload_residents();
+  /// The executor's one mutex, for state an implementation keeps outside the hooks (test knobs, counters).
+  /// Never call a public member while holding it.
+  [[nodiscard]] std::unique_lock<std::mutex> lock_state() const { return std::unique_lock(mu_); }
+  /// Marks the executor lost (the first reason of a loss is kept); warns unless simulated. Lock held.
+  void lose_locked(std::string why);
+
+  /// Brings the device up; ok makes the state kReady, kDeviceLost kLost, anything else kNone.
+  virtual Status start_locked() = 0;
+  /// Replaces the lost device (the residents are re-uploaded afterwards); a failure leaves the state kLost.
+  virtual Status replace_locked() = 0;
+  virtual Expected<DeviceInfo> info_locked() = 0;
+  virtual Expected<OpReply> invoke_locked(const OpCall& call) = 0;
+  virtual Expected<RingStats> ring_stats_locked() = 0;
+  virtual Status ping_locked() { return {}; }
+  virtual Status inject_fault_locked(FaultKind kind) = 0;
+  virtual Status upload_resident_locked(const std::string& name, std::span<const std::byte> bytes) = 0;
+  virtual Status free_resident_locked(const std::string& name) = 0;
+  /// Waits until READY; returns the arena range of the bytes.
+  virtual Expected<ArenaRange> ring_wait_locked(const RingTicket& ticket, std::chrono::milliseconds deadline) = 0;
+  /// Frees the slot.
+  virtual Status ring_release_locked(const RingTicket& ticket) = 0;
 
  private:
-  friend class ExecutorServer;  // facetrace-gpud's side of the protocol drives the protected hooks
-  mutable std::mutex residents_mu_;
-  std::map<std::string, std::vector<std::byte>> residents_;
+  friend class ExecutorServer;  // facetrace-gpud's side of the protocol serves these commands one by one
+  /// The guarded forms of the resident and ring hooks (collect, put_resident and the server use them).
+  Status upload_resident(const std::string& name, std::span<const std::byte> bytes);
+  Status free_resident(const std::string& name);
+  Expected<ArenaRange> ring_wait(const RingTicket& ticket, std::chrono::milliseconds deadline);
+  Status ring_release(const RingTicket& ticket);
+  /// Runs `hook` under the lock if the state is kReady (else the not-ready Status); a kDeviceLost result
+  /// marks the executor lost.
+  template <class Hook>
+  auto guarded(Hook&& hook) -> decltype(hook());
+  /// kDeviceLost / kNotSupported / kDeclined for a state other than kReady. Lock held.
+  Status not_ready_locked() const;
+
+  mutable std::mutex mu_;
+  ExecutorState state_ = ExecutorState::kNotStarted;
+  std::string reason_;
+  std::map<std::string, std::vector<std::byte>> residents_;  ///< what restart() re-uploads
 };
 
 /// CUDA in this process. After a sticky error it stays lost for the life of the process and says so.

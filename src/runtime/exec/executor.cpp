@@ -1,5 +1,6 @@
 /// @file
-/// Executor base (residents, collect), options, executor selection, gpud lookup and the GPU probe.
+/// Executor base (the one state machine, residents, collect), options, executor selection, gpud lookup and
+/// the GPU probe.
 #include "facetrace/runtime/executor.h"
 
 #include <unistd.h>
@@ -12,23 +13,36 @@
 
 namespace facetrace::runtime {
 
-std::string_view executor_mode_name(ExecutorMode m) noexcept {
-  switch (m) {
-    case ExecutorMode::kInProcess: return "in-process";
-    case ExecutorMode::kIsolated: return "isolated";
-    case ExecutorMode::kSimulated: return "simulated";
-  }
-  return "?";
+namespace {
+
+/// Per executor mode: its name, and what the not-ready and loss messages call its device.
+struct ModeWords {
+  ExecutorMode mode;
+  std::string_view name, device;
+};
+constexpr ModeWords kModeWords[] = {
+    {ExecutorMode::kInProcess, "in-process", "in-process GPU"},
+    {ExecutorMode::kIsolated, "isolated", "GPU child"},
+    {ExecutorMode::kSimulated, "simulated", "simulated device"},
+};
+
+const ModeWords& mode_words(ExecutorMode m) noexcept {
+  static constexpr ModeWords kUnknown{ExecutorMode::kInProcess, "?", "?"};
+  for (const auto& w : kModeWords)
+    if (w.mode == m) return w;
+  return kUnknown;
 }
 
+std::string_view device_noun(ExecutorMode m) noexcept { return mode_words(m).device; }
+
+}  // namespace
+
+std::string_view executor_mode_name(ExecutorMode m) noexcept { return mode_words(m).name; }
+
 std::string_view executor_state_name(ExecutorState s) noexcept {
-  switch (s) {
-    case ExecutorState::kNotStarted: return "not started";
-    case ExecutorState::kReady: return "ready";
-    case ExecutorState::kLost: return "lost";
-    case ExecutorState::kNone: return "none";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"not started", "ready", "lost", "none"};  // enumerator order
+  const auto i = static_cast<std::size_t>(s);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 ExecutorOptions ExecutorOptions::from_env() {
@@ -44,6 +58,117 @@ ExecutorOptions ExecutorOptions::from_env() {
 
 Executor::~Executor() = default;
 
+namespace {
+
+const Status& status_of(const Status& st) { return st; }
+template <class T>
+Status status_of(const Expected<T>& e) {
+  return e.status();
+}
+
+}  // namespace
+
+void Executor::lose_locked(std::string why) {
+  if (state_ == ExecutorState::kLost) return;  // the first reason of a loss is kept
+  state_ = ExecutorState::kLost;
+  reason_ = std::move(why);
+  // A simulated loss is a test's doing, not a device fault: no warning (tests fail on unexpected warnings).
+  if (mode() == ExecutorMode::kSimulated) {
+    FT_LOG_DEBUG("{} lost: {}", device_noun(mode()), reason_);
+  } else {
+    FT_LOG_WARN("{} lost: {}", device_noun(mode()), reason_);
+  }
+}
+
+Status Executor::not_ready_locked() const {
+  switch (state_) {
+    case ExecutorState::kLost: return {Code::kDeviceLost, std::string(device_noun(mode())) + " lost: " + reason_};
+    case ExecutorState::kNone: return {Code::kNotSupported, reason_};
+    case ExecutorState::kNotStarted:
+    case ExecutorState::kReady: break;
+  }
+  return {Code::kDeclined, std::string(executor_mode_name(mode())) + " executor not started"};
+}
+
+template <class Hook>
+auto Executor::guarded(Hook&& hook) -> decltype(hook()) {
+  std::lock_guard lock(mu_);
+  if (state_ != ExecutorState::kReady) return not_ready_locked();
+  auto result = hook();
+  if (const Status st = status_of(result); st.code() == Code::kDeviceLost) lose_locked(st.what());
+  return result;
+}
+
+Status Executor::start() {
+  std::lock_guard lock(mu_);
+  if (state_ == ExecutorState::kReady) return {};
+  Status st = start_locked();
+  if (st.ok()) {
+    state_ = ExecutorState::kReady;
+    reason_.clear();
+  } else if (st.code() == Code::kDeviceLost) {
+    lose_locked(st.what());
+  } else if (state_ != ExecutorState::kLost) {
+    state_ = ExecutorState::kNone;
+    reason_ = st.what();
+  }
+  return st;
+}
+
+Status Executor::restart() {
+  std::lock_guard lock(mu_);
+  if (state_ == ExecutorState::kReady) return {};
+  if (state_ != ExecutorState::kLost) return {Code::kNotSupported, "no GPU to restart: " + reason_};
+  FT_TRY(replace_locked());
+  state_ = ExecutorState::kReady;
+  reason_.clear();
+  for (const auto& [name, bytes] : residents_) {
+    if (Status st = upload_resident_locked(name, bytes); !st.ok()) {
+      if (st.code() == Code::kDeviceLost) lose_locked(st.what());
+      return st.with_context("re-uploading resident '" + name + "'");
+    }
+  }
+  return {};
+}
+
+ExecutorState Executor::state() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+std::string Executor::state_reason() const {
+  std::lock_guard lock(mu_);
+  return reason_;
+}
+
+Expected<DeviceInfo> Executor::info() {
+  return guarded([&] { return info_locked(); });
+}
+Expected<OpReply> Executor::invoke(const OpCall& call) {
+  return guarded([&] { return invoke_locked(call); });
+}
+Expected<RingStats> Executor::ring_stats() {
+  return guarded([&] { return ring_stats_locked(); });
+}
+Status Executor::ping() {
+  return guarded([&] { return ping_locked(); });
+}
+Status Executor::inject_fault(FaultKind kind) {
+  return guarded([&] { return inject_fault_locked(kind); });
+}
+Status Executor::upload_resident(const std::string& name, std::span<const std::byte> bytes) {
+  return guarded([&] { return upload_resident_locked(name, bytes); });
+}
+Status Executor::free_resident(const std::string& name) {
+  return guarded([&] { return free_resident_locked(name); });
+}
+Expected<ArenaRange> Executor::ring_wait(const RingTicket& ticket, std::chrono::milliseconds deadline) {
+  return guarded([&] { return ring_wait_locked(ticket, deadline); });
+}
+Status Executor::ring_release(const RingTicket& ticket) {
+  return guarded([&] { return ring_release_locked(ticket); });
+}
+
 Status Executor::collect(const RingTicket& ticket, std::chrono::milliseconds deadline,
                          const std::function<void(std::span<const std::byte>)>& visitor) {
   auto range = ring_wait(ticket, deadline);
@@ -58,7 +183,7 @@ Status Executor::collect(const RingTicket& ticket, std::chrono::milliseconds dea
 
 Status Executor::put_resident(const std::string& name, std::span<const std::byte> bytes) {
   {
-    std::lock_guard lock(residents_mu_);
+    std::lock_guard lock(mu_);
     residents_[name].assign(bytes.begin(), bytes.end());
   }
   return upload_resident(name, bytes);
@@ -66,27 +191,26 @@ Status Executor::put_resident(const std::string& name, std::span<const std::byte
 
 Status Executor::drop_resident(const std::string& name) {
   {
-    std::lock_guard lock(residents_mu_);
+    std::lock_guard lock(mu_);
     residents_.erase(name);
   }
   return free_resident(name);
 }
 
 std::vector<std::string> Executor::resident_names() const {
-  std::lock_guard lock(residents_mu_);
+  std::lock_guard lock(mu_);
   std::vector<std::string> out;
   for (const auto& [k, v] : residents_) out.push_back(k);
   return out;
 }
 
-Status Executor::reupload_residents() {
-  std::map<std::string, std::vector<std::byte>> copy;
-  {
-    std::lock_guard lock(residents_mu_);
-    copy = residents_;
+std::unique_ptr<Executor> make_in_process_executor(ExecutorOptions options) {
+  auto arena = SharedArena::create(options.ring_bytes, options.transfer_bytes);
+  if (!arena) {
+    FT_LOG_ERROR("in-process executor: {}", arena.status().to_string());
+    return make_in_process_executor(nullptr, std::move(options));
   }
-  for (const auto& [name, bytes] : copy) FT_TRY(upload_resident(name, bytes).with_context("re-uploading resident '" + name + "'"));
-  return {};
+  return make_in_process_executor(std::move(*arena), std::move(options));
 }
 
 ExecutorMode executor_mode_from_env() {

@@ -20,89 +20,80 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   }
 
   ExecutorMode mode() const override { return ExecutorMode::kSimulated; }
+  SharedArena& arena() override { return *arena_; }
 
-  Status start() override {
-    std::lock_guard lock(mu_);
-    if (no_gpu_) {
-      state_ = ExecutorState::kNone;
-      reason_ = "no GPU: simulated machine without a GPU";
-      return {Code::kNotSupported, reason_};
-    }
-    state_ = ExecutorState::kReady;
+  void add_op(OpId id, SimOpHandler handler) override {
+    auto lock = lock_state();
+    ops_[id] = std::move(handler);
+  }
+  void arm_loss_on_invoke(int n) override {
+    auto lock = lock_state();
+    loss_countdown_ = n;
+  }
+  void set_restart_fails(bool fails) override {
+    auto lock = lock_state();
+    restart_fails_ = fails;
+  }
+  void set_restart_delay(std::chrono::milliseconds d) override {
+    auto lock = lock_state();
+    restart_delay_ = d;
+  }
+  void set_no_gpu(bool none) override {
+    auto lock = lock_state();
+    no_gpu_ = none;
+  }
+  int invokes() const override {
+    auto lock = lock_state();
+    return invokes_;
+  }
+  int restarts() const override {
+    auto lock = lock_state();
+    return restarts_;
+  }
+  int resident_uploads() const override {
+    auto lock = lock_state();
+    return resident_uploads_;
+  }
+
+ protected:
+  Status start_locked() override {
+    if (no_gpu_) return {Code::kNotSupported, "no GPU: simulated machine without a GPU"};
     info_.name = "Simulated GPU";
     info_.simulated = true;
     info_.cc_major = 9;
     return {};
   }
 
-  Status restart() override {
-    std::chrono::milliseconds delay{0};
-    {
-      std::lock_guard lock(mu_);
-      delay = restart_delay_;
-    }
-    std::this_thread::sleep_for(delay);
-    {
-      std::lock_guard lock(mu_);
-      if (state_ == ExecutorState::kReady) return {};
-      if (state_ != ExecutorState::kLost) return {Code::kNotSupported, "no GPU to restart: " + reason_};
-      if (restart_fails_) return {Code::kDeviceLost, "simulated: the replacement device could not start"};
-      ++restarts_;
-      state_ = ExecutorState::kReady;
-      reason_.clear();
-      slots_.clear();
-      device_residents_.clear();
-    }
-    return reupload_residents();
+  Status replace_locked() override {
+    std::this_thread::sleep_for(restart_delay_);  // a slow child start-up, as the isolated executor's spawn
+    if (restart_fails_) return {Code::kDeviceLost, "simulated: the replacement device could not start"};
+    ++restarts_;
+    slots_.clear();
+    device_residents_.clear();
+    return {};
   }
 
-  ExecutorState state() const override {
-    std::lock_guard lock(mu_);
-    return state_;
-  }
-  std::string state_reason() const override {
-    std::lock_guard lock(mu_);
-    return reason_;
-  }
-  Expected<DeviceInfo> info() override {
-    std::lock_guard lock(mu_);
-    if (state_ != ExecutorState::kReady) return not_ready_locked();
-    return info_;
-  }
-  SharedArena& arena() override { return *arena_; }
+  Expected<DeviceInfo> info_locked() override { return info_; }
 
-  Expected<OpReply> invoke(const OpCall& call) override {
-    SimOpHandler handler;
-    {
-      std::lock_guard lock(mu_);
-      if (state_ != ExecutorState::kReady) return not_ready_locked();
-      ++invokes_;
-      if (loss_countdown_ > 0 && --loss_countdown_ == 0) {
-        lose_locked("simulated device loss (armed on invoke " + std::to_string(invokes_) + ")");
-        return Status(Code::kDeviceLost, reason_);
-      }
-      auto it = ops_.find(call.op);
-      if (it == ops_.end()) return Status(Code::kNotSupported, "simulated: op " + std::to_string(call.op) + " is not registered");
-      handler = it->second;
-    }
+  /// Runs the handler with the executor's lock held: its SimDevice calls (emit, resident) take no lock.
+  Expected<OpReply> invoke_locked(const OpCall& call) override {
+    ++invokes_;
+    if (loss_countdown_ > 0 && --loss_countdown_ == 0)
+      return Status(Code::kDeviceLost, "simulated device loss (armed on invoke " + std::to_string(invokes_) + ")");
+    auto it = ops_.find(call.op);
+    if (it == ops_.end())
+      return Status(Code::kNotSupported, "simulated: op " + std::to_string(call.op) + " is not registered");
     OpReply reply;
     const auto in = arena_->view(call.in);
     const auto out = arena_->view(call.out);
     if ((call.in.size != 0 && in.empty()) || (call.out.size != 0 && out.empty()))
       return invalid_argument("op arena range outside the arena");
     OpArgs args{call.args, in, out, reply};
-    if (Status st = handler(*this, args); !st.ok()) {
-      if (st.code() == Code::kDeviceLost) {
-        std::lock_guard lock(mu_);
-        lose_locked(st.what());
-      }
-      return st;
-    }
+    FT_TRY(it->second(*this, args));
     return reply;
   }
 
-  Expected<RingStats> ring_stats() override {
-    std::lock_guard lock(mu_);
+  Expected<RingStats> ring_stats_locked() override {
     RingStats s = stats_;
     s.in_flight = slots_.size();
     s.budget_bytes = arena_->ring_bytes();
@@ -110,87 +101,35 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     return s;
   }
 
-  Status ping() override {
-    std::lock_guard lock(mu_);
-    if (state_ != ExecutorState::kReady) return not_ready_locked();
-    return {};
+  Status inject_fault_locked(FaultKind kind) override {
+    return {Code::kDeviceLost, kind == FaultKind::kIllegalAddress ? "simulated illegal address (fault injection)"
+                                                                  : "simulated device loss (fault injection)"};
   }
 
-  Status inject_fault(FaultKind kind) override {
-    std::lock_guard lock(mu_);
-    if (state_ != ExecutorState::kReady) return not_ready_locked();
-    lose_locked(kind == FaultKind::kIllegalAddress ? "simulated illegal address (fault injection)"
-                                                   : "simulated device loss (fault injection)");
-    return {Code::kDeviceLost, reason_};
-  }
-
-  void add_op(OpId id, SimOpHandler handler) override {
-    std::lock_guard lock(mu_);
-    ops_[id] = std::move(handler);
-  }
-  void arm_loss_on_invoke(int n) override {
-    std::lock_guard lock(mu_);
-    loss_countdown_ = n;
-  }
-  void set_restart_fails(bool fails) override {
-    std::lock_guard lock(mu_);
-    restart_fails_ = fails;
-  }
-  void set_restart_delay(std::chrono::milliseconds d) override {
-    std::lock_guard lock(mu_);
-    restart_delay_ = d;
-  }
-  void set_no_gpu(bool none) override {
-    std::lock_guard lock(mu_);
-    no_gpu_ = none;
-  }
-  int invokes() const override {
-    std::lock_guard lock(mu_);
-    return invokes_;
-  }
-  int restarts() const override {
-    std::lock_guard lock(mu_);
-    return restarts_;
-  }
-  int resident_uploads() const override {
-    std::lock_guard lock(mu_);
-    return resident_uploads_;
-  }
-
- protected:
-  Status upload_resident(const std::string& name, std::span<const std::byte> bytes) override {
-    std::lock_guard lock(mu_);
-    if (state_ != ExecutorState::kReady) return not_ready_locked();
+  Status upload_resident_locked(const std::string& name, std::span<const std::byte> bytes) override {
     device_residents_[name].assign(bytes.begin(), bytes.end());
     ++resident_uploads_;
     return {};
   }
-  Status free_resident(const std::string& name) override {
-    std::lock_guard lock(mu_);
+  Status free_resident_locked(const std::string& name) override {
     device_residents_.erase(name);
     return {};
   }
-  Expected<ArenaRange> ring_wait(const RingTicket& t, std::chrono::milliseconds) override {
-    std::lock_guard lock(mu_);
-    if (state_ != ExecutorState::kReady) return not_ready_locked();
+  Expected<ArenaRange> ring_wait_locked(const RingTicket& t, std::chrono::milliseconds) override {
     auto it = slots_.find(t.slot);
-    if (it == slots_.end() || it->second.size != t.byte_len)
-      return invalid_argument("stale ticket: simulated slot " + std::to_string(t.slot) + " was already collected");
+    if (it == slots_.end() || it->second.size != t.byte_len) return stale(t);
     return it->second;
   }
-  Status ring_release(const RingTicket& t) override {
-    std::lock_guard lock(mu_);
-    if (slots_.erase(t.slot) == 0)
-      return invalid_argument("stale ticket: simulated slot " + std::to_string(t.slot) + " was already collected");
+  Status ring_release_locked(const RingTicket& t) override {
+    if (slots_.erase(t.slot) == 0) return stale(t);
     return {};
   }
 
  private:
-  // SimDevice
+  // SimDevice: called only by op handlers, inside invoke_locked (the lock is held).
   Expected<RingTicket> emit(std::span<const std::byte> bytes) override {
     auto cls = ReadbackRing::size_class(bytes.size());
     if (!cls) return cls.status();
-    std::lock_guard lock(mu_);
     // First fit over the ring region, 4096-aligned.
     std::vector<ArenaRange> used;
     for (const auto& [id, r] : slots_) used.push_back(r);
@@ -212,20 +151,13 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     return RingTicket{*cls, slot, 1, bytes.size()};
   }
   Expected<std::span<const std::byte>> resident(std::string_view name) override {
-    std::lock_guard lock(mu_);
     auto it = device_residents_.find(std::string(name));
     if (it == device_residents_.end()) return invalid_argument("no resident named '" + std::string(name) + "'");
     return std::span<const std::byte>(it->second);
   }
 
-  Status not_ready_locked() const {
-    if (state_ == ExecutorState::kLost) return {Code::kDeviceLost, "simulated device lost: " + reason_};
-    if (state_ == ExecutorState::kNone) return {Code::kNotSupported, reason_};
-    return {Code::kDeclined, "simulated executor not started"};
-  }
-  void lose_locked(std::string why) {
-    state_ = ExecutorState::kLost;
-    reason_ = std::move(why);
+  static Status stale(const RingTicket& t) {
+    return invalid_argument("stale ticket: simulated slot " + std::to_string(t.slot) + " was already collected");
   }
 
   void add_builtin_ops() {
@@ -267,9 +199,7 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
 
   std::shared_ptr<SharedArena> arena_;
   ExecutorOptions options_;
-  mutable std::mutex mu_;
-  ExecutorState state_ = ExecutorState::kNotStarted;
-  std::string reason_;
+  // Guarded by the executor's lock (lock_state, or held around the hooks).
   DeviceInfo info_;
   std::map<OpId, SimOpHandler> ops_;
   std::map<std::uint32_t, ArenaRange> slots_;

@@ -11,7 +11,8 @@
 
 namespace facetrace::runtime {
 
-/// The simulated device an op handler sees.
+/// The simulated device an op handler sees. Handlers run inside Executor::invoke with the executor's lock held,
+/// so a handler must not call the executor's own members (emit and resident are the device).
 class SimDevice {
  public:
   virtual ~SimDevice() = default;
