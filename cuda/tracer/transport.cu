@@ -78,7 +78,7 @@ constexpr std::uint64_t kHandoffShare = 4;
 static_assert(sizeof(HandoffHeader) == kHandoffHeaderBytes, "HandoffHeader layout");
 
 /// Copies the planes from the by-value parameter into shared memory (once per block).
-__device__ void load_planes(physics::GpuPlane* planes, const ChunkScene& scene) {
+__device__ void load_planes(physics::FacetPlane* planes, const physics::ChunkScene& scene) {
   const std::uint32_t n = scene.params.plane_count;
   for (std::uint32_t j = threadIdx.x; j < n; j += blockDim.x) planes[j] = scene.planes[j];
   __syncthreads();
@@ -100,7 +100,7 @@ __device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restric
 /// after `split` bounces (split > 0) is saved to `saved` while there is room (`capacity`) and finished by
 /// transport_rest_kernel, with the same result.
 template <unsigned Block, unsigned MinBlocks, bool Split>
-__global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const ChunkScene scene,
+__global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const physics::ChunkScene scene,
                                                                          const ChunkRange range,
                                                                          float* __restrict__ tuples,
                                                                          std::uint32_t* __restrict__ nonfinite,
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
                                                                          HandoffHeader* __restrict__ handoff,
                                                                          SavedPath* __restrict__ saved,
                                                                          std::uint32_t capacity) {
-  __shared__ physics::GpuPlane planes[physics::kMaxPlanes];
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
   load_planes(planes, scene);
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
 /// The second launch of a split chunk: thread j finishes saved path j (j < min(count, capacity)), packed so
 /// a warp holds 32 paths still going instead of the few left among 32 neighbours.
 template <unsigned Block, unsigned MinBlocks>
-__global__ void __launch_bounds__(Block, MinBlocks) transport_rest_kernel(const ChunkScene scene,
+__global__ void __launch_bounds__(Block, MinBlocks) transport_rest_kernel(const physics::ChunkScene scene,
                                                                          float* __restrict__ tuples,
                                                                          std::uint32_t* __restrict__ nonfinite,
                                                                          const HandoffHeader* __restrict__ handoff,
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_rest_kernel(const 
                                                                          std::uint32_t capacity) {
   const std::uint32_t n = min(handoff->count, capacity);
   if (blockIdx.x * blockDim.x >= n) return;  // whole block past the saved paths (uniform: before the barrier)
-  __shared__ physics::GpuPlane planes[physics::kMaxPlanes];
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
   load_planes(planes, scene);
   const std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return;
@@ -203,7 +203,7 @@ unsigned config_index() {
 }  // namespace
 
 
-Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range) {
+Status can_implement_chunk(const physics::ChunkScene& scene, const ChunkRange& range) {
   const auto& p = scene.params;
   if (p.plane_count > physics::kMaxPlanes)
     return Status(Code::kDeclined, "scene has " + std::to_string(p.plane_count) + " planes; the GPU keeps at most " +
@@ -230,8 +230,8 @@ std::uint64_t handoff_bytes(std::uint64_t tuples) {
 namespace {
 
 template <unsigned Block, unsigned MinBlocks, bool Split>
-Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float* tuples, std::uint32_t* nonfinite,
-                        unsigned split, void* handoff, CUstream_st* stream) {
+Status launch_transport(const physics::ChunkScene& scene, const ChunkRange& range, float* tuples,
+                        std::uint32_t* nonfinite, unsigned split, void* handoff, CUstream_st* stream) {
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned grid = static_cast<unsigned>((tuple_count + Block - 1) / Block);
   auto* header = static_cast<HandoffHeader*>(handoff);
@@ -265,7 +265,7 @@ Status launch_transport(const ChunkScene& scene, const ChunkRange& range, float*
 
 }  // namespace
 
-Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
+Status launch_trace_chunk(const physics::ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
                           std::uint32_t* nonfinite, void* handoff, CUstream_st* stream) {
   FT_TRY(can_implement_chunk(scene, range));
   const KernelConfig& cfg = kConfigs[config_index()];

@@ -6,19 +6,11 @@
 #include <cstdint>
 
 #include "facetrace/core/status.h"
-#include "physics/params.h"
+#include "physics/chunk.h"
 
 struct CUstream_st;
 
 namespace facetrace::tracer {
-
-/// Everything one chunk launch needs, passed to the kernel by value (≈ 3 KiB, under the 4 KiB parameter
-/// limit): the scene travels with every chunk, so interleaved requests never see each other's scene.
-struct ChunkScene {
-  physics::TraceParams params;
-  physics::GpuPlane planes[physics::kMaxPlanes];
-};
-static_assert(sizeof(ChunkScene) <= 4000, "ChunkScene must fit the 4 KiB kernel-parameter space");
 
 /// One chunk: pixels [pixel_offset, pixel_offset + pixel_count) × samples [first_sample, first_sample + spp).
 struct ChunkRange {
@@ -33,7 +25,7 @@ inline constexpr std::uint64_t kMaxTuplesPerLaunch = 4194240;
 
 /// Can this chunk run? kInvalidArgument for empty/oversized ranges or pixels past the image, kDeclined
 /// for more planes than fit in shared memory.
-Status can_implement_chunk(const ChunkScene& scene, const ChunkRange& range);
+Status can_implement_chunk(const physics::ChunkScene& scene, const ChunkRange& range);
 
 /// Bytes of the path-handoff buffer a chunk of `tuples` tuples can use (launch_trace_chunk's `handoff`): a
 /// counter and the saved states of up to a quarter of the chunk's paths (those past the split bounce; more than
@@ -45,7 +37,7 @@ std::uint64_t handoff_bytes(std::uint64_t tuples);
 /// its tuples in ascending sample order. `tuples` holds ≥ pixel_count·spp·3 floats, `sums` pixel_count·3
 /// floats, `nonfinite` one u32 (not cleared here). `handoff` (handoff_bytes(tuples), or null) lets paths
 /// still going at the split bounce continue in a second, compacted launch. Asynchronous on `stream`.
-Status launch_trace_chunk(const ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
+Status launch_trace_chunk(const physics::ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
                           std::uint32_t* nonfinite, void* handoff, CUstream_st* stream);
 
 }  // namespace facetrace::tracer

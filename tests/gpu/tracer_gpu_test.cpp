@@ -56,7 +56,7 @@ TEST(TracerGpu, per_sample_values_agree_with_the_cpu) {
   TraceWorkload w(s, 0, spp, f, o);
   ASSERT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
   const auto params = make_trace_params(s);
-  const auto planes = make_gpu_planes(s);
+  const auto planes = make_facet_planes(s);
   const std::uint32_t pixels = s.width * s.height;
   std::vector<std::uint8_t> ok(std::size_t{pixels} * spp, 0);
   parallel_for(pixels, [&](std::uint32_t p) {
@@ -91,7 +91,7 @@ TEST(TracerGpu, image_agrees_statistically_with_the_cpu_on_disjoint_ranges) {
   TraceWorkload w(s, 500, n, f, o);  // GPU: samples [500, 1000)
   ASSERT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
   const auto params = make_trace_params(s);
-  const auto planes = make_gpu_planes(s);
+  const auto planes = make_facet_planes(s);
   std::vector<double> cm(pixels * 3), cv(pixels * 3), gm(pixels * 3), gv(pixels * 3);
   parallel_for(pixels, [&](std::uint32_t p) {
     double s1[3] = {0, 0, 0}, s2[3] = {0, 0, 0}, g1[3] = {0, 0, 0}, g2[3] = {0, 0, 0};

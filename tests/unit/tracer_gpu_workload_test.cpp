@@ -151,7 +151,7 @@ TEST(TraceWorkload, returns_every_tuple_in_test_mode) {
   ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone);
   ASSERT_EQ(w.tuples().size(), 20u * 3 * 3);
   const auto params = make_trace_params(s);
-  const auto planes = make_gpu_planes(s);
+  const auto planes = make_facet_planes(s);
   for (std::uint32_t p = 0; p < 20; ++p)
     for (std::uint32_t k = 0; k < 3; ++k) {
       const auto r = physics::trace_sample(params, planes.data(), p % 5, p / 5, 10 + k);

@@ -207,7 +207,7 @@ TEST(Fresnel, tir_retarder_keeps_intensity_and_degree_of_polarisation) {
 }
 
 TEST(Geometry, slab_intersection_of_a_cube) {
-  ph::GpuPlane cube[6] = {{1, 0, 0, -1}, {-1, 0, 0, -1}, {0, 1, 0, -1},
+  ph::FacetPlane cube[6] = {{1, 0, 0, -1}, {-1, 0, 0, -1}, {0, 1, 0, -1},
                           {0, -1, 0, -1}, {0, 0, 1, -1}, {0, 0, -1, -1}};
   ph::Hit h = ph::intersect_polyhedron(cube, 6, {0, 0, 5}, {0, 0, -1});
   EXPECT_EQ(h.plane, 4);
@@ -224,7 +224,7 @@ TEST(Geometry, slab_intersection_of_a_cube) {
 }
 
 /// The plain §4 slab test, with one division per plane: the reference for the division-free form.
-ph::Hit slab_reference(const std::vector<ph::GpuPlane>& planes, ph::Vec3 o, ph::Vec3 d) {
+ph::Hit slab_reference(const std::vector<ph::FacetPlane>& planes, ph::Vec3 o, ph::Vec3 d) {
   float tn = -FLT_MAX, tf = FLT_MAX;
   int in = -1, inf = -1;
   for (std::size_t i = 0; i < planes.size(); ++i) {
@@ -246,7 +246,7 @@ ph::Hit slab_reference(const std::vector<ph::GpuPlane>& planes, ph::Vec3 o, ph::
 }
 
 TEST(Geometry, division_free_slab_test_matches_the_plain_definition) {
-  const auto planes = ft::make_gpu_planes(ft::builtin_diamond_scene());
+  const auto planes = ft::make_facet_planes(ft::builtin_diamond_scene());
   Uniform uni(12345u);
   int same = 0, n = 0, hits = 0;
   for (int i = 0; i < 200000; ++i) {
@@ -268,7 +268,7 @@ TEST(Geometry, division_free_slab_test_matches_the_plain_definition) {
 
 TEST(Geometry, exit_from_inside_gives_the_general_result_or_declines) {
   const ft::Scene scene = ft::builtin_diamond_scene();
-  const auto planes = ft::make_gpu_planes(scene);
+  const auto planes = ft::make_facet_planes(scene);
   const auto params = ft::make_trace_params(scene);
   const auto count = static_cast<std::uint32_t>(planes.size());
   Uniform uni(4242u);
@@ -322,7 +322,7 @@ TEST(Geometry, exit_from_inside_gives_the_general_result_or_declines) {
 TEST(TraceParams, bounding_sphere_holds_the_stone_and_culls_only_misses) {
   const ft::Scene s = ft::builtin_diamond_scene();
   const auto p = ft::make_trace_params(s);
-  const auto planes = ft::make_gpu_planes(s);
+  const auto planes = ft::make_facet_planes(s);
   // Round brilliant: girdle radius ≈ 1 (the 16 girdle planes are 1/cos(π/16) out at their corners), culet at
   // y ≈ −0.88; the farthest vertex lies on the girdle.
   EXPECT_GT(p.bound_radius2, 1.0f);
@@ -405,7 +405,7 @@ TEST(WhiteBalance, identity_for_d65_and_maps_illuminant_a_to_d65) {
 }
 
 TEST(Absorption, gaussian_bands_in_both_domains) {
-  const ph::GpuBand bands[2] = {{2.0f, 500.0f, 10.0f, ph::kBandWavelength},
+  const ph::GaussianBand bands[2] = {{2.0f, 500.0f, 10.0f, ph::kBandWavelength},
                                 {1.0f, 1.0e7f / 600.0f, 500.0f, ph::kBandWavenumber}};
   EXPECT_NEAR(ph::absorption_coefficient(bands, 1, 500.0f), 2.0f, 1e-6f);
   EXPECT_NEAR(ph::absorption_coefficient(bands, 1, 510.0f), 2.0f * std::exp(-0.5f), 1e-5f);
@@ -432,7 +432,7 @@ TEST(TraceParams, builtin_scene_camera_basis_is_orthonormal) {
 TEST(TraceSample, is_deterministic_and_finite) {
   const ft::Scene s = ft::builtin_diamond_scene();
   const ph::TraceParams p = ft::make_trace_params(s);
-  const auto planes = ft::make_gpu_planes(s);
+  const auto planes = ft::make_facet_planes(s);
   for (std::uint32_t i = 0; i < 200; ++i) {
     const ph::SampleXyz a = ph::trace_sample(p, planes.data(), 200 + i % 100, 250 + i / 10, i);
     const ph::SampleXyz b = ph::trace_sample(p, planes.data(), 200 + i % 100, 250 + i / 10, i);

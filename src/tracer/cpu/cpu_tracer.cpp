@@ -31,7 +31,7 @@ namespace detail {
 
 /// Adds samples [first_sample, first_sample + samples) of the pixels [x0, x1) × [y0, y1) to `xyz` (3 floats
 /// per pixel, row stride `width`), each pixel in ascending sample order. Returns the non-finite count.
-FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const physics::GpuPlane* planes,
+FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const physics::FacetPlane* planes,
                                        std::uint32_t x0, std::uint32_t x1, std::uint32_t y0, std::uint32_t y1,
                                        std::uint32_t width, std::uint64_t first_sample, std::uint32_t samples,
                                        float* xyz) {
@@ -71,8 +71,8 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
   if (samples == 0) return {};
 
   const physics::TraceParams params = make_trace_params(scene);
-  const std::vector<physics::GpuPlane> planes = make_gpu_planes(scene);
-  const physics::GpuPlane* plane_ptr = planes.empty() ? nullptr : planes.data();
+  const std::vector<physics::FacetPlane> planes = make_facet_planes(scene);
+  const physics::FacetPlane* plane_ptr = planes.empty() ? nullptr : planes.data();
 
   const std::uint32_t tiles_x = (scene.width + kTile - 1) / kTile;
   const std::uint32_t tiles_y = (scene.height + kTile - 1) / kTile;

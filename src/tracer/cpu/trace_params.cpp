@@ -1,5 +1,5 @@
 /// @file
-/// make_trace_params, make_gpu_planes, check_tier1, bradford_to_d65.
+/// make_trace_params, make_facet_planes, check_tier1, bradford_to_d65.
 #include "cpu/trace_params.h"
 
 #include <algorithm>
@@ -202,7 +202,7 @@ physics::TraceParams make_trace_params(const Scene& scene) {
   const std::size_t bands = std::min<std::size_t>(m.o_ray.size(), physics::kMaxBands);
   p.band_count = static_cast<std::uint32_t>(bands);
   for (std::size_t i = 0; i < bands; ++i) {
-    p.bands[i] = physics::GpuBand{m.o_ray[i].peak, m.o_ray[i].centre, m.o_ray[i].width,
+    p.bands[i] = physics::GaussianBand{m.o_ray[i].peak, m.o_ray[i].centre, m.o_ray[i].width,
                                   static_cast<std::uint32_t>(m.o_ray[i].domain)};
   }
   p.path_scale = m.absorption_path_scale;
@@ -215,10 +215,10 @@ physics::TraceParams make_trace_params(const Scene& scene) {
   return p;
 }
 
-std::vector<physics::GpuPlane> make_gpu_planes(const Scene& scene) {
-  std::vector<physics::GpuPlane> out;
+std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene) {
+  std::vector<physics::FacetPlane> out;
   out.reserve(scene.planes.size());
-  for (const Plane& pl : scene.planes) out.push_back(physics::GpuPlane{pl.normal[0], pl.normal[1], pl.normal[2], pl.d});
+  for (const Plane& pl : scene.planes) out.push_back(physics::FacetPlane{pl.normal[0], pl.normal[1], pl.normal[2], pl.d});
   return out;
 }
 

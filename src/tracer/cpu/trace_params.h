@@ -1,5 +1,5 @@
 /// @file
-/// Host side of the shared physics: turns a validated Scene into the POD TraceParams and the GpuPlane array
+/// Host side of the shared physics: turns a validated Scene into the POD TraceParams and the FacetPlane array
 /// that trace_sample (physics/transport.h) consumes on the CPU and the GPU.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include "facetrace/core/status.h"
 #include "facetrace/tracer/scene.h"
-#include "physics/params.h"
+#include "physics/chunk.h"
 
 namespace facetrace::tracer {
 
@@ -15,9 +15,9 @@ namespace facetrace::tracer {
 /// Precondition: validate_scene(scene) is ok and scene_tier(scene) == 1. Pure; thread-safe.
 physics::TraceParams make_trace_params(const Scene& scene);
 
-/// The scene's planes as GpuPlane, with the Frosted finish re-derived for girdle facets (|n_y| ≤ 1e-3) when
+/// The scene's planes as FacetPlane, with the Frosted finish re-derived for girdle facets (|n_y| ≤ 1e-3) when
 /// girdle_frosted is set (tracer.md §4). Same precondition as make_trace_params.
-std::vector<physics::GpuPlane> make_gpu_planes(const Scene& scene);
+std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene);
 
 /// Ok when the scene is valid and needs only Tier 1; kInvalidArgument (naming the field) or kNotSupported
 /// (naming the Tier 2/3 feature) otherwise.

@@ -2,7 +2,6 @@
 /// The tracer's device op (CUDA builds): seed upload, megakernel + reduction, readback through the ring.
 #include "gpu/ops.h"
 
-#include <cstring>
 #include <string>
 
 #include "common/cuda_check.cuh"
@@ -11,17 +10,13 @@
 namespace facetrace::tracer {
 namespace {
 
-static_assert(sizeof(TraceChunkScene) == sizeof(ChunkScene), "TraceChunkScene mirrors ChunkScene");
-
 /// kOpTraceChunk: H2D seed → transport_main + reduce_xyz → ring copy of the continued sums (+ tuples).
 /// Everything is queued on the context's stream; nothing here synchronises.
 Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   TraceChunkArgs t;
   FT_TRY(a.args_as(t));
-  ChunkScene scene;
-  std::memcpy(&scene, &t.scene, sizeof(scene));
   const ChunkRange range{t.pixel_offset, t.pixel_count, t.first_sample, t.spp};
-  FT_TRY(can_implement_chunk(scene, range));
+  FT_TRY(can_implement_chunk(t.scene, range));
   const std::uint64_t io_bytes = chunk_io_bytes(t.pixel_count);
   if (a.in.size() < io_bytes)
     return invalid_argument("trace_chunk: input region of " + std::to_string(a.in.size()) + " bytes, need " +
@@ -41,7 +36,7 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
     if (!h) return h.status();
     handoff = h->data;
   }
-  FT_TRY(launch_trace_chunk(scene, range, static_cast<float*>(tuples->data), sums_f, counter, handoff,
+  FT_TRY(launch_trace_chunk(t.scene, range, static_cast<float*>(tuples->data), sums_f, counter, handoff,
                             ctx.stream()));
   auto ticket = ctx.ring().record_copy(sums->data, io_bytes, ctx.stream());
   if (!ticket) return ticket.status();

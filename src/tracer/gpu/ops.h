@@ -7,25 +7,19 @@
 #include <type_traits>
 
 #include "facetrace/runtime/op.h"
-#include "physics/params.h"
+#include "physics/chunk.h"
 
 namespace facetrace::tracer {
 
 /// Tracer op ids (range 0x0001'xxxx, op.h).
 inline constexpr runtime::OpId kOpTraceChunk = 0x00010001;
 
-/// The scene of one chunk, passed to the kernel by value (cuda/tracer/transport_launch.h mirrors it).
-struct TraceChunkScene {
-  physics::TraceParams params;
-  physics::GpuPlane planes[physics::kMaxPlanes];
-};
-
 /// Arguments of kOpTraceChunk. `in` holds the seed sums of the chunk's pixels (pixel_count·3 floats) followed
 /// by one u32 zero (the non-finite counter); the reply's first ticket holds the same layout after the chunk
 /// (sums continued in ascending sample order, counter = non-finite samples). With kReturnTuples a second
 /// ticket holds every tuple's XYZ (pixel-major, ascending sample), for the per-sample agreement test.
 struct TraceChunkArgs {
-  TraceChunkScene scene;
+  physics::ChunkScene scene;  ///< passed to launch_trace_chunk as it is
   std::uint32_t pixel_offset = 0;
   std::uint32_t pixel_count = 0;
   std::uint32_t first_sample = 0;

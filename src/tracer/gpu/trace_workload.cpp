@@ -88,7 +88,7 @@ TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std
   if (tier_.ok()) {
     TraceChunkArgs a;
     a.scene.params = make_trace_params(scene_);
-    const auto planes = make_gpu_planes(scene_);
+    const auto planes = make_facet_planes(scene_);
     std::copy(planes.begin(), planes.end(), a.scene.planes);
     a.first_sample = first_sample_;
     a.spp = samples_;

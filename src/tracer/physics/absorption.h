@@ -15,14 +15,14 @@ inline constexpr std::uint32_t kBandWavenumber = 1;  // tracer.md §3: centre/wi
 inline constexpr float kNmToInvCm = 1.0e7f;          // tracer.md §3: 1/λ[cm⁻¹] = 1e7/λ[nm]
 
 /// One band: α(λ) = peak·exp(−½((x − centre)/width)²), x = λ (nm) or 1e7/λ (cm⁻¹).
-struct GpuBand {
+struct GaussianBand {
   float peak, centre, width;
   std::uint32_t domain;
 };
-static_assert(sizeof(GpuBand) == 16, "GpuBand layout");
+static_assert(sizeof(GaussianBand) == 16, "GaussianBand layout");
 
 /// α(λ) = Σ bands (tracer.md §3), per model unit.
-FT_HD float absorption_coefficient(const GpuBand* bands, std::uint32_t count, float lambda_nm) {
+FT_HD float absorption_coefficient(const GaussianBand* bands, std::uint32_t count, float lambda_nm) {
   float alpha = 0.0f;
   for (std::uint32_t i = 0; i < count; ++i) {
     const float x = bands[i].domain == kBandWavenumber ? kNmToInvCm / lambda_nm : lambda_nm;

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "host_device.h"
-#include "params.h"
+#include "chunk.h"
 #include "vec3.h"
 
 namespace facetrace::tracer::physics {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "host_device.h"
-#include "params.h"
+#include "chunk.h"
 #include "spectrum.h"
 #include "vec3.h"
 

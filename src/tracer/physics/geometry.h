@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "host_device.h"
-#include "params.h"
+#include "chunk.h"
 #include "vec3.h"
 
 namespace facetrace::tracer::physics {
@@ -34,8 +34,8 @@ FT_HD bool misses_bound(float r2, Vec3 o, Vec3 dir) {
 
 /// n·D and n·o + d of one plane, the one form both slab tests use. Explicit fmaf (tracer.md conventions): the
 /// same rounding on the CPU and the GPU, and FMA speed on both.
-FT_HD float plane_den(const GpuPlane& pl, Vec3 dir) { return fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z)); }
-FT_HD float plane_side(const GpuPlane& pl, Vec3 o) {
+FT_HD float plane_den(const FacetPlane& pl, Vec3 dir) { return fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z)); }
+FT_HD float plane_side(const FacetPlane& pl, Vec3 o) {
   return fmaf(pl.nx, o.x, fmaf(pl.ny, o.y, fmaf(pl.nz, o.z, pl.d)));
 }
 
@@ -60,7 +60,7 @@ FT_HD Hit slab_result(int i_near, float near_num, float near_den, int i_far, flo
 /// keep a = −side and den > 0 finite. The loop has no data-dependent branch — a warp's lanes, whose rays point
 /// different ways, stay converged — and does about half the general loop's work per plane. Rays inside the
 /// stone take it; the rare origin that rounding put just outside a facet falls back to the general test.
-FT_HD bool exit_from_inside(const GpuPlane* planes, std::uint32_t count, float r2, Vec3 o, Vec3 dir,
+FT_HD bool exit_from_inside(const FacetPlane* planes, std::uint32_t count, float r2, Vec3 o, Vec3 dir,
                             Hit& hit) {
   // x − x is 0 for finite x, NaN otherwise (no fast-math on tracer targets); a NaN origin fails the sphere test.
   if (!(dot(o, o) <= r2 && dir.x - dir.x == 0.0f && dir.y - dir.y == 0.0f && dir.z - dir.z == 0.0f))
@@ -69,7 +69,7 @@ FT_HD bool exit_from_inside(const GpuPlane* planes, std::uint32_t count, float r
   int i_far = -1;
   float side_max = 0.0f;  // > 0 exactly when some side > 0 (a NaN side never wins the selection)
   FT_UNROLL2 for (std::uint32_t i = 0; i < count; ++i) {
-    const GpuPlane pl = planes[i];
+    const FacetPlane pl = planes[i];
     const float den = plane_den(pl, dir);
     const float side = plane_side(pl, o);
     side_max = side > side_max ? side : side_max;
@@ -91,13 +91,13 @@ FT_HD bool exit_from_inside(const GpuPlane* planes, std::uint32_t count, float r
 /// compared by cross-multiplication (a/b > c/d ⇔ a·d > c·b for b, d > 0), so a bounce costs two divisions
 /// instead of one per plane. A plane the ray starts outside of and moves away from is a miss at once (its
 /// t ≤ 0 makes both t_near > t_far or t_far ≤ 1e-4 true), which ends most missing camera rays early.
-FT_HD Hit intersect_polyhedron(const GpuPlane* planes, std::uint32_t count, Vec3 o, Vec3 dir) {
+FT_HD Hit intersect_polyhedron(const FacetPlane* planes, std::uint32_t count, Vec3 o, Vec3 dir) {
   float near_num = 0.0f, near_den = 1.0f;  // t_near = near_num / near_den, valid when i_near ≥ 0
   float far_num = 0.0f, far_den = 1.0f;    // t_far = far_num / far_den, valid when i_far ≥ 0
   int i_near = -1;
   int i_far = -1;
   FT_UNROLL2 for (std::uint32_t i = 0; i < count; ++i) {
-    const GpuPlane pl = planes[i];
+    const FacetPlane pl = planes[i];
     const float den = plane_den(pl, dir);
     const float side = plane_side(pl, o);
     if (fabsf(den) <= kParallelEps) {

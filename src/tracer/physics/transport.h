@@ -13,7 +13,7 @@
 #include "fresnel.h"
 #include "geometry.h"
 #include "host_device.h"
-#include "params.h"
+#include "chunk.h"
 #include "rng.h"
 #include "spectrum.h"
 #include "vec3.h"
@@ -127,7 +127,7 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
 /// cos t, pdf factor, Mueller update, refracted direction, exit split): the same arithmetic per channel as
 /// step-by-step loops, with no per-channel temporaries but the refracted directions an entry compares
 /// pairwise.
-FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes) {
+FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* planes) {
   constexpr int K = kChannels;
   auto& st = ps.st;
   auto& pdf = ps.pdf;
@@ -155,7 +155,7 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const GpuPlane* planes
     }
     return false;
   }
-  const GpuPlane pl = planes[hit.plane];
+  const FacetPlane pl = planes[hit.plane];
   Vec3 nrm{pl.nx, pl.ny, pl.nz};
   const Vec3 pos = org + dir * hit.t;
 
@@ -415,7 +415,7 @@ FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
 /// Traces sample s of pixel (x, y) (tracer.md §7) and returns its XYZ (§8). planes holds p.plane_count
 /// entries (may be null when 0). Deterministic: bit-identical for the same inputs on one backend (§9 G1), and
 /// the same function as path_begin → path_step until false → path_finish, in any interleaving of paths.
-FT_HD SampleXyz trace_sample(const TraceParams& p, const GpuPlane* planes, std::uint32_t x, std::uint32_t y,
+FT_HD SampleXyz trace_sample(const TraceParams& p, const FacetPlane* planes, std::uint32_t x, std::uint32_t y,
                              std::uint32_t s) {
   PathState ps;
   path_begin(ps, p, x, y, s);

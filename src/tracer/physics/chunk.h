@@ -1,6 +1,8 @@
 /// @file
-/// TraceParams and GpuPlane: the POD inputs of trace_sample, shared verbatim by the CPU tracer and the CUDA
-/// megakernel (passed by value / copied to shared memory). Built on the host by make_trace_params().
+/// The one header of POD types shared by the physics, the CPU tracer and the CUDA kernels: FacetPlane and
+/// TraceParams (the inputs of trace_sample, built on the host by make_trace_params / make_facet_planes),
+/// SampleXyz (its result) and ChunkScene (both inputs in one block, passed to the kernels by value and carried
+/// verbatim in the tracer op's arguments). One definition each; no mirror copies elsewhere.
 #pragma once
 
 #include <cstdint>
@@ -21,11 +23,11 @@ inline constexpr std::uint32_t kEnvStudio = 1;   // tracer.md §6
 /// One facet plane {x : n·x + d ≤ 0} (tracer.md §4); n is a unit outward normal, d < 0.
 /// 16 bytes and 16-byte aligned, so the device loads a plane with one 128-bit shared-memory access; the
 /// facet finish lives in TraceParams::frosted_mask.
-struct alignas(16) GpuPlane {
+struct alignas(16) FacetPlane {
   float nx, ny, nz, d;
 };
-static_assert(sizeof(GpuPlane) == 16, "GpuPlane layout is shared with the device");
-static_assert(std::is_standard_layout_v<GpuPlane> && std::is_trivially_copyable_v<GpuPlane>);
+static_assert(sizeof(FacetPlane) == 16, "FacetPlane layout is shared with the device");
+static_assert(std::is_standard_layout_v<FacetPlane> && std::is_trivially_copyable_v<FacetPlane>);
 
 /// Everything trace_sample needs besides the planes. All directions are unit vectors.
 struct TraceParams {
@@ -59,7 +61,7 @@ struct TraceParams {
   DispersionCoeffs dispersion;
   std::uint32_t band_count;       ///< ≤ kMaxBands
   float path_scale;               ///< absorption_path_scale
-  GpuBand bands[kMaxBands];
+  GaussianBand bands[kMaxBands];
   std::uint32_t frosted_mask[kMaxPlanes / 32];  ///< bit i: plane i is Frosted (tracer.md §4 "Facet finish")
   float bound_radius2;  ///< squared radius (about the origin) of a sphere holding the stone; 0 = no planes
 };
@@ -73,5 +75,15 @@ struct SampleXyz {
   std::uint32_t finite;
 };
 static_assert(sizeof(SampleXyz) == 16, "SampleXyz layout");
+
+/// The scene of one chunk: trace parameters plus planes, passed to the kernels by value (≈ 3 KiB, under the
+/// 4 KiB kernel-parameter limit), so interleaved requests never see each other's scene. Planes past
+/// params.plane_count are unused.
+struct ChunkScene {
+  TraceParams params;
+  FacetPlane planes[kMaxPlanes];
+};
+static_assert(sizeof(ChunkScene) <= 4000, "ChunkScene must fit the 4 KiB kernel-parameter space");
+static_assert(std::is_standard_layout_v<ChunkScene> && std::is_trivially_copyable_v<ChunkScene>);
 
 }  // namespace facetrace::tracer::physics
