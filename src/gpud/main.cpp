@@ -34,17 +34,17 @@ int main(int argc, char** argv) {
     else if (a == "--simulate") simulate = true;
     else {
       std::fprintf(stderr, "facetrace-gpud: unknown argument '%s' (started by the facetrace runtime only)\n", argv[i]);
-      return 4;
+      return kGpudExitProtocol;
     }
   }
   if (sock < 0 || arena_fd < 0) {
     std::fprintf(stderr, "facetrace-gpud: --socket-fd and --arena-fd are required\n");
-    return 4;
+    return kGpudExitProtocol;
   }
   auto arena = SharedArena::from_fd(arena_fd, ring, transfer);
   if (!arena) {
     std::fprintf(stderr, "facetrace-gpud: %s\n", arena.status().to_string().c_str());
-    return 4;
+    return kGpudExitProtocol;
   }
 #ifdef FT_HAVE_GPU_OP_PROVIDERS
   register_linked_op_providers();
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   const int code = ExecutorServer::serve(sock, *inner, st);
   std::fflush(nullptr);
   // After a sticky error nothing may touch CUDA again, destructors included: leave at once.
-  if (code == 3) std::_Exit(code);
+  if (code == kGpudExitDeviceLost) std::_Exit(code);
   inner.reset();
   return code;
 }

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "facetrace/runtime/executor.h"
+#include "ipc/executor_server.h"
 #include "ipc/protocol.h"
 
 extern char** environ;
@@ -20,14 +21,16 @@ extern char** environ;
 namespace facetrace::runtime {
 namespace {
 
-using proto::MsgType;
 constexpr int kChildSocketFd = 3;
 constexpr int kChildArenaFd = 4;
 
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
-    const char* what = code == 3 ? " (device lost)" : code == 2 ? " (no GPU)" : code == 4 ? " (protocol error)" : "";
+    const char* what = code == kGpudExitDeviceLost ? " (device lost)"
+                       : code == kGpudExitNoGpu    ? " (no GPU)"
+                       : code == kGpudExitProtocol ? " (protocol error)"
+                                                   : "";
     return "exited with code " + std::to_string(code) + what;
   }
   if (WIFSIGNALED(status))
@@ -37,133 +40,7 @@ std::string describe_wait_status(int status) {
 
 class IsolatedExecutor final : public Executor {
  public:
-  explicit IsolatedExecutor(ExecutorOptions options) : options_(std::move(options)) {}
-  ~IsolatedExecutor() override {
-    std::lock_guard lock(mu_);
-    if (pid_ > 0 && state_ == ExecutorState::kReady) {
-      (void)proto::send_message(sock_, {MsgType::kShutdown, ++seq_, {}});
-      (void)proto::recv_message(sock_, std::chrono::milliseconds(2000));
-    }
-    stop_child_locked(std::chrono::milliseconds(2000));
-  }
-
-  ExecutorMode mode() const override { return ExecutorMode::kIsolated; }
-
-  Status start() override {
-    std::lock_guard lock(mu_);
-    if (state_ == ExecutorState::kReady) return {};
-    Status st = spawn_locked();
-    if (!st.ok() && state_ != ExecutorState::kLost) {
-      state_ = ExecutorState::kNone;
-      reason_ = st.what();
-    }
-    return st;
-  }
-
-  Status restart() override {
-    {
-      std::lock_guard lock(mu_);
-      if (state_ == ExecutorState::kReady) return {};
-      if (state_ == ExecutorState::kNone || state_ == ExecutorState::kNotStarted)
-        return {Code::kNotSupported, "no GPU to restart: " + reason_};
-      stop_child_locked(std::chrono::milliseconds(200));
-      const auto t0 = std::chrono::steady_clock::now();
-      if (Status st = spawn_locked(); !st.ok()) {
-        state_ = ExecutorState::kLost;
-        return st.with_context("respawning facetrace-gpud");
-      }
-      FT_LOG_INFO("facetrace-gpud respawned (pid {}) in {:.0f} ms", pid_,
-                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return reupload_residents();
-  }
-
-  ExecutorState state() const override {
-    std::lock_guard lock(mu_);
-    return state_;
-  }
-  std::string state_reason() const override {
-    std::lock_guard lock(mu_);
-    return reason_;
-  }
-  Expected<DeviceInfo> info() override {
-    std::lock_guard lock(mu_);
-    if (state_ != ExecutorState::kReady) return not_ready_locked();
-    return info_;
-  }
-  SharedArena& arena() override {
-    std::lock_guard lock(mu_);
-    ensure_arena_locked();
-    return *arena_;
-  }
-
-  Expected<OpReply> invoke(const OpCall& call) override {
-    if (call.args.size() > OpReply::kMaxInlineBytes)
-      return invalid_argument("op args of " + std::to_string(call.args.size()) + " bytes exceed the inline limit");
-    proto::InvokeRequest q;
-    q.op = call.op;
-    q.in = call.in;
-    q.out = call.out;
-    q.deadline_ms = static_cast<std::uint32_t>(call.deadline.count());
-    q.args.assign(call.args.begin(), call.args.end());
-    auto reply = request(MsgType::kInvoke, proto::encode_invoke(q), call.deadline, "invoke");
-    if (!reply) return reply.status();
-    return proto::decode_op_reply(reply->payload);
-  }
-
-  Expected<RingStats> ring_stats() override {
-    auto reply = request(MsgType::kRingStats, {}, options_.control_deadline, "ring_stats");
-    if (!reply) return reply.status();
-    proto::Reader r(reply->payload);
-    RingStats s = proto::read_stats(r);
-    if (!r.done()) return invalid_argument("protocol: malformed ring stats");
-    return s;
-  }
-
-  Status ping() override { return request(MsgType::kPing, {}, options_.control_deadline, "ping").status(); }
-
-  Status inject_fault(FaultKind kind) override {
-    proto::Writer w;
-    w.u8(static_cast<std::uint8_t>(kind));
-    return request(MsgType::kInjectFault, w.take(), options_.control_deadline, "inject_fault").status();
-  }
-
- protected:
-  Status upload_resident(const std::string& name, std::span<const std::byte> bytes) override {
-    auto block = arena().allocate(bytes.size());
-    if (!block) return block.status().with_context("staging resident '" + name + "'");
-    std::memcpy(block->bytes().data(), bytes.data(), bytes.size());
-    proto::Writer w;
-    w.str(name);
-    proto::write_range(w, ArenaRange{block->range().offset, bytes.size()});
-    return request(MsgType::kPutResident, w.take(), options_.control_deadline, "put_resident").status();
-  }
-  Status free_resident(const std::string& name) override {
-    proto::Writer w;
-    w.str(name);
-    return request(MsgType::kDropResident, w.take(), options_.control_deadline, "drop_resident").status();
-  }
-  Expected<ArenaRange> ring_wait(const RingTicket& t, std::chrono::milliseconds deadline) override {
-    proto::Writer w;
-    proto::write_ticket(w, t);
-    w.u32(static_cast<std::uint32_t>(deadline.count()));
-    // The child enforces the deadline itself; the watchdog allows a margin on top.
-    auto reply = request(MsgType::kRingWait, w.take(), deadline + std::chrono::milliseconds(2000), "ring_wait");
-    if (!reply) return reply.status();
-    proto::Reader r(reply->payload);
-    ArenaRange range = proto::read_range(r);
-    if (!r.done()) return invalid_argument("protocol: malformed ring_wait reply");
-    return range;
-  }
-  Status ring_release(const RingTicket& t) override {
-    proto::Writer w;
-    proto::write_ticket(w, t);
-    return request(MsgType::kRingRelease, w.take(), options_.control_deadline, "ring_release").status();
-  }
-
- private:
-  void ensure_arena_locked() {
-    if (arena_) return;
+  explicit IsolatedExecutor(ExecutorOptions options) : options_(std::move(options)) {
     auto a = SharedArena::create(options_.ring_bytes, options_.transfer_bytes);
     if (a) {
       arena_ = std::move(*a);
@@ -171,15 +48,85 @@ class IsolatedExecutor final : public Executor {
       FT_LOG_ERROR("isolated executor: {}", a.status().to_string());
     }
   }
-
-  Status not_ready_locked() const {
-    if (state_ == ExecutorState::kLost) return {Code::kDeviceLost, "GPU child lost: " + reason_};
-    if (state_ == ExecutorState::kNone) return {Code::kNotSupported, reason_};
-    return {Code::kDeclined, "isolated executor not started"};
+  ~IsolatedExecutor() override {
+    auto lock = lock_state();
+    if (sock_ >= 0) {  // a child is serving: ask it to leave
+      const proto::Message bye{proto::Cmd::kShutdown, ++seq_, proto::encode_payload(proto::ShutdownReq{})};
+      if (Status st = proto::send_message(sock_, bye); st.ok()) {
+        if (auto ack = proto::recv_message(sock_, std::chrono::milliseconds(2000)); !ack)
+          FT_LOG_DEBUG("facetrace-gpud did not acknowledge the shutdown: {}", ack.status().to_string());
+      }
+    }
+    stop_child_locked(std::chrono::milliseconds(2000));
   }
 
+  ExecutorMode mode() const override { return ExecutorMode::kIsolated; }
+  SharedArena& arena() override { return *arena_; }
+
+ protected:
+  Status start_locked() override { return spawn_locked(); }
+
+  Status replace_locked() override {
+    stop_child_locked(std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (Status st = spawn_locked(); !st.ok()) return st.with_context("respawning facetrace-gpud");
+    FT_LOG_INFO("facetrace-gpud respawned (pid {}) in {:.0f} ms", pid_,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    return {};
+  }
+
+  Expected<DeviceInfo> info_locked() override { return info_; }
+
+  Expected<OpReply> invoke_locked(const OpCall& call) override {
+    if (call.args.size() > OpReply::kMaxInlineBytes)
+      return invalid_argument("op args of " + std::to_string(call.args.size()) + " bytes exceed the inline limit");
+    proto::InvokeReq q;
+    q.op = call.op;
+    q.in = call.in;
+    q.out = call.out;
+    q.deadline_ms = static_cast<std::uint32_t>(call.deadline.count());
+    q.args.assign(call.args.begin(), call.args.end());
+    auto rsp = call_locked(q, call.deadline);
+    if (!rsp) return rsp.status();
+    return std::move(rsp->reply);
+  }
+
+  Expected<RingStats> ring_stats_locked() override {
+    auto rsp = call_locked(proto::RingStatsReq{}, options_.control_deadline);
+    if (!rsp) return rsp.status();
+    return rsp->stats;
+  }
+
+  Status ping_locked() override { return call_locked(proto::PingReq{}, options_.control_deadline).status(); }
+
+  Status inject_fault_locked(FaultKind kind) override {
+    return call_locked(proto::InjectFaultReq{kind}, options_.control_deadline).status();
+  }
+
+  Status upload_resident_locked(const std::string& name, std::span<const std::byte> bytes) override {
+    auto block = arena_->allocate(bytes.size());
+    if (!block) return block.status().with_context("staging resident '" + name + "'");
+    std::memcpy(block->bytes().data(), bytes.data(), bytes.size());
+    const proto::PutResidentReq q{name, ArenaRange{block->range().offset, bytes.size()}};
+    return call_locked(q, options_.control_deadline).status();
+  }
+  Status free_resident_locked(const std::string& name) override {
+    return call_locked(proto::DropResidentReq{name}, options_.control_deadline).status();
+  }
+  Expected<ArenaRange> ring_wait_locked(const RingTicket& t, std::chrono::milliseconds deadline) override {
+    // The child enforces the deadline itself; the watchdog allows a margin on top.
+    const proto::RingWaitReq q{t, static_cast<std::uint32_t>(deadline.count())};
+    auto rsp = call_locked(q, deadline + std::chrono::milliseconds(2000));
+    if (!rsp) return rsp.status();
+    return rsp->range;
+  }
+  Status ring_release_locked(const RingTicket& t) override {
+    return call_locked(proto::RingReleaseReq{t}, options_.control_deadline).status();
+  }
+
+ private:
+  /// Spawns facetrace-gpud and waits for its hello; kNotSupported when it cannot start or reports no GPU.
   Status spawn_locked() {
-    ensure_arena_locked();
     if (!arena_) return {Code::kNotSupported, "GPU child could not start: no shared arena"};
     const std::string path = find_gpud(options_);
     if (path.empty())
@@ -228,12 +175,12 @@ class IsolatedExecutor final : public Executor {
     pid_ = pid;
     sock_ = sv[0];
     auto msg = proto::recv_message(sock_, options_.start_deadline);
-    if (!msg || msg->type != MsgType::kHello) {
+    if (!msg || msg->cmd != proto::Cmd::kHello) {
       const std::string why = msg ? std::string("it sent no hello") : msg.status().what();
       stop_child_locked(std::chrono::milliseconds(500));
       return {Code::kNotSupported, "GPU child could not start: " + why + " (" + last_exit_ + ")"};
     }
-    auto hello = proto::decode_hello(msg->payload);
+    auto hello = proto::decode_payload<proto::HelloMsg>(msg->payload);
     if (!hello) {
       stop_child_locked(std::chrono::milliseconds(500));
       return {Code::kNotSupported, "GPU child could not start: " + hello.status().what()};
@@ -243,8 +190,6 @@ class IsolatedExecutor final : public Executor {
       return {Code::kNotSupported, hello->reason.empty() ? "GPU child reported no GPU" : hello->reason};
     }
     info_ = hello->info;
-    state_ = ExecutorState::kReady;
-    reason_.clear();
     FT_LOG_INFO("facetrace-gpud started (pid {}): {}", pid_, info_.name);
     return {};
   }
@@ -276,64 +221,62 @@ class IsolatedExecutor final : public Executor {
     pid_ = -1;
   }
 
-  void lose_locked(std::string why) {
-    state_ = ExecutorState::kLost;
-    reason_ = std::move(why);
-    FT_LOG_WARN("GPU child lost: {}", reason_);
+  /// One command under the watchdog: its request struct out, its response struct back. A malformed response
+  /// fails this call only (kInvalidArgument).
+  template <class Req>
+  Expected<typename Req::Rsp> call_locked(const Req& req, std::chrono::milliseconds deadline) {
+    auto reply = round_trip_locked(Req::kCmd, proto::encode_payload(req), deadline);
+    if (!reply) return reply.status();
+    auto rsp = proto::decode_payload<typename Req::Rsp>(reply->payload);
+    if (!rsp) return rsp.status().with_context(proto::cmd_name(Req::kCmd));
+    return rsp;
   }
 
-  /// One command under the watchdog. Any loss (EOF, death, deadline, a reported sticky error) kills and reaps
-  /// the child and marks the executor lost.
-  Expected<proto::Reply> request(MsgType type, std::vector<std::byte> payload, std::chrono::milliseconds deadline,
-                                 const char* what) {
-    std::lock_guard lock(mu_);
-    if (state_ != ExecutorState::kReady) return not_ready_locked();
+  /// Sends one request and waits for its reply. Any loss (EOF, death, deadline, a reported sticky error)
+  /// kills and reaps the child and returns kDeviceLost, which marks the executor lost.
+  Expected<proto::ReplyMsg> round_trip_locked(proto::Cmd cmd, std::vector<std::byte> payload,
+                                              std::chrono::milliseconds deadline) {
+    using std::chrono::milliseconds;
+    const std::string what(proto::cmd_name(cmd));
     const std::uint32_t seq = ++seq_;
-    if (Status st = proto::send_message(sock_, {type, seq, std::move(payload)}); !st.ok()) {
+    if (Status st = proto::send_message(sock_, {cmd, seq, std::move(payload)}); !st.ok()) {
       if (st.code() != Code::kDeviceLost) return st;
-      stop_child_locked(std::chrono::milliseconds(200));
-      lose_locked(std::string(what) + ": " + st.what() + "; " + last_exit_);
-      return Status(Code::kDeviceLost, reason_);
+      stop_child_locked(milliseconds(200));
+      return Status(Code::kDeviceLost, what + ": " + st.what() + "; " + last_exit_);
     }
     // Spin briefly first: short commands answer within microseconds.
     auto msg = proto::recv_message(sock_, deadline, std::chrono::microseconds(100));
+    if (!msg && msg.status().code() == Code::kTimeout) {
+      ::kill(pid_, SIGKILL);  // our own child's pid only
+      stop_child_locked(milliseconds(1000));
+      return Status(Code::kDeviceLost, what + " exceeded its deadline of " +
+                                           std::to_string(deadline.count()) +
+                                           " ms: the device hangs; killed facetrace-gpud");
+    }
     if (!msg) {
-      if (msg.status().code() == Code::kTimeout) {
-        ::kill(pid_, SIGKILL);  // our own child's pid only
-        stop_child_locked(std::chrono::milliseconds(1000));
-        lose_locked(std::string(what) + " exceeded its deadline of " + std::to_string(deadline.count()) +
-                    " ms: the device hangs; killed facetrace-gpud");
-      } else {
-        stop_child_locked(std::chrono::milliseconds(1000));
-        lose_locked(std::string(what) + ": " + msg.status().what() + "; " + last_exit_);
-      }
-      return Status(Code::kDeviceLost, reason_);
+      stop_child_locked(milliseconds(1000));
+      return Status(Code::kDeviceLost, what + ": " + msg.status().what() + "; " + last_exit_);
     }
-    if (msg->type != MsgType::kReply || msg->seq != seq) {
-      stop_child_locked(std::chrono::milliseconds(200));
-      lose_locked(std::string(what) + ": protocol desynchronised (unexpected message)");
-      return Status(Code::kDeviceLost, reason_);
+    if (msg->cmd != proto::Cmd::kReply || msg->seq != seq) {
+      stop_child_locked(milliseconds(200));
+      return Status(Code::kDeviceLost, what + ": protocol desynchronised (unexpected message)");
     }
-    auto reply = proto::decode_reply(msg->payload);
+    auto reply = proto::decode_payload<proto::ReplyMsg>(msg->payload);
     if (!reply) {
-      stop_child_locked(std::chrono::milliseconds(200));
-      lose_locked(std::string(what) + ": " + reply.status().what());
-      return Status(Code::kDeviceLost, reason_);
+      stop_child_locked(milliseconds(200));
+      return Status(Code::kDeviceLost, what + ": " + reply.status().what());
     }
     if (reply->code == Code::kDeviceLost) {
-      stop_child_locked(std::chrono::milliseconds(2000));
-      lose_locked("facetrace-gpud reported: " + reply->what + " (" + last_exit_ + ")");
-      return Status(Code::kDeviceLost, reason_);
+      stop_child_locked(milliseconds(2000));
+      return Status(Code::kDeviceLost, "facetrace-gpud reported: " + reply->what + " (" + last_exit_ + ")");
     }
     if (reply->code != Code::kOk) return Status(reply->code, reply->what);
     return std::move(*reply);
   }
 
   ExecutorOptions options_;
-  mutable std::mutex mu_;
   std::shared_ptr<SharedArena> arena_;
-  ExecutorState state_ = ExecutorState::kNotStarted;
-  std::string reason_;
+  // Guarded by the executor's lock (the hooks run with it held).
   std::string last_exit_;
   DeviceInfo info_;
   pid_t pid_ = -1;

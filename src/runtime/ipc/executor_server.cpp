@@ -1,142 +1,127 @@
 /// @file
-/// facetrace-gpud's request loop.
+/// facetrace-gpud's request loop: decodes each command's request struct, runs it on the inner executor and
+/// encodes its response struct (ipc/protocol.h).
 #include "ipc/executor_server.h"
 
 #include <unistd.h>
 
-#include "log.h"
 #include "ipc/protocol.h"
+#include "log.h"
 
 namespace facetrace::runtime {
 namespace {
 
-proto::Reply reply_of(const Status& st) { return proto::Reply{st.code(), st.what(), {}}; }
+/// The response struct `Rsp` holding the inner executor's result, or its error.
+template <class Rsp, class T>
+Expected<Rsp> respond(Expected<T> result) {
+  if (!result) return result.status();
+  return Rsp{std::move(*result)};
+}
+template <class Rsp>
+Expected<Rsp> respond(const Status& st) {
+  if (!st.ok()) return st;
+  return Rsp{};
+}
+
+/// Decodes a `Req`, runs `run(req)` → Expected<Req::Rsp> and builds the reply (a malformed request fails
+/// this command only).
+template <class Req, class Run>
+proto::ReplyMsg serve_one(std::span<const std::byte> payload, Run&& run) {
+  auto req = proto::decode_payload<Req>(payload);
+  Expected<typename Req::Rsp> rsp = req ? run(*req) : Expected<typename Req::Rsp>(req.status());
+  if (!rsp) return proto::ReplyMsg{rsp.status().code(), rsp.status().what(), {}};
+  return proto::ReplyMsg{Code::kOk, {}, proto::encode_payload(*rsp)};
+}
 
 }  // namespace
 
+proto::ReplyMsg ExecutorServer::dispatch(Executor& inner, const proto::Message& msg) {
+  using namespace proto;
+  const std::span<const std::byte> p = msg.payload;
+  switch (msg.cmd) {
+    case Cmd::kPing:
+      return serve_one<PingReq>(p, [&](const PingReq&) { return respond<EmptyRsp>(inner.ping()); });
+    case Cmd::kInfo:
+      return serve_one<InfoReq>(p, [&](const InfoReq&) { return respond<InfoRsp>(inner.info()); });
+    case Cmd::kInvoke:
+      return serve_one<InvokeReq>(p, [&](const InvokeReq& q) {
+        OpCall call;
+        call.op = q.op;
+        call.args = q.args;
+        call.in = q.in;
+        call.out = q.out;
+        call.deadline = std::chrono::milliseconds(q.deadline_ms);
+        return respond<InvokeRsp>(inner.invoke(call));
+      });
+    case Cmd::kPutResident:
+      return serve_one<PutResidentReq>(p, [&](const PutResidentReq& q) {
+        const auto bytes = inner.arena().view(q.range);
+        if (q.range.size != 0 && bytes.empty())
+          return respond<EmptyRsp>(invalid_argument("protocol: put_resident range outside the arena"));
+        return respond<EmptyRsp>(inner.upload_resident(q.name, bytes));
+      });
+    case Cmd::kDropResident:
+      return serve_one<DropResidentReq>(
+          p, [&](const DropResidentReq& q) { return respond<EmptyRsp>(inner.free_resident(q.name)); });
+    case Cmd::kRingWait:
+      return serve_one<RingWaitReq>(p, [&](const RingWaitReq& q) {
+        return respond<RingWaitRsp>(inner.ring_wait(q.ticket, std::chrono::milliseconds(q.deadline_ms)));
+      });
+    case Cmd::kRingRelease:
+      return serve_one<RingReleaseReq>(
+          p, [&](const RingReleaseReq& q) { return respond<EmptyRsp>(inner.ring_release(q.ticket)); });
+    case Cmd::kRingStats:
+      return serve_one<RingStatsReq>(p, [&](const RingStatsReq&) { return respond<RingStatsRsp>(inner.ring_stats()); });
+    case Cmd::kInjectFault:
+      return serve_one<InjectFaultReq>(
+          p, [&](const InjectFaultReq& q) { return respond<EmptyRsp>(inner.inject_fault(q.kind)); });
+    case Cmd::kShutdown:
+      return serve_one<ShutdownReq>(p, [](const ShutdownReq&) { return respond<EmptyRsp>(Status{}); });
+    case Cmd::kHello:
+    case Cmd::kReply:
+      break;
+  }
+  return ReplyMsg{Code::kInvalidArgument,
+                  "protocol: unexpected message type " + std::to_string(static_cast<int>(msg.cmd)), {}};
+}
+
 int ExecutorServer::serve(int fd, Executor& inner, const Status& start_status) {
-  using proto::MsgType;
-  proto::Hello hello;
+  proto::HelloMsg hello;
   hello.pid = static_cast<std::uint32_t>(::getpid());
   hello.state = inner.state();
   hello.reason = start_status.ok() ? std::string() : start_status.what();
   if (hello.state == ExecutorState::kReady) {
     if (auto info = inner.info()) hello.info = *info;
   }
-  if (!proto::send_message(fd, {MsgType::kHello, 0, proto::encode_hello(hello)}).ok()) return 0;
-  if (hello.state != ExecutorState::kReady) return hello.state == ExecutorState::kLost ? 3 : 2;
+  if (Status st = proto::send_message(fd, {proto::Cmd::kHello, 0, proto::encode_payload(hello)}); !st.ok()) {
+    FT_LOG_DEBUG("facetrace-gpud: the parent left before the hello: {}", st.to_string());
+    return kGpudExitOk;
+  }
+  if (hello.state != ExecutorState::kReady)
+    return hello.state == ExecutorState::kLost ? kGpudExitDeviceLost : kGpudExitNoGpu;
 
   for (;;) {
     // Spin briefly for the next command (commands come in bursts), then block.
     auto msg = proto::recv_message(fd, std::chrono::milliseconds(-1), std::chrono::microseconds(50));
     if (!msg) {
-      if (msg.status().code() == Code::kDeviceLost) return 0;  // parent closed the socket
+      if (msg.status().code() == Code::kDeviceLost) return kGpudExitOk;  // parent closed the socket
       FT_LOG_ERROR("facetrace-gpud: {}", msg.status().to_string());
-      return 4;
+      return kGpudExitProtocol;
     }
-    proto::Reply reply;
-    bool shutdown = false;
-    proto::Reader r(msg->payload);
-    switch (msg->type) {
-      case MsgType::kPing:
-        reply = reply_of(inner.ping());
-        break;
-      case MsgType::kInfo: {
-        auto info = inner.info();
-        reply = reply_of(info.status());
-        if (info) {
-          proto::Writer w;
-          proto::write_info(w, *info);
-          reply.payload = w.take();
-        }
-        break;
-      }
-      case MsgType::kInvoke: {
-        auto q = proto::decode_invoke(msg->payload);
-        if (!q) {
-          reply = reply_of(q.status());
-          break;
-        }
-        OpCall call;
-        call.op = q->op;
-        call.args = q->args;
-        call.in = q->in;
-        call.out = q->out;
-        call.deadline = std::chrono::milliseconds(q->deadline_ms);
-        auto out = inner.invoke(call);
-        reply = reply_of(out.status());
-        if (out) reply.payload = proto::encode_op_reply(*out);
-        break;
-      }
-      case MsgType::kPutResident: {
-        const std::string name = r.str();
-        const ArenaRange range = proto::read_range(r);
-        const auto bytes = inner.arena().view(range);
-        if (!r.done() || (range.size != 0 && bytes.empty())) {
-          reply = reply_of(invalid_argument("protocol: malformed put_resident"));
-          break;
-        }
-        reply = reply_of(inner.upload_resident(name, bytes));
-        break;
-      }
-      case MsgType::kDropResident: {
-        const std::string name = r.str();
-        reply = reply_of(r.done() ? inner.free_resident(name) : invalid_argument("protocol: malformed drop_resident"));
-        break;
-      }
-      case MsgType::kRingWait: {
-        const RingTicket t = proto::read_ticket(r);
-        const std::uint32_t ms = r.u32();
-        if (!r.done()) {
-          reply = reply_of(invalid_argument("protocol: malformed ring_wait"));
-          break;
-        }
-        auto range = inner.ring_wait(t, std::chrono::milliseconds(ms));
-        reply = reply_of(range.status());
-        if (range) {
-          proto::Writer w;
-          proto::write_range(w, *range);
-          reply.payload = w.take();
-        }
-        break;
-      }
-      case MsgType::kRingRelease: {
-        const RingTicket t = proto::read_ticket(r);
-        reply = reply_of(r.done() ? inner.ring_release(t) : invalid_argument("protocol: malformed ring_release"));
-        break;
-      }
-      case MsgType::kRingStats: {
-        auto s = inner.ring_stats();
-        reply = reply_of(s.status());
-        if (s) {
-          proto::Writer w;
-          proto::write_stats(w, *s);
-          reply.payload = w.take();
-        }
-        break;
-      }
-      case MsgType::kInjectFault: {
-        const std::uint8_t kind = r.u8();
-        reply = reply_of(r.done() ? inner.inject_fault(static_cast<FaultKind>(kind))
-                                  : invalid_argument("protocol: malformed inject_fault"));
-        break;
-      }
-      case MsgType::kShutdown:
-        shutdown = true;
-        break;
-      default:
-        reply = reply_of(invalid_argument("protocol: unexpected message type " +
-                                          std::to_string(static_cast<int>(msg->type))));
-        break;
-    }
+    proto::ReplyMsg reply = dispatch(inner, *msg);
     const bool lost = inner.state() == ExecutorState::kLost;
     if (lost && reply.code != Code::kDeviceLost) {
       reply.code = Code::kDeviceLost;
       reply.what = inner.state_reason();
+      reply.payload.clear();
     }
-    if (!proto::send_message(fd, {MsgType::kReply, msg->seq, proto::encode_reply(reply)}).ok()) return 0;
-    if (lost) return 3;  // never keep a poisoned process serving (runtime.md §6)
-    if (shutdown) return 0;
+    const proto::Message out{proto::Cmd::kReply, msg->seq, proto::encode_payload(reply)};
+    if (Status st = proto::send_message(fd, out); !st.ok()) {
+      FT_LOG_DEBUG("facetrace-gpud: the parent left before the reply: {}", st.to_string());
+      return kGpudExitOk;
+    }
+    if (lost) return kGpudExitDeviceLost;  // never keep a poisoned process serving (runtime.md §6)
+    if (msg->cmd == proto::Cmd::kShutdown) return kGpudExitOk;
   }
 }
 

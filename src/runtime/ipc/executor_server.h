@@ -1,18 +1,29 @@
 /// @file
 /// Private: facetrace-gpud's side of the protocol: serves an inner executor (CUDA in-process, or simulated)
-/// over the socket.
+/// over the socket, and the exit codes by which the parent learns how the child ended.
 #pragma once
 
 #include "facetrace/core/status.h"
 #include "facetrace/runtime/executor.h"
+#include "ipc/protocol.h"
 
 namespace facetrace::runtime {
+
+/// facetrace-gpud's exit codes (the isolated executor names them in its loss reasons).
+inline constexpr int kGpudExitOk = 0;          ///< shutdown, or the parent closed the socket
+inline constexpr int kGpudExitNoGpu = 2;       ///< the inner executor found no GPU
+inline constexpr int kGpudExitDeviceLost = 3;  ///< a device loss: the process is never left serving
+inline constexpr int kGpudExitProtocol = 4;    ///< bad arguments or a malformed message
 
 class ExecutorServer {
  public:
   /// Sends the hello (state of `inner` after `start_status`) and serves requests until shutdown, EOF or a
-  /// device loss. Returns the process exit code: 0 shutdown/EOF, 2 no GPU, 3 device lost, 4 protocol error.
+  /// device loss. Returns the process exit code (kGpudExit*).
   static int serve(int fd, Executor& inner, const Status& start_status);
+
+ private:
+  /// Runs one request on `inner` and returns its reply.
+  static proto::ReplyMsg dispatch(Executor& inner, const proto::Message& msg);
 };
 
 }  // namespace facetrace::runtime

@@ -1,5 +1,6 @@
 /// @file
-/// The parent ⇄ facetrace-gpud wire protocol.
+/// The parent ⇄ facetrace-gpud wire protocol: one field list per payload struct (`visit`), walked by the
+/// writer to encode and by the reader to decode, so the two directions cannot disagree.
 #include "ipc/protocol.h"
 
 #include <poll.h>
@@ -8,70 +9,232 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 
 namespace facetrace::runtime::proto {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "the protocol assumes a little-endian host");
 
-bool known_type(std::uint16_t t) {
-  return (t >= static_cast<std::uint16_t>(MsgType::kHello) && t <= static_cast<std::uint16_t>(MsgType::kShutdown)) ||
-         t == static_cast<std::uint16_t>(MsgType::kReply);
+// --- enum ranges (a decoded enum is always one of its enumerators) ---------------------------------------
+bool in_range(Code c) { return c <= Code::kInternal; }
+bool in_range(ExecutorState s) { return s <= ExecutorState::kNone; }
+bool in_range(FaultKind k) { return k == FaultKind::kIllegalAddress || k == FaultKind::kSimulatedLoss; }
+bool in_range(Cmd c) { return cmd_name(c) != "unknown"; }
+
+/// The 16-byte header.
+struct Header {
+  std::uint32_t magic = kMagic;
+  std::uint16_t version = kVersion;
+  std::uint16_t cmd = 0;  // raw, so that decode can name an unknown value
+  std::uint32_t seq = 0;
+  std::uint32_t length = 0;
+};
+static_assert(sizeof(Header) == kHeaderBytes);
+
+// --- field lists: the one description of each struct's wire layout ---------------------------------------
+template <class Ar> void visit(Ar& ar, Header& m) { ar(m.magic, m.version, m.cmd, m.seq, m.length); }
+template <class Ar> void visit(Ar& ar, ArenaRange& m) { ar(m.offset, m.size); }
+template <class Ar> void visit(Ar& ar, RingTicket& m) { ar(m.size_class, m.slot, m.generation, m.byte_len); }
+template <class Ar>
+void visit(Ar& ar, RingStats& m) {
+  ar(m.dispatches, m.stalls, m.peak_in_flight, m.in_flight, m.slots, m.pinned_bytes, m.budget_bytes,
+     m.max_slots_per_class);
 }
+template <class Ar>
+void visit(Ar& ar, DeviceInfo& m) {
+  ar(m.name, m.cc_major, m.cc_minor, m.total_memory, m.free_memory, m.multiprocessors, m.async_engines,
+     m.driver_version, m.runtime_version, m.cudnn_version, m.cublas_version, m.simulated);
+}
+template <class Ar> void visit(Ar& ar, OpReply& m) { ar(m.bytes, m.tickets); }
+template <class Ar> void visit(Ar& ar, HelloMsg& m) { ar(m.state, m.reason, m.info, m.pid); }
+template <class Ar> void visit(Ar& ar, ReplyMsg& m) { ar(m.code, m.what, m.payload); }
+template <class Ar> void visit(Ar& ar, InfoRsp& m) { ar(m.info); }
+template <class Ar> void visit(Ar& ar, InvokeRsp& m) { ar(m.reply); }
+template <class Ar> void visit(Ar& ar, InvokeReq& m) { ar(m.op, m.in, m.out, m.deadline_ms, m.args); }
+template <class Ar> void visit(Ar& ar, PutResidentReq& m) { ar(m.name, m.range); }
+template <class Ar> void visit(Ar& ar, DropResidentReq& m) { ar(m.name); }
+template <class Ar> void visit(Ar& ar, RingWaitRsp& m) { ar(m.range); }
+template <class Ar> void visit(Ar& ar, RingWaitReq& m) { ar(m.ticket, m.deadline_ms); }
+template <class Ar> void visit(Ar& ar, RingReleaseReq& m) { ar(m.ticket); }
+template <class Ar> void visit(Ar& ar, RingStatsRsp& m) { ar(m.stats); }
+template <class Ar> void visit(Ar& ar, InjectFaultReq& m) { ar(m.kind); }
+
+template <class T>
+inline constexpr bool kIsByteVector = std::is_same_v<T, std::vector<std::byte>> || std::is_same_v<T, std::string>;
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+/// Little-endian writer: integers as themselves, bool and enums as their underlying integer, strings and
+/// byte vectors as u32 length + bytes, other vectors as u32 count + elements, structs by their field list.
+class Writer {
+ public:
+  template <class... T>
+  void operator()(const T&... v) {
+    (field(v), ...);
+  }
+  std::vector<std::byte> take() { return std::move(buf_); }
+
+ private:
+  template <class T>
+  void field(const T& v) {
+    if constexpr (std::is_same_v<T, bool>) {
+      field(static_cast<std::uint8_t>(v ? 1 : 0));
+    } else if constexpr (std::is_integral_v<T>) {
+      raw(&v, sizeof v);
+    } else if constexpr (std::is_enum_v<T>) {
+      field(static_cast<std::underlying_type_t<T>>(v));
+    } else if constexpr (kIsByteVector<T>) {
+      field(static_cast<std::uint32_t>(v.size()));
+      raw(v.data(), v.size());
+    } else if constexpr (IsVector<T>::value) {
+      field(static_cast<std::uint32_t>(v.size()));
+      for (const auto& e : v) field(e);
+    } else if constexpr (!std::is_empty_v<T>) {
+      visit(*this, const_cast<T&>(v));  // the field lists take T& for the reader; the writer only reads
+    }
+  }
+  void raw(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    buf_.insert(buf_.end(), b, b + n);
+  }
+  std::vector<std::byte> buf_;
+};
+
+/// The matching reader. Never reads past the end: the first problem (short data, a length or count larger
+/// than what is left, an enum out of range, bytes left over) is kept as error() and every later field reads
+/// as zero.
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> b) : b_(b) {}
+  template <class... T>
+  void operator()(T&... v) {
+    (field(v), ...);
+  }
+  /// Requires every byte consumed.
+  void finish() {
+    if (pos_ != b_.size()) fail(std::to_string(b_.size() - pos_) + " unexpected trailing bytes");
+  }
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  template <class T>
+  void field(T& v) {
+    if constexpr (std::is_same_v<T, bool>) {
+      std::uint8_t u = 0;
+      field(u);
+      if (u > 1) fail("bool of value " + std::to_string(u));
+      v = u == 1;
+    } else if constexpr (std::is_integral_v<T>) {
+      take(&v, sizeof v);
+    } else if constexpr (std::is_enum_v<T>) {
+      std::underlying_type_t<T> u{};
+      field(u);
+      v = static_cast<T>(u);
+      if (!in_range(v)) fail("enum value " + std::to_string(u) + " out of range");
+    } else if constexpr (kIsByteVector<T>) {
+      const std::uint32_t n = length();
+      v.resize(n);
+      take(v.data(), n);
+    } else if constexpr (IsVector<T>::value) {
+      const std::uint32_t n = length();  // each element takes at least one byte
+      v.resize(n);
+      for (auto& e : v) field(e);
+    } else if constexpr (!std::is_empty_v<T>) {
+      visit(*this, v);
+    }
+  }
+  /// A u32 length or count; at most the bytes left, so that a hostile value never allocates.
+  std::uint32_t length() {
+    std::uint32_t n = 0;
+    field(n);
+    if (n > b_.size() - pos_) {
+      fail("truncated: a length of " + std::to_string(n) + " with " + std::to_string(b_.size() - pos_) + " bytes left");
+      return 0;
+    }
+    return n;
+  }
+  void take(void* p, std::size_t n) {
+    if (ok() && b_.size() - pos_ < n)
+      fail("truncated: " + std::to_string(n) + " bytes needed at offset " + std::to_string(pos_) + " of " +
+           std::to_string(b_.size()));
+    if (!ok()) {
+      std::memset(p, 0, n);
+      return;
+    }
+    std::memcpy(p, b_.data() + pos_, n);
+    pos_ += n;
+  }
+  void fail(std::string why) {
+    if (error_.empty()) error_ = std::move(why);
+  }
+  std::span<const std::byte> b_;
+  std::size_t pos_ = 0;
+  std::string error_;
+};
 
 }  // namespace
 
-void Writer::raw(const void* p, std::size_t n) {
-  const auto* b = static_cast<const std::byte*>(p);
-  buf_.insert(buf_.end(), b, b + n);
-}
-void Writer::u16(std::uint16_t v) { raw(&v, sizeof v); }
-void Writer::u32(std::uint32_t v) { raw(&v, sizeof v); }
-void Writer::u64(std::uint64_t v) { raw(&v, sizeof v); }
-void Writer::f64(double v) { raw(&v, sizeof v); }
-void Writer::bytes(std::span<const std::byte> b) {
-  u32(static_cast<std::uint32_t>(b.size()));
-  raw(b.data(), b.size());
+/// What decode errors call a payload: its command for requests and messages, "reply" for responses.
+template <class T>
+std::string payload_name() {
+  if constexpr (requires { T::kCmd; }) {
+    return std::string(cmd_name(T::kCmd)) + " payload";
+  } else {
+    return "reply payload";
+  }
 }
 
-bool Reader::take(void* p, std::size_t n) {
-  if (!ok_ || b_.size() - pos_ < n) {
-    ok_ = false;
-    std::memset(p, 0, n);
-    return false;
-  }
-  std::memcpy(p, b_.data() + pos_, n);
-  pos_ += n;
-  return true;
+template <class T>
+std::vector<std::byte> encode_payload(const T& m) {
+  Writer w;
+  w(m);
+  return w.take();
 }
-std::uint8_t Reader::u8() { std::uint8_t v; take(&v, 1); return v; }
-std::uint16_t Reader::u16() { std::uint16_t v; take(&v, 2); return v; }
-std::uint32_t Reader::u32() { std::uint32_t v; take(&v, 4); return v; }
-std::uint64_t Reader::u64() { std::uint64_t v; take(&v, 8); return v; }
-double Reader::f64() { double v; take(&v, 8); return v; }
-std::vector<std::byte> Reader::bytes() {
-  const std::uint32_t n = u32();
-  if (!ok_ || b_.size() - pos_ < n) {
-    ok_ = false;
-    return {};
-  }
-  std::vector<std::byte> out(b_.begin() + static_cast<std::ptrdiff_t>(pos_),
-                             b_.begin() + static_cast<std::ptrdiff_t>(pos_ + n));
-  pos_ += n;
-  return out;
+
+template <class T>
+Expected<T> decode_payload(std::span<const std::byte> payload) {
+  Reader r(payload);
+  T m;
+  r(m);
+  r.finish();
+  if (!r.ok()) return invalid_argument("protocol: malformed " + payload_name<T>() + ": " + r.error());
+  return m;
 }
-std::string Reader::str() {
-  auto b = bytes();
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
+
+// The payload structs of protocol.h, each with its one encode and decode.
+#define FT_PROTO_PAYLOAD(T)                                        \
+  template std::vector<std::byte> encode_payload<T>(const T&); \
+  template Expected<T> decode_payload<T>(std::span<const std::byte>)
+FT_PROTO_PAYLOAD(HelloMsg);
+FT_PROTO_PAYLOAD(ReplyMsg);
+FT_PROTO_PAYLOAD(EmptyRsp);
+FT_PROTO_PAYLOAD(PingReq);
+FT_PROTO_PAYLOAD(InfoReq);
+FT_PROTO_PAYLOAD(InfoRsp);
+FT_PROTO_PAYLOAD(InvokeReq);
+FT_PROTO_PAYLOAD(InvokeRsp);
+FT_PROTO_PAYLOAD(PutResidentReq);
+FT_PROTO_PAYLOAD(DropResidentReq);
+FT_PROTO_PAYLOAD(RingWaitReq);
+FT_PROTO_PAYLOAD(RingWaitRsp);
+FT_PROTO_PAYLOAD(RingReleaseReq);
+FT_PROTO_PAYLOAD(RingStatsReq);
+FT_PROTO_PAYLOAD(RingStatsRsp);
+FT_PROTO_PAYLOAD(InjectFaultReq);
+FT_PROTO_PAYLOAD(ShutdownReq);
+#undef FT_PROTO_PAYLOAD
 
 std::vector<std::byte> encode(const Message& m) {
+  Header h;
+  h.cmd = static_cast<std::uint16_t>(m.cmd);
+  h.seq = m.seq;
+  h.length = static_cast<std::uint32_t>(m.payload.size());
   Writer w;
-  w.u32(kMagic);
-  w.u16(kVersion);
-  w.u16(static_cast<std::uint16_t>(m.type));
-  w.u32(m.seq);
-  w.u32(static_cast<std::uint32_t>(m.payload.size()));
+  w(h);
   auto out = w.take();
   out.insert(out.end(), m.payload.begin(), m.payload.end());
   return out;
@@ -82,184 +245,23 @@ Expected<Message> decode(std::span<const std::byte> d) {
     return invalid_argument("protocol: message of " + std::to_string(d.size()) + " bytes is shorter than the header");
   if (d.size() > kMaxMessageBytes)
     return invalid_argument("protocol: message of " + std::to_string(d.size()) + " bytes exceeds the maximum");
-  Reader r(d);
-  const std::uint32_t magic = r.u32();
-  const std::uint16_t version = r.u16();
-  const std::uint16_t type = r.u16();
-  const std::uint32_t seq = r.u32();
-  const std::uint32_t len = r.u32();
-  if (magic != kMagic) return invalid_argument("protocol: bad magic " + std::to_string(magic));
-  if (version != kVersion)
-    return invalid_argument("protocol: version " + std::to_string(version) + " (this build speaks " +
+  Reader r(d.first(kHeaderBytes));
+  Header h;
+  r(h);
+  if (h.magic != kMagic) return invalid_argument("protocol: bad magic " + std::to_string(h.magic));
+  if (h.version != kVersion)
+    return invalid_argument("protocol: version " + std::to_string(h.version) + " (this build speaks " +
                             std::to_string(kVersion) + "); parent and facetrace-gpud come from different builds");
-  if (!known_type(type)) return invalid_argument("protocol: unknown message type " + std::to_string(type));
-  if (len != d.size() - kHeaderBytes)
-    return invalid_argument("protocol: header declares " + std::to_string(len) + " payload bytes, datagram has " +
-                            std::to_string(d.size() - kHeaderBytes));
+  if (!in_range(static_cast<Cmd>(h.cmd)))
+    return invalid_argument("protocol: unknown message type " + std::to_string(h.cmd));
+  if (h.length != d.size() - kHeaderBytes)
+    return invalid_argument("protocol: header declares " + std::to_string(h.length) +
+                            " payload bytes, datagram has " + std::to_string(d.size() - kHeaderBytes));
   Message m;
-  m.type = static_cast<MsgType>(type);
-  m.seq = seq;
+  m.cmd = static_cast<Cmd>(h.cmd);
+  m.seq = h.seq;
   m.payload.assign(d.begin() + kHeaderBytes, d.end());
   return m;
-}
-
-void write_range(Writer& w, const ArenaRange& a) {
-  w.u64(a.offset);
-  w.u64(a.size);
-}
-ArenaRange read_range(Reader& r) {
-  ArenaRange a;
-  a.offset = r.u64();
-  a.size = r.u64();
-  return a;
-}
-
-std::vector<std::byte> encode_invoke(const InvokeRequest& q) {
-  Writer w;
-  w.u32(q.op);
-  write_range(w, q.in);
-  write_range(w, q.out);
-  w.u32(q.deadline_ms);
-  w.bytes(q.args);
-  return w.take();
-}
-Expected<InvokeRequest> decode_invoke(std::span<const std::byte> p) {
-  Reader r(p);
-  InvokeRequest q;
-  q.op = r.u32();
-  q.in = read_range(r);
-  q.out = read_range(r);
-  q.deadline_ms = r.u32();
-  q.args = r.bytes();
-  if (!r.done()) return invalid_argument("protocol: malformed invoke request");
-  return q;
-}
-
-std::vector<std::byte> encode_reply(const Reply& q) {
-  Writer w;
-  w.u8(static_cast<std::uint8_t>(q.code));
-  w.str(q.what);
-  w.bytes(q.payload);
-  return w.take();
-}
-Expected<Reply> decode_reply(std::span<const std::byte> p) {
-  Reader r(p);
-  Reply q;
-  const std::uint8_t code = r.u8();
-  q.what = r.str();
-  q.payload = r.bytes();
-  if (!r.done() || code > static_cast<std::uint8_t>(Code::kInternal))
-    return invalid_argument("protocol: malformed reply");
-  q.code = static_cast<Code>(code);
-  return q;
-}
-
-void write_ticket(Writer& w, const RingTicket& t) {
-  w.u64(t.size_class);
-  w.u32(t.slot);
-  w.u32(t.generation);
-  w.u64(t.byte_len);
-}
-RingTicket read_ticket(Reader& r) {
-  RingTicket t;
-  t.size_class = r.u64();
-  t.slot = r.u32();
-  t.generation = r.u32();
-  t.byte_len = r.u64();
-  return t;
-}
-
-std::vector<std::byte> encode_op_reply(const OpReply& q) {
-  Writer w;
-  w.bytes(q.bytes);
-  w.u32(static_cast<std::uint32_t>(q.tickets.size()));
-  for (const auto& t : q.tickets) write_ticket(w, t);
-  return w.take();
-}
-Expected<OpReply> decode_op_reply(std::span<const std::byte> p) {
-  Reader r(p);
-  OpReply q;
-  q.bytes = r.bytes();
-  const std::uint32_t n = r.u32();
-  if (n > 1024) return invalid_argument("protocol: op reply claims " + std::to_string(n) + " tickets");
-  for (std::uint32_t i = 0; i < n && r.ok(); ++i) q.tickets.push_back(read_ticket(r));
-  if (!r.done()) return invalid_argument("protocol: malformed op reply");
-  return q;
-}
-
-void write_info(Writer& w, const DeviceInfo& i) {
-  w.str(i.name);
-  w.i32(i.cc_major);
-  w.i32(i.cc_minor);
-  w.u64(i.total_memory);
-  w.u64(i.free_memory);
-  w.i32(i.multiprocessors);
-  w.i32(i.async_engines);
-  w.i32(i.driver_version);
-  w.i32(i.runtime_version);
-  w.i32(i.cudnn_version);
-  w.i32(i.cublas_version);
-  w.u8(i.simulated ? 1 : 0);
-}
-DeviceInfo read_info(Reader& r) {
-  DeviceInfo i;
-  i.name = r.str();
-  i.cc_major = r.i32();
-  i.cc_minor = r.i32();
-  i.total_memory = r.u64();
-  i.free_memory = r.u64();
-  i.multiprocessors = r.i32();
-  i.async_engines = r.i32();
-  i.driver_version = r.i32();
-  i.runtime_version = r.i32();
-  i.cudnn_version = r.i32();
-  i.cublas_version = r.i32();
-  i.simulated = r.u8() != 0;
-  return i;
-}
-
-std::vector<std::byte> encode_hello(const Hello& h) {
-  Writer w;
-  w.u8(static_cast<std::uint8_t>(h.state));
-  w.str(h.reason);
-  write_info(w, h.info);
-  w.u32(h.pid);
-  return w.take();
-}
-Expected<Hello> decode_hello(std::span<const std::byte> p) {
-  Reader r(p);
-  Hello h;
-  const std::uint8_t state = r.u8();
-  h.reason = r.str();
-  h.info = read_info(r);
-  h.pid = r.u32();
-  if (!r.done() || state > static_cast<std::uint8_t>(ExecutorState::kNone))
-    return invalid_argument("protocol: malformed hello");
-  h.state = static_cast<ExecutorState>(state);
-  return h;
-}
-
-void write_stats(Writer& w, const RingStats& s) {
-  w.u64(s.dispatches);
-  w.u64(s.stalls);
-  w.u64(s.peak_in_flight);
-  w.u64(s.in_flight);
-  w.u64(s.slots);
-  w.u64(s.pinned_bytes);
-  w.u64(s.budget_bytes);
-  w.u32(s.max_slots_per_class);
-}
-RingStats read_stats(Reader& r) {
-  RingStats s;
-  s.dispatches = r.u64();
-  s.stalls = r.u64();
-  s.peak_in_flight = r.u64();
-  s.in_flight = r.u64();
-  s.slots = r.u64();
-  s.pinned_bytes = r.u64();
-  s.budget_bytes = r.u64();
-  s.max_slots_per_class = r.u32();
-  return s;
 }
 
 Status send_message(int fd, const Message& m) {

@@ -1,13 +1,17 @@
 /// @file
-/// Private: the parent ⇄ facetrace-gpud wire protocol. One message per SOCK_SEQPACKET datagram: a 16-byte
-/// header (magic "FTGP", version, type, sequence, payload length) and a little-endian payload. Bulk data never
-/// travels here; it lives in the shared arena.
+/// Private: the parent ⇄ facetrace-gpud wire protocol (runtime.md §6), after ggml-rpc's model: an enum of
+/// commands and one request and one response struct per command, each with its encode and decode in
+/// protocol.cpp (one field list per struct serves both directions). The isolated executor (parent) and the
+/// executor server (child) exchange these structs only. One message per SOCK_SEQPACKET datagram: a 16-byte
+/// header (magic "FTGP", version, command, sequence, payload length) and a little-endian payload. Bulk data
+/// never travels here; it lives in the shared arena.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "facetrace/core/status.h"
@@ -24,114 +28,146 @@ inline constexpr std::uint16_t kVersion = 1;
 inline constexpr std::size_t kHeaderBytes = 16;
 inline constexpr std::size_t kMaxMessageBytes = 64 * 1024;
 
-enum class MsgType : std::uint16_t {
-  kHello = 1,        ///< child → parent once at start: state, reason, DeviceInfo
+/// The commands. Every request gets one kReply; kHello is sent once, unasked, by the child at start.
+enum class Cmd : std::uint16_t {
+  kHello = 1,
   kPing = 2,
   kInfo = 3,
-  kInvoke = 4,       ///< InvokeRequest → OpReply
-  kPutResident = 5,  ///< name + arena range
-  kDropResident = 6, ///< name
-  kRingWait = 7,     ///< ticket + deadline → arena range of the bytes
-  kRingRelease = 8,  ///< ticket
+  kInvoke = 4,
+  kPutResident = 5,
+  kDropResident = 6,
+  kRingWait = 7,
+  kRingRelease = 8,
   kRingStats = 9,
-  kInjectFault = 10, ///< u8 FaultKind
+  kInjectFault = 10,
   kShutdown = 11,
-  kReply = 0x100,    ///< child → parent: code, message, type-specific payload
+  kReply = 0x100,  ///< child → parent: ReplyMsg, whose payload is the command's `_rsp` struct
 };
 
+/// One datagram: the header's command and sequence, and the encoded payload struct.
 struct Message {
-  MsgType type = MsgType::kPing;
+  Cmd cmd = Cmd::kPing;
   std::uint32_t seq = 0;
   std::vector<std::byte> payload;
 };
 
-/// Little-endian writer.
-class Writer {
- public:
-  void u8(std::uint8_t v) { raw(&v, 1); }
-  void u16(std::uint16_t v);
-  void u32(std::uint32_t v);
-  void u64(std::uint64_t v);
-  void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
-  void f64(double v);
-  /// u32 length + bytes.
-  void bytes(std::span<const std::byte> b);
-  void str(const std::string& s) { bytes(std::as_bytes(std::span(s.data(), s.size()))); }
-  std::vector<std::byte> take() { return std::move(buf_); }
-
- private:
-  void raw(const void* p, std::size_t n);
-  std::vector<std::byte> buf_;
-};
-
-/// Little-endian reader; any short read sets !ok() and returns zeros.
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> b) : b_(b) {}
-  std::uint8_t u8();
-  std::uint16_t u16();
-  std::uint32_t u32();
-  std::uint64_t u64();
-  std::int32_t i32() { return static_cast<std::int32_t>(u32()); }
-  double f64();
-  std::vector<std::byte> bytes();
-  std::string str();
-  bool ok() const { return ok_; }
-  bool at_end() const { return pos_ == b_.size(); }
-  /// ok() and everything consumed.
-  bool done() const { return ok_ && at_end(); }
-
- private:
-  bool take(void* p, std::size_t n);
-  std::span<const std::byte> b_;
-  std::size_t pos_ = 0;
-  bool ok_ = true;
-};
-
 /// Header + payload. The payload must fit kMaxMessageBytes.
 std::vector<std::byte> encode(const Message& m);
-/// Validates magic, version, type, declared length against the datagram; kInvalidArgument otherwise.
+/// Validates magic, version, command and the declared length against the datagram; kInvalidArgument
+/// otherwise.
 Expected<Message> decode(std::span<const std::byte> datagram);
 
-// Typed payloads. Each decode_* rejects trailing or missing bytes with kInvalidArgument.
-struct InvokeRequest {
-  OpId op = 0;
-  ArenaRange in, out;
-  std::uint32_t deadline_ms = 0;
-  std::vector<std::byte> args;
-};
-std::vector<std::byte> encode_invoke(const InvokeRequest& r);
-Expected<InvokeRequest> decode_invoke(std::span<const std::byte> p);
+/// "ping", "invoke", "ring_wait", … (error messages and logs).
+constexpr std::string_view cmd_name(Cmd c) noexcept {
+  switch (c) {
+    case Cmd::kHello: return "hello";
+    case Cmd::kPing: return "ping";
+    case Cmd::kInfo: return "info";
+    case Cmd::kInvoke: return "invoke";
+    case Cmd::kPutResident: return "put_resident";
+    case Cmd::kDropResident: return "drop_resident";
+    case Cmd::kRingWait: return "ring_wait";
+    case Cmd::kRingRelease: return "ring_release";
+    case Cmd::kRingStats: return "ring_stats";
+    case Cmd::kInjectFault: return "inject_fault";
+    case Cmd::kShutdown: return "shutdown";
+    case Cmd::kReply: return "reply";
+  }
+  return "unknown";
+}
 
-struct Reply {
-  Code code = Code::kOk;
-  std::string what;
-  std::vector<std::byte> payload;
-};
-std::vector<std::byte> encode_reply(const Reply& r);
-Expected<Reply> decode_reply(std::span<const std::byte> p);
+// --- payload structs -------------------------------------------------------------------------------------
+// A request names its command (kCmd) and its response struct (Rsp); the field layouts are in protocol.cpp.
 
-std::vector<std::byte> encode_op_reply(const OpReply& r);
-Expected<OpReply> decode_op_reply(std::span<const std::byte> p);
-
-void write_info(Writer& w, const DeviceInfo& i);
-DeviceInfo read_info(Reader& r);
-
-struct Hello {
+/// Child → parent once at start: the inner executor's state after start(), and the device.
+struct HelloMsg {
+  static constexpr Cmd kCmd = Cmd::kHello;
   ExecutorState state = ExecutorState::kReady;
   std::string reason;
   DeviceInfo info;
   std::uint32_t pid = 0;
 };
-std::vector<std::byte> encode_hello(const Hello& h);
-Expected<Hello> decode_hello(std::span<const std::byte> p);
 
-void write_ticket(Writer& w, const RingTicket& t);
-RingTicket read_ticket(Reader& r);
-void write_stats(Writer& w, const RingStats& s);
-RingStats read_stats(Reader& r);
-void write_range(Writer& w, const ArenaRange& a);
-ArenaRange read_range(Reader& r);
+/// Child → parent, the answer to every request: the Status and, when ok, the encoded response struct.
+struct ReplyMsg {
+  static constexpr Cmd kCmd = Cmd::kReply;
+  Code code = Code::kOk;
+  std::string what;
+  std::vector<std::byte> payload;
+};
+
+// Responses.
+struct EmptyRsp {};  ///< commands that return only a Status
+struct InfoRsp {
+  DeviceInfo info;
+};
+struct InvokeRsp {
+  OpReply reply;
+};
+struct RingWaitRsp {
+  ArenaRange range;  ///< where the ticket's bytes are in the arena once READY
+};
+struct RingStatsRsp {
+  RingStats stats;
+};
+
+/// A request without arguments.
+template <Cmd C, class R>
+struct NoArgsReq {
+  static constexpr Cmd kCmd = C;
+  using Rsp = R;
+};
+using PingReq = NoArgsReq<Cmd::kPing, EmptyRsp>;
+using InfoReq = NoArgsReq<Cmd::kInfo, InfoRsp>;
+using RingStatsReq = NoArgsReq<Cmd::kRingStats, RingStatsRsp>;
+using ShutdownReq = NoArgsReq<Cmd::kShutdown, EmptyRsp>;
+
+// Requests with arguments.
+struct InvokeReq {
+  static constexpr Cmd kCmd = Cmd::kInvoke;
+  using Rsp = InvokeRsp;
+  OpId op = 0;
+  ArenaRange in, out;
+  std::uint32_t deadline_ms = 0;
+  std::vector<std::byte> args;  ///< ≤ OpReply::kMaxInlineBytes
+};
+/// The resident's bytes are staged in the arena at `range`.
+struct PutResidentReq {
+  static constexpr Cmd kCmd = Cmd::kPutResident;
+  using Rsp = EmptyRsp;
+  std::string name;
+  ArenaRange range;
+};
+struct DropResidentReq {
+  static constexpr Cmd kCmd = Cmd::kDropResident;
+  using Rsp = EmptyRsp;
+  std::string name;
+};
+struct RingWaitReq {
+  static constexpr Cmd kCmd = Cmd::kRingWait;
+  using Rsp = RingWaitRsp;
+  RingTicket ticket;
+  std::uint32_t deadline_ms = 0;  ///< the child enforces it
+};
+struct RingReleaseReq {
+  static constexpr Cmd kCmd = Cmd::kRingRelease;
+  using Rsp = EmptyRsp;
+  RingTicket ticket;
+};
+struct InjectFaultReq {
+  static constexpr Cmd kCmd = Cmd::kInjectFault;
+  using Rsp = EmptyRsp;
+  FaultKind kind = FaultKind::kSimulatedLoss;
+};
+
+/// Encodes a payload struct (any of the above).
+template <class T>
+std::vector<std::byte> encode_payload(const T& m);
+/// Decodes a payload struct. kInvalidArgument "protocol: malformed <command> payload: <what>" (a request or
+/// message) or "protocol: malformed reply payload: <what>" (a response) for a short or long payload, a length
+/// that runs past the end, or an enum value out of range; never reads out of bounds.
+template <class T>
+Expected<T> decode_payload(std::span<const std::byte> payload);
 
 /// Sends one message (MSG_NOSIGNAL). kDeviceLost when the peer is gone.
 Status send_message(int fd, const Message& m);
