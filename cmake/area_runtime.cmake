@@ -15,6 +15,8 @@ add_library(ft_runtime STATIC
   src/runtime/exec/simulated_executor.cpp
   src/runtime/exec/isolated_executor.cpp
   src/runtime/backend/backend.cpp
+  src/runtime/backend/chunk_stream.cpp
+  src/runtime/backend/scratch_lease.cpp
   src/runtime/testing/ramp_workload.cpp)
 target_include_directories(ft_runtime
   PUBLIC ${PROJECT_SOURCE_DIR}/include

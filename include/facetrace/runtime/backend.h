@@ -68,6 +68,9 @@ using BatchCallback = std::function<void(std::size_t, Outcome)>;
 /// What the backend is doing.
 enum class BackendState : std::uint8_t { kReady, kLost, kNone };
 
+class ChunkStream;
+class ScratchPool;
+
 /// The shared GPU. Thread-safe: many threads call accumulate concurrently; the turnstile orders them.
 class GpuBackend {
  public:
@@ -84,13 +87,14 @@ class GpuBackend {
   GpuBackend(const GpuBackend&) = delete;
   GpuBackend& operator=(const GpuBackend&) = delete;
 
-  /// Runs one request in turns. Checks `cancel` (may be null) before every chunk. Declines without touching
-  /// anything when disabled, without a GPU, or lost (after trying try_recover()).
+  /// Runs one request in turns (a stream of one item: the loop of accumulate_batch). Checks `cancel` (may be
+  /// null) before every chunk and once more after the last one. Declines without touching anything when
+  /// disabled, without a GPU, or lost (after trying try_recover()).
   Outcome accumulate(Workload& work, const std::atomic<bool>* cancel = nullptr);
   /// Runs `items` as one chunk stream, keeping the turn while nobody else waits and yielding after
   /// kChunksPerTurn chunks once someone does. `on_done` fires exactly once per item, in input order. An item
   /// whose can_run fails is declined alone; a device loss declines every item not yet reported; cancellation
-  /// cancels the current item and all later ones.
+  /// cancels the current item and all later ones (the last item also when it arrives during its last chunk).
   void accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
                         const BatchCallback& on_done);
 
@@ -120,10 +124,9 @@ class GpuBackend {
  private:
   GpuBackend(std::unique_ptr<Executor> executor, const Clock& clock, RecoveryConfig config);
   void start_executor();
+  friend class ChunkStream;  // the one chunk loop (backend/chunk_stream.h) runs on these members
   void note_error(const Status& st, const char* what);
   void mark_lost(std::string reason);
-  std::vector<std::byte> take_scratch(std::size_t bytes);
-  void return_scratch(std::vector<std::byte> buffer);
 
   std::unique_ptr<Executor> executor_;
   Turnstile turnstile_;
@@ -132,10 +135,10 @@ class GpuBackend {
   std::atomic<bool> recovering_{false};
   bool never_had_gpu_ = true;
   std::string none_reason_;
-  mutable std::mutex mu_;  // last_lost_reason_, info_, scratch pool
+  std::unique_ptr<ScratchPool> scratch_;  // requests lease their scratch here (backend/scratch_lease.h)
+  mutable std::mutex mu_;  // last_lost_reason_, info_
   std::optional<std::string> last_lost_reason_;
   std::optional<DeviceInfo> info_;
-  std::vector<std::vector<std::byte>> scratch_pool_;
 };
 
 /// At most this many scratch buffers stay pooled between requests.

@@ -1,25 +1,22 @@
 /// @file
-/// GpuBackend: turns, scratch, outcomes, batches, loss and recovery (tracer.md §10.3–10.6).
+/// GpuBackend: start, outcomes, loss and recovery (tracer.md §10.3–10.6); the chunk loop of single requests
+/// and batches is backend/chunk_stream.cpp.
 #include "facetrace/runtime/backend.h"
 
-#include <algorithm>
-#include <cstring>
-
+#include "backend/chunk_stream.h"
+#include "backend/scratch_lease.h"
 #include "log.h"
 
 namespace facetrace::runtime {
 
 std::string_view outcome_name(Outcome o) noexcept {
-  switch (o) {
-    case Outcome::kDone: return "Done";
-    case Outcome::kDeclined: return "Declined";
-    case Outcome::kCancelled: return "Cancelled";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"Done", "Declined", "Cancelled"};  // enumerator order
+  const auto i = static_cast<std::size_t>(o);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 GpuBackend::GpuBackend(std::unique_ptr<Executor> executor, const Clock& clock, RecoveryConfig config)
-    : executor_(std::move(executor)), policy_(clock, config) {}
+    : executor_(std::move(executor)), policy_(clock, config), scratch_(std::make_unique<ScratchPool>(kMaxPooledScratch)) {}
 
 GpuBackend::~GpuBackend() = default;
 
@@ -96,10 +93,7 @@ std::optional<DeviceInfo> GpuBackend::device_info() const {
   return info_;
 }
 
-std::size_t GpuBackend::pooled_scratch() const {
-  std::lock_guard lock(mu_);
-  return scratch_pool_.size();
-}
+std::size_t GpuBackend::pooled_scratch() const { return scratch_->pooled(); }
 
 void GpuBackend::mark_lost(std::string reason) {
   {
@@ -155,243 +149,16 @@ bool GpuBackend::try_recover() {
   return ok;
 }
 
-std::vector<std::byte> GpuBackend::take_scratch(std::size_t bytes) {
-  std::vector<std::byte> buf;
-  {
-    std::lock_guard lock(mu_);
-    if (!scratch_pool_.empty()) {
-      buf = std::move(scratch_pool_.back());
-      scratch_pool_.pop_back();
-    }
-  }
-  buf.resize(bytes);
-  return buf;
-}
-
-void GpuBackend::return_scratch(std::vector<std::byte> buffer) {
-  if (buffer.capacity() == 0) return;
-  std::lock_guard lock(mu_);
-  if (scratch_pool_.size() < kMaxPooledScratch) scratch_pool_.push_back(std::move(buffer));
-}
-
 Outcome GpuBackend::accumulate(Workload& work, const std::atomic<bool>* cancel) {
-  if (!executor_ || never_had_gpu_) return Outcome::kDeclined;
-  if (is_lost() && !try_recover()) return Outcome::kDeclined;
-  if (auto info = device_info()) {
-    if (Status st = work.can_run(*info); !st.ok()) {
-      FT_LOG_DEBUG("GPU declined a request: {}", st.to_string());
-      return Outcome::kDeclined;
-    }
-  }
-  std::vector<std::byte> scratch = take_scratch(work.scratch_bytes());
-  work.seed_scratch(scratch);
-  auto finish = [&](Outcome o) {
-    if (o == Outcome::kDone) work.commit(scratch);
-    return_scratch(std::move(scratch));
-    return o;
-  };
-  auto cancelled = [&] { return cancel != nullptr && cancel->load(std::memory_order_acquire); };
-  for (;;) {
-    // A request rejoins the back of the queue for every turn (tracer.md §10.3).
-    auto turn = turnstile_.enter();
-    if (is_lost()) return finish(Outcome::kDeclined);  // lost while we waited
-    if (Status st = work.begin_turn(*executor_); !st.ok()) {
-      note_error(st, "begin_turn");
-      return finish(Outcome::kDeclined);
-    }
-    bool more = true;
-    for (int chunk = 0; more; ++chunk) {
-      // After kChunksPerTurn chunks the turn ends if somebody waits; while nobody does, keep the turn and the
-      // chunk in flight (no drain, so the device never idles at a turn boundary) — as batches do.
-      if (chunk == kChunksPerTurn) {
-        if (turnstile_.has_waiters_behind(turn.ticket())) break;
-        chunk = 0;
-      }
-      if (cancelled()) {
-        (void)work.drain(*executor_, scratch, /*discard=*/true);
-        return finish(Outcome::kCancelled);
-      }
-      auto r = work.run_chunk(*executor_, scratch);
-      if (!r) {
-        (void)work.drain(*executor_, scratch, /*discard=*/true);
-        note_error(r.status(), "run_chunk");
-        return finish(Outcome::kDeclined);
-      }
-      more = *r;
-    }
-    // Drain before giving the turn away so the device is idle for the next request.
-    if (Status st = work.drain(*executor_, scratch, /*discard=*/false); !st.ok()) {
-      note_error(st, "drain");
-      return finish(Outcome::kDeclined);
-    }
-    if (!more) return finish(cancelled() ? Outcome::kCancelled : Outcome::kDone);
-  }
+  Outcome outcome = Outcome::kDeclined;
+  Workload* const items[] = {&work};
+  ChunkStream(*this, items, cancel, [&](std::size_t, Outcome o) { outcome = o; }).run();
+  return outcome;
 }
 
 void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
                                   const BatchCallback& on_done) {
-  std::size_t reported = 0;
-  auto report = [&](std::size_t i, Outcome o) {
-    reported = i + 1;
-    on_done(i, o);
-  };
-  auto finish_rest = [&](Outcome o) {
-    for (std::size_t i = reported; i < items.size(); ++i) report(i, o);
-  };
-  if (!executor_ || never_had_gpu_ || (is_lost() && !try_recover())) return finish_rest(Outcome::kDeclined);
-  auto cancelled = [&] { return cancel != nullptr && cancel->load(std::memory_order_acquire); };
-  const auto info = device_info();
-
-  // One continuous chunk stream (tracer.md §10.6): when an item has issued its last chunk, that chunk stays in
-  // flight ("pending") until the next item's first chunk is queued behind it; only then is it drained,
-  // committed and reported. Reports stay in input order: nothing later is reported before the pending item.
-  struct Pending {
-    std::size_t index;
-    Workload* work;
-    std::vector<std::byte> scratch;
-  };
-  std::optional<Pending> pending;
-  // Drains, commits and reports the pending item. False when the device was lost (the caller declines the
-  // rest, the pending item included, since it was not reported).
-  auto finish_pending = [&]() -> bool {
-    if (!pending) return true;
-    Pending p = std::move(*pending);
-    pending.reset();
-    Outcome o = Outcome::kDone;
-    if (Status st = p.work->drain(*executor_, p.scratch, /*discard=*/false); !st.ok()) {
-      note_error(st, "drain");
-      if (is_lost()) {
-        return_scratch(std::move(p.scratch));
-        return false;
-      }
-      o = Outcome::kDeclined;
-    }
-    if (o == Outcome::kDone) p.work->commit(p.scratch);
-    return_scratch(std::move(p.scratch));
-    report(p.index, o);
-    return true;
-  };
-
-  std::optional<Turnstile::Turn> turn;
-  int chunks_in_turn = 0;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    Workload& work = *items[i];
-    if (cancelled()) {
-      if (!finish_pending()) return finish_rest(Outcome::kDeclined);
-      return finish_rest(Outcome::kCancelled);
-    }
-    if (info) {
-      if (Status st = work.can_run(*info); !st.ok()) {
-        FT_LOG_DEBUG("GPU declined batch item {}: {}", i, st.to_string());
-        if (!finish_pending()) return finish_rest(Outcome::kDeclined);
-        report(i, Outcome::kDeclined);  // declined alone
-        continue;
-      }
-    }
-    std::vector<std::byte> scratch = take_scratch(work.scratch_bytes());
-    work.seed_scratch(scratch);
-    bool need_begin = true;
-    bool first_chunk = true;
-    std::optional<Outcome> outcome;
-    // A failure of this item: finish the pending one first (reports stay in order), then decline this one.
-    auto fail_this = [&](const Status& st, const char* what) -> bool {
-      note_error(st, what);
-      if (is_lost()) return false;
-      if (!finish_pending()) return false;
-      outcome = Outcome::kDeclined;
-      return true;
-    };
-    while (!outcome) {
-      if (!turn) {
-        turn.emplace(turnstile_.enter());
-        chunks_in_turn = 0;
-        need_begin = true;
-      }
-      if (is_lost()) {
-        return_scratch(std::move(scratch));
-        turn.reset();
-        return finish_rest(Outcome::kDeclined);
-      }
-      if (need_begin) {
-        if (Status st = work.begin_turn(*executor_); !st.ok()) {
-          if (!fail_this(st, "begin_turn")) {
-            return_scratch(std::move(scratch));
-            turn.reset();
-            return finish_rest(Outcome::kDeclined);
-          }
-          break;
-        }
-        need_begin = false;
-      }
-      if (cancelled()) {
-        (void)work.drain(*executor_, scratch, /*discard=*/true);
-        return_scratch(std::move(scratch));
-        if (!finish_pending()) return finish_rest(Outcome::kDeclined);
-        return finish_rest(Outcome::kCancelled);
-      }
-      auto r = work.run_chunk(*executor_, scratch);
-      if (!r) {
-        (void)work.drain(*executor_, scratch, /*discard=*/true);
-        if (!fail_this(r.status(), "run_chunk")) {
-          return_scratch(std::move(scratch));
-          turn.reset();
-          return finish_rest(Outcome::kDeclined);
-        }
-        break;
-      }
-      if (first_chunk) {
-        first_chunk = false;
-        // This item's first chunk is queued behind the pending item's last one: now collect that.
-        if (!finish_pending()) {
-          (void)work.drain(*executor_, scratch, /*discard=*/true);
-          return_scratch(std::move(scratch));
-          turn.reset();
-          return finish_rest(Outcome::kDeclined);
-        }
-      }
-      ++chunks_in_turn;
-      const bool more = *r;
-      if (!more) {
-        if (i + 1 < items.size()) {
-          // Keep the last chunk in flight; the next item drains it after queueing its first chunk.
-          pending = Pending{i, &work, std::move(scratch)};
-          outcome = Outcome::kDone;
-          break;
-        }
-        if (Status st = work.drain(*executor_, scratch, /*discard=*/false); !st.ok()) {
-          if (!fail_this(st, "drain")) {
-            return_scratch(std::move(scratch));
-            turn.reset();
-            return finish_rest(Outcome::kDeclined);
-          }
-          break;
-        }
-        outcome = Outcome::kDone;
-        break;
-      }
-      if (chunks_in_turn >= kChunksPerTurn) {
-        if (turnstile_.has_waiters_behind(turn->ticket())) {
-          // Somebody waits: drain our chunk in flight, then rejoin the back of the queue.
-          if (Status st = work.drain(*executor_, scratch, /*discard=*/false); !st.ok()) {
-            if (!fail_this(st, "drain")) {
-              return_scratch(std::move(scratch));
-              turn.reset();
-              return finish_rest(Outcome::kDeclined);
-            }
-            break;
-          }
-          turn.reset();
-        } else {
-          chunks_in_turn = 0;  // nobody waits: keep the turn
-        }
-      }
-    }
-    if (pending && pending->index == i) continue;  // reported by the next item
-    if (*outcome == Outcome::kDone) work.commit(scratch);
-    return_scratch(std::move(scratch));
-    report(i, *outcome);  // runs while the turn is held; keep on_done cheap
-  }
-  if (!finish_pending()) finish_rest(Outcome::kDeclined);
+  ChunkStream(*this, items, cancel, on_done).run();
 }
 
 }  // namespace facetrace::runtime
