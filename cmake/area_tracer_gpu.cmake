@@ -1,7 +1,9 @@
 # The GPU tracer on the device runtime (tracer.md §10): the megakernel + its device op (ft_cuda_tracer,
 # linked into facetrace-gpud), the TraceWorkload, and the render loop with CPU fallback (ft_render).
 add_library(ft_render STATIC src/tracer/gpu/trace_workload.cpp src/tracer/render/renderer.cpp)
-target_include_directories(ft_render PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
+# cuda/ for the one launch header src/ may include (cuda/tracer/transport_launch.h: the chunk arguments).
+target_include_directories(ft_render PUBLIC ${PROJECT_SOURCE_DIR}/include
+                           PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${PROJECT_SOURCE_DIR}/cuda)
 target_link_libraries(ft_render PUBLIC ft_tracer ft_runtime PRIVATE ft_core_internal ft_warnings)
 
 if(FT_ENABLE_CUDA)
@@ -34,10 +36,10 @@ endif()
 
 if(FT_BUILD_TESTS)
   ft_add_test(tracer_gpu_workload_test cpu SOURCES tests/unit/tracer_gpu_workload_test.cpp LIBS ft_render)
-  target_include_directories(tracer_gpu_workload_test PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
+  target_include_directories(tracer_gpu_workload_test PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${PROJECT_SOURCE_DIR}/cuda)
   if(FT_ENABLE_CUDA)
     ft_add_test(tracer_gpu_test gpu SOURCES tests/gpu/tracer_gpu_test.cpp LIBS ft_render)
-    target_include_directories(tracer_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
+    target_include_directories(tracer_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${PROJECT_SOURCE_DIR}/cuda)
     add_dependencies(tracer_gpu_test facetrace-gpud)
   endif()
 endif()

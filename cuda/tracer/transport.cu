@@ -3,8 +3,6 @@
 /// (tracer.md §10.1), built from the same physics headers as the CPU tracer (src/tracer/physics).
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "common/cuda_check.cuh"
@@ -15,29 +13,6 @@ namespace facetrace::tracer {
 namespace {
 
 constexpr unsigned kReduceBlock = 128;
-
-/// Launch configurations of the megakernel (block size, minimum resident blocks per SM → register cap, split
-/// bounce: 0 = every path runs to its end in one launch; b > 0 = paths still going after b bounces are handed
-/// off to a second launch that runs them packed, one per thread, so their warps are not held by the paths
-/// that ended). Results never depend on the choice (tracer.md §9 G1/G2: every tuple is the same pure
-/// function, wherever it runs); FACETRACE_TRACER_KERNEL picks one for tuning. Measured on the H200 in
-/// benchmarks/NOTES.md.
-struct KernelConfig {
-  unsigned block;
-  unsigned min_blocks;
-  unsigned split;
-  const char* name;
-};
-constexpr KernelConfig kConfigs[] = {
-    {256, 4, 6, "b256_r64_s6"},  // default: handoff after 6 bounces, ≤ 64 registers (4 blocks, 32 warps per SM)
-    {256, 2, 0, "b256_r128"},    // one launch: the rolled kernel's 61 registers → 4 blocks (32 warps) per SM
-    {128, 4, 0, "b128_r128"},    // smaller blocks
-    {64, 1, 0, "b64"},           // tracer.md §10.1: block size starts at 64
-    {256, 5, 0, "b256_r51"},     // ≤ 51 registers: 5 blocks (40 warps) per SM
-    {256, 4, 5, "b256_r64_s5"},  // handoff after 5 bounces
-    {256, 4, 7, "b256_r64_s7"},  // handoff after 7 bounces
-};
-constexpr unsigned kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 /// A path handed from the first launch to the second: its state after `split` bounces and its tuple index.
 struct alignas(16) SavedPath {
@@ -188,23 +163,12 @@ __global__ void reduce_xyz_kernel(const float* __restrict__ tuples, float* __res
   sums[3 * p + 2] = z;
 }
 
-/// The configuration index from FACETRACE_TRACER_KERNEL (0 = default), read once.
-unsigned config_index() {
-  static const unsigned index = [] {
-    const char* v = std::getenv("FACETRACE_TRACER_KERNEL");
-    if (v == nullptr) return 0u;
-    for (unsigned i = 0; i < kConfigCount; ++i)
-      if (std::strcmp(v, kConfigs[i].name) == 0) return i;
-    return 0u;
-  }();
-  return index;
-}
-
 }  // namespace
 
 
-Status can_implement_chunk(const physics::ChunkScene& scene, const ChunkRange& range) {
-  const auto& p = scene.params;
+Status can_implement_chunk(const ChunkArgs& args) {
+  const auto& p = args.scene.params;
+  const ChunkRange& range = args.range;
   if (p.plane_count > physics::kMaxPlanes)
     return Status(Code::kDeclined, "scene has " + std::to_string(p.plane_count) + " planes; the GPU keeps at most " +
                                        std::to_string(physics::kMaxPlanes) + " in shared memory");
@@ -219,11 +183,18 @@ Status can_implement_chunk(const physics::ChunkScene& scene, const ChunkRange& r
                             std::to_string(range.pixel_count) + ") exceed the image's " + std::to_string(pixels));
   if (std::uint64_t{range.first_sample} + range.spp > 0xFFFFFFFFull)
     return invalid_argument("trace chunk: sample range exceeds 2^32");
+  bool known = false;
+  for (const NamedKernelConfig& c : kKernelConfigs) known = known || same_kernel_config(c.config, args.kernel);
+  if (!known)
+    return invalid_argument("trace chunk: kernel configuration {block " + std::to_string(args.kernel.block) +
+                            ", min_blocks " + std::to_string(args.kernel.min_blocks) + ", split " +
+                            std::to_string(args.kernel.split) + "} is not one transport.cu instantiates");
   return {};
 }
 
-std::uint64_t handoff_bytes(std::uint64_t tuples) {
-  if (kConfigs[config_index()].split == 0) return 0;
+std::uint64_t handoff_bytes(const ChunkArgs& args) {
+  if (args.kernel.split == 0) return 0;
+  const std::uint64_t tuples = std::uint64_t{args.range.pixel_count} * args.range.spp;
   return kHandoffHeaderBytes + tuples / kHandoffShare * sizeof(SavedPath);
 }
 
@@ -265,10 +236,13 @@ Status launch_transport(const physics::ChunkScene& scene, const ChunkRange& rang
 
 }  // namespace
 
-Status launch_trace_chunk(const physics::ChunkScene& scene, const ChunkRange& range, float* tuples, float* sums,
-                          std::uint32_t* nonfinite, void* handoff, CUstream_st* stream) {
-  FT_TRY(can_implement_chunk(scene, range));
-  const KernelConfig& cfg = kConfigs[config_index()];
+Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std::uint32_t* nonfinite,
+                          void* handoff, CUstream_st* stream) {
+  FT_TRY(can_implement_chunk(args));
+  const physics::ChunkScene& scene = args.scene;
+  const ChunkRange& range = args.range;
+  // Every configuration of kKernelConfigs (checked above) maps to one instantiation.
+  const KernelConfig& cfg = args.kernel;
   if (cfg.split > 0) {
     FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream)));
   } else if (cfg.block == 128) {

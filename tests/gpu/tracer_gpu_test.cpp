@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "log_guard.h"
 #include "physics/transport.h"
 #include "cpu/trace_params.h"
+#include "tracer/transport_launch.h"
 
 namespace facetrace::tracer {
 namespace {
@@ -44,6 +46,34 @@ void parallel_for(std::uint32_t n, F f) {
       for (std::uint32_t i = k; i < n; i += t) f(i);
     });
   for (auto& th : pool) th.join();
+}
+
+TEST(TracerLaunch, feasibility_and_handoff_size_are_functions_of_the_chunk_arguments_alone) {
+  // No device needed: these are host functions of the launch arguments (CUTLASS can_implement /
+  // get_workspace_size), never of the environment.
+  ChunkArgs a;
+  a.scene.params.width = 64;
+  a.scene.params.height = 64;
+  a.range = {0, 1024, 0, 0};
+  const std::uint64_t none = handoff_bytes(a);  // 0 tuples: the header alone
+  a.range.spp = 4;
+  ASSERT_TRUE(can_implement_chunk(a).ok());
+  const std::uint64_t quarter = handoff_bytes(a);
+  ::setenv("FACETRACE_TRACER_KERNEL", "b256_r128", 1);
+  EXPECT_EQ(handoff_bytes(a), quarter);
+  ::unsetenv("FACETRACE_TRACER_KERNEL");
+  a.range.spp = 8;
+  EXPECT_GT(quarter, none);
+  EXPECT_EQ(handoff_bytes(a) - none, 2 * (quarter - none));  // the saved states of a quarter of the tuples
+  EXPECT_EQ((quarter - none) % 1024, 0u);
+  a.kernel = *find_kernel_config("b256_r128");
+  EXPECT_EQ(handoff_bytes(a), 0u);  // one launch: no handoff
+  ASSERT_TRUE(can_implement_chunk(a).ok());
+  a.kernel = KernelConfig{100, 1, 0};
+  EXPECT_EQ(can_implement_chunk(a).code(), Code::kInvalidArgument);
+  a.kernel = KernelConfig{};
+  a.scene.params.plane_count = physics::kMaxPlanes + 1;
+  EXPECT_EQ(can_implement_chunk(a).code(), Code::kDeclined);
 }
 
 TEST(TracerGpu, per_sample_values_agree_with_the_cpu) {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-
+#include <cstdlib>
 #include <cstring>
 
 #include "facetrace/runtime/testing/simulated_executor.h"
@@ -22,22 +22,31 @@ namespace {
 using runtime::Outcome;
 using facetrace::testing::ExpectLogs;
 
+/// The kernel configuration of the last chunk the simulated op ran.
+KernelConfig& last_kernel_config() {
+  static KernelConfig config{0, 0, 0};
+  return config;
+}
+
 /// The tracer op on the simulated device: the same contract as the CUDA op, computed with the host physics
 /// (seed, then each pixel's samples added in ascending order).
 Status sim_trace_chunk(runtime::SimDevice& dev, const runtime::OpArgs& a) {
   TraceChunkArgs t;
   FT_TRY(a.args_as(t));
-  const std::uint64_t io = chunk_io_bytes(t.pixel_count);
+  last_kernel_config() = t.chunk.kernel;
+  const ChunkRange& range = t.chunk.range;
+  const physics::ChunkScene& scene = t.chunk.scene;
+  const std::uint64_t io = chunk_io_bytes(range.pixel_count);
   if (a.in.size() < io) return invalid_argument("sim trace_chunk: short input");
   std::vector<std::byte> out(a.in.begin(), a.in.begin() + static_cast<std::ptrdiff_t>(io));
   std::vector<float> tuples;
   auto* sums = reinterpret_cast<float*>(out.data());
   std::uint32_t nonfinite = 0;
-  for (std::uint32_t i = 0; i < t.pixel_count; ++i) {
-    const std::uint32_t p = t.pixel_offset + i;
-    for (std::uint32_t s = 0; s < t.spp; ++s) {
-      const auto r = physics::trace_sample(t.scene.params, t.scene.planes, p % t.scene.params.width,
-                                           p / t.scene.params.width, t.first_sample + s);
+  for (std::uint32_t i = 0; i < range.pixel_count; ++i) {
+    const std::uint32_t p = range.pixel_offset + i;
+    for (std::uint32_t s = 0; s < range.spp; ++s) {
+      const auto r = physics::trace_sample(scene.params, scene.planes, p % scene.params.width,
+                                           p / scene.params.width, range.first_sample + s);
       if (!r.finite) ++nonfinite;
       sums[3 * i] += r.x;
       sums[3 * i + 1] += r.y;
@@ -263,6 +272,36 @@ TEST(TraceWorkload, a_loss_between_pictures_declines_every_picture_not_yet_repor
   EXPECT_EQ(seen, (std::vector<Outcome>{Outcome::kDeclined, Outcome::kDeclined}));
   for (auto n : fa.samples) EXPECT_EQ(n, 0u);
   for (auto n : fb.samples) EXPECT_EQ(n, 0u);
+}
+
+TEST(TraceWorkload, the_kernel_configuration_travels_in_the_chunk_arguments_and_never_changes_the_sums) {
+  Harness h;
+  const Scene s = tiny_scene();
+  const Film cpu = cpu_film(s, 0, 3);
+  const std::pair<const char*, KernelConfig> cases[] = {
+      {"b128_r128", {128, 4, 0}}, {"b256_r64_s5", {256, 4, 5}}, {"b64", {64, 1, 0}}};
+  for (const auto& [name, expected] : cases) {
+    GpuChunkOptions o;
+    o.kernel = name;
+    o.max_chunk_pixels = 50;
+    Film f(s.width, s.height);
+    TraceWorkload w(s, 0, 3, f, o);
+    ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone) << name;
+    EXPECT_TRUE(same_kernel_config(last_kernel_config(), expected)) << name;
+    expect_same_film(f, cpu);
+  }
+  if (std::getenv("FACETRACE_TRACER_KERNEL") == nullptr) {  // no name, no variable: the default
+    Film f(s.width, s.height);
+    TraceWorkload w(s, 0, 3, f);
+    ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone);
+    EXPECT_TRUE(same_kernel_config(last_kernel_config(), KernelConfig{256, 4, 6}));
+  }
+  GpuChunkOptions unknown;
+  unknown.kernel = "b512";
+  Film f(s.width, s.height);
+  TraceWorkload w(s, 0, 3, f, unknown);
+  EXPECT_EQ(h.backend->accumulate(w), Outcome::kDeclined);
+  for (auto n : f.samples) EXPECT_EQ(n, 0u);
 }
 
 TEST(Renderer, parses_device_names) {

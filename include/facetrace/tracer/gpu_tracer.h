@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "facetrace/runtime/backend.h"
@@ -22,6 +23,9 @@ struct GpuChunkOptions {
   std::uint32_t max_chunk_pixels = 0;          ///< > 0 forces at most this many pixels per chunk (tests)
   bool return_tuples = false;                  ///< test mode: keep every tuple's XYZ (per-sample checks)
   int fault_after_chunks = -1;                 ///< test mode: inject a real device fault before chunk k
+  /// Megakernel launch configuration by name (tuning; the names are in docs/gpu-tracer.md). Empty: the one
+  /// FACETRACE_TRACER_KERNEL names (read once per process), else the default. An unknown name here declines.
+  std::string kernel;
 };
 
 /// One tracer request as a runtime Workload. Not thread-safe; one request per object.

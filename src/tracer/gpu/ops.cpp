@@ -15,13 +15,13 @@ namespace {
 Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   TraceChunkArgs t;
   FT_TRY(a.args_as(t));
-  const ChunkRange range{t.pixel_offset, t.pixel_count, t.first_sample, t.spp};
-  FT_TRY(can_implement_chunk(t.scene, range));
-  const std::uint64_t io_bytes = chunk_io_bytes(t.pixel_count);
+  const ChunkRange& range = t.chunk.range;
+  FT_TRY(can_implement_chunk(t.chunk));
+  const std::uint64_t io_bytes = chunk_io_bytes(range.pixel_count);
   if (a.in.size() < io_bytes)
     return invalid_argument("trace_chunk: input region of " + std::to_string(a.in.size()) + " bytes, need " +
                             std::to_string(io_bytes));
-  const std::uint64_t tuple_bytes = std::uint64_t{t.pixel_count} * t.spp * 12;
+  const std::uint64_t tuple_bytes = std::uint64_t{range.pixel_count} * range.spp * 12;
   const bool odd = (t.buffer & 1u) != 0;
   auto sums = ctx.scratch(odd ? "tracer.sums.1" : "tracer.sums.0", io_bytes);
   if (!sums) return sums.status();
@@ -31,13 +31,12 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   auto* counter = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(sums->data) + io_bytes - 4);
   FT_CUDA_TRY(cudaMemcpyAsync(sums->data, a.in.data(), io_bytes, cudaMemcpyHostToDevice, ctx.stream()));
   void* handoff = nullptr;
-  if (const std::uint64_t bytes = handoff_bytes(std::uint64_t{t.pixel_count} * t.spp); bytes > 0) {
+  if (const std::uint64_t bytes = handoff_bytes(t.chunk); bytes > 0) {
     auto h = ctx.scratch("tracer.handoff", bytes);
     if (!h) return h.status();
     handoff = h->data;
   }
-  FT_TRY(launch_trace_chunk(t.scene, range, static_cast<float*>(tuples->data), sums_f, counter, handoff,
-                            ctx.stream()));
+  FT_TRY(launch_trace_chunk(t.chunk, static_cast<float*>(tuples->data), sums_f, counter, handoff, ctx.stream()));
   auto ticket = ctx.ring().record_copy(sums->data, io_bytes, ctx.stream());
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);

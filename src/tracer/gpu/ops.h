@@ -1,13 +1,13 @@
 /// @file
 /// Private: the tracer's device ops (runtime op seam, docs/runtime.md) — ids and argument layouts shared by
-/// the host workload (gpu_tracer.cpp) and the handlers (gpu_ops.cpp, CUDA builds, linked into facetrace-gpud).
+/// the host workload (gpu/trace_workload.cpp) and the handler (gpu/ops.cpp, CUDA builds, linked into facetrace-gpud).
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "facetrace/runtime/op.h"
-#include "physics/chunk.h"
+#include "tracer/transport_launch.h"
 
 namespace facetrace::tracer {
 
@@ -19,11 +19,7 @@ inline constexpr runtime::OpId kOpTraceChunk = 0x00010001;
 /// (sums continued in ascending sample order, counter = non-finite samples). With kReturnTuples a second
 /// ticket holds every tuple's XYZ (pixel-major, ascending sample), for the per-sample agreement test.
 struct TraceChunkArgs {
-  physics::ChunkScene scene;  ///< passed to launch_trace_chunk as it is
-  std::uint32_t pixel_offset = 0;
-  std::uint32_t pixel_count = 0;
-  std::uint32_t first_sample = 0;
-  std::uint32_t spp = 0;
+  ChunkArgs chunk;           ///< scene, range and kernel configuration: passed to launch_trace_chunk as they are
   std::uint32_t buffer = 0;  ///< 0/1: device buffer pair (the chunk in flight keeps the other)
   std::uint32_t flags = 0;
   static constexpr std::uint32_t kReturnTuples = 1;

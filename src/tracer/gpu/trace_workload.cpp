@@ -8,14 +8,14 @@
 #include <map>
 #include <mutex>
 
-#include "log.h"
-#include "gpu/ops.h"
 #include "cpu/trace_params.h"
+#include "facetrace/core/env.h"
+#include "gpu/ops.h"
+#include "log.h"
 
 namespace facetrace::tracer {
 
 namespace {
-constexpr std::uint64_t kMaxTuples = 4194240;        // tracer.md §10.2: min(64 MiB/12, 65 535·64)
 constexpr std::uint64_t kMinTuples = 65536 / 12;     // tracer.md §10.2: 64 KiB/12 = 5 461
 constexpr double kEmaAlpha = 0.3;                    // tracer.md §10.2
 constexpr std::uint64_t kTrailer = sizeof(std::uint64_t);  // scratch: the request's non-finite count
@@ -31,6 +31,18 @@ std::uint32_t next_buffer(const runtime::Executor& ex) {
   static std::map<const runtime::Executor*, std::uint32_t> sequence;
   std::lock_guard lock(mu);
   return sequence[&ex]++ & 1u;
+}
+
+/// The megakernel configuration for `name`, or FACETRACE_TRACER_KERNEL's (read once: the environment enters the
+/// launch arguments here, never inside the launcher) when `name` is empty. An unknown variable value gives the
+/// default; an unknown `name` gives null.
+const KernelConfig* kernel_config(const std::string& name) {
+  static const KernelConfig from_env = [] {
+    const std::optional<std::string> v = core::env_string("FACETRACE_TRACER_KERNEL");
+    const KernelConfig* c = v ? find_kernel_config(*v) : nullptr;
+    return c ? *c : KernelConfig{};
+  }();
+  return name.empty() ? &from_env : find_kernel_config(name);
 }
 
 }  // namespace
@@ -83,15 +95,19 @@ TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std
                              ", scene is " + std::to_string(scene.width) + "x" + std::to_string(scene.height));
   if (tier_.ok() && std::uint64_t{first_sample} + samples > 0xFFFFFFFFull)
     tier_ = invalid_argument("sample range exceeds 2^32");
-  if (tier_.ok() && samples > kMaxTuples)
+  if (tier_.ok() && samples > kMaxTuplesPerLaunch)
     tier_ = Status(Code::kDeclined, "more samples per request than one launch holds");
+  const KernelConfig* kernel = kernel_config(options_.kernel);
+  if (tier_.ok() && kernel == nullptr)
+    tier_ = invalid_argument("unknown megakernel configuration \"" + options_.kernel + "\"");
   if (tier_.ok()) {
     TraceChunkArgs a;
-    a.scene.params = make_trace_params(scene_);
+    a.chunk.scene.params = make_trace_params(scene_);
     const auto planes = make_facet_planes(scene_);
-    std::copy(planes.begin(), planes.end(), a.scene.planes);
-    a.first_sample = first_sample_;
-    a.spp = samples_;
+    std::copy(planes.begin(), planes.end(), a.chunk.scene.planes);
+    a.chunk.range.first_sample = first_sample_;
+    a.chunk.range.spp = samples_;
+    a.chunk.kernel = *kernel;
     if (options_.return_tuples) a.flags |= TraceChunkArgs::kReturnTuples;
     args_.resize(sizeof(a));
     std::memcpy(args_.data(), &a, sizeof(a));
@@ -124,7 +140,7 @@ void TraceWorkload::seed_scratch(std::span<std::byte> scratch) {
 std::uint32_t TraceWorkload::next_chunk_pixels() const {
   std::uint64_t tuples = options_.first_chunk_tuples;
   if (ema_ns_per_tuple_ > 0.0) tuples = static_cast<std::uint64_t>(options_.target_ms * 1e6 / ema_ns_per_tuple_);
-  tuples = std::clamp<std::uint64_t>(tuples, std::max<std::uint64_t>(kMinTuples, samples_), kMaxTuples);
+  tuples = std::clamp<std::uint64_t>(tuples, std::max<std::uint64_t>(kMinTuples, samples_), kMaxTuplesPerLaunch);
   std::uint64_t pixels = std::max<std::uint64_t>(1, tuples / samples_);
   if (options_.max_chunk_pixels > 0) pixels = std::min<std::uint64_t>(pixels, options_.max_chunk_pixels);
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(pixels, film_.pixels() - next_pixel_));
@@ -190,8 +206,8 @@ Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::by
   std::memset(block->bytes().data() + std::size_t{pixels} * 12, 0, 4);
 
   auto* a = reinterpret_cast<TraceChunkArgs*>(args_.data());
-  a->pixel_offset = next_pixel_;
-  a->pixel_count = pixels;
+  a->chunk.range.pixel_offset = next_pixel_;
+  a->chunk.range.pixel_count = pixels;
   a->buffer = next_buffer(ex);
   runtime::OpCall call;
   call.op = kOpTraceChunk;
