@@ -1,12 +1,15 @@
 /// @file
-/// The CPU reference tracer: std::thread workers over 16×16 pixel tiles, each pixel summing its samples in
-/// ascending s onto the film's running sums (tracer.md §9 G2/G3), so results do not depend on threads.
+/// The CPU reference tracer: 16×16 pixel tiles on the library's one parallel loop (core::parallel_for), each
+/// pixel summing its samples in ascending s onto the film's running sums (tracer.md §9 G2/G3), so results do
+/// not depend on the threads or the order the tiles run in.
 #include "facetrace/tracer/cpu_tracer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "facetrace/core/parallel.h"
 
 #include "physics/transport.h"
 #include "cpu/trace_params.h"
@@ -77,44 +80,30 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
   const std::uint32_t tiles_x = (scene.width + kTile - 1) / kTile;
   const std::uint32_t tiles_y = (scene.height + kTile - 1) / kTile;
   const std::uint32_t tile_count = tiles_x * tiles_y;
-  unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min<unsigned>(threads, tile_count);
 
-  std::atomic<std::uint32_t> next_tile{0};
   std::atomic<std::uint32_t> done_tiles{0};
   std::atomic<std::uint64_t> nonfinite{0};
   std::atomic<bool> cancelled{false};
-
-  auto worker = [&]() {
-    std::uint64_t local_nonfinite = 0;
-    for (;;) {
-      if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
-        cancelled.store(true, std::memory_order_relaxed);
-        break;
-      }
-      const std::uint32_t tile = next_tile.fetch_add(1, std::memory_order_relaxed);
-      if (tile >= tile_count) break;
-      const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
-      const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
-      local_nonfinite += detail::trace_tile(params, plane_ptr, x0, x1, y0, y1, scene.width, first_sample, samples,
-                                            film.xyz.data());
-      for (std::uint32_t y = y0; y < y1; ++y)
-        for (std::uint32_t x = x0; x < x1; ++x) film.samples[std::size_t{y} * scene.width + x] += samples;
-      const std::uint32_t done = done_tiles.fetch_add(1, std::memory_order_relaxed) + 1;
-      if (options.progress) options.progress(static_cast<double>(done) / static_cast<double>(tile_count));
+  // One index per tile; every pixel belongs to one tile, so no two calls touch the same sums.
+  const bool all_ran = core::parallel_for(tile_count, static_cast<int>(options.threads), [&](std::int64_t index) {
+    if (cancelled.load(std::memory_order_relaxed)) return;
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+      cancelled.store(true, std::memory_order_relaxed);
+      return;
     }
-    nonfinite.fetch_add(local_nonfinite, std::memory_order_relaxed);
-  };
-
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (std::thread& t : pool) t.join();
-  }
+    const auto tile = static_cast<std::uint32_t>(index);
+    const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
+    const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
+    nonfinite.fetch_add(detail::trace_tile(params, plane_ptr, x0, x1, y0, y1, scene.width, first_sample, samples,
+                                           film.xyz.data()),
+                        std::memory_order_relaxed);
+    for (std::uint32_t y = y0; y < y1; ++y)
+      for (std::uint32_t x = x0; x < x1; ++x) film.samples[std::size_t{y} * scene.width + x] += samples;
+    const std::uint32_t done = done_tiles.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (options.progress) options.progress(static_cast<double>(done) / static_cast<double>(tile_count));
+  });
   film.nonfinite += nonfinite.load();
+  if (!all_ran) return internal_error("cpu_accumulate: the progress callback threw");
   if (cancelled.load()) return {Code::kCancelled, "cpu_accumulate: cancelled between tiles"};
   return {};
 }
