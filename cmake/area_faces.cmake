@@ -6,6 +6,7 @@ find_package(ONNX REQUIRED)
 add_library(ft_faces STATIC
   src/faces/onnx/loader.cpp
   src/faces/ir/lower.cpp
+  src/faces/ir/fuse.cpp
   src/faces/cpu/interpreter.cpp
   src/faces/cpu/conv.cpp
   src/faces/cpu/depthwise.cpp
@@ -25,8 +26,11 @@ target_link_libraries(ft_faces PUBLIC ft_core PRIVATE ft_core_internal onnx_prot
 
 if(FT_BUILD_TESTS)
   ft_add_test(faces_test cpu
-    SOURCES tests/unit/faces_ops_test.cpp tests/unit/faces_loader_test.cpp tests/unit/faces_models_test.cpp
+    SOURCES tests/unit/faces_ops_test.cpp tests/unit/faces_fuse_test.cpp tests/unit/faces_loader_test.cpp
+            tests/unit/faces_models_test.cpp
     LIBS ft_faces onnx_proto protobuf::libprotobuf)
+  # faces_fuse_test calls the fusion pass directly (ir/fuse.h)
+  target_include_directories(faces_test PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
 endif()
 
 if(FT_BUILD_BENCHMARKS)

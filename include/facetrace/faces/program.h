@@ -40,6 +40,12 @@ struct ConvJob {
   Blob bias;  ///< may be null
   /// Multiply-adds at batch 1: cout·oh·ow·(cin/g)·kh·kw.
   std::int64_t macs() const { return cout * oh * ow * (cin / groups) * kh * kw; }
+  /// A dense 1×1, stride-1, unpadded conv (a matrix product over the plane).
+  bool is_pointwise() const {
+    return groups == 1 && kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h && ow == w;
+  }
+  /// One input channel per output channel (groups = cin = cout).
+  bool is_depthwise() const { return groups == cin && cout == cin; }
 };
 
 enum class UnaryKind : std::uint8_t { kRelu, kSigmoid, kClip };
@@ -93,12 +99,37 @@ using Op = std::variant<ConvJob, UnaryOp, ChannelAffineOp, ChannelPreluOp, Binar
 /// Short name of an op kind ("Conv", "Unary", ...).
 std::string_view op_name(const Op& op);
 
+/// How a step runs together with the steps after it (faces.md §3). Set once after lowering by the fusion pass
+/// (src/faces/ir/fuse.h) on the first step of each group; an executor runs the group as one unit that reads the
+/// first step's operands (and, for kResizeBinary, the Binary's other operand) and writes the last step's value.
+/// Every group gives the same values as its steps run one by one.
+enum class FusionKind : std::uint8_t {
+  kNone,          ///< the step runs alone
+  kConvAct,       ///< Conv → Relu/Clip (2 steps): the activation in the conv's epilogue
+  kConvBand,      ///< [dense Conv [→ Relu/Clip] →] 1×1 Conv [→ Relu/Clip] → depthwise Conv [→ Relu/Clip [→ MaxPool]],
+                  ///< computed in row bands so the intermediate tensors are never stored whole
+  kResizeBinary,  ///< nearest Resize → element-wise Binary without broadcasting (2 steps): the up-scaled tensor is
+                  ///< never stored
+};
+
+/// A fused group's layout. Member positions are offsets from the group's first step; −1 = absent.
+struct Fusion {
+  FusionKind kind = FusionKind::kNone;
+  std::int32_t steps = 1;  ///< steps in the group, this one first
+  /// kConvBand: the dense conv before the 1×1 conv and its activation, the 1×1 conv and its activation, the
+  /// depthwise conv and its activation, the MaxPool. pw and dw are always present.
+  std::int8_t pre = -1, pre_act = -1, pw = -1, pw_act = -1, dw = -1, dw_act = -1, pool = -1;
+  /// kResizeBinary: the Binary operand (0 or 1) that the Resize feeds.
+  std::int8_t side = -1;
+};
+
 /// One step: reads `args`, writes exactly one value `out`. `node` is the ONNX node it came from.
 struct Step {
   Op op;
   std::vector<Arg> args;
   std::int32_t out = 0;
   std::string node;
+  Fusion fusion;  ///< on the first step of a fused group; kNone elsewhere
 };
 
 /// A graph output: ONNX name, the value holding it, and its shape (an alias may reshape a value).

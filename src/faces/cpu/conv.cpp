@@ -82,12 +82,6 @@ bool conv(const ConvJob& j, const float* x, float* y, const Activation& act, int
   return ok;
 }
 
-bool is_pointwise(const ConvJob& j) {
-  return j.groups == 1 && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 && j.oh == j.h &&
-         j.ow == j.w;
-}
-bool is_depthwise(const ConvJob& j) { return j.groups == j.cin && j.cout == j.cin; }
-
 // Target size of a band group's 1×1-output scratch: ~30 % of the per-core L2 (at most 384 KiB), so that it, the
 // stem scratch of the first group and the packed B block stay in L2 together (the band height never changes
 // results).

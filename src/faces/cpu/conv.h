@@ -17,11 +17,6 @@ int threads_for(std::int64_t macs, int threads);
 /// y = act(conv(x)); false when a value before the activation was not finite.
 bool conv(const ConvJob& j, const float* x, float* y, const Activation& act, int threads);
 
-/// A 1×1, stride-1, unpadded dense conv.
-bool is_pointwise(const ConvJob& j);
-/// One input channel per output channel (groups = cin = cout).
-bool is_depthwise(const ConvJob& j);
-
 /// Target size of a band's 1×1-output scratch (a fraction of the per-core L2).
 std::int64_t band_scratch_bytes();
 

@@ -16,6 +16,7 @@
 #include "cpu/eltwise.h"
 #include "cpu/gemm.h"
 #include "cpu/profile.h"
+#include "ir/fuse.h"
 #include "facetrace/core/parallel.h"
 #include "facetrace/faces/net.h"
 
@@ -23,20 +24,15 @@ namespace facetrace::faces {
 namespace detail {
 namespace {
 
-// The activation a Unary step applies, when it can be fused into a conv epilogue.
-bool fusable(const Op& op, Activation* act) {
-  const auto* u = std::get_if<UnaryOp>(&op);
-  if (!u) return false;
-  if (u->kind == UnaryKind::kRelu) {
-    *act = Activation{Activation::Kind::kRelu, 0.0f, 0.0f};
-    return true;
-  }
-  if (u->kind == UnaryKind::kClip) {
-    *act = Activation{Activation::Kind::kClip, u->lo, u->hi};
-    return true;
-  }
-  return false;
+// The activation a Relu/Clip step applies in a conv epilogue (none for any other step).
+Activation epilogue_activation(const Step& s) {
+  const auto* u = std::get_if<UnaryOp>(&s.op);
+  if (u && u->kind == UnaryKind::kRelu) return Activation{Activation::Kind::kRelu, 0.0f, 0.0f};
+  if (u && u->kind == UnaryKind::kClip) return Activation{Activation::Kind::kClip, u->lo, u->hi};
+  return Activation{};
 }
+
+Status non_finite(const Step& s) { return invalid_argument("node '" + s.node + "' produced a non-finite value"); }
 
 // Ops whose output is finite whenever their (finite) inputs are: no separate check needed.
 bool keeps_finite(const Op& op) {
@@ -54,14 +50,13 @@ struct Exec {
     return a.id == kInputValue ? input : vals.data(a.id);
   }
 
-  // Runs one step into y. Sets *finite to false when the step's own check found a non-finite value.
-  Status step(const Step& s, const Activations& vals, const float* input, float* y, const Activation& act,
-              bool* finite) const {
+  // Runs one step alone into y (act: the activation of a kConvAct group, applied in the conv's epilogue).
+  Status step(const Step& s, const Activations& vals, const float* input, float* y, const Activation& act) const {
     const float* x = arg(vals, input, s.args[0]);
     const std::int64_t len = p.lens[static_cast<std::size_t>(s.out)];
     const int t = threads;
     if (const auto* j = std::get_if<ConvJob>(&s.op)) {
-      *finite = conv(*j, x, y, act, t);
+      return conv(*j, x, y, act, t) ? Status{} : non_finite(s);
     } else if (const auto* u = std::get_if<UnaryOp>(&s.op)) {
       unary(*u, x, y, len, t);
     } else if (const auto* a = std::get_if<ChannelAffineOp>(&s.op)) {
@@ -83,10 +78,55 @@ struct Exec {
     } else {
       return internal_error("unknown op at node '" + s.node + "'");
     }
-    return {};
+    return keeps_finite(s.op) || all_finite(y, len) ? Status{} : non_finite(s);
   }
 
-  Expected<std::vector<std::vector<float>>> run(std::span<const float> input) const {
+  // Runs the kConvBand group that starts at step i into y.
+  Status band(std::size_t i, const Activations& vals, const float* input, float* y) const {
+    const Fusion& f = p.steps[i].fusion;
+    auto member = [&](std::int8_t o) { return o < 0 ? nullptr : &p.steps[i + static_cast<std::size_t>(o)]; };
+    auto act = [&](std::int8_t o) { return o < 0 ? Activation{} : epilogue_activation(*member(o)); };
+    const Step* pre = member(f.pre);
+    const Step& pw = *member(f.pw);
+    const Step& dw = *member(f.dw);
+    const Step* pool = member(f.pool);
+    bool pre_ok = true, pw_ok = true, dw_ok = true;
+    conv_pw_dw(pre ? &std::get<ConvJob>(pre->op) : nullptr, act(f.pre_act), std::get<ConvJob>(pw.op), act(f.pw_act),
+               std::get<ConvJob>(dw.op), act(f.dw_act), pool ? &std::get<MaxPoolOp>(pool->op) : nullptr,
+               arg(vals, input, p.steps[i].args[0]), y, threads, &pre_ok, &pw_ok, &dw_ok);
+    if (!pre_ok) return non_finite(*pre);
+    if (!pw_ok) return non_finite(pw);
+    return dw_ok ? Status{} : non_finite(dw);
+  }
+
+  // Runs the kResizeBinary group that starts at step i into y.
+  Status resize_then_binary(std::size_t i, const Activations& vals, const float* input, float* y) const {
+    const Step& rs = p.steps[i];
+    const Step& bs = p.steps[i + 1];
+    const int side = rs.fusion.side;
+    const float* other = arg(vals, input, bs.args[static_cast<std::size_t>(1 - side)]);
+    const bool ok = resize_binary(std::get<ResizeOp>(rs.op), std::get<BinaryOp>(bs.op).kind, side,
+                                  arg(vals, input, rs.args[0]), other, y, threads);
+    return ok ? Status{} : non_finite(bs);
+  }
+
+  // Runs the group (or the lone step) that starts at step i into y, as its Step::fusion says.
+  Status group(std::size_t i, const Activations& vals, const float* input, float* y) const {
+    const Step& s = p.steps[i];
+    switch (s.fusion.kind) {
+      case FusionKind::kNone:
+        return step(s, vals, input, y, Activation{});
+      case FusionKind::kConvAct:
+        return step(s, vals, input, y, epilogue_activation(p.steps[i + 1]));
+      case FusionKind::kConvBand:
+        return band(i, vals, input, y);
+      case FusionKind::kResizeBinary:
+        return resize_then_binary(i, vals, input, y);
+    }
+    return internal_error("unknown fusion kind at node '" + s.node + "'");
+  }
+
+  Status check_input(std::span<const float> input) const {
     if (static_cast<std::int64_t>(input.size()) != p.lens[0])
       return invalid_argument("input holds " + std::to_string(input.size()) + " values, the program expects " +
                               std::to_string(p.lens[0]));
@@ -94,147 +134,26 @@ struct Exec {
     chunked(p.lens[0], threads, [&](std::int64_t b, std::int64_t e) {
       if (!all_finite(input.data() + b, e - b)) input_ok.store(false, std::memory_order_relaxed);
     });
-    if (!input_ok.load()) return invalid_argument("input holds a non-finite value");
+    return input_ok.load() ? Status{} : invalid_argument("input holds a non-finite value");
+  }
+
+  Expected<std::vector<std::vector<float>>> run(std::span<const float> input) const {
+    FT_TRY(check_input(input));
     Activations vals(p.lens.size());
-    for (std::size_t i = 0; i < p.steps.size(); ++i) {
-      const Step& s = p.steps[i];
-      // Fused groups: Conv → its only reader, a Relu/Clip (the activation in the conv's epilogue); and a 1×1 Conv
-      // [→ Relu/Clip] → its only reader, a depthwise Conv [→ Relu/Clip], run in row bands (conv_pw_dw).
-      auto only_reader = [&](std::size_t r, std::int32_t v) {
-        const Step& n = p.steps[r];
-        const auto& fr = p.free[r];
-        return n.args.size() == 1 && n.args[0].kind == Arg::Kind::kValue && n.args[0].id == v &&
-               std::find(fr.begin(), fr.end(), v) != fr.end();
-      };
-      // match a 1×1 Conv at step q [→ Relu/Clip] → depthwise Conv [→ Relu/Clip [→ MaxPool]]; returns the step
-      // after the group, or 0 when no depthwise conv follows
-      Activation act, dact, preact;
-      const Step* dws = nullptr;
-      const Step* pws = nullptr;
-      const Step* pres = nullptr;  // a dense conv feeding the 1×1 conv, computed per band too
-      const MaxPoolOp* mpool = nullptr;
-      auto match_pw_dw = [&](std::size_t q) -> std::size_t {
-        const auto* cj = std::get_if<ConvJob>(&p.steps[q].op);
-        if (!cj || !is_pointwise(*cj)) return 0;
-        std::size_t k = q + 1;
-        Activation pa;
-        if (k < p.steps.size() && fusable(p.steps[k].op, &pa) && only_reader(k, p.steps[q].out))
-          ++k;
-        else
-          pa = Activation{};
-        if (k >= p.steps.size()) return 0;
-        const auto* dj = std::get_if<ConvJob>(&p.steps[k].op);
-        if (!dj || !is_depthwise(*dj) || dj->cin != cj->cout || dj->h != cj->oh || dj->w != cj->ow ||
-            !only_reader(k, p.steps[k - 1].out))
-          return 0;
-        act = pa;
-        pws = &p.steps[q];
-        dws = &p.steps[k];
-        ++k;
-        if (k < p.steps.size() && fusable(p.steps[k].op, &dact) && only_reader(k, dws->out)) {
-          ++k;
-          // a non-overlapping MaxPool after a Relu (values ≥ +0, so the max is order-free) pools each band
-          const auto* mp = k < p.steps.size() ? std::get_if<MaxPoolOp>(&p.steps[k].op) : nullptr;
-          if (mp && dact.kind == Activation::Kind::kRelu && mp->kh == mp->sh && mp->kw == mp->sw &&
-              mp->channels == dj->cout && mp->h == dj->oh && mp->w == dj->ow && only_reader(k, p.steps[k - 1].out)) {
-            mpool = mp;
-            ++k;
-          }
-        } else {
-          dact = Activation{};
-        }
-        return k;
-      };
-      std::size_t nx = i + 1;
-      if (const auto* cj = std::get_if<ConvJob>(&s.op)) {
-        std::size_t g = match_pw_dw(i);
-        if (!g && cj->groups == 1 && !is_pointwise(*cj)) {  // dense conv [→ act] → 1×1 → depthwise …
-          std::size_t q = i + 1;
-          Activation a0;
-          if (q < p.steps.size() && fusable(p.steps[q].op, &a0) && only_reader(q, s.out))
-            ++q;
-          else
-            a0 = Activation{};
-          const auto* pj = q < p.steps.size() ? std::get_if<ConvJob>(&p.steps[q].op) : nullptr;
-          if (pj && pj->cin == cj->cout && pj->h == cj->oh && pj->w == cj->ow && only_reader(q, p.steps[q - 1].out)) {
-            g = match_pw_dw(q);
-            if (g) {
-              pres = &s;
-              preact = a0;
-            }
-          }
-        }
-        if (g) {
-          nx = g;
-        } else {
-          if (nx < p.steps.size() && fusable(p.steps[nx].op, &act) && only_reader(nx, s.out))
-            ++nx;
-          else
-            act = Activation{};
-        }
-      }
-      // a nearest Resize whose only reader is the next step, an element-wise Binary without broadcasting
-      const BinaryOp* rbin = nullptr;
-      int rside = -1;
-      if (const auto* rs = std::get_if<ResizeOp>(&s.op); rs && nx < p.steps.size()) {
-        const Step& n = p.steps[nx];
-        const auto* bo = std::get_if<BinaryOp>(&n.op);
-        const auto& fr = p.free[nx];
-        if (bo && n.args.size() == 2 && std::find(fr.begin(), fr.end(), s.out) != fr.end()) {
-          const std::int64_t oh = rs->h * rs->sy, ow = rs->w * rs->sx;
-          auto dense = [&](const std::array<std::int64_t, 4>& st) {
-            return st[1] == oh * ow && st[2] == ow && st[3] == 1;
-          };
-          int side = -1;
-          for (int q = 0; q < 2; ++q)
-            if (n.args[static_cast<std::size_t>(q)].kind == Arg::Kind::kValue &&
-                n.args[static_cast<std::size_t>(q)].id == s.out)
-              side = side == -1 ? q : 2;
-          if ((side == 0 || side == 1) && bo->dims[0] == 1 && bo->dims[1] == rs->channels && bo->dims[2] == oh &&
-              bo->dims[3] == ow && dense(bo->a_strides) && dense(bo->b_strides)) {
-            rbin = bo;
-            rside = side;
-            ++nx;
-          }
-        }
-      }
-      const std::size_t steps_done = nx - i;
+    for (std::size_t i = 0; i < p.steps.size();) {
+      const auto n = static_cast<std::size_t>(p.steps[i].fusion.steps);
+      const Step& last = p.steps[i + n - 1];
       const bool prof = profile_on();
       const auto t_start = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      const Step& last = p.steps[nx - 1];
-      const auto len = p.lens[static_cast<std::size_t>(last.out)];
-      Buf out = vals.acquire(len);
-      if (dws) {
-        bool pre_ok = true, pw_ok = true, dw_ok = true;
-        conv_pw_dw(pres ? &std::get<ConvJob>(pres->op) : nullptr, preact, std::get<ConvJob>(pws->op), act,
-                   std::get<ConvJob>(dws->op), dact, mpool, arg(vals, input.data(), s.args[0]), out.p, threads,
-                   &pre_ok, &pw_ok, &dw_ok);
-        if (!pre_ok || !pw_ok || !dw_ok) {
-          const std::string& bad = !pre_ok ? pres->node : !pw_ok ? pws->node : dws->node;
-          return invalid_argument("node '" + bad + "' produced a non-finite value");
-        }
-      } else if (rbin) {
-        const Step& bs = p.steps[nx - 1];
-        if (!resize_binary(std::get<ResizeOp>(s.op), rbin->kind, rside, arg(vals, input.data(), s.args[0]),
-                           arg(vals, input.data(), bs.args[static_cast<std::size_t>(1 - rside)]), out.p, threads)) {
-          return invalid_argument("node '" + bs.node + "' produced a non-finite value");
-        }
-      } else {
-        bool finite = true;
-        FT_TRY(step(s, vals, input.data(), out.p, act, &finite));
-        if (!finite ||
-            (!std::holds_alternative<ConvJob>(s.op) && !keeps_finite(s.op) && !all_finite(out.p, len))) {
-          return invalid_argument("node '" + s.node + "' produced a non-finite value");
-        }
-      }
+      Buf out = vals.acquire(p.lens[static_cast<std::size_t>(last.out)]);
+      FT_TRY(group(i, vals, input.data(), out.p));
       vals.set(last.out, std::move(out));
       if (prof)
-        profile_add(p, i, steps_done,
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count());
-      for (std::size_t d = 0; d < steps_done; ++d)
+        profile_add(p, i, n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count());
+      for (std::size_t d = 0; d < n; ++d)
         for (auto v : p.free[i + d])
           if (v != kInputValue) vals.release(v);
-      i += steps_done - 1;
+      i += n;
     }
     std::vector<std::vector<float>> outs;
     outs.reserve(p.outputs.size());
@@ -260,6 +179,9 @@ Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(const Pro
                                                                       int threads) {
   using Result = std::vector<std::vector<std::vector<float>>>;
   if (program.lens.empty()) return invalid_argument("empty program");
+  for (std::size_t i = 0; i < program.steps.size(); ++i)
+    if (!detail::fusion_well_formed(program, i))
+      return invalid_argument("step " + std::to_string(i) + " ('" + program.steps[i].node + "'): malformed fusion");
   try {
     Result result(inputs.size());
     if (inputs.size() <= 1) {

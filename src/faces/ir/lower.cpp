@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "ir/fuse.h"
 #include "onnx/graph.h"
 
 namespace facetrace::faces::detail {
@@ -140,7 +141,7 @@ class Lowerer {
     const auto v = static_cast<std::int32_t>(prog_.lens.size());
     prog_.lens.push_back(count_of(out_shape));
     prog_.shapes.push_back(out_shape);
-    prog_.steps.push_back(Step{std::move(op), std::move(args), v, n.name});
+    prog_.steps.push_back(Step{std::move(op), std::move(args), v, n.name, Fusion{}});
     names_[n.outputs[0]] = Entry{nullptr, v, out_shape};
     return v;
   }
@@ -814,7 +815,9 @@ Status Lowerer::lower_constant(const Node& n) {
 
 Expected<Program> lower_graph(const Graph& graph, const Shape& shape, const NetLimits& limits) {
   Lowerer l(graph, limits);
-  return l.run(shape);
+  auto p = l.run(shape);
+  if (p) fuse(*p);  // once, after lowering: every executor runs the groups it marks
+  return p;
 }
 
 }  // namespace facetrace::faces::detail
