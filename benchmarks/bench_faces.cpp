@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_faces: %s\n", emb.status().to_string().c_str());
     return 1;
   }
-  auto photo = load_image(images + "obama_portrait_2012.jpg");
+  auto photo = core::load_image(images + "obama_portrait_2012.jpg");
   if (!photo) {
     std::fprintf(stderr, "bench_faces: %s\n", photo.status().to_string().c_str());
     return 1;

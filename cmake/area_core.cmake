@@ -1,4 +1,5 @@
-# Core: Status / Expected, logging, environment helpers, the one parallel loop, the one image type (+PNG).
+# Core: Status / Expected, logging, environment helpers, the capped file reader, the one parallel loop, the one
+# image type (decode through stb_image, PNG output through libpng).
 # Private include root: src/core (the library's spdlog logger, log.h), handed to the other library modules
 # through ft_core_internal; the CLI, gpud and benchmarks see only include/facetrace (docs/design/layout.md).
 add_library(ft_core STATIC
@@ -9,7 +10,7 @@ add_library(ft_core STATIC
   src/core/image.cpp
   src/core/file.cpp)
 target_include_directories(ft_core PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/core)
-target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt ft_warnings)
+target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt PNG::PNG ft_warnings)
 target_compile_features(ft_core PUBLIC cxx_std_20)
 
 # The library modules' view of core's private headers (log.h: FT_LOG_* through spdlog, .cpp files only).

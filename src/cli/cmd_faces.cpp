@@ -79,21 +79,21 @@ std::string face_json(const Detection& d) {
   return s + "]}";
 }
 
-void annotate(const Image& photo, const std::vector<Detection>& faces, const std::string& out) {
-  Image im = photo;
+void annotate(const core::Image& photo, const std::vector<Detection>& faces, const std::string& out) {
+  core::Image im = photo;
   const int t = std::max(2, std::min(im.width, im.height) / 300);
   for (const auto& d : faces) {
-    draw_rect(im, d.x0, d.y0, d.x1, d.y1, 0, 255, 0, t);
+    core::draw_rect(im, d.x0, d.y0, d.x1, d.y1, 0, 255, 0, t);
     const std::uint8_t colors[5][3] = {{255, 0, 0}, {0, 0, 255}, {0, 255, 0}, {255, 0, 255}, {0, 255, 255}};
     for (std::size_t k = 0; k < 5; ++k)
-      draw_dot(im, d.landmarks[k].x, d.landmarks[k].y, t, colors[k][0], colors[k][1], colors[k][2]);
+      core::draw_dot(im, d.landmarks[k].x, d.landmarks[k].y, t, colors[k][0], colors[k][1], colors[k][2]);
   }
-  if (Status s = write_png(out, im); !s.ok()) throw Failure{1, s.to_string()};
+  if (Status s = core::write_png(out, im); !s.ok()) throw Failure{1, s.to_string()};
 }
 
 // The best-scoring face of a photo, embedded.
 std::vector<float> embed_best(const Detector& det, const Embedder& emb, const std::string& path, Detection* face) {
-  const Image im = take(load_image(path));
+  const core::Image im = take(core::load_image(path));
   const auto faces = take(det.detect(im));
   if (faces.empty()) throw Failure{1, path + ": no face found"};
   *face = faces[0];
@@ -142,7 +142,7 @@ void register_faces(CLI::App& app, int& exit_code) {
       std::string json = "{\"images\":[";
       for (std::size_t i = 0; i < da->images.size(); ++i) {
         const std::string& path = da->images[i];
-        const Image im = take(load_image(path));
+        const core::Image im = take(core::load_image(path));
         const auto found = take(det.detect(im, opt));
         if (da->json) {
           json += (i ? "," : "") + std::string("{\"path\":") + json_str(path) + ",\"width\":" + std::to_string(im.width) +
@@ -185,7 +185,7 @@ void register_faces(CLI::App& app, int& exit_code) {
       const Embedder emb = take(Embedder::load(
           model_path(ea->embedder, "--embedder", {kEmbedderFiles[0], kEmbedderFiles[1], kEmbedderFiles[2]}),
           ea->threads));
-      const Image im = take(load_image(ea->image));
+      const core::Image im = take(core::load_image(ea->image));
       const auto found = take(det.detect(im));
       std::string json = "{\"path\":" + json_str(ea->image) + ",\"model\":" + json_str(emb.info().name) +
                          ",\"dim\":" + std::to_string(emb.info().dim) + ",\"faces\":[";

@@ -9,6 +9,23 @@
 #include "log.h"
 
 namespace facetrace::core {
+namespace {
+
+/// `v` clamped to [lo, hi], warning (with the variable's name) when it was outside.
+template <class T>
+T clamp_with_warning(const char* name, T v, T lo, T hi) {
+  if (v < lo) {
+    FT_LOG_WARN("{}={} is below the minimum {}; using {}", name, v, lo, lo);
+    return lo;
+  }
+  if (v > hi) {
+    FT_LOG_WARN("{}={} is above the maximum {}; using {}", name, v, hi, hi);
+    return hi;
+  }
+  return v;
+}
+
+}  // namespace
 
 std::optional<std::string> env_string(const char* name) {
   const char* v = std::getenv(name);
@@ -27,15 +44,7 @@ std::int64_t env_int_clamped(const char* name, std::int64_t def, std::int64_t lo
     FT_LOG_WARN("{}='{}' is not an integer; using the default {}", name, *s, def);
     return def;
   }
-  if (v < lo) {
-    FT_LOG_WARN("{}={} is below the minimum {}; using {}", name, v, lo, lo);
-    return lo;
-  }
-  if (v > hi) {
-    FT_LOG_WARN("{}={} is above the maximum {}; using {}", name, v, hi, hi);
-    return hi;
-  }
-  return v;
+  return clamp_with_warning(name, v, lo, hi);
 }
 
 double env_double_clamped(const char* name, double def, double lo, double hi) {
@@ -47,15 +56,7 @@ double env_double_clamped(const char* name, double def, double lo, double hi) {
     FT_LOG_WARN("{}='{}' is not a number; using the default {}", name, *s, def);
     return def;
   }
-  if (v < lo) {
-    FT_LOG_WARN("{}={} is below the minimum {}; using {}", name, v, lo, lo);
-    return lo;
-  }
-  if (v > hi) {
-    FT_LOG_WARN("{}={} is above the maximum {}; using {}", name, v, hi, hi);
-    return hi;
-  }
-  return v;
+  return clamp_with_warning(name, v, lo, hi);
 }
 
 }  // namespace facetrace::core

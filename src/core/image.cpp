@@ -1,8 +1,11 @@
 /// @file
-/// Image decode (stb_image for JPEG and PNG), EXIF orientation, PNG output (stb_image_write), drawing.
+/// Image decode (stb_image for JPEG and PNG), EXIF orientation, PNG output (libpng), drawing.
 #include "facetrace/core/image.h"
 
+#include <png.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 
@@ -21,11 +24,9 @@
 #define STBI_ONLY_PNG
 #define STBI_NO_STDIO
 #include <stb/stb_image.h>
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb/stb_image_write.h>
 #pragma GCC diagnostic pop
 
-namespace facetrace::faces {
+namespace facetrace::core {
 namespace {
 
 /// Largest image file read: the size decode_image accepts (stb_image takes an int length).
@@ -145,7 +146,7 @@ Expected<Image> decode_image(std::span<const std::uint8_t> bytes) {
 }
 
 Expected<Image> load_image(const std::string& path) {
-  auto bytes = core::read_file(path, kMaxImageFileBytes);
+  auto bytes = read_file(path, kMaxImageFileBytes);
   if (!bytes) return bytes.status().with_context("image");
   if (bytes->empty()) return io_error("image '" + path + "': empty file");
   auto im = decode_image(*bytes);
@@ -153,12 +154,34 @@ Expected<Image> load_image(const std::string& path) {
   return im;
 }
 
-Status write_png(const std::string& path, const Image& im) {
-  if (im.width < 1 || im.height < 1 || im.rgb.size() != static_cast<std::size_t>(im.width) * im.height * 3)
-    return invalid_argument("write_png: malformed image");
-  if (!stbi_write_png(path.c_str(), im.width, im.height, 3, im.rgb.data(), im.width * 3))
-    return io_error("cannot write PNG '" + path + "'");
+Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height, PixelFormat format,
+                        std::span<const std::uint8_t> pixels) {
+  const bool rgba = format == PixelFormat::kRgba8;
+  const std::size_t channels = rgba ? 4 : 3;
+  if (width == 0 || height == 0 || pixels.size() != std::size_t{width} * height * channels)
+    return invalid_argument(path + ": cannot write PNG: image buffer does not match " + std::to_string(width) +
+                            "x" + std::to_string(height) + (rgba ? " RGBA8" : " RGB8"));
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  png.width = width;
+  png.height = height;
+  png.format = rgba ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;  // 8-bit sRGB: libpng writes the sRGB chunk
+  errno = 0;
+  if (!png_image_write_to_file(&png, path.c_str(), 0, pixels.data(), 0, nullptr)) {
+    const std::string why = png.message[0] ? png.message : (errno ? std::strerror(errno) : "unknown error");
+    png_image_free(&png);
+    return io_error(path + ": cannot write PNG: " + why);
+  }
   return {};
+}
+
+Status write_png(const std::string& path, const Image& im) {
+  if (im.width < 1 || im.height < 1)
+    return invalid_argument(path + ": cannot write PNG: image size " + std::to_string(im.width) + "x" +
+                            std::to_string(im.height));
+  return write_png_pixels(path, static_cast<std::uint32_t>(im.width), static_cast<std::uint32_t>(im.height),
+                          PixelFormat::kRgb8, im.rgb);
 }
 
 void draw_rect(Image& im, float x0, float y0, float x1, float y1, std::uint8_t r, std::uint8_t g, std::uint8_t b,
@@ -185,4 +208,4 @@ void draw_dot(Image& im, float x, float y, int radius, std::uint8_t r, std::uint
             y + static_cast<float>(radius), r, g, b, radius + 1);
 }
 
-}  // namespace facetrace::faces
+}  // namespace facetrace::core

@@ -1,5 +1,5 @@
 /// @file
-/// Status, Expected, environment parsing and the capped file reader.
+/// Status, Expected, environment parsing, the capped file reader and the PNG writer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "facetrace/core/env.h"
 #include "facetrace/core/file.h"
+#include "facetrace/core/image.h"
 #include "facetrace/core/status.h"
 #include "log_guard.h"
 
@@ -63,6 +65,24 @@ TEST(Env, clamps_and_warns) {
   EXPECT_EQ(core::env_int_clamped("FACETRACE_TEST_INT", 7, 2, 256), 12);
   ::unsetenv("FACETRACE_TEST_INT");
   EXPECT_EQ(core::env_int_clamped("FACETRACE_TEST_INT", 7, 2, 256), 7);
+}
+
+TEST(Env, double_values_clamp_with_the_same_warnings) {
+  ::setenv("FACETRACE_TEST_DOUBLE", "-3.5", 1);
+  {
+    testing::ExpectLogs logs;
+    EXPECT_EQ(core::env_double_clamped("FACETRACE_TEST_DOUBLE", 1.0, 0.25, 8.0), 0.25);
+    EXPECT_TRUE(logs.contains("below the minimum"));
+  }
+  ::setenv("FACETRACE_TEST_DOUBLE", "9", 1);
+  {
+    testing::ExpectLogs logs;
+    EXPECT_EQ(core::env_double_clamped("FACETRACE_TEST_DOUBLE", 1.0, 0.25, 8.0), 8.0);
+    EXPECT_TRUE(logs.contains("above the maximum"));
+  }
+  ::setenv("FACETRACE_TEST_DOUBLE", "2.5", 1);
+  EXPECT_EQ(core::env_double_clamped("FACETRACE_TEST_DOUBLE", 1.0, 0.25, 8.0), 2.5);
+  ::unsetenv("FACETRACE_TEST_DOUBLE");
 }
 
 std::string write_temp(const std::string& name, const std::string& content) {
@@ -123,6 +143,46 @@ TEST(ReadFile, a_stream_longer_than_the_cap_is_refused_without_a_size_hint) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(r.status().what(), "/dev/zero: at least 4097 bytes exceeds the limit of 4096 bytes");
+}
+
+std::vector<std::uint8_t> file_bytes(const std::string& path) {
+  auto r = core::read_file(path, 1 << 20);
+  return r.ok() ? *r : std::vector<std::uint8_t>{};
+}
+
+TEST(Png, rgb_and_rgba_pixels_decode_back_unchanged) {
+  core::Image im{5, 3, {}};
+  for (int i = 0; i < 5 * 3 * 3; ++i) im.rgb.push_back(static_cast<std::uint8_t>(i * 37 + 11));
+  const std::string rgb_path = ::testing::TempDir() + "core_test_rgb.png";
+  ASSERT_TRUE(core::write_png(rgb_path, im).ok());
+  auto back = core::decode_image(file_bytes(rgb_path));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->width, 5);
+  EXPECT_EQ(back->height, 3);
+  EXPECT_EQ(back->rgb, im.rgb);
+
+  std::vector<std::uint8_t> rgba;
+  for (std::size_t p = 0; p < 15; ++p)
+    rgba.insert(rgba.end(), {im.rgb[p * 3], im.rgb[p * 3 + 1], im.rgb[p * 3 + 2], 255});
+  const std::string rgba_path = ::testing::TempDir() + "core_test_rgba.png";
+  ASSERT_TRUE(core::write_png_pixels(rgba_path, 5, 3, core::PixelFormat::kRgba8, rgba).ok());
+  auto back4 = core::decode_image(file_bytes(rgba_path));  // decodes to RGB
+  ASSERT_TRUE(back4.ok()) << back4.status().to_string();
+  EXPECT_EQ(back4->rgb, im.rgb);
+}
+
+TEST(Png, malformed_pixels_and_unwritable_paths_name_the_file) {
+  core::Image bad{4, 4, std::vector<std::uint8_t>(10)};
+  const Status size = core::write_png("m.png", bad);
+  EXPECT_EQ(size.code(), Code::kInvalidArgument);
+  EXPECT_EQ(size.what(), "m.png: cannot write PNG: image buffer does not match 4x4 RGB8");
+  EXPECT_EQ(core::write_png("m.png", core::Image{}).code(), Code::kInvalidArgument);
+  const std::vector<std::uint8_t> one(4, 0);
+  EXPECT_EQ(core::write_png_pixels("m.png", 1, 1, core::PixelFormat::kRgb8, one).code(), Code::kInvalidArgument);
+  const std::string path = "/nonexistent-dir-facetrace/x.png";
+  const Status io = core::write_png_pixels(path, 1, 1, core::PixelFormat::kRgba8, one);
+  EXPECT_EQ(io.code(), Code::kIo);
+  EXPECT_NE(io.what().find(path), std::string::npos) << io.what();
 }
 
 }  // namespace

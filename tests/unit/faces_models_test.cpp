@@ -54,7 +54,7 @@ TEST(FacesYunet, one_face_per_photo_with_landmarks_inside_the_box) {
   EXPECT_EQ(det.input_size(), 640);
   for (const char* name : kPhotos) {
     SCOPED_TRACE(name);
-    auto im = load_image(dir + "/images/" + name);
+    auto im = core::load_image(dir + "/images/" + name);
     ASSERT_TRUE(im.ok()) << im.status().to_string();
     auto faces = det.detect(*im);
     ASSERT_TRUE(faces.ok()) << faces.status().to_string();
@@ -130,7 +130,7 @@ TEST(FacesAlign, recovers_a_known_similarity_and_rejects_degenerate_points) {
 
 TEST(FacesAlign, aligned_landmarks_land_on_the_template_and_off_edge_faces_work) {
   FT_REQUIRE_TEST_DATA(dir);
-  auto im = load_image(dir + "/images/astronaut_eileen_collins.png");
+  auto im = core::load_image(dir + "/images/astronaut_eileen_collins.png");
   ASSERT_TRUE(im.ok());
   auto faces = yunet(dir).detect(*im);
   ASSERT_TRUE(faces.ok());
@@ -160,7 +160,7 @@ TEST(FacesEmbed, mobilefacenet_is_deterministic_and_separates_people) {
   EXPECT_EQ(emb.info().std[0], 128.0f);
   std::vector<std::vector<float>> vs;
   for (const char* name : kPhotos) {
-    auto im = load_image(dir + "/images/" + name);
+    auto im = core::load_image(dir + "/images/" + name);
     ASSERT_TRUE(im.ok());
     auto faces = yunet(dir).detect(*im);
     ASSERT_TRUE(faces.ok());
@@ -186,7 +186,7 @@ TEST(FacesEmbed, mobilefacenet_is_deterministic_and_separates_people) {
   EXPECT_GT(obama_obama, collins_obama);
   EXPECT_GT(obama_obama, biden_obama);
   // threads: the same result from 4 concurrent callers
-  auto im = load_image(dir + "/images/obama_portrait_2012.jpg");
+  auto im = core::load_image(dir + "/images/obama_portrait_2012.jpg");
   auto faces = yunet(dir).detect(*im);
   auto al = align_face(*im, (*faces)[0].landmarks);
   std::vector<std::vector<float>> par(4);
@@ -194,26 +194,26 @@ TEST(FacesEmbed, mobilefacenet_is_deterministic_and_separates_people) {
   for (int i = 0; i < 4; ++i) ts.emplace_back([&, i] { par[static_cast<std::size_t>(i)] = *emb.embed(*al); });
   for (auto& t : ts) t.join();
   for (const auto& p : par) EXPECT_EQ(p, vs[1]);
-  EXPECT_FALSE(emb.embed(Image{100, 100, std::vector<std::uint8_t>(30000)}).ok());  // wrong input size
+  EXPECT_FALSE(emb.embed(core::Image{100, 100, std::vector<std::uint8_t>(30000)}).ok());  // wrong input size
 }
 
 TEST(FacesImage, exif_orientation_is_applied) {
-  Image im{3, 2, {}};
+  core::Image im{3, 2, {}};
   for (int i = 0; i < 6; ++i) im.rgb.insert(im.rgb.end(), {static_cast<std::uint8_t>(i), 0, 0});
-  const Image r = apply_orientation(im, 6);  // rotate 90° clockwise
+  const core::Image r = core::apply_orientation(im, 6);  // rotate 90° clockwise
   ASSERT_EQ(r.width, 2);
   ASSERT_EQ(r.height, 3);
   // top row of the upright image is the left column of the stored image, bottom-up
   EXPECT_EQ(r.rgb[0], 3);
   EXPECT_EQ(r.rgb[3], 0);
-  EXPECT_EQ(apply_orientation(apply_orientation(im, 3), 3).rgb, im.rgb);
+  EXPECT_EQ(core::apply_orientation(core::apply_orientation(im, 3), 3).rgb, im.rgb);
   // a minimal JPEG APP1 header carrying orientation 8 (big-endian TIFF)
   const std::vector<std::uint8_t> jpeg = {0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0,
                                           'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 8, 0, 0,
                                           0, 0, 0xFF, 0xD9};
-  EXPECT_EQ(exif_orientation(jpeg), 8);
-  EXPECT_EQ(exif_orientation(std::vector<std::uint8_t>{1, 2, 3}), 1);
-  EXPECT_FALSE(decode_image(std::vector<std::uint8_t>{1, 2, 3}).ok());
+  EXPECT_EQ(core::exif_orientation(jpeg), 8);
+  EXPECT_EQ(core::exif_orientation(std::vector<std::uint8_t>{1, 2, 3}), 1);
+  EXPECT_FALSE(core::decode_image(std::vector<std::uint8_t>{1, 2, 3}).ok());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 /// @file
-/// 8-bit RGB images for the face stack: JPEG/PNG decode with EXIF orientation, PNG output, simple drawing.
+/// The one image type (8-bit RGB) and the one PNG writer (libpng): JPEG/PNG decode with EXIF orientation,
+/// PNG output of RGB or RGBA pixels, simple drawing.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 
 #include "facetrace/core/status.h"
 
-namespace facetrace::faces {
+namespace facetrace::core {
 
 /// Interleaved 8-bit RGB, rows top to bottom: rgb.size() == width·height·3.
 struct Image {
@@ -27,7 +28,15 @@ inline constexpr std::int64_t kMaxImagePixels = std::int64_t{1} << 28;
 Expected<Image> decode_image(std::span<const std::uint8_t> bytes);
 /// Reads and decodes a file. kIo when it cannot be read.
 Expected<Image> load_image(const std::string& path);
-/// Writes an RGB PNG. kIo on failure.
+/// Layout of the interleaved 8-bit pixels given to write_png_pixels().
+enum class PixelFormat : std::uint8_t { kRgb8, kRgba8 };
+
+/// Writes interleaved 8-bit sRGB pixels (rows top to bottom, no row padding) as a PNG through libpng; the file
+/// carries the sRGB chunk. Errors: kInvalidArgument naming `path` when a side is 0 or pixels.size() is not
+/// width·height·channels; kIo naming `path` and the reason when the file cannot be written. Thread-safe.
+Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height, PixelFormat format,
+                        std::span<const std::uint8_t> pixels);
+/// Writes an RGB image as a PNG (write_png_pixels with kRgb8). Errors as write_png_pixels().
 Status write_png(const std::string& path, const Image& image);
 
 /// The EXIF orientation tag (1..8) of JPEG or PNG bytes; 1 when absent or unreadable.
@@ -41,4 +50,4 @@ void draw_rect(Image& image, float x0, float y0, float x1, float y1, std::uint8_
 /// Draws a filled square dot of half-size `radius` centred on (x, y), clipped to the image.
 void draw_dot(Image& image, float x, float y, int radius, std::uint8_t r, std::uint8_t g, std::uint8_t b);
 
-}  // namespace facetrace::faces
+}  // namespace facetrace::core

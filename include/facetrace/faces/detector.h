@@ -65,7 +65,7 @@ class Detector {
   /// Faces in an RGB photo (sides 1..65536), best score first. kInvalidArgument for a wrong byte count.
   Expected<std::vector<Detection>> detect(std::span<const std::uint8_t> rgb, int width, int height,
                                           const DetectOptions& options = {}) const;
-  Expected<std::vector<Detection>> detect(const Image& image, const DetectOptions& options = {}) const {
+  Expected<std::vector<Detection>> detect(const core::Image& image, const DetectOptions& options = {}) const {
     return detect(image.rgb, image.width, image.height, options);
   }
 

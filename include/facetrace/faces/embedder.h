@@ -50,12 +50,12 @@ class Embedder {
   const Net& net() const { return net_; }
 
   /// Planar [1,3,S,S] input for an aligned S×S RGB face, per the model's preprocessing.
-  Expected<std::vector<float>> preprocess(const Image& aligned) const;
+  Expected<std::vector<float>> preprocess(const core::Image& aligned) const;
   /// Unit-norm embedding (norm in f64) of an aligned S×S RGB face. kInvalidArgument for a wrong size or an
   /// all-zero output ("all-zero face").
-  Expected<std::vector<float>> embed(const Image& aligned) const;
+  Expected<std::vector<float>> embed(const core::Image& aligned) const;
   /// Aligns a detection (landmarks) to the template and embeds it.
-  Expected<std::vector<float>> embed_face(const Image& photo, const Detection& face) const;
+  Expected<std::vector<float>> embed_face(const core::Image& photo, const Detection& face) const;
 
  private:
   Embedder(Net net, ModelInfo info) : net_(std::move(net)), info_(std::move(info)) {}

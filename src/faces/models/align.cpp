@@ -58,7 +58,7 @@ Expected<Similarity> fit_similarity(std::span<const Point> from, std::span<const
   return s;
 }
 
-Expected<Image> warp_similarity(const Image& photo, const Similarity& m, int out_w, int out_h) {
+Expected<core::Image> warp_similarity(const core::Image& photo, const Similarity& m, int out_w, int out_h) {
   if (out_w < 1 || out_h < 1 || out_w > 4096 || out_h > 4096) return invalid_argument("warp: output side outside 1..4096");
   if (photo.width < 1 || photo.height < 1 ||
       photo.rgb.size() != static_cast<std::size_t>(photo.width) * photo.height * 3)
@@ -68,7 +68,7 @@ Expected<Image> warp_similarity(const Image& photo, const Similarity& m, int out
   // inverse: p = conj(a)·(q − t)/|a|²
   const double ir = m.a_re / a2, ii = -m.a_im / a2;
   const int ns = std::clamp(static_cast<int>(std::ceil(1.0 / std::sqrt(a2))), 1, 4);
-  Image out;
+  core::Image out;
   out.width = out_w, out.height = out_h;
   out.rgb.resize(static_cast<std::size_t>(out_w) * out_h * 3);
   const int W = photo.width, H = photo.height;
@@ -98,14 +98,14 @@ Expected<Image> warp_similarity(const Image& photo, const Similarity& m, int out
   return out;
 }
 
-Expected<Image> align_face(const Image& photo, const std::array<Point, 5>& landmarks, int out_w, int out_h) {
+Expected<core::Image> align_face(const core::Image& photo, const std::array<Point, 5>& landmarks, int out_w, int out_h) {
   const auto t = arcface_template(out_w, out_h);
   auto s = fit_similarity(landmarks, t);
   if (!s) return s.status().with_context("align_face");
   return warp_similarity(photo, *s, out_w, out_h);
 }
 
-Expected<Image> crop_box(const Image& photo, float x0, float y0, float x1, float y1, int out_w, int out_h) {
+Expected<core::Image> crop_box(const core::Image& photo, float x0, float y0, float x1, float y1, int out_w, int out_h) {
   const double w = x1 - x0, h = y1 - y0;
   const double side = std::max(w, h) * 1.5;
   if (!(side > 0) || !std::isfinite(side)) return invalid_argument("crop_box: empty box");

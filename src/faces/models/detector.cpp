@@ -216,7 +216,7 @@ Expected<Detector> Detector::load(const std::string& path, const DetectorConfig&
 
 Expected<std::vector<Detection>> Detector::detect(std::span<const std::uint8_t> rgb, int width, int height,
                                                   const DetectOptions& options) const {
-  if (width < 1 || height < 1 || width > kMaxImageSide || height > kMaxImageSide)
+  if (width < 1 || height < 1 || width > core::kMaxImageSide || height > core::kMaxImageSide)
     return invalid_argument("detect: image size " + std::to_string(width) + "x" + std::to_string(height) +
                             " outside 1..65536");
   if (rgb.size() != static_cast<std::size_t>(width) * height * 3)

@@ -78,7 +78,7 @@ Expected<Embedder> Embedder::load(const std::string& path, int threads) {
   return e;
 }
 
-Expected<std::vector<float>> Embedder::preprocess(const Image& im) const {
+Expected<std::vector<float>> Embedder::preprocess(const core::Image& im) const {
   const int s = info_.input;
   if (im.width != s || im.height != s || im.rgb.size() != static_cast<std::size_t>(s) * s * 3)
     return invalid_argument("embedder: aligned face must be " + std::to_string(s) + "x" + std::to_string(s) +
@@ -94,7 +94,7 @@ Expected<std::vector<float>> Embedder::preprocess(const Image& im) const {
   return x;
 }
 
-Expected<std::vector<float>> Embedder::embed(const Image& aligned) const {
+Expected<std::vector<float>> Embedder::embed(const core::Image& aligned) const {
   auto x = preprocess(aligned);
   if (!x) return x.status();
   auto out = net_.run(*x, {1, 3, info_.input, info_.input});
@@ -108,7 +108,7 @@ Expected<std::vector<float>> Embedder::embed(const Image& aligned) const {
   return std::move(v);
 }
 
-Expected<std::vector<float>> Embedder::embed_face(const Image& photo, const Detection& face) const {
+Expected<std::vector<float>> Embedder::embed_face(const core::Image& photo, const Detection& face) const {
   auto al = align_face(photo, face.landmarks, info_.input, info_.input);
   if (!al) return al.status();
   return embed(*al);

@@ -11,7 +11,6 @@
 #include <png.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +18,8 @@
 #include <exception>
 #include <filesystem>
 #include <system_error>
+
+#include "facetrace/core/image.h"
 
 namespace facetrace::tracer {
 namespace {
@@ -126,23 +127,7 @@ Rgba8Image tonemap_film(const Film& film) {
 }
 
 Status write_png(const std::string& path, const Rgba8Image& image) {
-  if (image.width == 0 || image.height == 0 ||
-      image.rgba.size() != std::size_t{image.width} * image.height * 4)
-    return invalid_argument(path + ": cannot write PNG: image buffer does not match " +
-                            std::to_string(image.width) + "x" + std::to_string(image.height) + " RGBA8");
-  png_image png;
-  std::memset(&png, 0, sizeof png);
-  png.version = PNG_IMAGE_VERSION;
-  png.width = image.width;
-  png.height = image.height;
-  png.format = PNG_FORMAT_RGBA;  // 8-bit sRGB: libpng writes the sRGB chunk
-  errno = 0;
-  if (!png_image_write_to_file(&png, path.c_str(), 0, image.rgba.data(), 0, nullptr)) {
-    const std::string why = png.message[0] ? png.message : (errno ? std::strerror(errno) : "unknown error");
-    png_image_free(&png);
-    return io_error(path + ": cannot write PNG: " + why);
-  }
-  return {};
+  return core::write_png_pixels(path, image.width, image.height, core::PixelFormat::kRgba8, image.rgba);
 }
 
 Expected<Rgba8Image> read_png(const std::string& path) {
