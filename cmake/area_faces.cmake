@@ -6,6 +6,8 @@ find_package(ONNX REQUIRED)
 add_library(ft_faces STATIC
   src/faces/onnx/loader.cpp
   src/faces/ir/lower.cpp
+  src/faces/ir/lower_ops.cpp
+  src/faces/ir/lower_aliases.cpp
   src/faces/ir/fuse.cpp
   src/faces/cpu/interpreter.cpp
   src/faces/cpu/conv.cpp

@@ -1,0 +1,364 @@
+/// @file
+/// The lowering rules of the operators that become steps (faces.md §2): conv, the element-wise and per-channel
+/// ops, GEMM/MatMul, transpose, pooling, resize and global average. Constant operands fold here.
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "ir/lowerer.h"
+
+namespace facetrace::faces::detail {
+namespace {
+
+float apply_unary(UnaryKind k, float x, float lo, float hi) {
+  switch (k) {
+    case UnaryKind::kRelu: return x > 0.0f ? x : 0.0f;
+    case UnaryKind::kSigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case UnaryKind::kClip: return std::min(std::max(x, lo), hi);
+  }
+  return x;
+}
+
+}  // namespace
+
+Expected<Lowerer::Window> Lowerer::window(const Node& n, std::vector<std::int64_t> kernel_default) const {
+  Window w;
+  std::vector<std::int64_t> dil;
+  FT_TRY(take(attr_ints(n, "strides", {1, 1}), w.strides));
+  FT_TRY(take(attr_ints(n, "pads", {0, 0, 0, 0}), w.pads));
+  FT_TRY(take(attr_ints(n, "dilations", {1, 1}), dil));
+  FT_TRY(take(attr_string(n, "auto_pad", "NOTSET"), w.auto_pad));
+  FT_TRY(take(attr_ints(n, "kernel_shape", std::move(kernel_default)), w.kernel));
+  if (dil.size() != 2 || dil[0] != 1 || dil[1] != 1) return unsupported(n, "attribute 'dilations' must be [1,1]");
+  if (w.strides.size() != 2 || w.strides[0] <= 0 || w.strides[1] <= 0)
+    return err(n, "attribute 'strides' must be two positive values");
+  return w;
+}
+
+Status Lowerer::lower_conv(const Node& n, const Entry& x) {
+  if (!has_input(n, 1)) return err(n, "no weights (input 1)");
+  auto w = const_float(n, 1, "weights");
+  if (!w) return w.status();
+  const Shape& xs = x.shape;
+  const Shape& ws = (*w)->dims;
+  if (xs.size() != 4) return unsupported(n, "input rank " + std::to_string(xs.size()) + " (only 2-D conv)");
+  if (ws.size() != 4) return unsupported(n, "weights rank " + std::to_string(ws.size()) + " (only 2-D conv)");
+  std::int64_t group = 1;
+  FT_TRY(take(attr_int(n, "group", 1), group));
+  auto win = window(n, {ws[2], ws[3]});
+  if (!win) return win.status();
+  if (win->auto_pad != "NOTSET") return unsupported(n, "attribute 'auto_pad' = " + win->auto_pad + " (only NOTSET)");
+  const auto& ks = win->kernel;
+  const auto& strides = win->strides;
+  const auto& pads = win->pads;
+  if (pads.size() != 4) return err(n, "attribute 'pads' must have 4 values");
+  for (auto p : pads)
+    if (p < 0 || p > 4096) return err(n, "attribute 'pads' holds " + std::to_string(p));
+  if (ks.size() != 2 || ks[0] != ws[2] || ks[1] != ws[3]) return err(n, "attribute 'kernel_shape' disagrees with the weights");
+  ConvJob j;
+  j.cin = xs[1], j.h = xs[2], j.w = xs[3];
+  j.cout = ws[0], j.groups = group, j.kh = ws[2], j.kw = ws[3];
+  j.sh = strides[0], j.sw = strides[1], j.pt = pads[0], j.pl = pads[1];
+  if (j.groups < 1) return err(n, "attribute 'group' = " + std::to_string(j.groups));
+  if (j.cout <= 0 || j.kh <= 0 || j.kw <= 0 || ws[1] <= 0) return err(n, "empty weights " + shape_str(ws));
+  if (ws[1] * j.groups != j.cin)
+    return err(n, "channel mismatch: input has " + std::to_string(j.cin) + " channels, weights expect " +
+                      std::to_string(ws[1]) + " × group " + std::to_string(j.groups));
+  if (j.cout % j.groups != 0) return err(n, "output channels " + std::to_string(j.cout) + " not divisible by group");
+  const std::int64_t ph = j.h + j.pt + pads[2], pw = j.w + j.pl + pads[3];
+  if (j.kh > ph || j.kw > pw) return err(n, "kernel " + std::to_string(j.kh) + "x" + std::to_string(j.kw) +
+                                                " is larger than the padded input " + std::to_string(ph) + "x" + std::to_string(pw));
+  j.oh = (ph - j.kh) / j.sh + 1;
+  j.ow = (pw - j.kw) / j.sw + 1;
+  j.weights = std::make_shared<const std::vector<float>>((*w)->f);
+  if (has_input(n, 2)) {
+    auto b = const_float(n, 2, "bias");
+    if (!b) return b.status();
+    if ((*b)->count() != j.cout) return err(n, "bias has " + std::to_string((*b)->count()) + " values, expected " + std::to_string(j.cout));
+    j.bias = std::make_shared<const std::vector<float>>((*b)->f);
+  }
+  j.layer = static_cast<std::int32_t>(prog_.conv_count++);
+  return emit(n, j, {Arg::value(x.value)}, {1, j.cout, j.oh, j.ow});
+}
+
+Status Lowerer::lower_unary(const Node& n, const Entry& x, UnaryKind kind) {
+  UnaryOp op{kind, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+  if (x.is_const()) {  // fold
+    if (x.c->is_int) return err(n, "INT64 operand");
+    auto c = std::make_shared<ConstTensor>(*x.c);
+    for (float& v : c->f) v = apply_unary(kind, v, op.lo, op.hi);
+    define_const(n, std::move(c));
+    return {};
+  }
+  return emit(n, op, {Arg::value(x.value)}, x.shape);
+}
+
+Status Lowerer::lower_clip(const Node& n, const Entry& x) {
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  if (g_.opset > 0 && g_.opset < 11) {
+    auto a = attr_float(n, "min", lo);
+    auto b = attr_float(n, "max", hi);
+    if (!a) return a.status();
+    if (!b) return b.status();
+    lo = *a, hi = *b;
+  } else {
+    for (std::size_t i = 1; i <= 2; ++i) {
+      if (!has_input(n, i)) continue;
+      auto c = const_float(n, i, i == 1 ? "min" : "max");
+      if (!c) return c.status();
+      if ((*c)->count() != 1) return err(n, std::string(i == 1 ? "min" : "max") + " must be a scalar");
+      (i == 1 ? lo : hi) = (*c)->f[0];
+    }
+  }
+  if (std::isnan(lo) || std::isnan(hi)) return err(n, "NaN bound");
+  if (x.is_const()) {
+    if (x.c->is_int) return err(n, "INT64 operand");
+    auto c = std::make_shared<ConstTensor>(*x.c);
+    for (float& v : c->f) v = apply_unary(UnaryKind::kClip, v, lo, hi);
+    define_const(n, std::move(c));
+    return {};
+  }
+  return emit(n, UnaryOp{UnaryKind::kClip, lo, hi}, {Arg::value(x.value)}, x.shape);
+}
+
+Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
+  if (n.inputs.size() != 2) return err(n, "needs exactly two operands");
+  auto a = input(n, 0);
+  if (!a) return a.status();
+  auto b = input(n, 1);
+  if (!b) return b.status();
+  const Shape as = a->is_const() ? a->c->dims : a->shape;
+  const Shape bs = b->is_const() ? b->c->dims : b->shape;
+  if ((a->is_const() && a->c->is_int) || (b->is_const() && b->c->is_int)) return err(n, "INT64 operand");
+  if (as.size() > 4 || bs.size() > 4) return unsupported(n, "operand rank above 4");
+  const std::size_t rank = std::max(as.size(), bs.size());
+  BinaryOp op;
+  op.kind = kind;
+  std::array<std::int64_t, 4> ad{1, 1, 1, 1}, bd{1, 1, 1, 1};
+  for (std::size_t i = 0; i < as.size(); ++i) ad[4 - as.size() + i] = as[i];
+  for (std::size_t i = 0; i < bs.size(); ++i) bd[4 - bs.size() + i] = bs[i];
+  for (int i = 0; i < 4; ++i) {
+    if (ad[i] != bd[i] && ad[i] != 1 && bd[i] != 1)
+      return err(n, "shapes " + shape_str(as) + " and " + shape_str(bs) + " do not broadcast");
+    op.dims[i] = std::max(ad[i], bd[i]);
+  }
+  std::int64_t sa = 1, sb = 1;
+  for (int i = 3; i >= 0; --i) {
+    op.a_strides[i] = ad[i] == 1 ? 0 : sa;
+    op.b_strides[i] = bd[i] == 1 ? 0 : sb;
+    sa *= ad[i];
+    sb *= bd[i];
+  }
+  Shape out(op.dims.begin() + static_cast<std::ptrdiff_t>(4 - rank), op.dims.end());
+  if (a->is_const() && b->is_const()) {  // fold
+    auto c = std::make_shared<ConstTensor>();
+    c->dims = out;
+    c->f.resize(static_cast<std::size_t>(count_of(out)));
+    std::size_t o = 0;
+    for (std::int64_t i0 = 0; i0 < op.dims[0]; ++i0)
+      for (std::int64_t i1 = 0; i1 < op.dims[1]; ++i1)
+        for (std::int64_t i2 = 0; i2 < op.dims[2]; ++i2)
+          for (std::int64_t i3 = 0; i3 < op.dims[3]; ++i3) {
+            const float x = a->c->f[static_cast<std::size_t>(i0 * op.a_strides[0] + i1 * op.a_strides[1] + i2 * op.a_strides[2] + i3 * op.a_strides[3])];
+            const float y = b->c->f[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] + i2 * op.b_strides[2] + i3 * op.b_strides[3])];
+            c->f[o++] = kind == BinaryKind::kAdd ? x + y : kind == BinaryKind::kSub ? x - y : x * y;
+          }
+    define_const(n, std::move(c));
+    return {};
+  }
+  const Arg aa = a->is_const() ? Arg::constant(const_id(a->c)) : Arg::value(a->value);
+  const Arg ba = b->is_const() ? Arg::constant(const_id(b->c)) : Arg::value(b->value);
+  return emit(n, op, {aa, ba}, out);
+}
+
+Status Lowerer::lower_prelu(const Node& n, const Entry& x) {
+  auto s = const_float(n, 1, "slope");
+  if (!s) return s.status();
+  const Shape& xs = x.shape;
+  if (xs.size() < 2) return unsupported(n, "input rank below 2");
+  const std::int64_t ch = xs[1];
+  const std::int64_t plane = count_of(xs) / ch;
+  std::vector<float> slope;
+  if ((*s)->count() == 1) {
+    slope.assign(static_cast<std::size_t>(ch), (*s)->f[0]);
+  } else {
+    const Shape& ss = (*s)->dims;
+    bool ok = ss.size() <= xs.size() && (*s)->count() == ch;
+    for (std::size_t i = 0; ok && i < ss.size(); ++i) {
+      const std::size_t axis = xs.size() - ss.size() + i;
+      ok = axis == 1 ? ss[i] == ch : ss[i] == 1;
+    }
+    if (!ok) return unsupported(n, "slope " + shape_str(ss) + " is neither per channel nor a scalar for input " + shape_str(xs));
+    slope = (*s)->f;
+  }
+  const std::int32_t id = add_const(std::move(slope));
+  return emit(n, ChannelPreluOp{ch, plane}, {Arg::value(x.value), Arg::constant(id)}, xs);
+}
+
+Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
+  auto eps = attr_float(n, "epsilon", 1e-5f);
+  if (!eps) return eps.status();
+  auto tm = attr_int(n, "training_mode", 0);
+  if (!tm) return tm.status();
+  if (*tm != 0) return unsupported(n, "attribute 'training_mode' must be 0");
+  const Shape& xs = x.shape;
+  if (xs.size() < 2) return unsupported(n, "input rank below 2");
+  const std::int64_t ch = xs[1];
+  ConstPtr p[4];
+  const char* what[4] = {"scale", "B", "mean", "var"};
+  for (int i = 0; i < 4; ++i) {
+    auto c = const_float(n, static_cast<std::size_t>(i + 1), what[i]);
+    if (!c) return c.status();
+    if ((*c)->count() != ch) return err(n, std::string(what[i]) + " has " + std::to_string((*c)->count()) + " values, expected " + std::to_string(ch));
+    p[i] = *c;
+  }
+  std::vector<float> scale(static_cast<std::size_t>(ch)), shift(static_cast<std::size_t>(ch));
+  for (std::size_t c = 0; c < scale.size(); ++c) {  // faces.md §3: folded in double
+    const double var = static_cast<double>(p[3]->f[c]) + static_cast<double>(*eps);
+    if (!(var > 0.0)) return err(n, "variance + epsilon ≤ 0 at channel " + std::to_string(c));
+    const double s = static_cast<double>(p[0]->f[c]) / std::sqrt(var);
+    scale[c] = static_cast<float>(s);
+    shift[c] = static_cast<float>(static_cast<double>(p[1]->f[c]) - static_cast<double>(p[2]->f[c]) * s);
+  }
+  const std::int32_t si = add_const(std::move(scale)), hi = add_const(std::move(shift));
+  return emit(n, ChannelAffineOp{ch, count_of(xs) / ch}, {Arg::value(x.value), Arg::constant(si), Arg::constant(hi)}, xs);
+}
+
+Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
+  auto b = const_float(n, 1, "B");
+  if (!b) return b.status();
+  const Shape& as = a.shape;
+  const Shape& bs = (*b)->dims;
+  GemvOp op;
+  Shape out;
+  if (bs.size() != 2) return unsupported(n, "B must be 2-D, got " + shape_str(bs));
+  if (matmul) {
+    if (as.size() < 2 || count_of(as) != as.back()) return unsupported(n, "A must be [1,...,1,K], got " + shape_str(as));
+    if (has_input(n, 2)) return err(n, "MatMul takes two operands");
+    op.k = as.back();
+    op.n = bs[1];
+    if (bs[0] != op.k) return err(n, "A " + shape_str(as) + " and B " + shape_str(bs) + " do not multiply");
+    out = as;
+    out.back() = op.n;
+  } else {
+    auto ta = attr_int(n, "transA", 0);
+    auto tb = attr_int(n, "transB", 0);
+    auto al = attr_float(n, "alpha", 1.0f);
+    auto be = attr_float(n, "beta", 1.0f);
+    if (!ta) return ta.status();
+    if (!tb) return tb.status();
+    if (!al) return al.status();
+    if (!be) return be.status();
+    if (*ta != 0) return unsupported(n, "attribute 'transA' must be 0");
+    if (*tb != 0 && *tb != 1) return err(n, "attribute 'transB' must be 0 or 1");
+    if (as.size() != 2 || as[0] != 1) return unsupported(n, "A must be [1,K], got " + shape_str(as));
+    op.trans_b = *tb == 1;
+    op.alpha = *al;
+    op.beta = *be;
+    op.k = as[1];
+    op.n = op.trans_b ? bs[0] : bs[1];
+    if ((op.trans_b ? bs[1] : bs[0]) != op.k) return err(n, "A " + shape_str(as) + " and B " + shape_str(bs) + " do not multiply");
+    out = {1, op.n};
+  }
+  std::vector<Arg> args{Arg::value(a.value), Arg::constant(const_id(*b))};
+  if (!matmul && has_input(n, 2)) {
+    auto c = const_float(n, 2, "C");
+    if (!c) return c.status();
+    std::vector<float> bias;
+    if ((*c)->count() == 1)
+      bias.assign(static_cast<std::size_t>(op.n), (*c)->f[0]);
+    else if ((*c)->count() == op.n && count_of((*c)->dims) == op.n && (*c)->dims.size() <= 2 && (*c)->dims.back() == op.n)
+      bias = (*c)->f;
+    else
+      return err(n, "C " + shape_str((*c)->dims) + " does not broadcast to [1," + std::to_string(op.n) + "]");
+    op.has_bias = true;
+    args.push_back(Arg::constant(add_const(std::move(bias))));
+  }
+  return emit(n, op, std::move(args), out);
+}
+
+Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
+  const Shape& s = x.shape;
+  const std::size_t r = s.size();
+  std::vector<std::int64_t> perm(r);
+  for (std::size_t i = 0; i < r; ++i) perm[i] = static_cast<std::int64_t>(r - 1 - i);
+  auto p = attr_ints(n, "perm", perm);
+  if (!p) return p.status();
+  perm = *p;
+  if (perm.size() != r) return err(n, "attribute 'perm' has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(r));
+  std::vector<bool> seen(r, false);
+  for (auto q : perm) {
+    if (q < 0 || q >= static_cast<std::int64_t>(r) || seen[static_cast<std::size_t>(q)]) return err(n, "attribute 'perm' is not a permutation");
+    seen[static_cast<std::size_t>(q)] = true;
+  }
+  std::vector<std::int64_t> in_strides(r, 1);
+  for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * s[i];
+  TransposeOp op;
+  Shape out(r);
+  for (std::size_t k = 0; k < r; ++k) {
+    out[k] = s[static_cast<std::size_t>(perm[k])];
+    op.dims.push_back(out[k]);
+    op.strides.push_back(in_strides[static_cast<std::size_t>(perm[k])]);
+  }
+  return emit(n, std::move(op), {Arg::value(x.value)}, out);
+}
+
+Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
+  const Shape& s = x.shape;
+  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 2-D pooling)");
+  auto win = window(n, {});
+  if (!win) return win.status();
+  std::int64_t ceil = 0, storage_order = 0;
+  FT_TRY(take(attr_int(n, "ceil_mode", 0), ceil));
+  FT_TRY(take(attr_int(n, "storage_order", 0), storage_order));
+  const auto& ks = win->kernel;
+  if (ks.size() != 2 || ks[0] <= 0 || ks[1] <= 0) return err(n, "attribute 'kernel_shape' must be two positive values");
+  for (auto q : win->pads)
+    if (q != 0) return unsupported(n, "attribute 'pads' must be all 0");
+  if (ceil != 0) return unsupported(n, "attribute 'ceil_mode' must be 0");
+  if (win->auto_pad != "NOTSET" && win->auto_pad != "VALID") return unsupported(n, "attribute 'auto_pad' = " + win->auto_pad);
+  MaxPoolOp op{s[1], s[2], s[3], ks[0], ks[1], win->strides[0], win->strides[1], 0, 0};
+  if (op.kh > op.h || op.kw > op.w) return err(n, "kernel larger than the input");
+  op.oh = (op.h - op.kh) / op.sh + 1;
+  op.ow = (op.w - op.kw) / op.sw + 1;
+  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
+}
+
+Status Lowerer::lower_resize(const Node& n, const Entry& x) {
+  const Shape& s = x.shape;
+  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()));
+  auto mode = attr_string(n, "mode", "nearest");
+  auto ctm = attr_string(n, "coordinate_transformation_mode", "half_pixel");
+  auto nm = attr_string(n, "nearest_mode", "round_prefer_floor");
+  if (!mode) return mode.status();
+  if (!ctm) return ctm.status();
+  if (!nm) return nm.status();
+  if (*mode != "nearest") return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest)");
+  // For whole-number scales these coincide with out[y] = in[y/s] (faces.md §2).
+  const bool floor_ok = *ctm == "asymmetric" && *nm == "floor";
+  const bool half_ok = (*ctm == "half_pixel" || *ctm == "pytorch_half_pixel") &&
+                       (*nm == "round_prefer_floor" || *nm == "round_prefer_ceil");
+  if (g_.opset >= 11 && !floor_ok && !half_ok)
+    return unsupported(n, "attribute 'coordinate_transformation_mode' = " + *ctm + " with 'nearest_mode' = " + *nm);
+  const std::size_t si = g_.opset > 0 && g_.opset < 11 ? 1 : 2;
+  if (g_.opset >= 11 && has_input(n, 3)) return unsupported(n, "sizes (input 3); only constant scales");
+  auto sc = const_float(n, si, "scales");
+  if (!sc) return sc.status();
+  if ((*sc)->count() != 4) return err(n, "scales must hold 4 values");
+  const auto& f = (*sc)->f;
+  if (f[0] != 1.0f || f[1] != 1.0f) return unsupported(n, "scales for N and C must be 1");
+  for (int i = 2; i < 4; ++i)
+    if (!(f[static_cast<std::size_t>(i)] >= 1.0f && f[static_cast<std::size_t>(i)] <= 16.0f) ||
+        f[static_cast<std::size_t>(i)] != std::floor(f[static_cast<std::size_t>(i)]))
+      return unsupported(n, "scale " + std::to_string(f[static_cast<std::size_t>(i)]) + " is not a whole number in 1..16");
+  ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
+  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.h * op.sy, op.w * op.sx});
+}
+
+Status Lowerer::lower_gap(const Node& n, const Entry& x) {
+  const Shape& s = x.shape;
+  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 4-D)");
+  return emit(n, GlobalAverageOp{s[1], s[2] * s[3]}, {Arg::value(x.value)}, {1, s[1], 1, 1});
+}
+
+}  // namespace facetrace::faces::detail
