@@ -25,6 +25,15 @@ add_library(ft_faces STATIC
 target_include_directories(ft_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
 target_link_libraries(ft_faces PUBLIC ft_core PRIVATE ft_core_internal onnx_proto protobuf::libprotobuf
                       ft_warnings)
+# The shipped YuNet (models/SOURCES.md) as bytes inside ft_faces: the default detector needs no file or setup.
+set(ft_yunet_onnx ${PROJECT_SOURCE_DIR}/models/face_detection_yunet_2023mar.onnx)
+set(ft_yunet_cpp ${CMAKE_CURRENT_BINARY_DIR}/generated/faces/yunet_2023mar_onnx.cpp)
+add_custom_command(OUTPUT ${ft_yunet_cpp}
+  COMMAND ${CMAKE_COMMAND} -DINPUT=${ft_yunet_onnx} -DOUTPUT=${ft_yunet_cpp} -DNAMESPACE=facetrace::faces::detail
+          -DNAME=kYunet2023marOnnx -P ${PROJECT_SOURCE_DIR}/cmake/embed_file.cmake
+  DEPENDS ${ft_yunet_onnx} ${PROJECT_SOURCE_DIR}/cmake/embed_file.cmake
+  COMMENT "Embedding models/face_detection_yunet_2023mar.onnx")
+target_sources(ft_faces PRIVATE ${ft_yunet_cpp})
 
 if(FT_BUILD_TESTS)
   ft_add_test(faces_test cpu

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <fstream>
-#include <iterator>
 
 #include "onnx_builder.h"
 #include "facetrace/faces/detector.h"
@@ -200,14 +198,13 @@ TEST(FacesLoader, truncated_and_corrupted_small_model_never_crash) {
   EXPECT_FALSE(create_status(all).ok());
 }
 
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+std::vector<std::uint8_t> yunet_bytes() {
+  const auto b = builtin_yunet_onnx();
+  return {b.begin(), b.end()};
 }
 
 TEST(FacesLoader, truncated_and_corrupted_yunet_never_crash) {
-  FT_REQUIRE_TEST_DATA(dir);
-  const auto bytes = read_file(dir + "/models/face_detection_yunet_2023mar.onnx");
+  const auto bytes = yunet_bytes();
   ASSERT_EQ(bytes.size(), 232589u);
   // Detector: the sha256 pin refuses any change, naming it.
   for (std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
@@ -235,8 +232,7 @@ TEST(FacesLoader, truncated_and_corrupted_yunet_never_crash) {
 }
 
 TEST(FacesLoader, yunet_output_renamed_is_refused_by_name) {
-  FT_REQUIRE_TEST_DATA(dir);
-  auto bytes = read_file(dir + "/models/face_detection_yunet_2023mar.onnx");
+  auto bytes = yunet_bytes();
   onnx::ModelProto m;
   ASSERT_TRUE(m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
   for (auto& o : *m.mutable_graph()->mutable_output())

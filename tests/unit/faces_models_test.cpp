@@ -1,41 +1,220 @@
 /// @file
-/// YuNet on the shared photos and odd inputs, MobileFaceNet embeddings, alignment, letterbox and image decode.
+/// The built-in YuNet on the photos (tests/data) and odd inputs; a generated MobileFaceNet-shaped embedder checked
+/// against a naive reference written here; the Embedder API; alignment, letterbox, SHA-256 and image decode.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "compare.h"
+#include "facetrace/core/image.h"
 #include "facetrace/faces/align.h"
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/embedder.h"
-#include "facetrace/core/image.h"
 #include "facetrace/faces/sha256.h"
 #include "log_guard.h"
+#include "onnx_builder.h"
 
 namespace facetrace::faces {
 namespace {
 
+using testing::OnnxBuilder;
+using testing::random_floats;
+
 const char* kPhotos[] = {"astronaut_eileen_collins.png", "obama_portrait_2012.jpg", "obama_congress_2009.jpg",
                          "biden_crop_2010.jpg", "obama_biden_kagan_crop_2010.jpg"};
 
-const Detector& yunet(const std::string& dir) {
-  static const Detector d = [&] {
-    auto r = Detector::load(dir + "/models/face_detection_yunet_2023mar.onnx");
+const Detector& yunet() {
+  static const Detector d = [] {
+    auto r = Detector::builtin();
     if (!r) throw std::runtime_error(r.status().to_string());
     return std::move(*r);
   }();
   return d;
 }
 
-const Embedder& mobilefacenet(const std::string& dir) {
-  static const Embedder e = [&] {
-    auto r = Embedder::load(dir + "/models/mobilefacenet_foamliu_128d.onnx");
+// ---- a generated MobileFaceNet-shaped embedder --------------------------------------------------------------
+// The foamliu MobileFaceNet export (faces.md §7) is Conv (BatchNorm folded in, depthwise among them, a global
+// depthwise at the end), Clip(0, 6) with its bounds from Constant nodes, Relu, Add and one Reshape to [1,128]. The
+// model below has each of those forms, with pseudo-random weights, and runs in a few milliseconds.
+
+constexpr int kSide = 112;
+constexpr int kDim = 128;
+
+enum class Act { kNone, kRelu6, kRelu };
+
+struct ConvLayer {
+  int cin, cout, k, stride, pad, groups;
+  Act act;
+  std::vector<float> w;  // [cout][cin / groups][k][k]
+  std::vector<float> b;  // [cout]
+};
+
+/// A convolution with uniform weights of variance gain²/fan_in and small biases, from `seed`.
+ConvLayer conv(int cin, int cout, int k, int stride, int pad, int groups, Act act, std::uint32_t seed,
+               float gain = 1.0f) {
+  const int fan_in = cin / groups * k * k;
+  const float a = gain * std::sqrt(3.0f / static_cast<float>(fan_in));
+  return {cin, cout, k, stride, pad, groups, act,
+          random_floats(static_cast<std::size_t>(cout) * fan_in, seed, -a, a),
+          random_floats(static_cast<std::size_t>(cout), seed + 1000, -0.1f, 0.1f)};
+}
+
+/// Convs run in order; a residual stage adds its input to its output.
+struct Stage {
+  std::vector<ConvLayer> convs;
+  bool residual = false;
+};
+
+std::vector<Stage> mobilefacenet_like() {
+  return {
+      {{conv(3, 16, 3, 2, 1, 1, Act::kRelu6, 1, 4.0f)}},  // stem 3×3/2 → 56²; gain 4 so ReLU6 also clips at 6
+      {{conv(16, 16, 3, 1, 1, 16, Act::kRelu6, 2)}},       // depthwise 3×3
+      {{conv(16, 32, 1, 1, 0, 1, Act::kRelu6, 3), conv(32, 32, 3, 1, 1, 32, Act::kRelu6, 4),
+        conv(32, 16, 1, 1, 0, 1, Act::kNone, 5)},
+       true},  // bottleneck: expand, depthwise, linear projection, + input
+      {{conv(16, 32, 1, 1, 0, 1, Act::kRelu6, 6), conv(32, 32, 3, 2, 1, 32, Act::kRelu6, 7),
+        conv(32, 24, 1, 1, 0, 1, Act::kNone, 8)}},     // bottleneck with stride 2 → 28²
+      {{conv(24, 64, 1, 1, 0, 1, Act::kRelu, 9)}},     // 1×1 + Relu
+      {{conv(64, 64, 28, 1, 0, 64, Act::kNone, 10)}},  // global depthwise 28×28 → 1×1
+      {{conv(64, kDim, 1, 1, 0, 1, Act::kNone, 11)}},  // linear embedding
+  };
+}
+
+std::vector<std::uint8_t> build_onnx(const std::vector<Stage>& net) {
+  OnnxBuilder m(18);
+  m.input("input0", {1, 3, kSide, kSide}).output("output0", {1, kDim});
+  int id = 0;
+  auto emit = [&](const ConvLayer& c, const std::string& in) {
+    const std::string n = std::to_string(id++);
+    m.init("w" + n, {c.cout, c.cin / c.groups, c.k, c.k}, c.w).init("b" + n, {c.cout}, c.b);
+    auto* node = m.node("Conv", {in, "w" + n, "b" + n}, {"conv" + n});
+    OnnxBuilder::ints(node, "kernel_shape", {c.k, c.k});
+    OnnxBuilder::ints(node, "strides", {c.stride, c.stride});
+    OnnxBuilder::ints(node, "pads", {c.pad, c.pad, c.pad, c.pad});
+    OnnxBuilder::int1(node, "group", c.groups);
+    if (c.act == Act::kNone) return "conv" + n;
+    if (c.act == Act::kRelu) {
+      m.node("Relu", {"conv" + n}, {"act" + n});
+    } else {
+      OnnxBuilder::tensor(m.node("Constant", {}, {"lo" + n}), "value", {}, {0.0f});
+      OnnxBuilder::tensor(m.node("Constant", {}, {"hi" + n}), "value", {}, {6.0f});
+      m.node("Clip", {"conv" + n, "lo" + n, "hi" + n}, {"act" + n});
+    }
+    return "act" + n;
+  };
+  std::string x = "input0";
+  for (const Stage& s : net) {
+    std::string y = x;
+    for (const ConvLayer& c : s.convs) y = emit(c, y);
+    if (s.residual) {
+      m.node("Add", {y, x}, {"add" + std::to_string(id)});
+      y = "add" + std::to_string(id);
+    }
+    x = y;
+  }
+  OnnxBuilder::ints(m.node("Constant", {}, {"shape"}), "value_ints", {1, -1});
+  m.node("Reshape", {x, "shape"}, {"output0"});
+  return m.bytes();
+}
+
+// The naive reference: planar double tensors and the plain loops of the ONNX definitions.
+struct Planes {
+  int c = 0, h = 0, w = 0;
+  std::vector<double> v;
+  double& at(int ci, int y, int x) { return v[(static_cast<std::size_t>(ci) * h + y) * w + x]; }
+  double at(int ci, int y, int x) const { return v[(static_cast<std::size_t>(ci) * h + y) * w + x]; }
+};
+
+struct ClipHits {
+  long lo = 0, hi = 0;
+};
+
+Planes conv_ref(const Planes& x, const ConvLayer& c, ClipHits& hits) {
+  Planes y{c.cout, (x.h + 2 * c.pad - c.k) / c.stride + 1, (x.w + 2 * c.pad - c.k) / c.stride + 1, {}};
+  y.v.resize(static_cast<std::size_t>(y.c) * y.h * y.w);
+  const int in_per_group = c.cin / c.groups, out_per_group = c.cout / c.groups;
+  for (int o = 0; o < c.cout; ++o)
+    for (int oy = 0; oy < y.h; ++oy)
+      for (int ox = 0; ox < y.w; ++ox) {
+        double s = c.b[static_cast<std::size_t>(o)];
+        for (int i = 0; i < in_per_group; ++i) {
+          const int ci = o / out_per_group * in_per_group + i;
+          for (int ky = 0; ky < c.k; ++ky)
+            for (int kx = 0; kx < c.k; ++kx) {
+              const int iy = oy * c.stride - c.pad + ky, ix = ox * c.stride - c.pad + kx;
+              if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) continue;
+              s += static_cast<double>(c.w[((static_cast<std::size_t>(o) * in_per_group + i) * c.k + ky) * c.k + kx]) *
+                   x.at(ci, iy, ix);
+            }
+        }
+        if (c.act == Act::kRelu) s = std::max(s, 0.0);
+        if (c.act == Act::kRelu6) {
+          hits.lo += s < 0.0, hits.hi += s > 6.0;
+          s = std::min(std::max(s, 0.0), 6.0);
+        }
+        y.at(o, oy, ox) = s;
+      }
+  return y;
+}
+
+/// The raw (not normalised) 128 outputs for an aligned 112×112 RGB face, preprocessed as the ArcFace default
+/// that an unknown model gets: planar RGB, (x − 127.5) / 127.5.
+std::vector<double> reference_embedding(const std::vector<Stage>& net, const core::Image& face, ClipHits& hits) {
+  Planes x{3, kSide, kSide, std::vector<double>(3 * kSide * kSide)};
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < kSide; ++y)
+      for (int xx = 0; xx < kSide; ++xx)
+        x.at(c, y, xx) = (face.rgb[(static_cast<std::size_t>(y) * kSide + xx) * 3 + c] - 127.5) / 127.5;
+  for (const Stage& s : net) {
+    Planes y = x;
+    for (const ConvLayer& c : s.convs) y = conv_ref(y, c, hits);
+    if (s.residual)
+      for (std::size_t i = 0; i < y.v.size(); ++i) y.v[i] += x.v[i];
+    x = std::move(y);
+  }
+  return x.v;
+}
+
+/// A deterministic 112×112 RGB test pattern (gradients and a product term, every byte value present).
+core::Image pattern_face(int salt = 0) {
+  core::Image im{kSide, kSide, std::vector<std::uint8_t>(static_cast<std::size_t>(kSide) * kSide * 3)};
+  for (int y = 0; y < kSide; ++y)
+    for (int x = 0; x < kSide; ++x)
+      for (int c = 0; c < 3; ++c)
+        im.rgb[(static_cast<std::size_t>(y) * kSide + x) * 3 + c] =
+            static_cast<std::uint8_t>((x * 7 + y * 13 + c * 50 + (x * y + salt) % 31) % 256);
+  return im;
+}
+
+const std::vector<Stage>& generated_net() {
+  static const std::vector<Stage> net = mobilefacenet_like();
+  return net;
+}
+
+const std::vector<std::uint8_t>& generated_bytes() {
+  static const std::vector<std::uint8_t> bytes = build_onnx(generated_net());
+  return bytes;
+}
+
+const Embedder& generated_embedder() {
+  static const Embedder e = [] {
+    auto r = Embedder::create(generated_bytes());
     if (!r) throw std::runtime_error(r.status().to_string());
     return std::move(*r);
   }();
   return e;
+}
+
+double norm2(std::span<const float> v) {
+  double n2 = 0;
+  for (float f : v) n2 += static_cast<double>(f) * f;
+  return n2;
 }
 
 TEST(FacesSha256, known_vectors) {
@@ -48,10 +227,23 @@ TEST(FacesSha256, known_vectors) {
             "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
 }
 
+TEST(FacesYunet, the_built_in_model_is_the_shipped_yunet_2023mar) {
+  const auto bytes = builtin_yunet_onnx();
+  EXPECT_EQ(bytes.size(), 232589u);  // models/SOURCES.md
+  EXPECT_EQ(sha256_hex(bytes), "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4");
+  EXPECT_EQ(yunet().input_size(), 640);
+  EXPECT_EQ(yunet().net().output_names().size(), 12u);
+  DetectorConfig other;
+  other.expected_sha256 = std::string(64, '0');  // a pin for another file refuses the built-in one, naming it
+  auto d = Detector::builtin(other);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(d.status().what().find("sha256"), std::string::npos) << d.status().to_string();
+}
+
 TEST(FacesYunet, one_face_per_photo_with_landmarks_inside_the_box) {
   FT_REQUIRE_TEST_DATA(dir);
-  const Detector& det = yunet(dir);
-  EXPECT_EQ(det.input_size(), 640);
+  const Detector& det = yunet();
   for (const char* name : kPhotos) {
     SCOPED_TRACE(name);
     auto im = core::load_image(dir + "/images/" + name);
@@ -78,8 +270,7 @@ TEST(FacesYunet, one_face_per_photo_with_landmarks_inside_the_box) {
 }
 
 TEST(FacesYunet, blank_and_odd_sizes_give_no_faces) {
-  FT_REQUIRE_TEST_DATA(dir);
-  const Detector& det = yunet(dir);
+  const Detector& det = yunet();
   for (auto [w, h] : {std::pair{640, 480}, std::pair{100, 700}, std::pair{1, 1}, std::pair{37, 41}, std::pair{1000, 20}}) {
     SCOPED_TRACE(::testing::Message() << w << "x" << h);
     const std::vector<std::uint8_t> grey(static_cast<std::size_t>(w) * h * 3, 128);
@@ -93,6 +284,188 @@ TEST(FacesYunet, blank_and_odd_sizes_give_no_faces) {
   EXPECT_TRUE(faces->empty());
   EXPECT_FALSE(det.detect(black, 41, 41).ok());  // wrong byte count
   EXPECT_FALSE(det.detect(black, 0, 41).ok());
+}
+
+TEST(FacesYunet, load_reads_a_file_and_refuses_missing_and_truncated_ones) {
+  const auto bytes = builtin_yunet_onnx();
+  const std::string path = (std::filesystem::temp_directory_path() / "ft_faces_models_test_yunet.onnx").string();
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto full = Detector::load(path);
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  EXPECT_EQ(full->input_size(), 640);
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size() / 2));
+  }
+  auto cut = Detector::load(path);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(cut.status().what().find(path), std::string::npos) << cut.status().to_string();
+  std::filesystem::remove(path);
+  auto missing = Detector::load(path);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kIo);
+}
+
+TEST(FacesEmbed, generated_mobilefacenet_matches_a_naive_reference) {
+  const Embedder& emb = generated_embedder();
+  // An unknown model: identified by its own sha256, ArcFace preprocessing, the size and length from the graph.
+  EXPECT_EQ(emb.info().name, "unknown (ArcFace-style)");
+  EXPECT_EQ(emb.info().sha256, sha256_hex(generated_bytes()));
+  EXPECT_EQ(emb.info().bytes, static_cast<std::int64_t>(generated_bytes().size()));
+  EXPECT_EQ(emb.info().input, kSide);
+  EXPECT_EQ(emb.info().dim, kDim);
+  EXPECT_EQ(emb.info().match, 0.0f);
+  for (int salt : {0, 17}) {
+    SCOPED_TRACE(salt);
+    const core::Image face = pattern_face(salt);
+    ClipHits hits;
+    const std::vector<double> want = reference_embedding(generated_net(), face, hits);
+    EXPECT_GT(hits.lo, 0);  // the input drives both ReLU6 bounds
+    EXPECT_GT(hits.hi, 0);
+    auto x = emb.preprocess(face);
+    ASSERT_TRUE(x.ok()) << x.status().to_string();
+    auto raw = emb.net().run(*x);
+    ASSERT_TRUE(raw.ok()) << raw.status().to_string();
+    ASSERT_EQ(raw->size(), 1u);
+    EXPECT_EQ((*raw)[0].shape, (Shape{1, kDim}));
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::abs(v));
+    ASSERT_GT(scale, 0.1);
+    // f32 (FMA, blocked sums) against f64 sums of up to 784 terms: errors near 1e-6 of the largest output
+    EXPECT_TRUE(facetrace::testing::all_close((*raw)[0].data, want, {1e-5 * scale, 0.0}));
+    // embed = the same outputs divided by their f64 norm
+    double n = 0;
+    for (double v : want) n += v * v;
+    std::vector<double> unit(want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) unit[i] = want[i] / std::sqrt(n);
+    auto e = emb.embed(face);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    EXPECT_TRUE(facetrace::testing::all_close(*e, unit, {2e-6, 0.0}));
+  }
+}
+
+TEST(FacesEmbed, embeddings_are_unit_norm_deterministic_and_independent_of_threads) {
+  const core::Image face = pattern_face();
+  auto a = generated_embedder().embed(face);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_NEAR(norm2(*a), 1.0, 1e-6);
+  auto b = generated_embedder().embed(face);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(facetrace::testing::bit_identical(*a, *b));
+  auto one = Embedder::create(generated_bytes(), 1);
+  ASSERT_TRUE(one.ok());
+  auto c = one->embed(face);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(facetrace::testing::bit_identical(*c, *a));  // 1 thread and all threads: the same bits
+  std::vector<std::vector<float>> par(4);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 4; ++i)
+    ts.emplace_back([&, i] { par[static_cast<std::size_t>(i)] = generated_embedder().embed(face).value(); });
+  for (auto& t : ts) t.join();
+  for (const auto& p : par) EXPECT_TRUE(facetrace::testing::bit_identical(p, *a));
+  auto other = generated_embedder().embed(pattern_face(17));
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*other, *a);
+}
+
+TEST(FacesEmbed, embed_face_aligns_the_detection_then_embeds) {
+  FT_REQUIRE_TEST_DATA(dir);
+  const Embedder& emb = generated_embedder();
+  std::vector<std::vector<float>> vs;
+  for (const char* name : {kPhotos[0], kPhotos[1]}) {
+    SCOPED_TRACE(name);
+    auto im = core::load_image(dir + "/images/" + name);
+    ASSERT_TRUE(im.ok());
+    auto faces = yunet().detect(*im);
+    ASSERT_TRUE(faces.ok());
+    ASSERT_FALSE(faces->empty());
+    auto al = align_face(*im, (*faces)[0].landmarks, kSide, kSide);
+    ASSERT_TRUE(al.ok());
+    auto direct = emb.embed(*al);
+    auto via = emb.embed_face(*im, (*faces)[0]);
+    ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+    ASSERT_TRUE(via.ok()) << via.status().to_string();
+    EXPECT_TRUE(facetrace::testing::bit_identical(*via, *direct));
+    EXPECT_NEAR(norm2(*via), 1.0, 1e-6);
+    vs.push_back(*via);
+  }
+  EXPECT_NE(vs[0], vs[1]);  // two people, two photos: the input reaches the embedding
+}
+
+// A one-conv model: Conv 1×1 3→8 → GlobalAveragePool (8 values), input `dims`; optional second output.
+std::vector<std::uint8_t> tiny_embedder(const std::vector<std::int64_t>& dims, bool zero = false,
+                                        bool two_outputs = false) {
+  OnnxBuilder m(13);
+  m.input("x", dims).output("y");
+  if (two_outputs) m.output("z");
+  m.init("w", {8, dims[1], 1, 1}, zero ? std::vector<float>(static_cast<std::size_t>(8 * dims[1]), 0.0f)
+                                       : random_floats(static_cast<std::size_t>(8 * dims[1]), 5));
+  m.init("b", {8}, std::vector<float>(8, 0.0f));
+  m.node("Conv", {"x", "w", "b"}, {"c"});
+  m.node("GlobalAveragePool", {"c"}, {"y"});
+  if (two_outputs) m.node("Relu", {"y"}, {"z"});
+  return m.bytes();
+}
+
+TEST(FacesEmbed, create_refuses_wrong_shapes_and_embed_refuses_wrong_faces) {
+  auto ok = Embedder::create(tiny_embedder({1, 3, 32, 32}));
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->info().input, 32);
+  EXPECT_EQ(ok->info().dim, 8);
+  auto refused = [](const std::vector<std::uint8_t>& bytes, const std::string& needle) {
+    auto e = Embedder::create(bytes);
+    ASSERT_FALSE(e.ok()) << "accepted; expected '" << needle << "'";
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(e.status().what().find(needle), std::string::npos) << e.status().to_string();
+  };
+  refused(tiny_embedder({1, 1, 32, 32}), "[1,3,S,S]");
+  refused(tiny_embedder({1, 3, 32, 24}), "[1,3,S,S]");
+  refused(tiny_embedder({1, 3, 8, 8}), "16..4096");
+  refused(tiny_embedder({1, 3, 32, 32}, false, true), "exactly one expected");
+  // a face of the wrong size, and a model whose output is all zero
+  auto wrong = ok->embed(core::Image{100, 100, std::vector<std::uint8_t>(30000)});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(wrong.status().what().find("32x32"), std::string::npos) << wrong.status().to_string();
+  auto zero = Embedder::create(tiny_embedder({1, 3, 32, 32}, true));
+  ASSERT_TRUE(zero.ok());
+  auto z = zero->embed(core::Image{32, 32, std::vector<std::uint8_t>(32 * 32 * 3, 200)});
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.status().what().find("all-zero face"), std::string::npos) << z.status().to_string();
+  auto missing = Embedder::load("/nonexistent/ft_embedder.onnx");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kIo);
+}
+
+TEST(FacesEmbed, known_models_are_identified_by_sha256) {
+  const auto sface = known::lookup("0ba9fbfa01b5270c96627c4ef784da859931e02f04419c829e83484087c34e79");
+  ASSERT_TRUE(sface.has_value());
+  EXPECT_EQ(sface->name, "SFace 2021dec");
+  EXPECT_EQ(sface->dim, 128);
+  EXPECT_EQ(sface->match, 0.55f);
+  EXPECT_EQ(sface->mean[0], 0.0f);
+  const auto mfn = known::lookup("b7120c095d60094f28a4a54ba6a8bf51b297a6273fb40ef6350dfec1f63d9507");
+  ASSERT_TRUE(mfn.has_value());
+  EXPECT_EQ(mfn->std[0], 128.0f);
+  EXPECT_FALSE(known::lookup(sha256_hex(generated_bytes())).has_value());
+  const ModelInfo d = known::arcface_default();
+  EXPECT_EQ(d.input, 112);
+  EXPECT_EQ(d.mean[1], 127.5f);
+  EXPECT_EQ(d.std[2], 127.5f);
+}
+
+TEST(FacesEmbed, cosine_similarity_of_unit_vectors) {
+  const std::vector<float> a = {1.0f, 0.0f}, b = {0.6f, 0.8f};
+  ASSERT_TRUE(cosine_similarity(a, b).has_value());
+  EXPECT_FLOAT_EQ(*cosine_similarity(a, b), 0.6f);
+  EXPECT_FLOAT_EQ(*cosine_similarity(b, b), 1.0f);
+  EXPECT_FALSE(cosine_similarity(a, std::vector<float>{1.0f}).has_value());
+  EXPECT_FALSE(cosine_similarity(std::vector<float>{}, std::vector<float>{}).has_value());
+  EXPECT_FALSE(cosine_similarity(a, std::vector<float>{NAN, 0.0f}).has_value());
 }
 
 TEST(FacesLetterbox, shrink_averages_area_and_writes_bgr_top_left) {
@@ -132,7 +505,7 @@ TEST(FacesAlign, aligned_landmarks_land_on_the_template_and_off_edge_faces_work)
   FT_REQUIRE_TEST_DATA(dir);
   auto im = core::load_image(dir + "/images/astronaut_eileen_collins.png");
   ASSERT_TRUE(im.ok());
-  auto faces = yunet(dir).detect(*im);
+  auto faces = yunet().detect(*im);
   ASSERT_TRUE(faces.ok());
   ASSERT_EQ(faces->size(), 1u);
   auto s = fit_similarity((*faces)[0].landmarks, arcface_template());
@@ -150,51 +523,6 @@ TEST(FacesAlign, aligned_landmarks_land_on_the_template_and_off_edge_faces_work)
   // the aligned face, re-detected on a 112×112 image, has its eyes near the template's
   auto crop = crop_box(*im, -50, -50, 30, 30);  // mostly off the photo: clamp-to-edge, no crash
   ASSERT_TRUE(crop.ok());
-}
-
-TEST(FacesEmbed, mobilefacenet_is_deterministic_and_separates_people) {
-  FT_REQUIRE_TEST_DATA(dir);
-  const Embedder& emb = mobilefacenet(dir);
-  EXPECT_EQ(emb.info().dim, 128);
-  EXPECT_EQ(emb.info().mean[0], 127.5f);
-  EXPECT_EQ(emb.info().std[0], 128.0f);
-  std::vector<std::vector<float>> vs;
-  for (const char* name : kPhotos) {
-    auto im = core::load_image(dir + "/images/" + name);
-    ASSERT_TRUE(im.ok());
-    auto faces = yunet(dir).detect(*im);
-    ASSERT_TRUE(faces.ok());
-    ASSERT_FALSE(faces->empty());
-    auto al = align_face(*im, (*faces)[0].landmarks);
-    ASSERT_TRUE(al.ok());
-    auto a = emb.embed(*al);
-    auto b = emb.embed(*al);
-    ASSERT_TRUE(a.ok()) << a.status().to_string();
-    ASSERT_TRUE(b.ok());
-    EXPECT_EQ(*a, *b);  // identical, bit for bit
-    double n2 = 0;
-    for (float v : *a) n2 += static_cast<double>(v) * v;
-    EXPECT_NEAR(n2, 1.0, 1e-5);
-    vs.push_back(*a);
-  }
-  // astronaut (a woman) vs each Obama photo: different people differ more than the same person across photos
-  const float obama_obama = *cosine_similarity(vs[1], vs[2]);
-  const float collins_obama = *cosine_similarity(vs[0], vs[1]);
-  const float biden_obama = *cosine_similarity(vs[3], vs[1]);
-  EXPECT_LT(collins_obama, 0.9995f);
-  EXPECT_LT(biden_obama, 0.9995f);
-  EXPECT_GT(obama_obama, collins_obama);
-  EXPECT_GT(obama_obama, biden_obama);
-  // threads: the same result from 4 concurrent callers
-  auto im = core::load_image(dir + "/images/obama_portrait_2012.jpg");
-  auto faces = yunet(dir).detect(*im);
-  auto al = align_face(*im, (*faces)[0].landmarks);
-  std::vector<std::vector<float>> par(4);
-  std::vector<std::thread> ts;
-  for (int i = 0; i < 4; ++i) ts.emplace_back([&, i] { par[static_cast<std::size_t>(i)] = *emb.embed(*al); });
-  for (auto& t : ts) t.join();
-  for (const auto& p : par) EXPECT_EQ(p, vs[1]);
-  EXPECT_FALSE(emb.embed(core::Image{100, 100, std::vector<std::uint8_t>(30000)}).ok());  // wrong input size
 }
 
 TEST(FacesImage, exif_orientation_is_applied) {

@@ -50,9 +50,16 @@ struct DetectorConfig {
 /// top-left, the rest 0 (faces.md §5). Returns the scale min(n/w, n/h).
 float letterbox_bgr(std::span<const std::uint8_t> rgb, int width, int height, int n, std::span<float> out);
 
+/// The YuNet 2023mar ONNX built into the library (models/face_detection_yunet_2023mar.onnx: kYunetBytes bytes,
+/// sha256 kYunetSha256, MIT, models/SOURCES.md). Static storage; thread-safe.
+std::span<const std::uint8_t> builtin_yunet_onnx();
+
 /// A loaded YuNet. Immutable; `detect` is thread-safe.
 class Detector {
  public:
+  /// The built-in YuNet 2023mar (builtin_yunet_onnx()), checked and lowered as `create` does any bytes; needs
+  /// no file. kInvalidArgument if `config.expected_sha256` names another model.
+  static Expected<Detector> builtin(const DetectorConfig& config = {});
   /// Reads, checks (sha256, input [1,3,N,N] with N in 64..4096 a multiple of 32, the 12 outputs by name and
   /// size) and lowers the model. kIo, kInvalidArgument (mismatch, naming the missing output), kNotSupported.
   static Expected<Detector> load(const std::string& path, const DetectorConfig& config = {});

@@ -9,6 +9,12 @@
 #include "facetrace/faces/sha256.h"
 
 namespace facetrace::faces {
+namespace detail {
+// Generated from models/face_detection_yunet_2023mar.onnx by cmake/embed_file.cmake (cmake/area_faces.cmake).
+extern const std::uint8_t kYunet2023marOnnx[];
+extern const std::size_t kYunet2023marOnnxSize;
+}  // namespace detail
+
 namespace {
 
 constexpr int kStrides[3] = {8, 16, 32};
@@ -211,6 +217,16 @@ Expected<Detector> Detector::load(const std::string& path, const DetectorConfig&
   if (!f.read(reinterpret_cast<char*>(bytes.data()), size)) return io_error("cannot read YuNet model '" + path + "'");
   auto d = create(bytes, config);
   if (!d) return d.status().with_context("'" + path + "'");
+  return d;
+}
+
+std::span<const std::uint8_t> builtin_yunet_onnx() {
+  return {detail::kYunet2023marOnnx, detail::kYunet2023marOnnxSize};
+}
+
+Expected<Detector> Detector::builtin(const DetectorConfig& config) {
+  auto d = create(builtin_yunet_onnx(), config);
+  if (!d) return d.status().with_context("built-in YuNet 2023mar");
   return d;
 }
 
