@@ -3,6 +3,8 @@
 # Private include root: src/tracer (physics/, scene/, cpu/, gpu/, render/, io/).
 add_library(ft_tracer STATIC
   src/tracer/scene/scene.cpp
+  src/tracer/scene/materials.cpp
+  src/tracer/scene/tiers.cpp
   src/tracer/cpu/trace_params.cpp
   src/tracer/cpu/cpu_tracer.cpp)
 target_include_directories(ft_tracer PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)

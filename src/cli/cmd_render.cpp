@@ -147,24 +147,6 @@ void store_max(std::atomic<double>& a, double v) {
   }
 }
 
-std::string scene_not_supported_reason(const tr::Scene& scene) {
-  const tr::Material& m = scene.material;
-  std::string features;
-  auto add = [&](const std::string& f) { features += (features.empty() ? "" : ", ") + f; };
-  if (!tr::lighting_preset_is_tier1(scene.lighting_preset))
-    add("lighting preset " + std::string(tr::lighting_preset_name(scene.lighting_preset)) + " (Tier 2)");
-  if (scene.environment == tr::EnvironmentKind::kHdr) add("HDR environment (Tier 2)");
-  if (m.crystal_system != tr::CrystalSystem::kCubic && std::abs(m.birefringence_delta) > 1e-4f)
-    add("birefringence (material.birefringence_delta, Tier 2/3)");
-  if (m.scattering_sigma_s > 0) add("inclusions (material.scattering_sigma_s, Tier 2)");
-  if (m.edge_rounding_radius > 0) add("edge rounding (material.edge_rounding_radius, Tier 2)");
-  if (m.fluorescence) add("fluorescence (Tier 3)");
-  if (scene.tools) add("tools (Tier 3)");
-  if (features.empty()) add("Tier " + std::to_string(tr::scene_tier(scene)) + " features");
-  return "the scene needs " + features +
-         "; the CPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, IlluminantA)";
-}
-
 // ---- the command ----------------------------------------------------------------------------------------
 
 int run_render(const RenderArgs& a) {
@@ -218,8 +200,8 @@ int run_render(const RenderArgs& a) {
   if (height) scene.height = static_cast<std::uint32_t>(*height);
   if (bounces) scene.max_bounces = static_cast<std::uint32_t>(*bounces);
   if (Status st = tr::validate_scene(scene); !st.ok()) return fail(kExitBadInput, st.what());
-  if (tr::scene_tier(scene) > 1)
-    return fail(kExitFailure, "not supported: " + scene_not_supported_reason(scene));
+  if (Status st = tr::tier_features(scene).status(); !st.ok())
+    return fail(kExitFailure, "not supported: " + st.what());
 
   if (Status st = check_writable_target("-o", output); !st.ok()) return fail(kExitBadInput, st.what());
   if (!a.exr.empty())

@@ -7,7 +7,9 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/scene.h"
 
 namespace ft = facetrace::tracer;
@@ -60,7 +62,7 @@ TEST(RoundBrilliant, has_the_74_planes_of_the_table) {
 TEST(BuiltinScene, is_valid_tier_one_diamond_in_light_tent) {
   const ft::Scene s = ft::builtin_diamond_scene();
   EXPECT_TRUE(ft::validate_scene(s).ok()) << ft::validate_scene(s).what();
-  EXPECT_EQ(ft::scene_tier(s), 1);
+  EXPECT_EQ(ft::tier_features(s).tier, 1);
   EXPECT_EQ(s.width, 512u);
   EXPECT_EQ(s.height, 512u);
   EXPECT_EQ(s.max_bounces, 12u);
@@ -172,33 +174,55 @@ TEST(ValidateScene, rejects_bad_planes) {
 
 TEST(SceneTier, classifies_features) {
   ft::Scene s = ft::builtin_diamond_scene();
-  EXPECT_EQ(ft::scene_tier(s), 1);
+  EXPECT_EQ(ft::tier_features(s).tier, 1);
   for (auto p : {ft::LightingPreset::kDaylight, ft::LightingPreset::kRingLights, ft::LightingPreset::kIlluminantA}) {
     s.lighting_preset = p;
-    EXPECT_EQ(ft::scene_tier(s), 1);
+    EXPECT_EQ(ft::tier_features(s).tier, 1);
   }
   s.lighting_preset = ft::LightingPreset::kUvLamp365;
-  EXPECT_EQ(ft::scene_tier(s), 2);
+  EXPECT_EQ(ft::tier_features(s).tier, 2);
   s = ft::builtin_diamond_scene();
   s.environment = ft::EnvironmentKind::kHdr;
-  EXPECT_EQ(ft::scene_tier(s), 2);
+  EXPECT_EQ(ft::tier_features(s).tier, 2);
   s = ft::builtin_diamond_scene();
   s.material.crystal_system = ft::CrystalSystem::kTrigonal;
   s.material.optical_character = ft::OpticalCharacter::kUniaxialNeg;
   s.material.birefringence_delta = -0.008f;
-  EXPECT_EQ(ft::scene_tier(s), 2);
+  EXPECT_EQ(ft::tier_features(s).tier, 2);
   s.material.birefringence_delta = 5e-5f;  // near-isotropic stays Tier 1
-  EXPECT_EQ(ft::scene_tier(s), 1);
+  EXPECT_EQ(ft::tier_features(s).tier, 1);
   s.material.optical_character = ft::OpticalCharacter::kBiaxialPos;
   s.material.birefringence_delta = 0.01f;
-  EXPECT_EQ(ft::scene_tier(s), 3);
+  EXPECT_EQ(ft::tier_features(s).tier, 3);
   s = ft::builtin_diamond_scene();
   s.material.fluorescence = true;
-  EXPECT_EQ(ft::scene_tier(s), 3);
+  EXPECT_EQ(ft::tier_features(s).tier, 3);
   s = ft::builtin_diamond_scene();
   s.tools = true;
-  EXPECT_EQ(ft::scene_tier(s), 3);
+  EXPECT_EQ(ft::tier_features(s).tier, 3);
   s = ft::builtin_diamond_scene();
   s.material.scattering_sigma_s = 1.5f;
-  EXPECT_EQ(ft::scene_tier(s), 2);
+  EXPECT_EQ(ft::tier_features(s).tier, 2);
+}
+
+TEST(SceneTier, names_every_feature_beyond_tier_one_in_one_not_supported_status) {
+  ft::Scene s = ft::builtin_diamond_scene();
+  EXPECT_TRUE(ft::tier_features(s).features.empty());
+  EXPECT_TRUE(ft::tier_features(s).status().ok());
+  s.lighting_preset = ft::LightingPreset::kDaylightSun;
+  s.material.edge_rounding_radius = 0.01f;
+  s.material.fluorescence = true;
+  const ft::TierFeatures t = ft::tier_features(s);
+  EXPECT_EQ(t.tier, 3);
+  EXPECT_EQ(t.features, (std::vector<std::string>{"lighting preset DaylightSun (Tier 2)",
+                                                  "edge rounding (material.edge_rounding_radius, Tier 2)",
+                                                  "fluorescence (Tier 3)"}));
+  EXPECT_EQ(t.status().code(), Code::kNotSupported);
+  EXPECT_EQ(t.status().what(),
+            "the scene needs lighting preset DaylightSun (Tier 2), edge rounding (material.edge_rounding_radius, "
+            "Tier 2), fluorescence (Tier 3); the CPU tracer implements Tier 1 (lighting presets Daylight, "
+            "RingLights, LightTent, IlluminantA)");
+  // The CPU tracer refuses it with the same status.
+  ft::Film f(s.width, s.height);
+  EXPECT_EQ(ft::cpu_accumulate(s, 0, 1, f).what(), t.status().what());
 }

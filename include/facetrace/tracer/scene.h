@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "facetrace/core/status.h"
@@ -65,6 +66,26 @@ struct Material {
 /// Diamond (tracer.md §3): Sellmeier3 b = [4.3356, 0.3306, 0], c = [0.011236, 0.030625, 1.0].
 Material diamond_material();
 
+// ---- The preset catalogue (src/tracer/scene/materials.cpp) ---------------------------------------------
+
+/// Names of the built-in material presets, e.g. "diamond", "spinel", "cubic_zirconia", "sapphire_iso".
+std::vector<std::string> material_preset_names();
+
+/// A built-in material by name (case-insensitive; "cz" is an alias of "cubic_zirconia").
+/// Errors: kInvalidArgument naming the unknown preset and listing the known ones.
+Expected<Material> material_preset(std::string_view name);
+
+/// Canonical name of a lighting preset, e.g. "LightTent" (tracer.md §2).
+std::string_view lighting_preset_name(LightingPreset preset);
+
+/// Looks a lighting preset up by name: case-insensitive, '_' / '-' / ' ' ignored ("light_tent" =
+/// "LightTent"). Errors: kInvalidArgument listing the 15 names.
+Expected<LightingPreset> lighting_preset_from_name(std::string_view name);
+
+/// True for the Tier 1 presets (Daylight, RingLights, LightTent, IlluminantA; tracer.md §1); tier_features
+/// uses it.
+bool lighting_preset_is_tier1(LightingPreset preset);
+
 enum class Finish : std::uint8_t { kPolished = 0, kFrosted = 1 };
 
 /// A facet plane {x : n·x + d ≤ 0}; n is a unit outward normal, d < 0.
@@ -106,7 +127,18 @@ Scene builtin_diamond_scene();
 /// the error names the field and the reason. Returns kInvalidArgument.
 Status validate_scene(const Scene& scene);
 
-/// Highest tier this scene needs (1, 2 or 3), per tracer.md §1.
-int scene_tier(const Scene& scene);
+/// What a scene needs beyond Tier 1 (tracer.md §1). tier_features() is the one tier check: the CLI, the CPU
+/// tracer, the GPU workload and the render loop all ask it.
+struct TierFeatures {
+  int tier = 1;                       ///< highest tier the scene needs: 1, 2 or 3
+  std::vector<std::string> features;  ///< each feature beyond Tier 1, e.g. "HDR environment (Tier 2)"
+
+  /// Ok for a Tier 1 scene; otherwise kNotSupported: "the scene needs <features>; the CPU tracer implements
+  /// Tier 1 (lighting presets Daylight, RingLights, LightTent, IlluminantA)".
+  Status status() const;
+};
+
+/// The tier and the beyond-Tier-1 features of `scene` (which need not be validated). Pure; thread-safe.
+TierFeatures tier_features(const Scene& scene);
 
 }  // namespace facetrace::tracer

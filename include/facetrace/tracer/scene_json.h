@@ -5,7 +5,6 @@
 
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "facetrace/core/status.h"
 #include "facetrace/tracer/scene.h"
@@ -33,22 +32,5 @@ std::string scene_to_json(const Scene& scene, const SceneJsonOptions& options = 
 
 /// Writes scene_to_json(scene) to `path`. Errors: kIo naming the file.
 Status save_scene_file(const Scene& scene, const std::string& path, const SceneJsonOptions& options = {});
-
-/// Names of the built-in material presets, e.g. "diamond", "spinel", "cubic_zirconia", "sapphire_iso".
-std::vector<std::string> material_preset_names();
-
-/// A built-in material by name (case-insensitive; "cz" is an alias of "cubic_zirconia").
-/// Errors: kInvalidArgument naming the unknown preset and listing the known ones.
-Expected<Material> material_preset(std::string_view name);
-
-/// Canonical name of a lighting preset, e.g. "LightTent" (tracer.md §2).
-std::string_view lighting_preset_name(LightingPreset preset);
-
-/// Looks a lighting preset up by name: case-insensitive, '_' / '-' / ' ' ignored ("light_tent" =
-/// "LightTent"). Errors: kInvalidArgument listing the 15 names.
-Expected<LightingPreset> lighting_preset_from_name(std::string_view name);
-
-/// True for the Tier 1 presets (Daylight, RingLights, LightTent, IlluminantA; tracer.md §1).
-bool lighting_preset_is_tier1(LightingPreset preset);
 
 }  // namespace facetrace::tracer

@@ -64,7 +64,8 @@ FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const
 
 Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
                       const CpuOptions& options) {
-  FT_TRY(check_tier1(scene));
+  FT_TRY(validate_scene(scene));
+  FT_TRY(tier_features(scene).status());
   if (film.width != scene.width || film.height != scene.height || film.xyz.size() != film.pixels() * 3 ||
       film.samples.size() != film.pixels()) {
     return invalid_argument("film: size " + std::to_string(film.width) + "x" + std::to_string(film.height) +
@@ -85,7 +86,7 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
   std::atomic<std::uint64_t> nonfinite{0};
   std::atomic<bool> cancelled{false};
   // One index per tile; every pixel belongs to one tile, so no two calls touch the same sums.
-  const bool all_ran = core::parallel_for(tile_count, static_cast<int>(options.threads), [&](std::int64_t index) {
+  core::parallel_for(tile_count, static_cast<int>(options.threads), [&](std::int64_t index) {
     if (cancelled.load(std::memory_order_relaxed)) return;
     if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
       cancelled.store(true, std::memory_order_relaxed);
@@ -103,7 +104,6 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
     if (options.progress) options.progress(static_cast<double>(done) / static_cast<double>(tile_count));
   });
   film.nonfinite += nonfinite.load();
-  if (!all_ran) return internal_error("cpu_accumulate: the progress callback threw");
   if (cancelled.load()) return {Code::kCancelled, "cpu_accumulate: cancelled between tiles"};
   return {};
 }

@@ -1,5 +1,5 @@
 /// @file
-/// make_trace_params, make_facet_planes, check_tier1, bradford_to_d65.
+/// make_trace_params, make_facet_planes, bradford_to_d65.
 #include "cpu/trace_params.h"
 
 #include <algorithm>
@@ -220,16 +220,6 @@ std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene) {
   out.reserve(scene.planes.size());
   for (const Plane& pl : scene.planes) out.push_back(physics::FacetPlane{pl.normal[0], pl.normal[1], pl.normal[2], pl.d});
   return out;
-}
-
-Status check_tier1(const Scene& scene) {
-  FT_TRY(validate_scene(scene));
-  const int tier = scene_tier(scene);
-  if (tier != 1) {
-    return not_supported("scene needs tier " + std::to_string(tier) +
-                         " features (lighting preset, environment or material); the tracer implements tier 1");
-  }
-  return {};
 }
 
 }  // namespace facetrace::tracer

@@ -12,16 +12,12 @@
 namespace facetrace::tracer {
 
 /// Builds the trace parameters of `scene` (camera basis, environment and rig, white balance, material).
-/// Precondition: validate_scene(scene) is ok and scene_tier(scene) == 1. Pure; thread-safe.
+/// Precondition: validate_scene(scene) is ok and tier_features(scene).tier == 1. Pure; thread-safe.
 physics::TraceParams make_trace_params(const Scene& scene);
 
 /// The scene's planes as FacetPlane, with the Frosted finish re-derived for girdle facets (|n_y| ≤ 1e-3) when
 /// girdle_frosted is set (tracer.md §4). Same precondition as make_trace_params.
 std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene);
-
-/// Ok when the scene is valid and needs only Tier 1; kInvalidArgument (naming the field) or kNotSupported
-/// (naming the Tier 2/3 feature) otherwise.
-Status check_tier1(const Scene& scene);
 
 /// The Bradford white-balance matrix (row-major 3×3) mapping the white of illuminant S to D65 at equal Y,
 /// both integrated from the 5 nm CMF table (tracer.md §8). Identity for D65.

@@ -89,7 +89,8 @@ struct TraceWorkload::InFlight {
 TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std::uint32_t samples, Film& film,
                              GpuChunkOptions options)
     : scene_(scene), first_sample_(first_sample), samples_(samples), film_(film), options_(options) {
-  tier_ = check_tier1(scene_);
+  tier_ = validate_scene(scene_);
+  if (tier_.ok()) tier_ = tier_features(scene_).status();
   if (tier_.ok() && (film.width != scene.width || film.height != scene.height))
     tier_ = invalid_argument("film is " + std::to_string(film.width) + "x" + std::to_string(film.height) +
                              ", scene is " + std::to_string(scene.width) + "x" + std::to_string(scene.height));

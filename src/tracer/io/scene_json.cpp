@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "facetrace/core/file.h"
+#include "scene/materials.h"
 
 namespace facetrace::tracer {
 namespace {
@@ -68,62 +69,18 @@ const char* type_name(const json& j) {
   }
 }
 
-/// Lower-case with '_', '-' and ' ' removed: the key used to match every enum name.
-std::string fold(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '_' || c == '-' || c == ' ') continue;
-    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  }
-  return out;
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string list_names(const std::vector<std::string_view>& names) {
-  std::string out;
-  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + std::string(names[i]);
-  return out;
-}
-
-/// " (did you mean "x"?)" when a known name is close to `got`.
-std::string suggestion(std::string_view got, const std::vector<std::string_view>& known) {
-  std::string_view best;
-  std::size_t best_d = std::numeric_limits<std::size_t>::max();
-  for (auto k : known) {
-    const std::size_t d = edit_distance(fold(got), fold(k));
-    if (d < best_d) best_d = d, best = k;
-  }
-  if (best_d <= std::max<std::size_t>(2, got.size() / 3))
-    return " (did you mean \"" + std::string(best) + "\"?)";
-  return {};
-}
-
 /// Requires `j` to be an object whose keys are all in `known`.
 void check_object(const json& j, const std::string& path, const std::vector<std::string_view>& known) {
   if (!j.is_object()) fail(path, std::string("expected an object, got ") + type_name(j));
   for (const auto& [key, value] : j.items()) {
     if (std::find(known.begin(), known.end(), key) == known.end())
       fail(join(path, key),
-           "unknown field" + suggestion(key, known) + "; known fields: " + list_names(known));
+           "unknown field" + did_you_mean(key, known) + "; known fields: " + list_names(known));
   }
 }
 
 bool is_nonfinite_word(const std::string& s) {
-  const std::string f = fold(s);
+  const std::string f = fold_name(s);
   return f == "nan" || f == "inf" || f == "infinity" || f == "+inf" || f == "-inf" || f == "+infinity" ||
          f == "-infinity";
 }
@@ -190,21 +147,17 @@ const std::string& as_string(const json& j, const std::string& p) {
   return j.get_ref<const std::string&>();
 }
 
-/// Matches `got` against `names` (fold()-insensitive); returns the index.
+/// Matches `got` against `names` (fold_name()-insensitive); returns the index.
 std::size_t enum_index(const json& j, const std::string& p, const std::vector<std::string_view>& names) {
   const std::string& got = as_string(j, p);
   for (std::size_t i = 0; i < names.size(); ++i)
-    if (fold(got) == fold(names[i])) return i;
+    if (fold_name(got) == fold_name(names[i])) return i;
   fail(p,
-       "unknown value \"" + got + "\"" + suggestion(got, names) + "; expected one of: " + list_names(names));
+       "unknown value \"" + got + "\"" + did_you_mean(got, names) + "; expected one of: " + list_names(names));
 }
 
 // ---- names ---------------------------------------------------------------------------------------------
 
-const std::vector<std::string_view> kPresetNames = {
-    "Daylight",  "Incandescent", "RingLights",     "DarkSpotlight", "IsoHemisphere",
-    "LightTent", "DaylightDome", "UvLamp365",      "UvLamp395",     "DaylightSun",
-    "Aset",      "ShopLights",   "WindowDaylight", "WhiteTray",     "IlluminantA"};
 const std::vector<std::string_view> kEnvironmentNames = {"studio", "uniform", "furnace"};
 const std::vector<std::string_view> kModelNames = {"sellmeier1", "sellmeier3", "cauchy"};
 const std::vector<std::string_view> kDomainNames = {"wavelength", "wavenumber"};
@@ -213,53 +166,6 @@ const std::vector<std::string_view> kCharacterNames = {"isotropic", "uniaxial_po
                                                        "biaxial_positive", "biaxial_negative"};
 const std::vector<std::string_view> kCrystalNames = {"cubic",        "tetragonal", "hexagonal", "trigonal",
                                                      "orthorhombic", "monoclinic", "triclinic", "amorphous"};
-
-// ---- material presets ----------------------------------------------------------------------------------
-// Sellmeier data are the published fits (λ in µm, c = λ_i² in µm²), as tabulated on refractiveindex.info.
-
-Material sellmeier3_material(std::string name, std::array<float, 3> b, std::array<float, 3> c,
-                             CrystalSystem system) {
-  Material m;
-  m.name = std::move(name);
-  m.dispersion.model = DispersionModel::kSellmeier3;
-  for (int i = 0; i < 3; ++i) m.dispersion.b[i] = b[i], m.dispersion.c[i] = c[i];
-  m.crystal_system = system;
-  return m;
-}
-
-struct Preset {
-  std::string_view name;
-  Material (*make)();
-};
-
-const std::array<Preset, 4> kMaterialPresets = {{
-    {"diamond", [] { return diamond_material(); }},
-    // MgAl2O4 spinel, Tropf & Thomas (1991), 0.35–5.5 µm: n_D ≈ 1.716.
-    {"spinel",
-     [] {
-       return sellmeier3_material("Spinel", {1.8938f, 3.0755f, 0.0f}, {0.0098843f, 250.4622f, 0.0f},
-                                  CrystalSystem::kCubic);
-     }},
-    // Y2O3-stabilised cubic zirconia, Wood & Nassau (1982), 0.36–5.1 µm: n_D ≈ 2.158.
-    {"cubic_zirconia",
-     [] {
-       return sellmeier3_material("Cubic zirconia", {1.347091f, 2.117788f, 9.452943f},
-                                  {0.0039116f, 0.0278019f, 591.4901f}, CrystalSystem::kCubic);
-     }},
-    // Sapphire (Al2O3), ordinary ray only, Malitson & Dodge (1972): n_o,D ≈ 1.768. Sapphire is uniaxial
-    // (Δ ≈ −0.008); this preset deliberately ignores the birefringence (Δ = 0 keeps it in Tier 1).
-    {"sapphire_iso",
-     [] {
-       return sellmeier3_material("Sapphire (ordinary ray, isotropic)", {1.4313493f, 0.65054713f, 5.3414021f},
-                                  {0.0052799261f, 0.0142382647f, 325.017834f}, CrystalSystem::kTrigonal);
-     }},
-}};
-
-std::string preset_key(std::string_view name) {
-  std::string f = fold(name);
-  if (f == "cz") return "cubiczirconia";
-  return f;
-}
 
 // ---- parsing -------------------------------------------------------------------------------------------
 
@@ -385,7 +291,7 @@ Material parse_material(const json& j, const std::string& path, const Material& 
 std::vector<Plane> parse_planes(const json& j, const std::string& path) {
   if (j.is_string()) {
     const std::string& name = j.get_ref<const std::string&>();
-    if (fold(name) == "roundbrilliant") return round_brilliant_planes();
+    if (fold_name(name) == "roundbrilliant") return round_brilliant_planes();
     fail(path, "unknown plane set \"" + name + "\"; expected \"round_brilliant\" or an array of planes");
   }
   if (!j.is_array())
@@ -432,9 +338,9 @@ Scene parse_scene(const json& j) {
   s.exposure = get_float(j, "exposure", "", s.exposure);
   s.max_bounces = get_u32(j, "max_bounces", "", s.max_bounces, 1, 128);
   if (const auto it = j.find("lighting_preset"); it != j.end())
-    s.lighting_preset = static_cast<LightingPreset>(enum_index(*it, "lighting_preset", kPresetNames));
+    s.lighting_preset = static_cast<LightingPreset>(enum_index(*it, "lighting_preset", lighting_preset_names()));
   if (const auto it = j.find("environment"); it != j.end()) {
-    if (it->is_string() && fold(it->get<std::string>()) == "hdr")
+    if (it->is_string() && fold_name(it->get<std::string>()) == "hdr")
       fail("environment", "HDR environment maps are Tier 2 and not yet readable from scene files");
     const std::size_t e = enum_index(*it, "environment", kEnvironmentNames);
     s.environment = e == 0 ? EnvironmentKind::kStudio : EnvironmentKind::kUniform;
@@ -524,7 +430,7 @@ bool same_planes(const std::vector<Plane>& a, const std::vector<Plane>& b) {
 
 ojson material_json(const Material& m, bool use_names) {
   if (use_names) {
-    for (const auto& p : kMaterialPresets)
+    for (const MaterialPreset& p : material_presets())
       if (same_material(m, p.make())) return std::string(p.name);
   }
   ojson o;
@@ -563,39 +469,6 @@ ojson material_json(const Material& m, bool use_names) {
 }  // namespace
 
 // ---- public API ----------------------------------------------------------------------------------------
-
-std::vector<std::string> material_preset_names() {
-  std::vector<std::string> names;
-  for (const auto& p : kMaterialPresets) names.emplace_back(p.name);
-  return names;
-}
-
-Expected<Material> material_preset(std::string_view name) {
-  const std::string key = preset_key(name);
-  for (const auto& p : kMaterialPresets)
-    if (fold(p.name) == key) return p.make();
-  std::vector<std::string_view> names;
-  for (const auto& p : kMaterialPresets) names.push_back(p.name);
-  return invalid_argument("unknown material preset \"" + std::string(name) + "\"" + suggestion(name, names) +
-                          "; expected one of: " + list_names(names) + " (cz = cubic_zirconia)");
-}
-
-std::string_view lighting_preset_name(LightingPreset preset) {
-  const auto i = static_cast<std::size_t>(preset);
-  return i < kPresetNames.size() ? kPresetNames[i] : std::string_view("?");
-}
-
-Expected<LightingPreset> lighting_preset_from_name(std::string_view name) {
-  for (std::size_t i = 0; i < kPresetNames.size(); ++i)
-    if (fold(name) == fold(kPresetNames[i])) return static_cast<LightingPreset>(i);
-  return invalid_argument("unknown lighting preset \"" + std::string(name) + "\"" +
-                          suggestion(name, kPresetNames) + "; expected one of: " + list_names(kPresetNames));
-}
-
-bool lighting_preset_is_tier1(LightingPreset p) {
-  return p == LightingPreset::kDaylight || p == LightingPreset::kRingLights ||
-         p == LightingPreset::kLightTent || p == LightingPreset::kIlluminantA;
-}
 
 Expected<Scene> scene_from_json(std::string_view text, std::string_view source) {
   const std::string src(source);

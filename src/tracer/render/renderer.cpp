@@ -9,7 +9,6 @@
 
 #include "log.h"
 #include "facetrace/tracer/cpu_tracer.h"
-#include "cpu/trace_params.h"
 #ifdef FT_HAVE_CUDA_TRACER
 #include "gpu/ops.h"
 #endif
@@ -66,7 +65,7 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
       if (options.device == RenderDevice::kGpu) return not_supported("--device gpu: no usable GPU: " + *why);
       FT_LOG_INFO("no usable GPU ({}); rendering on the CPU", *why);
       gpu = nullptr;
-    } else if (Status tier = check_tier1(scene); !tier.ok()) {
+    } else if (Status tier = tier_features(scene).status(); !tier.ok()) {
       FT_LOG_INFO("GPU tracer declines this scene ({}); rendering on the CPU", tier.what());
       gpu = nullptr;
     }

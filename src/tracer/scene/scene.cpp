@@ -1,5 +1,5 @@
 /// @file
-/// Scene helpers: diamond material, the standard round brilliant, the built-in scene, validation, tiers.
+/// Scene helpers: the standard round brilliant, the built-in scene, validation.
 #include "facetrace/tracer/scene.h"
 
 #include <cmath>
@@ -21,7 +21,6 @@ constexpr double kUnitTolerance = 1e-3;        // facetrace: |‖n‖ − 1| all
 constexpr double kOpenTolerance = 1e-3;        // facetrace: recession-direction margin (see planes_bounded)
 constexpr double kIndexMin = 1.0;              // tracer.md §3: n in [1, 6]
 constexpr double kIndexMax = 6.0;              // tracer.md §3
-constexpr double kAnisotropyMin = 1e-4;        // tracer.md §3: |Δ| > 1e-4 counts as anisotropic
 
 std::string num(double v) {
   char buf[64];
@@ -99,21 +98,6 @@ bool planes_bounded(const std::vector<Plane>& planes, double out_dir[3]) {
 }
 
 }  // namespace
-
-Material diamond_material() {
-  Material m;
-  m.name = "Diamond";
-  m.dispersion.model = DispersionModel::kSellmeier3;  // tracer.md §3 Diamond
-  m.dispersion.b[0] = 4.3356f;
-  m.dispersion.b[1] = 0.3306f;
-  m.dispersion.b[2] = 0.0f;
-  m.dispersion.c[0] = 0.011236f;
-  m.dispersion.c[1] = 0.030625f;
-  m.dispersion.c[2] = 1.0f;
-  m.optical_character = OpticalCharacter::kIsotropic;
-  m.crystal_system = CrystalSystem::kCubic;
-  return m;
-}
 
 std::vector<Plane> round_brilliant_planes() {
   // tracer.md §13 plane table.
@@ -255,21 +239,6 @@ Status validate_scene(const Scene& s) {
     if (inside) return bad("distance", "the camera (distance " + num(s.distance) + ") is inside the stone");
   }
   return {};
-}
-
-int scene_tier(const Scene& s) {
-  const Material& m = s.material;
-  const bool anisotropic = m.crystal_system != CrystalSystem::kCubic && std::fabs(m.birefringence_delta) > kAnisotropyMin;
-  const bool biaxial = m.optical_character == OpticalCharacter::kBiaxialPos || m.optical_character == OpticalCharacter::kBiaxialNeg;
-  if (s.tools || m.fluorescence || (anisotropic && biaxial)) return 3;  // tracer.md §1 Tier 3
-  const LightingPreset lp = s.lighting_preset;
-  const bool tier1_preset = lp == LightingPreset::kDaylight || lp == LightingPreset::kRingLights ||
-                            lp == LightingPreset::kLightTent || lp == LightingPreset::kIlluminantA;
-  if (!tier1_preset || s.environment == EnvironmentKind::kHdr || anisotropic || m.scattering_sigma_s > 0.0f ||
-      m.edge_rounding_radius > 0.0f) {
-    return 2;  // tracer.md §1 Tier 2
-  }
-  return 1;
 }
 
 }  // namespace facetrace::tracer

@@ -1,0 +1,48 @@
+/// @file
+/// tier_features: the one answer to "which tier does this scene need, and why" (tracer.md §1).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "facetrace/tracer/scene.h"
+
+namespace facetrace::tracer {
+namespace {
+
+constexpr double kAnisotropyMin = 1e-4;  // tracer.md §3: |Δ| > 1e-4 counts as anisotropic
+
+}  // namespace
+
+TierFeatures tier_features(const Scene& s) {
+  const Material& m = s.material;
+  const bool anisotropic =
+      m.crystal_system != CrystalSystem::kCubic && std::fabs(m.birefringence_delta) > kAnisotropyMin;
+  const bool biaxial = m.optical_character == OpticalCharacter::kBiaxialPos ||
+                       m.optical_character == OpticalCharacter::kBiaxialNeg;
+  TierFeatures t;
+  auto need = [&t](int tier, std::string feature) {
+    t.tier = std::max(t.tier, tier);
+    t.features.push_back(std::move(feature));
+  };
+  // tracer.md §1 Tier 2 / Tier 3, in the order the messages list them.
+  if (!lighting_preset_is_tier1(s.lighting_preset))
+    need(2, "lighting preset " + std::string(lighting_preset_name(s.lighting_preset)) + " (Tier 2)");
+  if (s.environment == EnvironmentKind::kHdr) need(2, "HDR environment (Tier 2)");
+  if (anisotropic) need(biaxial ? 3 : 2, "birefringence (material.birefringence_delta, Tier 2/3)");
+  if (m.scattering_sigma_s > 0.0f) need(2, "inclusions (material.scattering_sigma_s, Tier 2)");
+  if (m.edge_rounding_radius > 0.0f) need(2, "edge rounding (material.edge_rounding_radius, Tier 2)");
+  if (m.fluorescence) need(3, "fluorescence (Tier 3)");
+  if (s.tools) need(3, "tools (Tier 3)");
+  return t;
+}
+
+Status TierFeatures::status() const {
+  if (tier == 1) return {};
+  std::string list;
+  for (const std::string& f : features) list += (list.empty() ? "" : ", ") + f;
+  return not_supported("the scene needs " + list +
+                       "; the CPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
+                       "IlluminantA)");
+}
+
+}  // namespace facetrace::tracer
