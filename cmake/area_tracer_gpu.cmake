@@ -14,16 +14,16 @@ if(FT_ENABLE_CUDA)
   # Architectures and standard: the top-level CMakeLists.txt, for every CUDA target.
   set_target_properties(ft_cuda_tracer PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
   # --fmad=false: no implicit FMA contraction, so the device does the CPU tracer's arithmetic (tracer.md §12
-  # per-sample agreement; with contraction 2.6 % of paths diverge at a Fresnel / roulette decision).
+  # per-sample agreement; with contraction some paths diverge at a Fresnel / roulette decision, benchmarks/NOTES.md).
   option(FT_TRACER_FMAD "Let nvcc contract the tracer's a*b+c into FMA (faster; GPU samples then differ from the CPU's)" OFF)
   if(FT_TRACER_FMAD)
     target_compile_options(ft_cuda_tracer PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v --fmad=true>)
   else()
     target_compile_options(ft_cuda_tracer PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v --fmad=false>)
   endif()
-  # Rolled per-channel loops in the megakernel (hd.h FT_CHANNELS): one copy of each channel's code, 56
-  # registers instead of 128 (32 resident warps per SM instead of 16), a 4x smaller kernel; 1.37e9 vs 1.01e9
-  # paths/s on the H200 with the rest of session 3 (benchmarks/NOTES.md). OFF keeps the unrolled form.
+  # Rolled per-channel loops in the megakernel (host_device.h FT_CHANNELS): one copy of each channel's code, so
+  # fewer registers per thread, more resident warps and a smaller kernel (the comparison is in
+  # benchmarks/NOTES.md, "Session 3"). OFF keeps the unrolled form.
   option(FT_TRACER_ROLLED "Megakernel with rolled per-channel loops (channel arrays in local memory)" ON)
   if(FT_TRACER_ROLLED)
     target_compile_definitions(ft_cuda_tracer PRIVATE FT_TRACER_ROLLED=1)

@@ -95,8 +95,8 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
   const std::uint32_t y = pixel / scene.params.width;
   const physics::TraceParams& p = scene.params;
   if constexpr (!Split) {
-    // No handoff: trace_sample itself (this form keeps the kernel at 56–61 registers; the split loop below
-    // takes 80+ without a cap).
+    // No handoff: trace_sample itself (this form needs fewer registers than the split loop below; the counts
+    // are in benchmarks/NOTES.md).
     store_tuple(tuples, nonfinite, i, physics::trace_sample(p, planes, x, y, range.first_sample + sample_local));
     return;
   }

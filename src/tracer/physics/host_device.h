@@ -13,7 +13,7 @@
 #if defined(__CUDA_ARCH__)
 #define FT_UNROLL _Pragma("unroll")
 /// Unroll a run-time-bounded loop 2× in device code, so loads of the next iteration issue early (the slab
-/// test: 2× beat 4× and 8× on the H200, benchmarks/NOTES.md).
+/// test; the factor was chosen by measurement, benchmarks/NOTES.md).
 #define FT_UNROLL2 _Pragma("unroll 2")
 /// The tracer's per-channel loops in device code: rolled when FT_TRACER_ROLLED is defined (one copy of each
 /// channel's code; the channel arrays live in local memory), fully unrolled otherwise (arrays in registers).
