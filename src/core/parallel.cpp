@@ -1,8 +1,8 @@
 /// @file
-/// The interpreter's worker pool: jobs in a FIFO queue; workers and the submitting thread claim indices atomically.
-/// Workers spin briefly (~50 µs) for the next job before sleeping on the condition variable, and the caller spins
-/// briefly for the helpers to finish, so a network's back-to-back ops do not pay a futex wake-up per op; a
-/// submit only notifies when some worker is asleep.
+/// The library's one worker pool (parallel.h): jobs in a FIFO queue; workers and the submitting thread claim
+/// indices atomically. Workers spin briefly (~50 µs) for the next job before sleeping on the condition variable,
+/// and the caller spins briefly for the helpers to finish, so a network's back-to-back ops do not pay a futex
+/// wake-up per op; a submit only notifies when some worker is asleep.
 #include "facetrace/core/parallel.h"
 
 #include <immintrin.h>
@@ -44,21 +44,17 @@ struct Job {
   int helpers_joined = 0;  // guarded by Pool::mu_
   std::atomic<std::int64_t> next{0};
   std::atomic<std::int64_t> done{0};
-  std::atomic<bool> failed{false};
   std::atomic<bool> waiting{false};  // the caller sleeps on cv
   std::mutex mu;
   std::condition_variable cv;
 
-  // Claims and runs indices until none are left.
-  void work() {
+  // Claims and runs indices until none are left. noexcept: a throwing fn terminates here, on any thread, instead
+  // of unwinding the caller's frame while helpers still run its loop body.
+  void work() noexcept {
     for (;;) {
       const std::int64_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= n) return;
-      try {
-        (*fn)(i);
-      } catch (...) {
-        failed.store(true, std::memory_order_relaxed);
-      }
+      (*fn)(i);
       if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
         std::lock_guard<std::mutex> lock(mu);
         if (waiting.load(std::memory_order_relaxed)) cv.notify_all();
@@ -153,21 +149,14 @@ int hardware_threads() {
   return n;
 }
 
-bool parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn) {
-  if (n <= 0) return true;
+void parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn) {
+  if (n <= 0) return;
   const int all = hardware_threads();
   int t = threads <= 0 ? all : std::min(threads, all);
   if (static_cast<std::int64_t>(t) > n) t = static_cast<int>(n);
   if (t <= 1) {
-    bool ok = true;
-    for (std::int64_t i = 0; i < n; ++i) {
-      try {
-        fn(i);
-      } catch (...) {
-        ok = false;
-      }
-    }
-    return ok;
+    for (std::int64_t i = 0; i < n; ++i) fn(i);
+    return;
   }
   auto job = std::make_shared<Job>();
   job->fn = &fn;
@@ -181,7 +170,6 @@ bool parallel_for(std::int64_t n, int threads, const std::function<void(std::int
     job->cv.wait(lock, [&] { return job->done.load(std::memory_order_acquire) >= n; });
   }
   pool().retire(job);
-  return !job->failed.load();
 }
 
 }  // namespace facetrace::core

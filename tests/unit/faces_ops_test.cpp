@@ -529,5 +529,28 @@ TEST(FacesOps, batch_equals_single_runs_and_free_lists_are_complete) {
   for (std::size_t b = 0; b < xs.size(); ++b) EXPECT_TRUE(bit_identical((*batch)[b][0].data, (*net->run(xs[b]))[0].data));
 }
 
+// An activation buffer that cannot be allocated is a kOutOfMemory Status naming the node, on one input and in a
+// batch (where the runs are tasks of the parallel loop): nothing throws.
+TEST(FacesOps, an_activation_buffer_that_cannot_be_allocated_is_out_of_memory) {
+  Program p;
+  p.input_shape = {1, 1};
+  const std::int64_t huge = std::int64_t{1} << 60;  // floats: no allocator gives 4 EiB
+  p.lens = {1, huge, 1};
+  p.shapes = {{1, 1}, {1, huge}, {1, 1}};
+  p.steps.push_back(Step{UnaryOp{}, {Arg::value(0)}, 1, "relu", Fusion{}});
+  p.steps.push_back(Step{GlobalAverageOp{1, 1}, {Arg::value(1)}, 2, "gap", Fusion{}});
+  p.free = {{}, {1}};
+  p.outputs = {ProgramOutput{"y", 2, {1, 1}}};
+  const std::vector<float> x{1.0f};
+  const std::span<const float> in(x);
+  const std::vector<std::span<const float>> one{in}, two{in, in};
+  for (const auto* inputs : {&one, &two}) {
+    auto r = run_program_cpu(p, *inputs, 2);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kOutOfMemory) << r.status().to_string();
+    EXPECT_NE(r.status().what().find("'relu'"), std::string::npos) << r.status().to_string();
+  }
+}
+
 }  // namespace
 }  // namespace facetrace::faces

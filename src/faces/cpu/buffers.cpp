@@ -26,11 +26,15 @@ struct ScratchBuf {
 
 }  // namespace
 
-Buf::Buf(std::int64_t n) : cap(n) {
+Buf::Buf(std::int64_t n) {
   thread_local std::uint32_t serial = 0;
-  skew = 16 * static_cast<std::int64_t>(1 + (serial++ * 5) % 31);  // floats, 64-byte steps
-  p = static_cast<float*>(::operator new(static_cast<std::size_t>(n + skew) * sizeof(float), std::align_val_t{64})) +
-      skew;
+  const std::int64_t sk = 16 * static_cast<std::int64_t>(1 + (serial++ * 5) % 31);  // floats, 64-byte steps
+  void* raw =
+      ::operator new(static_cast<std::size_t>(n + sk) * sizeof(float), std::align_val_t{64}, std::nothrow);
+  if (!raw) return;  // empty: the caller reports out of memory
+  p = static_cast<float*>(raw) + sk;
+  cap = n;
+  skew = sk;
 }
 
 void Buf::release() {
@@ -69,6 +73,7 @@ Buf Activations::acquire(std::int64_t len) {
     free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
   } else {
     b = Buf(std::max<std::int64_t>(len, 1));
+    if (!b.p) return b;
   }
   acquired_.push_back(b.p);
   return b;
@@ -84,11 +89,10 @@ float* thread_scratch(int slot, std::int64_t n) {
   ScratchBuf& b = bufs[slot];
   if (b.cap < n) {
     ::operator delete(b.p, std::align_val_t{64});
-    b.p = nullptr;
-    b.cap = 0;
-    b.p = static_cast<float*>(
-        ::operator new(static_cast<std::size_t>(n + kScratchSkew) * sizeof(float), std::align_val_t{64}));
-    b.cap = n;
+    b.p = static_cast<float*>(::operator new(static_cast<std::size_t>(n + kScratchSkew) * sizeof(float),
+                                             std::align_val_t{64}, std::nothrow));
+    b.cap = b.p ? n : 0;
+    if (!b.p) return nullptr;
   }
   // each slot starts at a different offset modulo 4 KiB, so a kernel streaming from one slot into another (or
   // into an activation buffer) does not hit 4K-aliasing stalls between its stores and the next loads

@@ -11,7 +11,8 @@ namespace facetrace::faces::detail {
 
 /// A 64-byte aligned activation buffer (no zero fill). Buffers start at 64-byte offsets that differ between
 /// buffers modulo 4 KiB (planes are often whole multiples of 4 KiB, and a kernel reading one buffer while writing
-/// another at the same offset stalls on 4K aliasing). Move-only.
+/// another at the same offset stalls on 4K aliasing). Move-only. Allocation never throws: a buffer that could not be
+/// allocated is empty (p null).
 struct Buf {
   float* p = nullptr;
   std::int64_t cap = 0;
@@ -46,7 +47,7 @@ class Activations {
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
 
-  /// A buffer of at least len floats (contents undefined).
+  /// A buffer of at least len floats (contents undefined); empty (p null) when out of memory.
   Buf acquire(std::int64_t len);
   /// Value v's buffer becomes b.
   void set(std::int32_t v, Buf b) { vals_[static_cast<std::size_t>(v)] = std::move(b); }
@@ -63,6 +64,7 @@ class Activations {
 
 /// A per-thread scratch buffer of at least n floats (64-byte aligned), reused between calls on the thread. The
 /// `slot` (0..3) picks one of a few independent buffers. Valid until the next call with the same slot on this thread.
+/// Null when out of memory (never throws, so kernels can call it inside a parallel loop).
 float* thread_scratch(int slot, std::int64_t n);
 
 }  // namespace facetrace::faces::detail

@@ -6,9 +6,7 @@
 #include "cpu/conv.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <new>
 
 #include "cpu/buffers.h"
 #include "cpu/cpu_features.h"
@@ -44,42 +42,40 @@ int threads_for(std::int64_t macs, int threads) {
   return static_cast<int>(std::clamp<std::int64_t>(macs / kMacsPerThread, 1, t));
 }
 
-bool conv(const ConvJob& j, const float* x, float* y, const Activation& act, int threads) {
+KernelResult conv(const ConvJob& j, const float* x, float* y, const Activation& act, int threads) {
   threads = threads_for(j.macs(), threads);
   const std::int64_t cin_g = j.cin / j.groups, cout_g = j.cout / j.groups;
   const std::int64_t plane_in = j.h * j.w, plane_out = j.oh * j.ow;
   const float* w = j.weights->data();
   const float* b = j.bias ? j.bias->data() : nullptr;
-  std::atomic<bool> finite{true};
   if (cin_g == 1) {
     const std::int64_t taps = j.kh * j.kw;
-    if (!parallel_for(j.cout, threads, [&](std::int64_t co) {
-          if (!dw_channel(j, x + (co / cout_g) * plane_in, w + co * taps, b ? b[co] : 0.0f, y + co * plane_out,
-                          act))
-            finite.store(false, std::memory_order_relaxed);
-        }))
-      throw std::bad_alloc();
-    return finite.load();
+    ResultFlags result;
+    parallel_for(j.cout, threads, [&](std::int64_t co) {
+      if (!dw_channel(j, x + (co / cout_g) * plane_in, w + co * taps, b ? b[co] : 0.0f, y + co * plane_out, act))
+        result.add(KernelResult::kNonFinite);
+    });
+    return result.get();
   }
   const std::int64_t k = cin_g * j.kh * j.kw;
   const bool pointwise = j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 &&
                          j.oh == j.h && j.ow == j.w;
-  bool ok = true;
+  KernelResult result = KernelResult::kOk;
   for (std::int64_t g = 0; g < j.groups; ++g) {
     const float* xg = x + g * cin_g * plane_in;
     const float* wg = w + g * cout_g * k;
     const float* bg = b ? b + g * cout_g : nullptr;
     float* yg = y + g * cout_g * plane_out;
     if (pointwise) {
-      ok &= detail::sgemm_bias_act(cout_g, plane_out, k, wg, k, bg, detail::MatrixB(xg, plane_out, plane_in), yg,
-                                   plane_out, act, threads);
+      result = worst(result, sgemm_bias_act(cout_g, plane_out, k, wg, k, bg, MatrixB(xg, plane_out, plane_in), yg,
+                                            plane_out, act, threads));
     } else {
-      ok &= detail::sgemm_bias_act(cout_g, plane_out, k, wg, k, bg,
-                                   detail::Im2colB(xg, j.h, j.w, j.kh, j.kw, j.sh, j.sw, j.pt, j.pl, j.oh, j.ow), yg,
-                                   plane_out, act, threads);
+      result = worst(result, sgemm_bias_act(cout_g, plane_out, k, wg, k, bg,
+                                            Im2colB(xg, j.h, j.w, j.kh, j.kw, j.sh, j.sw, j.pt, j.pl, j.oh, j.ow), yg,
+                                            plane_out, act, threads));
     }
   }
-  return ok;
+  return result;
 }
 
 // Target size of a band group's 1×1-output scratch: ~30 % of the per-core L2 (at most 384 KiB), so that it, the
@@ -96,14 +92,15 @@ std::int64_t band_scratch_bytes() {
 // band already computed are moved, not recomputed), then the depthwise kernel reads them. Every value is computed
 // by the same kernels in the same order as the unfused pair, so the results are the same bits. Threads take
 // contiguous ranges of output rows (each range computes its own leading halo rows once).
-// *pw_ok / *dw_ok: the finiteness of the 1×1 output (before pact) and of the dw output (before dact).
+// The result holds the finiteness of pre's and the 1×1 output (before their activations) and of the dw output
+// (before dact), or kOutOfMemory for the member whose band scratch could not be allocated.
 // With `pool` (a non-overlapping MaxPool, kh = sh and kw = sw, after a Relu), each band of dw output goes to a
 // second scratch and is pooled from there into y.
 // With `pre` (a dense conv [+ preact] whose output is the 1×1 conv's input), x is pre's input and the rows of
 // pre's output each band needs are computed per band too (into a third scratch), so that output is never stored.
-void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw, const Activation& pact,
-                const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x, float* y,
-                int threads, bool* pre_ok, bool* pw_ok, bool* dw_ok) {
+BandResult conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw, const Activation& pact,
+                      const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x, float* y,
+                      int threads) {
   const std::int64_t c = pw.cout, h = pw.h, w = pw.w, plane = h * w;
   const std::int64_t oh = dw.oh, ow = dw.ow;
   const float* wpw = pw.weights->data();
@@ -131,15 +128,16 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
     chunks = std::clamp<std::int64_t>(t / cgroups, 1, chunks0);
   }
   const std::int64_t per = ((oh + chunks - 1) / chunks + ps - 1) / ps * ps;
-  std::atomic<bool> rok{true}, pok{true}, dok{true};
-  const bool ok = parallel_for(chunks * cgroups, t, [&](std::int64_t task) {
+  ResultFlags rres, pres, dres;  // pre, the 1×1 conv, the depthwise conv
+  parallel_for(chunks * cgroups, t, [&](std::int64_t task) {
     const std::int64_t ch = task / cgroups, cg = task % cgroups;
     const std::int64_t c_begin = cgroups == 1 ? 0 : cg * cper, c_end = cgroups == 1 ? c : std::min(c, c_begin + cper);
     const std::int64_t cn = c_end - c_begin;
     const std::int64_t o_begin = ch * per, o_end = std::min(oh, o_begin + per);
     if (o_begin >= o_end || cn <= 0) return;
     const std::int64_t cap = std::min(h, band * dw.sh + dw.kh);  // input rows held per band
-    float* s = detail::thread_scratch(1, cn * cap * w);  // channel c_begin + i at s + i·cap·w
+    float* s = thread_scratch(1, cn * cap * w);  // channel c_begin + i at s + i·cap·w
+    if (!s) return pres.add(KernelResult::kOutOfMemory);
     std::int64_t have0 = 0, have1 = 0;  // rows [have0, have1) of the 1×1 output are in s (row r at r − have0)
     for (std::int64_t a = o_begin; a < o_end; a += band) {
       const std::int64_t b = std::min(o_end, a + band);
@@ -159,19 +157,16 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
         const float* src = x + from * w;  // the 1×1 conv's input rows [from, r1)
         std::int64_t ld = plane;
         if (pre) {  // compute them: rows [from, r1) of pre's output, row-major per channel with stride nn
-          float* s3 = detail::thread_scratch(3, pw.cin * nn);
-          const detail::Im2colB im(x, pre->h, pre->w, pre->kh, pre->kw, pre->sh, pre->sw, pre->pt, pre->pl, pre->oh,
-                                   pre->ow);
-          if (!detail::sgemm_bias_act(pre->cout, nn, kpre, pre->weights->data(), kpre,
-                                      pre->bias ? pre->bias->data() : nullptr, OffsetB(im, from * w), s3, nn, preact,
-                                      1))
-            rok.store(false, std::memory_order_relaxed);
+          float* s3 = thread_scratch(3, pw.cin * nn);
+          if (!s3) return rres.add(KernelResult::kOutOfMemory);
+          const Im2colB im(x, pre->h, pre->w, pre->kh, pre->kw, pre->sh, pre->sw, pre->pt, pre->pl, pre->oh, pre->ow);
+          rres.add(sgemm_bias_act(pre->cout, nn, kpre, pre->weights->data(), kpre,
+                                  pre->bias ? pre->bias->data() : nullptr, OffsetB(im, from * w), s3, nn, preact, 1));
           src = s3;
           ld = nn;
         }
-        if (!detail::sgemm_bias_act(cn, nn, pw.cin, wpw + c_begin * pw.cin, pw.cin, bpw ? bpw + c_begin : nullptr,
-                                    detail::MatrixB(src, nn, ld), s + (from - r0) * w, cap * w, pact, 1))
-          pok.store(false, std::memory_order_relaxed);
+        pres.add(sgemm_bias_act(cn, nn, pw.cin, wpw + c_begin * pw.cin, pw.cin, bpw ? bpw + c_begin : nullptr,
+                                MatrixB(src, nn, ld), s + (from - r0) * w, cap * w, pact, 1));
       }
       have0 = r0;
       have1 = std::max(r1, from);
@@ -184,25 +179,23 @@ void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw,
         for (std::int64_t co = c_begin; co < c_end; ++co)
           if (!dw_channel(v, s + (co - c_begin) * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f,
                           y + co * oh * ow + a * ow, dact))
-            dok.store(false, std::memory_order_relaxed);
+            dres.add(KernelResult::kNonFinite);
         continue;
       }
-      float* d = detail::thread_scratch(2, (b - a) * ow);
+      float* d = thread_scratch(2, (b - a) * ow);
+      if (!d) return dres.add(KernelResult::kOutOfMemory);
       MaxPoolOp mp = *pool;
       mp.channels = 1;
       mp.h = b - a;
       mp.oh = std::min(pool->oh, b / ps) - a / ps;
       for (std::int64_t co = c_begin; co < c_end; ++co) {
         if (!dw_channel(v, s + (co - c_begin) * cap * w, wdw + co * taps, bdw ? bdw[co] : 0.0f, d, dact))
-          dok.store(false, std::memory_order_relaxed);
+          dres.add(KernelResult::kNonFinite);
         if (mp.oh > 0) maxpool_channel(mp, d, y + (co * pool->oh + a / ps) * pool->ow);
       }
     }
   });
-  if (!ok) throw std::bad_alloc();
-  *pre_ok = rok.load();
-  *pw_ok = pok.load();
-  *dw_ok = dok.load();
+  return BandResult{rres.get(), pres.get(), dres.get()};
 }
 
 }  // namespace facetrace::faces::detail

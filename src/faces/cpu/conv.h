@@ -14,16 +14,22 @@ namespace facetrace::faces::detail {
 /// Threads worth waking for `macs` multiply-adds (at least 1, at most `threads`; 0 = all).
 int threads_for(std::int64_t macs, int threads);
 
-/// y = act(conv(x)); false when a value before the activation was not finite.
-bool conv(const ConvJob& j, const float* x, float* y, const Activation& act, int threads);
+/// y = act(conv(x)); kNonFinite when a value before the activation was not finite, kOutOfMemory when a GEMM
+/// scratch could not be allocated.
+KernelResult conv(const ConvJob& j, const float* x, float* y, const Activation& act, int threads);
 
 /// Target size of a band's 1×1-output scratch (a fraction of the per-core L2).
 std::int64_t band_scratch_bytes();
 
+/// What each conv of a band group found (kOk for an absent pre).
+struct BandResult {
+  KernelResult pre = KernelResult::kOk, pw = KernelResult::kOk, dw = KernelResult::kOk;
+};
+
 /// [pre [+ preact] →] pw [+ pact] → dw [+ dact] [→ pool] in row bands, the same bits as the steps run apart (see
 /// conv.cpp). x: the input of the first conv; y: the group's output.
-void conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw, const Activation& pact,
-                const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x, float* y,
-                int threads, bool* pre_ok, bool* pw_ok, bool* dw_ok);
+BandResult conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw, const Activation& pact,
+                      const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x, float* y,
+                      int threads);
 
 }  // namespace facetrace::faces::detail

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <new>
 
 #include "facetrace/core/parallel.h"
 #include "facetrace/faces/program.h"
@@ -63,9 +62,8 @@ void chunked(std::int64_t n, int threads, F&& fn) {
     return;
   }
   const std::int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
-  if (!core::parallel_for(chunks, threads,
-                    [&](std::int64_t c) { fn(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain)); }))
-    throw std::bad_alloc();
+  core::parallel_for(chunks, threads,
+                     [&](std::int64_t c) { fn(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain)); });
 }
 
 // Runs fn(i) for i in [0, n) where each index covers `work` floats; threads only when the total is large.
@@ -75,7 +73,7 @@ void per_index(std::int64_t n, std::int64_t work, int threads, F&& fn) {
     for (std::int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  if (!core::parallel_for(n, threads, fn)) throw std::bad_alloc();
+  core::parallel_for(n, threads, fn);
 }
 
 }  // namespace facetrace::faces::detail

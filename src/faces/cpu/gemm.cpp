@@ -9,12 +9,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
-#include <vector>
 
 #include "cpu/buffers.h"
 #include "cpu/cpu_features.h"
@@ -23,7 +23,7 @@
 namespace facetrace::faces::detail {
 namespace {
 
-constexpr std::int64_t kKc = 256;  // K block: the A rows of a panel (MR·KC floats) and a B panel stay in L1
+constexpr std::int64_t kKc = kMaxPackRows;  // K block: the A rows of a panel (MR·KC floats) and a B panel stay in L1
 constexpr std::int64_t kNc = 512;  // N block: the packed B block (KC·NC floats) stays in L2
 
 // Kernel contract: rows R ≤ MR, a full NR-column tile. a[r·lda + kk], b[kk·ldb + j], c[r·ldc + j].
@@ -282,7 +282,7 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
     const float* plane;
     std::int64_t ky, off, lo, hi;
   };
-  std::vector<Row> rows(static_cast<std::size_t>(kc));
+  std::array<Row, kMaxPackRows> rows;  // kc ≤ kMaxPackRows: no allocation inside the SGEMM's parallel loop
   for (std::int64_t kk = 0; kk < kc; ++kk) {
     const std::int64_t k = k0 + kk;
     const std::int64_t ci = k / taps, ky = (k % taps) / kw_, kx = k % kw_;
@@ -348,10 +348,10 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
 
 const char* sgemm_kernel_name() { return kernel().name; }
 
-bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-                    const float* bias, const BSource& b, float* c, std::int64_t ldc, const Activation& act,
-                    int threads) {
-  if (m <= 0 || n <= 0) return true;
+KernelResult sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                            const float* bias, const BSource& b, float* c, std::int64_t ldc, const Activation& act,
+                            int threads) {
+  if (m <= 0 || n <= 0) return KernelResult::kOk;
   const KernelInfo& ker = kernel();
   const int mr = ker.mr, nr = ker.nr;
   const float* direct = b.direct();  // a plain matrix is read in place, no packing
@@ -364,7 +364,7 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
         bad |= static_cast<unsigned>(!(v - v == 0.0f));
         c[r * ldc + j] = apply_activation(act, v);
       }
-    return bad == 0;
+    return bad == 0 ? KernelResult::kOk : KernelResult::kNonFinite;
   }
   const std::int64_t mpanels = (m + mr - 1) / mr;
   // A B panel read in place has its kc rows ldb floats apart; with ldb a multiple of 256 (1 KiB) they fall into
@@ -382,14 +382,18 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
   }
   const std::int64_t mchunks = t <= 1 ? 1 : std::clamp<std::int64_t>((2 * t + nblocks - 1) / nblocks, 1, mpanels);
   const std::int64_t panels_per_chunk = (mpanels + mchunks - 1) / mchunks;
-  std::atomic<unsigned> bad_all{0};
-  const bool ok = core::parallel_for(nblocks * mchunks, t, [&](std::int64_t task) {
+  ResultFlags result;
+  core::parallel_for(nblocks * mchunks, t, [&](std::int64_t task) {
     const std::int64_t nb = task / mchunks, mc = task % mchunks;
     const std::int64_t n0 = nb * nc, ncur = std::min(nc, n - n0);
     const std::int64_t p_begin = mc * panels_per_chunk, p_end = std::min(mpanels, p_begin + panels_per_chunk);
     if (p_begin >= p_end) return;
     const std::int64_t npanels = (ncur + nr - 1) / nr;
     float* bp = thread_scratch(0, std::min(kKc, k) * npanels * nr);
+    if (!bp) {
+      result.add(KernelResult::kOutOfMemory);
+      return;
+    }
     alignas(64) float tile[8 * 32];
     unsigned bad = 0;
     for (std::int64_t k0 = 0; k0 < k; k0 += kKc) {
@@ -439,10 +443,9 @@ bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float*
         }
       }
     }
-    if (bad) bad_all.fetch_or(bad, std::memory_order_relaxed);
+    if (bad) result.add(KernelResult::kNonFinite);
   });
-  if (!ok) throw std::bad_alloc();
-  return bad_all.load() == 0;
+  return result.get();
 }
 
 }  // namespace facetrace::faces::detail

@@ -4,6 +4,7 @@
 /// ascending order, so results do not depend on the thread count.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -31,6 +32,31 @@ inline float apply_activation(const Activation& act, float v) {
   }
   return v;
 }
+
+/// What a kernel found: every value finite, some value not finite (before the activation), or no memory for its
+/// scratch (its output is then incomplete). The kernels never throw; the interpreter turns these into Status.
+enum class KernelResult : std::uint8_t { kOk = 0, kNonFinite = 1, kOutOfMemory = 2 };
+
+/// The worse of two results (out of memory over non-finite over ok).
+inline KernelResult worst(KernelResult a, KernelResult b) { return a > b ? a : b; }
+
+/// Collects the results of a parallel loop's tasks. Thread-safe.
+class ResultFlags {
+ public:
+  void add(KernelResult r) {
+    if (r != KernelResult::kOk) bits_.fetch_or(static_cast<std::uint8_t>(r), std::memory_order_relaxed);
+  }
+  KernelResult get() const {
+    const unsigned b = bits_.load(std::memory_order_relaxed);
+    return b & 2u ? KernelResult::kOutOfMemory : b ? KernelResult::kNonFinite : KernelResult::kOk;
+  }
+
+ private:
+  std::atomic<std::uint8_t> bits_{0};
+};
+
+/// The K block of the SGEMM: BSource::pack is called with kc ≤ kMaxPackRows.
+inline constexpr std::int64_t kMaxPackRows = 256;
 
 /// Supplies B (k × n) by packing a block into NR-column panels: dst[p·kc·nr + kk·nr + jj] = B[k0+kk][n0+p·nr+jj],
 /// zero beyond n.
@@ -70,8 +96,9 @@ class Im2colB final : public BSource {
 };
 
 /// C (m × n, leading dimension ldc) = act(bias + A·B): A is m × k row-major (lda, read in place), bias [m] or null
-/// (zero). Returns true when every value before the activation is finite. Throws std::bad_alloc on OOM.
-bool sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+/// (zero). kNonFinite when some value before the activation is not finite; kOutOfMemory when a thread's packing
+/// scratch could not be allocated.
+KernelResult sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
                     const float* bias, const BSource& b, float* c, std::int64_t ldc, const Activation& act,
                     int threads);
 

@@ -33,6 +33,20 @@ Activation epilogue_activation(const Step& s) {
 }
 
 Status non_finite(const Step& s) { return invalid_argument("node '" + s.node + "' produced a non-finite value"); }
+Status out_of_memory(const Step& s) { return Status(Code::kOutOfMemory, "out of memory at node '" + s.node + "'"); }
+
+// The Status of a kernel's result for step s.
+Status status_of(KernelResult r, const Step& s) {
+  switch (r) {
+    case KernelResult::kOk:
+      return {};
+    case KernelResult::kNonFinite:
+      return non_finite(s);
+    case KernelResult::kOutOfMemory:
+      return out_of_memory(s);
+  }
+  return internal_error("unknown kernel result at node '" + s.node + "'");
+}
 
 // Ops whose output is finite whenever their (finite) inputs are: no separate check needed.
 bool keeps_finite(const Op& op) {
@@ -56,7 +70,7 @@ struct Exec {
     const std::int64_t len = p.lens[static_cast<std::size_t>(s.out)];
     const int t = threads;
     if (const auto* j = std::get_if<ConvJob>(&s.op)) {
-      return conv(*j, x, y, act, t) ? Status{} : non_finite(s);
+      return status_of(conv(*j, x, y, act, t), s);
     } else if (const auto* u = std::get_if<UnaryOp>(&s.op)) {
       unary(*u, x, y, len, t);
     } else if (const auto* a = std::get_if<ChannelAffineOp>(&s.op)) {
@@ -90,13 +104,16 @@ struct Exec {
     const Step& pw = *member(f.pw);
     const Step& dw = *member(f.dw);
     const Step* pool = member(f.pool);
-    bool pre_ok = true, pw_ok = true, dw_ok = true;
-    conv_pw_dw(pre ? &std::get<ConvJob>(pre->op) : nullptr, act(f.pre_act), std::get<ConvJob>(pw.op), act(f.pw_act),
-               std::get<ConvJob>(dw.op), act(f.dw_act), pool ? &std::get<MaxPoolOp>(pool->op) : nullptr,
-               arg(vals, input, p.steps[i].args[0]), y, threads, &pre_ok, &pw_ok, &dw_ok);
-    if (!pre_ok) return non_finite(*pre);
-    if (!pw_ok) return non_finite(pw);
-    return dw_ok ? Status{} : non_finite(dw);
+    const BandResult r = conv_pw_dw(pre ? &std::get<ConvJob>(pre->op) : nullptr, act(f.pre_act),
+                                    std::get<ConvJob>(pw.op), act(f.pw_act), std::get<ConvJob>(dw.op), act(f.dw_act),
+                                    pool ? &std::get<MaxPoolOp>(pool->op) : nullptr,
+                                    arg(vals, input, p.steps[i].args[0]), y, threads);
+    // out of memory first (the other members' results are then incomplete), then in step order
+    if (r.pre == KernelResult::kOutOfMemory) return out_of_memory(*pre);
+    if (r.pw == KernelResult::kOutOfMemory) return out_of_memory(pw);
+    if (r.dw == KernelResult::kOutOfMemory) return out_of_memory(dw);
+    if (r.pre != KernelResult::kOk) return non_finite(*pre);
+    return r.pw != KernelResult::kOk ? non_finite(pw) : status_of(r.dw, dw);
   }
 
   // Runs the kResizeBinary group that starts at step i into y.
@@ -137,7 +154,9 @@ struct Exec {
     return input_ok.load() ? Status{} : invalid_argument("input holds a non-finite value");
   }
 
-  Expected<std::vector<std::vector<float>>> run(std::span<const float> input) const {
+  // Runs the program on one input; outs (one vector per program output, already of its length) receive the
+  // outputs. Allocates no output memory, so it can run inside a parallel loop.
+  Status run(std::span<const float> input, std::vector<std::vector<float>>& outs) const {
     FT_TRY(check_input(input));
     Activations vals(p.lens.size());
     for (std::size_t i = 0; i < p.steps.size();) {
@@ -146,6 +165,7 @@ struct Exec {
       const bool prof = profile_on();
       const auto t_start = prof ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       Buf out = vals.acquire(p.lens[static_cast<std::size_t>(last.out)]);
+      if (!out.p) return out_of_memory(last);
       FT_TRY(group(i, vals, input.data(), out.p));
       vals.set(last.out, std::move(out));
       if (prof)
@@ -155,17 +175,12 @@ struct Exec {
           if (v != kInputValue) vals.release(v);
       i += n;
     }
-    std::vector<std::vector<float>> outs;
-    outs.reserve(p.outputs.size());
-    for (const auto& o : p.outputs) {
-      if (o.value == kInputValue) {
-        outs.emplace_back(input.begin(), input.end());
-      } else {
-        const float* d = vals.data(o.value);
-        outs.emplace_back(d, d + p.lens[static_cast<std::size_t>(o.value)]);
-      }
+    for (std::size_t k = 0; k < p.outputs.size(); ++k) {
+      const std::int32_t v = p.outputs[k].value;
+      const float* d = v == kInputValue ? input.data() : vals.data(v);
+      std::copy(d, d + p.lens[static_cast<std::size_t>(v)], outs[k].begin());
     }
-    return outs;
+    return {};
   }
 };
 
@@ -182,31 +197,31 @@ Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(const Pro
   for (std::size_t i = 0; i < program.steps.size(); ++i)
     if (!detail::fusion_well_formed(program, i))
       return invalid_argument("step " + std::to_string(i) + " ('" + program.steps[i].node + "'): malformed fusion");
+  // The outputs and per-item statuses are allocated here, on the calling thread, before any run: the runs (and
+  // the batch loop's tasks) only fill them, and report out of memory for their own buffers as a Status.
+  Result result;
+  std::vector<Status> st;
   try {
-    Result result(inputs.size());
-    if (inputs.size() <= 1) {
-      for (std::size_t b = 0; b < inputs.size(); ++b) {
-        auto r = detail::Exec{program, threads}.run(inputs[b]);
-        if (!r) return r.status();
-        result[b] = std::move(*r);
-      }
-      return result;
-    }
-    std::vector<Status> st(inputs.size());
-    const bool ok = core::parallel_for(static_cast<std::int64_t>(inputs.size()), threads, [&](std::int64_t b) {
-      auto r = detail::Exec{program, 1}.run(inputs[static_cast<std::size_t>(b)]);
-      if (!r)
-        st[static_cast<std::size_t>(b)] = r.status().with_context("batch item " + std::to_string(b));
-      else
-        result[static_cast<std::size_t>(b)] = std::move(*r);
-    });
-    if (!ok) return Status(Code::kOutOfMemory, "out of memory running the program");
-    for (auto& s : st)
-      if (!s.ok()) return s;
-    return result;
+    result.resize(inputs.size());
+    for (auto& r : result)
+      for (const auto& o : program.outputs)
+        r.emplace_back(static_cast<std::size_t>(program.lens[static_cast<std::size_t>(o.value)]));
+    st.resize(inputs.size());
   } catch (const std::bad_alloc&) {
-    return Status(Code::kOutOfMemory, "out of memory running the program");
+    return Status(Code::kOutOfMemory, "out of memory for the program's outputs");
   }
+  if (inputs.size() <= 1) {
+    const detail::Exec exec{program, threads};
+    for (std::size_t b = 0; b < inputs.size(); ++b) FT_TRY(exec.run(inputs[b], result[b]));
+    return result;
+  }
+  core::parallel_for(static_cast<std::int64_t>(inputs.size()), threads, [&](std::int64_t b) {
+    const auto i = static_cast<std::size_t>(b);
+    st[i] = detail::Exec{program, 1}.run(inputs[i], result[i]);
+  });
+  for (std::size_t b = 0; b < st.size(); ++b)
+    if (!st[b].ok()) return st[b].with_context("batch item " + std::to_string(b));
+  return result;
 }
 
 std::string cpu_kernel_info() {
@@ -223,13 +238,16 @@ Expected<std::vector<float>> conv_cpu(const ConvJob& job, std::span<const float>
   if (static_cast<std::int64_t>(input.size()) != job.cin * job.h * job.w)
     return invalid_argument("conv input holds " + std::to_string(input.size()) + " values, expected " +
                             std::to_string(job.cin * job.h * job.w));
+  std::vector<float> y;
   try {
-    std::vector<float> y(static_cast<std::size_t>(job.cout * job.oh * job.ow));
-    detail::conv(job, input.data(), y.data(), Activation{}, threads);
-    return y;
+    y.resize(static_cast<std::size_t>(job.cout * job.oh * job.ow));
   } catch (const std::bad_alloc&) {
-    return Status(Code::kOutOfMemory, "out of memory in conv");
+    return Status(Code::kOutOfMemory, "out of memory for the conv output");
   }
+  // a non-finite output is returned as computed (the reference shows what the conv gives)
+  if (detail::conv(job, input.data(), y.data(), Activation{}, threads) == detail::KernelResult::kOutOfMemory)
+    return Status(Code::kOutOfMemory, "out of memory in conv");
+  return y;
 }
 
 }  // namespace facetrace::faces
