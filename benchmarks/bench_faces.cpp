@@ -1,64 +1,55 @@
 /// @file
 /// bench_faces: YuNet 640×640 per image and embedder per face on the CPU, 1 thread and all threads. JSON lines on
-/// stdout (style.md §10), a table on stderr.
+/// stdout (style.md §10, through bench_common.h; "gpu" is null: no runtime here), a table on stderr.
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "facetrace/core/env.h"
+#include "facetrace/core/image.h"
 #include "facetrace/core/logging.h"
 #include "facetrace/faces/align.h"
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/embedder.h"
-#include "facetrace/core/image.h"
 #include "facetrace/faces/net.h"
 
 namespace {
 
 using namespace facetrace::faces;
-using Clock = std::chrono::steady_clock;
+namespace bench = facetrace::bench;
 
-struct Stats {
-  double median, p10, p90;
-};
-
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
-  return {at(0.5), at(0.1), at(0.9)};
-}
-
+/// Times `run` and reports one case: a JSON line with `unit` = runs per second, and a table row. False when a
+/// run failed (reported here).
 template <class F>
-Stats time_it(int warmup, int iters, F&& f) {
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+bool measure(const char* cas, int threads, int warmup, int iters, const char* unit, const bench::RunContext& context,
+             bench::Table& table, F&& run) {
+  auto ms = bench::time_runs(warmup, iters, run);
+  if (!ms) {
+    std::fprintf(stderr, "bench_faces: %s: a run failed\n", cas);
+    return false;
   }
-  return stats(ms);
-}
-
-void report(const char* cas, int threads, int warmup, int iters, const Stats& s, const char* unit) {
-#ifdef NDEBUG
-  const char* build = "release";
-#else
-  const char* build = "debug";
-#endif
-  std::printf("{\"bench\":\"faces\",\"case\":\"%s\",\"device\":\"cpu\",\"threads\":%d,\"driver\":null,\"cuda\":null,"
-              "\"build\":\"%s\",\"iters\":%d,\"warmup\":%d,\"median_ms\":%.3f,\"p10_ms\":%.3f,\"p90_ms\":%.3f,"
-              "\"%s\":%.2f,\"dispatches\":0,\"stalls\":0,\"peak_in_flight\":0}\n",
-              cas, threads, build, iters, warmup, s.median, s.p10, s.p90, unit, 1000.0 / s.median);
-  std::fflush(stdout);
-  std::fprintf(stderr, "%-28s %7d %10.2f %10.2f %10.2f %12.1f %s\n", cas, threads, s.median, s.p10, s.p90,
-               1000.0 / s.median, unit);
+  const bench::Stats s = bench::summarize(*ms);
+  const double per_s = 1000.0 / s.median_ms;
+  bench::Json j = bench::line("faces", cas);
+  j["device"] = "cpu";
+  j["threads"] = threads;
+  bench::add_stats(j, s, iters, warmup);
+  j[unit] = bench::rounded(per_s, 2);
+  j["dispatches"] = 0;
+  j["stalls"] = 0;
+  j["peak_in_flight"] = 0;
+  bench::emit(std::move(j), context);
+  table.add({cas, std::to_string(threads), bench::cell("%.2f", s.median_ms), bench::cell("%.2f", s.p10_ms),
+             bench::cell("%.2f", s.p90_ms), bench::cell("%.1f", per_s) + " " + unit});
+  return true;
 }
 
 }  // namespace
@@ -68,20 +59,14 @@ constexpr int kExitSkipped = 77;
 
 int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
+  CLI::App app{"bench_faces: YuNet and embedder times on the CPU (JSON lines on stdout, table on stderr)"};
   std::string device = "cpu", data = FT_TEST_DATA_DIR;
   bool short_run = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) {
-      device = argv[++i];
-    } else if (!std::strcmp(argv[i], "--short")) {
-      short_run = true;
-    } else if (!std::strcmp(argv[i], "--data") && i + 1 < argc) {
-      data = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: bench_faces [--device cpu] [--short] [--data DIR]\n");
-      return 2;
-    }
-  }
+  app.add_option("--device", device, "cpu (the only device of this build; default cpu)");
+  app.add_flag("--short", short_run, "CI smoke run: 1 warm-up, 3 timed runs, no pauses");
+  app.add_option("--data", data, "test data folder with images/ (and optionally models/; default the repository's "
+                                 "tests/data, or $FACETRACE_TEST_DATA when that is not a folder)");
+  CLI11_PARSE(app, argc, argv);
   if (device != "cpu") {
     std::fprintf(stderr, "bench_faces: device '%s' is not available (only cpu in this build)\n", device.c_str());
     return 2;
@@ -130,25 +115,33 @@ int main(int argc, char** argv) {
                static_cast<double>(yin->macs()) / 1e6,
                emb ? static_cast<double>(emb->net().program({1, 3, 112, 112})->macs()) / 1e6 : 0.0, all);
   std::fprintf(stderr, "%s\n", cpu_kernel_info().c_str());
-  std::fprintf(stderr, "%-28s %7s %10s %10s %10s %12s\n", "case", "threads", "median_ms", "p10_ms", "p90_ms",
-               "throughput");
+  const bench::RunContext context = bench::run_context();  // no runtime linked: "gpu" is null
+  bench::Table table({"case", "threads", "median_ms", "p10_ms", "p90_ms", "throughput"});
   std::vector<float> input(3 * 640 * 640);
   letterbox_bgr(photo->rgb, photo->width, photo->height, 640, input);
   std::vector<int> counts{1};
   if (all > 1) counts.push_back(all);
+  const auto settle = std::chrono::milliseconds(short_run ? 0 : 300);
   for (int t : counts) {
     Net yunet = det->net();
     yunet.set_threads(t);
-    report("yunet_640_network", t, warmup, iters, time_it(warmup, iters, [&] { (void)yunet.run(input); }),
-           "images_per_s");
-    std::this_thread::sleep_for(std::chrono::milliseconds(short_run ? 0 : 300));
+    if (!measure("yunet_640_network", t, warmup, iters, "images_per_s", context, table,
+                 [&] { return yunet.run(input).ok(); }))
+      return 1;
+    std::this_thread::sleep_for(settle);
     if (!emb) continue;
     Net mfn = emb->net();
     mfn.set_threads(t);
     auto x = emb->preprocess(*aligned);
-    report("mobilefacenet_112_per_face", t, warmup, iters * 2, time_it(warmup, iters * 2, [&] { (void)mfn.run(*x); }),
-           "faces_per_s");
-    std::this_thread::sleep_for(std::chrono::milliseconds(short_run ? 0 : 300));
+    if (!x) {
+      std::fprintf(stderr, "bench_faces: %s\n", x.status().to_string().c_str());
+      return 1;
+    }
+    if (!measure("mobilefacenet_112_per_face", t, warmup, iters * 2, "faces_per_s", context, table,
+                 [&] { return mfn.run(*x).ok(); }))
+      return 1;
+    std::this_thread::sleep_for(settle);
   }
+  table.print();
   return 0;
 }

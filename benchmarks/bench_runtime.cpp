@@ -1,7 +1,9 @@
 /// @file
 /// bench_runtime: readback-ring D2H throughput vs raw cudaMemcpyAsync, 4 KiB pipelined per-item cost, command
 /// round trip in-process vs isolated, and recovery time after an injected fault (runtime.md §5). JSON lines on
-/// stdout, a table on stderr; each row carries its baseline from the same run.
+/// stdout, a table on stderr (both through bench_common.h); each row carries its baseline from the same run. It
+/// includes the CUDA runtime itself: the raw cudaMemcpyAsync / event loops are the baselines it measures against.
+#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "facetrace/core/logging.h"
 #include "facetrace/runtime/backend.h"
 #include "facetrace/runtime/testing/ramp_workload.h"
@@ -21,49 +24,36 @@
 
 using namespace facetrace;
 using namespace facetrace::runtime;
+namespace bench = facetrace::bench;
 using HostClock = std::chrono::steady_clock;
 
 namespace {
 
-struct Summary {
-  double median = 0, p10 = 0, p90 = 0;
-};
-Summary summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
-  return {at(0.5), at(0.1), at(0.9)};
-}
+using Summary = bench::Stats;
+using bench::summarize;
 
-std::string g_device, g_driver, g_cuda;
-struct Row {
-  std::string cas, metric, value, baseline, target;
-};
-std::vector<Row> g_rows;
+bench::RunContext g_context;
+std::string g_device;
+/// The stderr table: case, unit, value, baseline (same run), target.
+bench::Table g_table({"case", "unit", "value", "baseline (same run)", "target"});
 
-void emit(const std::string& cas, int iters, int warmup, const Summary& ms, const std::string& extra,
+/// One JSON line: the case, its statistics (6 decimals: sub-millisecond cases), `extra` and the ring stats.
+void emit(const std::string& cas, int iters, int warmup, const Summary& ms, const bench::Json& extra,
           const RingStats* stats) {
-  std::printf("{\"bench\":\"bench_runtime\",\"case\":\"%s\",\"device\":\"%s\",\"driver\":\"%s\",\"cuda\":\"%s\","
-              "\"build\":\"%s\",\"iters\":%d,\"warmup\":%d,\"median_ms\":%.6f,\"p10_ms\":%.6f,\"p90_ms\":%.6f%s",
-              cas.c_str(), g_device.c_str(), g_driver.c_str(), g_cuda.c_str(),
-#ifdef NDEBUG
-              "release",
-#else
-              "debug",
-#endif
-              iters, warmup, ms.median, ms.p10, ms.p90, extra.c_str());
-  if (stats != nullptr)
-    std::printf(",\"dispatches\":%llu,\"stalls\":%llu,\"peak_in_flight\":%llu",
-                static_cast<unsigned long long>(stats->dispatches), static_cast<unsigned long long>(stats->stalls),
-                static_cast<unsigned long long>(stats->peak_in_flight));
-  std::printf("}\n");
-  std::fflush(stdout);
+  bench::Json j = bench::line("bench_runtime", cas);
+  j["device"] = g_device;
+  bench::add_stats(j, ms, iters, warmup, /*fine=*/true);
+  for (const auto& [k, v] : extra.items()) j[k] = v;
+  if (stats != nullptr) {
+    j["dispatches"] = stats->dispatches;
+    j["stalls"] = stats->stalls;
+    j["peak_in_flight"] = stats->peak_in_flight;
+  }
+  bench::emit(std::move(j), g_context);
 }
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
+std::string fmt(const char* f, double v) { return bench::cell(f, v); }
+double r3(double v) { return bench::rounded(v, 3); }
 
 void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
@@ -75,7 +65,7 @@ void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
     }                                                                                     \
   } while (0)
 
-constexpr int kRuns = 10;
+int kRuns = 10;  // --runs
 
 // --- ring throughput --------------------------------------------------------------------------------------
 void bench_throughput(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* raw_host) {
@@ -131,14 +121,12 @@ void bench_throughput(void* dev, std::byte* ring_host, std::size_t ring_bytes, v
     }
     const auto rs = summarize(raw_ms), gs = summarize(ring_ms);
     const double bytes = static_cast<double>(size) * iters;
-    const double raw_gbs = bytes / (rs.median * 1e6), ring_gbs = bytes / (gs.median * 1e6);
+    const double raw_gbs = bytes / (rs.median_ms * 1e6), ring_gbs = bytes / (gs.median_ms * 1e6);
     const RingStats st = ring.stats();
     const std::string label = size >= (1u << 20) ? std::to_string(size >> 20) + "MiB" : std::to_string(size >> 10) + "KiB";
     emit("ring_d2h_" + label, iters, 2, gs,
-         ",\"gb_per_s\":" + fmt("%.3f", ring_gbs) + ",\"baseline_gb_per_s\":" + fmt("%.3f", raw_gbs) +
-             ",\"in_flight\":" + std::to_string(k),
-         &st);
-    g_rows.push_back({"ring D2H " + label, "GB/s", fmt("%.1f", ring_gbs), fmt("%.1f raw", raw_gbs),
+         {{"gb_per_s", r3(ring_gbs)}, {"baseline_gb_per_s", r3(raw_gbs)}, {"in_flight", k}}, &st);
+    g_table.add({"ring D2H " + label, "GB/s", fmt("%.1f", ring_gbs), fmt("%.1f raw", raw_gbs),
                       size >= (8u << 20) ? ">= 50" : "-"});
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
@@ -205,12 +193,13 @@ void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* 
   }
   const auto a = summarize(ring_us), b = summarize(raw_us), c = summarize(sync_us);
   const RingStats st = ring.stats();
-  emit("readback_4KiB_pipelined_depth" + std::to_string(depth), n, 2, {a.median / 1000, a.p10 / 1000, a.p90 / 1000},
-       ",\"us_per_item\":" + fmt("%.3f", a.median) + ",\"baseline_raw_pipelined_us\":" + fmt("%.3f", b.median) +
-           ",\"baseline_sync_us\":" + fmt("%.3f", c.median) + ",\"in_flight\":" + std::to_string(depth),
+  emit("readback_4KiB_pipelined_depth" + std::to_string(depth), n, 2,
+       {a.median_ms / 1000, a.p10_ms / 1000, a.p90_ms / 1000},
+       {{"us_per_item", r3(a.median_ms)}, {"baseline_raw_pipelined_us", r3(b.median_ms)},
+        {"baseline_sync_us", r3(c.median_ms)}, {"in_flight", depth}},
        &st);
-  g_rows.push_back({"4 KiB readback, " + std::to_string(depth) + " in flight", "us/item", fmt("%.2f", a.median),
-                    fmt("%.2f raw", b.median) + ", " + fmt("%.2f sync", c.median), "<= 3"});
+  g_table.add({"4 KiB readback, " + std::to_string(depth) + " in flight", "us/item", fmt("%.2f", a.median_ms),
+                    fmt("%.2f raw", b.median_ms) + ", " + fmt("%.2f sync", c.median_ms), "<= 3"});
   for (auto& e : ev) CK(cudaEventDestroy(e));
   CK(cudaStreamDestroy(s));
   pause();
@@ -264,18 +253,16 @@ void bench_round_trip() {
     return;
   }
   const auto p_in = time_pings(*in, 2000), p_iso = time_pings(*iso, 2000);
-  emit("command_round_trip_ping", 2000, 2, {p_iso.median / 1000, p_iso.p10 / 1000, p_iso.p90 / 1000},
-       ",\"us_isolated\":" + fmt("%.3f", p_iso.median) + ",\"baseline_us_in_process\":" + fmt("%.3f", p_in.median),
-       nullptr);
-  g_rows.push_back({"command round trip (ping)", "us", fmt("%.2f isolated", p_iso.median),
-                    fmt("%.3f in-process", p_in.median), "<= 20"});
+  emit("command_round_trip_ping", 2000, 2, {p_iso.median_ms / 1000, p_iso.p10_ms / 1000, p_iso.p90_ms / 1000},
+       {{"us_isolated", r3(p_iso.median_ms)}, {"baseline_us_in_process", r3(p_in.median_ms)}}, nullptr);
+  g_table.add({"command round trip (ping)", "us", fmt("%.2f isolated", p_iso.median_ms),
+                    fmt("%.3f in-process", p_in.median_ms), "<= 20"});
   const auto f_in = time_fill(*in, 500), f_iso = time_fill(*iso, 500);
   auto st = iso->ring_stats();
-  emit("op_fill4KiB_collect", 500, 2, {f_iso.median / 1000, f_iso.p10 / 1000, f_iso.p90 / 1000},
-       ",\"us_isolated\":" + fmt("%.3f", f_iso.median) + ",\"baseline_us_in_process\":" + fmt("%.3f", f_in.median),
-       st ? &*st : nullptr);
-  g_rows.push_back({"op fill 4 KiB + collect (3 msgs)", "us", fmt("%.2f isolated", f_iso.median),
-                    fmt("%.2f in-process", f_in.median), "-"});
+  emit("op_fill4KiB_collect", 500, 2, {f_iso.median_ms / 1000, f_iso.p10_ms / 1000, f_iso.p90_ms / 1000},
+       {{"us_isolated", r3(f_iso.median_ms)}, {"baseline_us_in_process", r3(f_in.median_ms)}}, st ? &*st : nullptr);
+  g_table.add({"op fill 4 KiB + collect (3 msgs)", "us", fmt("%.2f isolated", f_iso.median_ms),
+                    fmt("%.2f in-process", f_in.median_ms), "-"});
   pause();
 }
 
@@ -311,28 +298,38 @@ void bench_recovery() {
   }
   const auto a = summarize(rec_ms), b = summarize(start_ms);
   emit("recovery_fault_to_first_gpu_request", static_cast<int>(rec_ms.size()), 1, a,
-       ",\"cool_down_s\":0,\"baseline_child_start_ms\":" + fmt("%.3f", b.median), nullptr);
-  g_rows.push_back({"recovery: fault -> first GPU Done", "ms", fmt("%.1f", a.median),
-                    fmt("%.1f child start", b.median), "<= 1000"});
+       {{"cool_down_s", 0}, {"baseline_child_start_ms", r3(b.median_ms)}}, nullptr);
+  g_table.add({"recovery: fault -> first GPU Done", "ms", fmt("%.1f", a.median_ms),
+                    fmt("%.1f child start", b.median_ms), "<= 1000"});
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   core::init_logging_from_env();
+  CLI::App app{"bench_runtime: readback ring, command round trip and recovery on the GPU (JSON lines on stdout, "
+               "table on stderr)"};
+  app.add_option("--runs", kRuns, "timed runs per case (default 10)")->check(CLI::Range(1, 1000));
+  CLI11_PARSE(app, argc, argv);
   int dev_count = 0;
   if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
     std::fprintf(stderr, "bench_runtime: no GPU\n");
     return 0;
   }
-  cudaDeviceProp p{};
-  CK(cudaGetDeviceProperties(&p, 0));
-  int drv = 0, rt = 0;
-  CK(cudaDriverGetVersion(&drv));
-  CK(cudaRuntimeGetVersion(&rt));
-  g_device = p.name;
-  g_driver = std::to_string(drv / 1000) + "." + std::to_string((drv % 1000) / 10);
-  g_cuda = std::to_string(rt / 1000) + "." + std::to_string((rt % 1000) / 10);
+  {  // The GPU facts through the runtime's public device info; the executor is gone before the first case.
+    auto probe = make_in_process_executor(small_options());
+    if (Status st = probe->start(); !st.ok()) {
+      std::fprintf(stderr, "bench_runtime: the executor did not start: %s\n", st.to_string().c_str());
+      return 1;
+    }
+    auto info = probe->info();
+    if (!info) {
+      std::fprintf(stderr, "bench_runtime: %s\n", info.status().to_string().c_str());
+      return 1;
+    }
+    g_device = info->name;
+    g_context = bench::run_context(bench::gpu_facts(*info));
+  }
 
   const std::size_t ring_bytes = 256ull << 20;
   std::byte* ring_host = nullptr;
@@ -348,14 +345,8 @@ int main() {
   bench_recovery();
 
   std::fprintf(stderr, "\nbench_runtime on %s (driver %s, CUDA %s), median of %d runs\n", g_device.c_str(),
-               g_driver.c_str(), g_cuda.c_str(), kRuns);
-  std::fprintf(stderr, "| %-36s | %-8s | %-16s | %-28s | %-8s |\n", "case", "unit", "value", "baseline (same run)",
-               "target");
-  std::fprintf(stderr, "|%s|%s|%s|%s|%s|\n", std::string(38, '-').c_str(), std::string(10, '-').c_str(),
-               std::string(18, '-').c_str(), std::string(30, '-').c_str(), std::string(10, '-').c_str());
-  for (const auto& r : g_rows)
-    std::fprintf(stderr, "| %-36s | %-8s | %-16s | %-28s | %-8s |\n", r.cas.c_str(), r.metric.c_str(),
-                 r.value.c_str(), r.baseline.c_str(), r.target.c_str());
+               g_context.gpu->driver.c_str(), g_context.gpu->cuda.c_str(), kRuns);
+  g_table.print();
   cudaFree(dev);
   cudaFreeHost(raw_host);
   cudaFreeHost(ring_host);

@@ -2,14 +2,17 @@
 /// bench_tracer: paths/s of the tracer on the built-in diamond (style.md §10), CPU and GPU in the same run
 /// with the GPU/CPU ratio. JSON lines on stdout, a table on stderr. `--short` is a seconds-long smoke run.
 #include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "facetrace/core/logging.h"
 #include "facetrace/runtime/executor.h"
 #include "facetrace/tracer/cpu_tracer.h"
@@ -17,66 +20,68 @@
 #include "facetrace/tracer/renderer.h"
 #include "facetrace/tracer/scene.h"
 
-#ifndef FT_BUILD_TYPE
-#define FT_BUILD_TYPE "unknown"
-#endif
-
 namespace tr = facetrace::tracer;
 namespace rt = facetrace::runtime;
+namespace bench = facetrace::bench;
 
 namespace {
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 struct Row {
   std::string device;
   std::string label;  // adapter or "N threads"
   unsigned threads = 0;
   unsigned spp = 0;
-  double median = 0, p10 = 0, p90 = 0, paths_per_s = 0;
+  unsigned warmup = 0;
+  bench::Stats ms;
+  double paths_per_s = 0;
   std::uint64_t nonfinite = 0;
   rt::RingStats ring{};
 };
 
-void print_row(const Row& r, const tr::Scene& s, unsigned repeats, unsigned warmup, const char* extra) {
+void print_row(const Row& r, const tr::Scene& s, unsigned repeats, const bench::RunContext& context,
+               std::optional<double> gpu_over_cpu) {
   char case_name[96];
   std::snprintf(case_name, sizeof case_name, "builtin_diamond_%ux%u_b%u_spp%u", s.width, s.height, s.max_bounces,
                 r.spp);
-  std::printf(
-      "{\"bench\":\"tracer\",\"case\":\"%s\",\"device\":\"%s\",\"adapter\":\"%s\",\"build\":\"%s\","
-      "\"threads\":%u,\"width\":%u,\"height\":%u,\"spp\":%u,\"bounces\":%u,\"iters\":%u,\"warmup\":%u,"
-      "\"median_ms\":%.3f,\"p10_ms\":%.3f,\"p90_ms\":%.3f,\"paths_per_s\":%.1f,\"samples_per_s\":%.1f,"
-      "\"nonfinite\":%llu,\"dispatches\":%llu,\"stalls\":%llu,\"peak_in_flight\":%llu%s}\n",
-      case_name, r.device.c_str(), r.label.c_str(), FT_BUILD_TYPE, r.threads, s.width, s.height, r.spp,
-      s.max_bounces, repeats, warmup, r.median, r.p10, r.p90, r.paths_per_s, r.paths_per_s,
-      static_cast<unsigned long long>(r.nonfinite), static_cast<unsigned long long>(r.ring.dispatches),
-      static_cast<unsigned long long>(r.ring.stalls), static_cast<unsigned long long>(r.ring.peak_in_flight),
-      extra);
-  std::fflush(stdout);
+  bench::Json j = bench::line("tracer", case_name);
+  j["device"] = r.device;
+  j["adapter"] = r.label;
+  j["threads"] = r.threads;
+  j["width"] = s.width;
+  j["height"] = s.height;
+  j["spp"] = r.spp;
+  j["bounces"] = s.max_bounces;
+  bench::add_stats(j, r.ms, static_cast<int>(repeats), static_cast<int>(r.warmup));
+  j["paths_per_s"] = bench::rounded(r.paths_per_s, 1);
+  j["samples_per_s"] = bench::rounded(r.paths_per_s, 1);
+  j["nonfinite"] = r.nonfinite;
+  j["dispatches"] = r.ring.dispatches;
+  j["stalls"] = r.ring.stalls;
+  j["peak_in_flight"] = r.ring.peak_in_flight;
+  if (gpu_over_cpu) j["gpu_over_cpu"] = bench::rounded(*gpu_over_cpu, 2);
+  bench::emit(std::move(j), context);
 }
 
+/// Times `run` (which adds the non-finite samples of its render to its argument) and fills the row's statistics;
+/// nullopt when a run failed. Non-finite samples count the timed runs only.
 template <class F>
 std::optional<Row> time_runs(unsigned warmup, unsigned repeats, double paths, F run) {
+  std::vector<std::uint64_t> nonfinite;
+  auto ms = bench::time_runs(
+      static_cast<int>(warmup), static_cast<int>(repeats),
+      [&] {
+        std::uint64_t nf = 0;
+        if (!run(nf)) return false;
+        nonfinite.push_back(nf);
+        return true;
+      },
+      std::chrono::milliseconds(50));  // let clocks settle between runs
+  if (!ms) return std::nullopt;
   Row r;
-  std::vector<double> ms;
-  for (unsigned i = 0; i < warmup + repeats; ++i) {
-    std::uint64_t nf = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    if (!run(nf)) return std::nullopt;
-    const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (i >= warmup) ms.push_back(t), r.nonfinite += nf;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let clocks settle between runs
-  }
-  r.median = percentile(ms, 0.5);
-  r.p10 = percentile(ms, 0.1);
-  r.p90 = percentile(ms, 0.9);
-  r.paths_per_s = paths / (r.median / 1e3);
+  r.warmup = warmup;
+  r.ms = bench::summarize(*ms);
+  r.nonfinite = std::accumulate(nonfinite.begin() + warmup, nonfinite.end(), std::uint64_t{0});
+  r.paths_per_s = paths / (r.ms.median_ms / 1e3);
   return r;
 }
 
@@ -128,6 +133,8 @@ int main(int argc, char** argv) {
   }
   const double pixels = static_cast<double>(width) * height;
   std::vector<Row> rows;
+  // The GPU facts only when this run uses the GPU: a CPU run starts no executor.
+  bench::RunContext context = bench::run_context();
 
   if (device != "cpu") {
     auto& gpu = tr::shared_gpu_backend();
@@ -135,6 +142,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_tracer: --device %s: no usable GPU: %s\n", device.c_str(), why->c_str());
       return 2;
     }
+    if (auto info = gpu.device_info()) context.gpu = bench::gpu_facts(*info);
     tr::Film film(width, height);  // allocated once: a worker accumulates into its frame's film
     auto r = time_runs(warmup + 1, repeats, pixels * gpu_spp, [&](std::uint64_t& nf) {
       const std::uint64_t before = film.nonfinite;
@@ -160,7 +168,7 @@ int main(int argc, char** argv) {
     if (auto* ex = gpu.executor())
       if (auto st = ex->ring_stats(); st.ok()) r->ring = *st;
     rows.push_back(*r);
-    print_row(*r, scene, repeats, warmup + 1, "");
+    print_row(*r, scene, repeats, context, std::nullopt);
   }
   if (device != "gpu") {
     tr::CpuOptions opt;
@@ -181,16 +189,17 @@ int main(int argc, char** argv) {
     r->threads = nthreads;
     r->spp = spp;
     rows.push_back(*r);
-    char extra[64] = "";
-    if (rows.size() == 2) std::snprintf(extra, sizeof extra, ",\"gpu_over_cpu\":%.2f", rows[0].paths_per_s / r->paths_per_s);
-    print_row(*r, scene, repeats, warmup, extra);
+    std::optional<double> ratio;
+    if (rows.size() == 2) ratio = rows[0].paths_per_s / r->paths_per_s;
+    print_row(*r, scene, repeats, context, ratio);
   }
 
-  std::fprintf(stderr, "%-6s %-34s %5s %10s %10s %10s %12s\n", "device", "adapter", "spp", "median_ms", "p10_ms",
-               "p90_ms", "M paths/s");
+  bench::Table table({"device", "adapter", "spp", "median_ms", "p10_ms", "p90_ms", "M paths/s"});
   for (const auto& r : rows)
-    std::fprintf(stderr, "%-6s %-34s %5u %10.1f %10.1f %10.1f %12.2f\n", r.device.c_str(), r.label.c_str(), r.spp,
-                 r.median, r.p10, r.p90, r.paths_per_s / 1e6);
+    table.add({r.device, r.label, std::to_string(r.spp), bench::cell("%.1f", r.ms.median_ms),
+               bench::cell("%.1f", r.ms.p10_ms), bench::cell("%.1f", r.ms.p90_ms),
+               bench::cell("%.2f", r.paths_per_s / 1e6)});
+  table.print();
   if (rows.size() == 2)
     std::fprintf(stderr, "GPU / CPU = %.1fx (%ux%u, %u bounces)\n", rows[0].paths_per_s / rows[1].paths_per_s,
                  width, height, bounces);

@@ -25,3 +25,20 @@ if(FT_BUILD_TESTS)
   target_link_libraries(ft_test_support PUBLIC ft_core_internal GTest::gtest PRIVATE spdlog::spdlog)
   ft_add_test(core_test cpu SOURCES tests/unit/core_test.cpp LIBS ft_core)
 endif()
+
+if(FT_BUILD_BENCHMARKS)
+  # benchmarks/bench_common: statistics, run context, JSON lines and the stderr table of every benchmark. The
+  # git sha is read at build time (cmake/bench_git_sha.cmake), so a rebuild after a commit reports the new one.
+  find_package(Git QUIET)
+  set(ft_bench_sha_h ${CMAKE_CURRENT_BINARY_DIR}/generated/bench/bench_git_sha.h)
+  add_custom_target(ft_bench_git_sha
+    COMMAND ${CMAKE_COMMAND} -DGIT=${GIT_EXECUTABLE} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DOUTPUT=${ft_bench_sha_h}
+            -P ${PROJECT_SOURCE_DIR}/cmake/bench_git_sha.cmake
+    BYPRODUCTS ${ft_bench_sha_h})
+  add_library(ft_bench_common STATIC benchmarks/bench_common.cpp)
+  add_dependencies(ft_bench_common ft_bench_git_sha)
+  target_include_directories(ft_bench_common PUBLIC ${PROJECT_SOURCE_DIR}/benchmarks
+                             PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated/bench)
+  target_compile_definitions(ft_bench_common PRIVATE FT_BUILD_TYPE="$<CONFIG>")
+  target_link_libraries(ft_bench_common PUBLIC ft_core nlohmann_json::nlohmann_json PRIVATE ft_warnings)
+endif()

@@ -46,7 +46,7 @@ endif()
 
 if(FT_BUILD_BENCHMARKS)
   add_executable(bench_faces benchmarks/bench_faces.cpp)
-  target_link_libraries(bench_faces PRIVATE ft_faces ft_core ft_warnings)
+  target_link_libraries(bench_faces PRIVATE ft_faces ft_core ft_bench_common CLI11::CLI11 ft_warnings)
   target_compile_definitions(bench_faces PRIVATE FT_TEST_DATA_DIR="${FT_TEST_DATA_DIR}")
   if(FT_BUILD_TESTS)
     add_test(NAME bench_faces_smoke COMMAND bench_faces --device cpu --short)

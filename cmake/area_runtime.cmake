@@ -111,6 +111,7 @@ endif()
 
 if(FT_BUILD_BENCHMARKS AND FT_ENABLE_CUDA)
   add_executable(bench_runtime benchmarks/bench_runtime.cpp)
-  target_link_libraries(bench_runtime PRIVATE ft_runtime CUDA::cudart_static spdlog::spdlog ft_warnings)
+  target_link_libraries(bench_runtime PRIVATE ft_runtime ft_bench_common CLI11::CLI11 CUDA::cudart_static
+                        spdlog::spdlog ft_warnings)
   add_dependencies(bench_runtime facetrace-gpud)
 endif()

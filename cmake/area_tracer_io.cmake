@@ -17,8 +17,8 @@ endif()
 
 if(FT_BUILD_BENCHMARKS)
   add_executable(bench_tracer benchmarks/bench_tracer.cpp)
-  target_link_libraries(bench_tracer PRIVATE ft_tracer ft_tracer_io ft_render ft_core CLI11::CLI11 ft_warnings)
-  target_compile_definitions(bench_tracer PRIVATE FT_BUILD_TYPE="$<CONFIG>")
+  target_link_libraries(bench_tracer PRIVATE ft_tracer ft_tracer_io ft_render ft_core ft_bench_common CLI11::CLI11
+                        ft_warnings)
   if(FT_BUILD_TESTS)
     add_test(NAME bench_tracer_smoke COMMAND bench_tracer --device cpu --short)
     set_tests_properties(bench_tracer_smoke PROPERTIES LABELS cpu TIMEOUT 120)
