@@ -10,7 +10,7 @@ endif()
 if(FT_WITH_RUNTIME)
   target_sources(facetrace PRIVATE src/cli/cmd_info.cpp)
   target_compile_definitions(facetrace PRIVATE FT_HAVE_RUNTIME=1)
-  target_link_libraries(facetrace PRIVATE ft_runtime)
+  target_link_libraries(facetrace PRIVATE ft_runtime nlohmann_json::nlohmann_json)  # info --json
 endif()
 if(FT_WITH_FACES)
   target_sources(facetrace PRIVATE src/cli/cmd_faces.cpp)

@@ -1,5 +1,6 @@
 /// @file
-/// `facetrace info [--json]`: GPU, versions, executor mode, state and ring stats (runtime.md).
+/// `facetrace info [--json]`: GPU, versions, executor mode, state and ring stats (runtime.md); the JSON form
+/// through nlohmann_json. Always exits kExitOk: no GPU is a state to report, not a failure.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "exit_codes.h"
 #include "facetrace/runtime/backend.h"
 
 namespace facetrace::cli {
@@ -58,7 +60,7 @@ int run_info(bool json) {
                    {"max_slots_per_class", ring->max_slots_per_class}};
     }
     std::printf("%s\n", j.dump(2).c_str());
-    return 0;
+    return kExitOk;
   }
   std::printf("executor:  %s\n", mode.c_str());
   std::printf("state:     %s\n", state_text.c_str());
@@ -80,7 +82,7 @@ int run_info(bool json) {
                 static_cast<unsigned long long>(ring->pinned_bytes),
                 static_cast<unsigned long long>(ring->budget_bytes));
   }
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 /// @file
 /// Private: each area's CLI subcommands register themselves here. A command's callback stores its
-/// process exit code in `exit_code` (0 ok, 1 runtime failure, 2 bad input).
+/// process exit code in `exit_code`: one of exit_codes.h (kExitOk, kExitFailure, kExitBadInput, kExitCancelled).
 #pragma once
 
 #include <CLI/CLI.hpp>

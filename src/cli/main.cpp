@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "commands.h"
+#include "exit_codes.h"
 #include "facetrace/core/logging.h"
 
 int main(int argc, char** argv) {
@@ -13,7 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app{"facetrace: spectral gem path tracer, face networks and GPU runtime"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "facetrace 0.1");
-  int exit_code = 0;
+  int exit_code = facetrace::cli::kExitOk;
 #ifdef FT_HAVE_TRACER
   facetrace::cli::register_render(app, exit_code);
 #endif
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "facetrace: %s\n", e.what());
-    return 1;
+    return facetrace::cli::kExitFailure;
   }
   return exit_code;
 }
