@@ -51,7 +51,7 @@ void parallel_for(std::uint32_t n, F f) {
 TEST(TracerLaunch, feasibility_and_handoff_size_are_functions_of_the_chunk_arguments_alone) {
   // No device needed: these are host functions of the launch arguments (CUTLASS can_implement /
   // get_workspace_size), never of the environment.
-  ChunkArgs a;
+  ChunkArgs a{};  // zeroed: plane_count 0
   a.scene.params.width = 64;
   a.scene.params.height = 64;
   a.range = {0, 1024, 0, 0};

@@ -102,7 +102,7 @@ TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std
   if (tier_.ok() && kernel == nullptr)
     tier_ = invalid_argument("unknown megakernel configuration \"" + options_.kernel + "\"");
   if (tier_.ok()) {
-    TraceChunkArgs a;
+    TraceChunkArgs a{};  // zeroed: the planes past plane_count travel as zeros, not stack bytes
     a.chunk.scene.params = make_trace_params(scene_);
     const auto planes = make_facet_planes(scene_);
     std::copy(planes.begin(), planes.end(), a.chunk.scene.planes);
