@@ -121,7 +121,7 @@ TEST(GpuBackend, only_one_thread_attempts_recovery) {
   Harness h(c);
   ExpectLogs logs;
   h.sim->set_restart_delay(200ms);
-  (void)h.sim->inject_fault(FaultKind::kSimulatedLoss);
+  ASSERT_EQ(h.sim->inject_fault(FaultKind::kSimulatedLoss).code(), Code::kDeviceLost);
   std::vector<float> out(64);
   RampWorkload w(out, 1, 1, 64);
   EXPECT_EQ(h.backend->accumulate(w), Outcome::kDeclined);
@@ -334,7 +334,7 @@ TEST(GpuBackend, residents_are_reuploaded_after_recovery) {
   ExpectLogs logs;
   std::vector<float> weights = {1, 2, 3, 4};
   ASSERT_TRUE(h.backend->executor()->put_resident("weights", std::as_bytes(std::span(weights))).ok());
-  (void)h.sim->inject_fault(FaultKind::kSimulatedLoss);
+  ASSERT_EQ(h.sim->inject_fault(FaultKind::kSimulatedLoss).code(), Code::kDeviceLost);
   std::vector<float> out(16);
   RampWorkload w(out, 1, 1, 16);
   EXPECT_EQ(h.backend->accumulate(w), Outcome::kDeclined);  // finds the loss

@@ -149,7 +149,7 @@ TEST(IsolatedExecutor, backend_recovers_through_a_new_child) {
   EXPECT_EQ(backend->accumulate(w), Outcome::kDone);
   EXPECT_EQ(out[255], 256.0f);
   ExpectLogs logs;
-  (void)backend->executor()->inject_fault(FaultKind::kSimulatedLoss);
+  ASSERT_EQ(backend->executor()->inject_fault(FaultKind::kSimulatedLoss).code(), Code::kDeviceLost);
   std::vector<float> out2(256, 0.0f);
   RampWorkload w2(out2, 1, 1, 32);
   EXPECT_EQ(backend->accumulate(w2), Outcome::kDeclined);

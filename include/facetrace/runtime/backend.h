@@ -42,22 +42,20 @@ class Workload {
   virtual ~Workload() = default;
   /// Can this request run on this device at all? Non-ok (e.g. kDeclined "needs Tier 3") declines it before
   /// any GPU work.
-  virtual Status can_run(const DeviceInfo& device) { (void)device; return {}; }
+  virtual Status can_run(const DeviceInfo& /*device*/) { return {}; }
   /// Size of the host scratch the request accumulates into (usually the caller's buffer size).
   virtual std::size_t scratch_bytes() const = 0;
   /// Prepares the scratch so that results continue the caller's current values (running sums continue sample
   /// by sample): copy them in, or — when every element is overwritten by exactly one chunk — read them per chunk.
   virtual void seed_scratch(std::span<std::byte> scratch) = 0;
   /// Start of each turn: (re-)upload per-request device state (another request may have replaced it).
-  virtual Status begin_turn(Executor& ex) { (void)ex; return {}; }
+  virtual Status begin_turn(Executor& /*ex*/) { return {}; }
   /// Runs the next chunk (it may stay in flight: at most one) and adds finished results into `scratch`.
   /// Returns true while chunks remain to be issued after this one; false once the last chunk is issued (it
   /// may still be in flight: drain() collects it — in a batch, after the next item's first chunk is queued).
   virtual Expected<bool> run_chunk(Executor& ex, std::span<std::byte> scratch) = 0;
   /// Waits for the chunk in flight, if any; adds it into `scratch` unless `discard` (cancellation).
-  virtual Status drain(Executor& ex, std::span<std::byte> scratch, bool discard) {
-    (void)ex; (void)scratch; (void)discard; return {};
-  }
+  virtual Status drain(Executor& /*ex*/, std::span<std::byte> /*scratch*/, bool /*discard*/) { return {}; }
   /// Done: writes the scratch into the caller's buffer. Called exactly once, only on Done.
   virtual void commit(std::span<const std::byte> scratch) = 0;
 };
