@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <thread>
 
 #include "facetrace/runtime/backend.h"
@@ -31,19 +32,36 @@ bool sticky_name(const std::string& s) {
   return false;
 }
 
-TEST(IsolatedGpu, a_real_fault_declines_then_a_new_child_serves_again) {
-  FT_REQUIRE_GPU();
+/// A backend whose device took a genuine fault, with the warnings of the loss expected from then on.
+struct FaultedBackend {
+  std::unique_ptr<GpuBackend> backend;
+  std::optional<facetrace::testing::ExpectLogs> logs;
+};
+
+/// Starts a backend over `executor` (recovery cool-down `cool_down_s` seconds), runs one ramp request of `n`
+/// floats in chunks of `chunk` to Done, then injects an illegal-address fault: reported as a loss that names
+/// a sticky CUDA error.
+void fault_after_one_request(FaultedBackend& f, std::unique_ptr<Executor> executor, double cool_down_s,
+                             std::size_t n, std::uint64_t chunk) {
   RecoveryConfig c;
-  c.cool_down = std::chrono::duration<double>(0.5);
-  auto backend = GpuBackend::with_executor(make_isolated_executor(small()), SteadyClock::instance(), c);
-  ASSERT_EQ(backend->state(), BackendState::kReady) << backend->unavailable_reason().value_or("");
-  std::vector<float> out(50000, 0.0f);
-  RampWorkload w(out, 1, 1, 8192);
-  ASSERT_EQ(backend->accumulate(w), Outcome::kDone);
-  facetrace::testing::ExpectLogs logs;
-  const Status fault = backend->executor()->inject_fault(FaultKind::kIllegalAddress);
+  c.cool_down = std::chrono::duration<double>(cool_down_s);
+  f.backend = GpuBackend::with_executor(std::move(executor), SteadyClock::instance(), c);
+  ASSERT_EQ(f.backend->state(), BackendState::kReady) << f.backend->unavailable_reason().value_or("");
+  std::vector<float> out(n, 0.0f);
+  RampWorkload w(out, 1, 1, chunk);
+  ASSERT_EQ(f.backend->accumulate(w), Outcome::kDone);
+  EXPECT_EQ(out[n - 1], static_cast<float>(n));
+  f.logs.emplace();
+  const Status fault = f.backend->executor()->inject_fault(FaultKind::kIllegalAddress);
   EXPECT_EQ(fault.code(), Code::kDeviceLost);
   EXPECT_TRUE(sticky_name(fault.what())) << fault.what();
+}
+
+TEST(IsolatedGpu, a_real_fault_declines_then_a_new_child_serves_again) {
+  FT_REQUIRE_GPU();
+  FaultedBackend f;
+  ASSERT_NO_FATAL_FAILURE(fault_after_one_request(f, make_isolated_executor(small()), 0.5, 50000, 8192));
+  const auto& backend = f.backend;
   std::vector<float> out2(50000, 0.0f);
   RampWorkload w2(out2, 1, 1, 8192);
   EXPECT_EQ(backend->accumulate(w2), Outcome::kDeclined);  // the CPU takes it
@@ -67,17 +85,9 @@ TEST(IsolatedGpu, a_real_fault_declines_then_a_new_child_serves_again) {
 
 TEST(InProcessGpu, a_real_fault_leaves_the_process_lost_and_declining) {
   FT_REQUIRE_GPU();
-  RecoveryConfig c;
-  c.cool_down = std::chrono::duration<double>(0.0);
-  auto backend = GpuBackend::with_executor(make_in_process_executor(small()), SteadyClock::instance(), c);
-  ASSERT_EQ(backend->state(), BackendState::kReady) << backend->unavailable_reason().value_or("");
-  std::vector<float> out(10000, 0.0f);
-  RampWorkload w(out, 1, 1, 4096);
-  ASSERT_EQ(backend->accumulate(w), Outcome::kDone);
-  facetrace::testing::ExpectLogs logs;
-  const Status fault = backend->executor()->inject_fault(FaultKind::kIllegalAddress);
-  EXPECT_EQ(fault.code(), Code::kDeviceLost);
-  EXPECT_TRUE(sticky_name(fault.what())) << fault.what();
+  FaultedBackend f;
+  ASSERT_NO_FATAL_FAILURE(fault_after_one_request(f, make_in_process_executor(small()), 0.0, 10000, 4096));
+  const auto& backend = f.backend;
   EXPECT_TRUE(process_cuda_poisoned());
   for (int i = 0; i < 3; ++i) {
     std::vector<float> o2(10000, 0.0f);

@@ -49,6 +49,19 @@ struct RingFixture : ::testing::Test {
   }
 };
 
+/// Records `n` 4-byte copies (all in the 4096-byte class) and returns their tickets; a refused one fails the
+/// test and is left out.
+std::vector<RingTicket> record_small(ReadbackRing& ring, int n) {
+  static const int kValue = 1;
+  std::vector<RingTicket> out;
+  for (int i = 0; i < n; ++i) {
+    auto t = ring.record_copy(&kValue, sizeof kValue, nullptr);
+    EXPECT_TRUE(t.ok()) << t.status().to_string();
+    if (t) out.push_back(*t);
+  }
+  return out;
+}
+
 TEST(ReadbackRingClass, rounds_to_4096_byte_classes) {
   EXPECT_EQ(*ReadbackRing::size_class(16), 4096u);
   EXPECT_EQ(*ReadbackRing::size_class(4096), 4096u);
@@ -109,11 +122,10 @@ TEST_F(RingFixture, creates_slots_lazily_and_reuses_them_from_the_free_list) {
 TEST_F(RingFixture, fails_closed_on_an_uncollected_ready_slot_and_counts_the_stall) {
   auto ring = make(2);
   int x = 1;
-  auto a = ring->record_copy(&x, 4, nullptr);
-  auto b = ring->record_copy(&x, 4, nullptr);
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_EQ(*ring->poll(*a), PollResult::kReady);
-  ASSERT_EQ(*ring->poll(*b), PollResult::kReady);
+  const auto both = record_small(*ring, 2);
+  ASSERT_EQ(both.size(), 2u);
+  ASSERT_EQ(*ring->poll(both[0]), PollResult::kReady);
+  ASSERT_EQ(*ring->poll(both[1]), PollResult::kReady);
   auto c = ring->record_copy(&x, 4, nullptr);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().what().find("slot 0 of class 4096 is READY and uncollected: collect tickets before"),
@@ -127,7 +139,7 @@ TEST_F(RingFixture, fails_closed_on_an_uncollected_ready_slot_and_counts_the_sta
   std::vector<std::byte> big(5000);
   EXPECT_TRUE(ring->record_copy(big.data(), big.size(), nullptr).ok());
   // Collecting one frees exactly that slot.
-  ASSERT_TRUE(ring->with_mapped(*a, [](auto) {}).ok());
+  ASSERT_TRUE(ring->with_mapped(both[0], [](auto) {}).ok());
   EXPECT_TRUE(ring->record_copy(&x, 4, nullptr).ok());
 }
 
@@ -135,17 +147,16 @@ TEST_F(RingFixture, names_pending_slots_when_full_and_never_lends_pending_bytes)
   shared.auto_complete = false;
   auto ring = make(2);
   int x = 1;
-  auto a = ring->record_copy(&x, 4, nullptr);
-  auto b = ring->record_copy(&x, 4, nullptr);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(*ring->poll(*a), PollResult::kPending);
-  const Status lend = ring->with_mapped(*a, [](auto) { ADD_FAILURE() << "visited pending bytes"; });
+  const auto both = record_small(*ring, 2);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(*ring->poll(both[0]), PollResult::kPending);
+  const Status lend = ring->with_mapped(both[0], [](auto) { ADD_FAILURE() << "visited pending bytes"; });
   EXPECT_NE(lend.what().find("is PENDING"), std::string::npos);
   auto c = ring->record_copy(&x, 4, nullptr);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().what().find("PENDING (copy in flight)"), std::string::npos) << c.status().what();
   // A deadline that passes is a hang: the ring is lost.
-  const Status hang = ring->wait(*a, std::chrono::steady_clock::now() + std::chrono::milliseconds(5));
+  const Status hang = ring->wait(both[0], std::chrono::steady_clock::now() + std::chrono::milliseconds(5));
   EXPECT_EQ(hang.code(), Code::kDeviceLost);
   EXPECT_TRUE(ring->lost());
   EXPECT_EQ(ring->record_copy(&x, 4, nullptr).status().code(), Code::kDeviceLost);
