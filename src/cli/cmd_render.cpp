@@ -149,93 +149,107 @@ void store_max(std::atomic<double>& a, double v) {
 
 // ---- the command ----------------------------------------------------------------------------------------
 
-int run_render(const RenderArgs& a) {
-  auto fail = [](int code, const std::string& what) {
-    std::fprintf(stderr, "facetrace render: %s\n", what.c_str());
-    return code;
-  };
-  auto input_error = [&](const Status& st) {
-    return fail(st.code() == Code::kNotSupported ? kExitFailure : kExitBadInput, st.what());
-  };
+/// Why the command stops: its exit code and the message printed after "facetrace render: ".
+struct Failure {
+  int code;
+  std::string what;
+};
 
-  // Options first: cheap checks before any file is read.
-  auto spp = parse_count("--spp", a.spp, 1, kMaxSpp);
-  if (!spp.ok()) return input_error(spp.status());
-  auto first = parse_count("--first-sample", a.first_sample, 0, kMaxFirstSample);
-  if (!first.ok()) return input_error(first.status());
-  auto threads = parse_count("--threads", a.threads, 0, kMaxThreads);
-  if (!threads.ok()) return input_error(threads.status());
+/// An option or scene error: kNotSupported is a failure of the build, anything else bad input.
+Failure input_failure(const Status& st) {
+  return {st.code() == Code::kNotSupported ? kExitFailure : kExitBadInput, st.what()};
+}
+
+/// The numeric options and the device, parsed and range-checked.
+struct Options {
+  std::uint64_t spp = 0, first = 0, threads = 0;
   std::optional<std::uint64_t> width, height, bounces;
-  if (!a.width.empty()) {
-    auto v = parse_count("--width", a.width, 1, 7680);
-    if (!v.ok()) return input_error(v.status());
-    width = *v;
-  }
-  if (!a.height.empty()) {
-    auto v = parse_count("--height", a.height, 1, 4320);
-    if (!v.ok()) return input_error(v.status());
-    height = *v;
-  }
-  if (!a.max_bounces.empty()) {
-    auto v = parse_count("--max-bounces", a.max_bounces, 1, 128);
-    if (!v.ok()) return input_error(v.status());
-    bounces = *v;
-  }
-  auto device = tr::parse_render_device(a.device);
-  if (!device.ok()) return input_error(device.status());
+  tr::RenderDevice device{};
+};
 
-  // Scene: a file, or the built-in diamond.
-  tr::Scene scene;
-  std::string output = a.output;
+/// Parses the options first: cheap checks before any file is read.
+std::optional<Failure> parse_options(const RenderArgs& a, Options& o) {
+  auto count = [](const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi,
+                  std::uint64_t& out) -> std::optional<Failure> {
+    auto v = parse_count(flag, text, lo, hi);
+    if (!v.ok()) return input_failure(v.status());
+    out = *v;
+    return std::nullopt;
+  };
+  auto optional_count = [&](const std::string& flag, const std::string& text, std::uint64_t hi,
+                            std::optional<std::uint64_t>& out) -> std::optional<Failure> {
+    if (text.empty()) return std::nullopt;
+    std::uint64_t v = 0;
+    if (auto f = count(flag, text, 1, hi, v)) return f;
+    out = v;
+    return std::nullopt;
+  };
+  if (auto f = count("--spp", a.spp, 1, kMaxSpp, o.spp)) return f;
+  if (auto f = count("--first-sample", a.first_sample, 0, kMaxFirstSample, o.first)) return f;
+  if (auto f = count("--threads", a.threads, 0, kMaxThreads, o.threads)) return f;
+  if (auto f = optional_count("--width", a.width, 7680, o.width)) return f;
+  if (auto f = optional_count("--height", a.height, 4320, o.height)) return f;
+  if (auto f = optional_count("--max-bounces", a.max_bounces, 128, o.bounces)) return f;
+  auto device = tr::parse_render_device(a.device);
+  if (!device.ok()) return input_failure(device.status());
+  o.device = *device;
+  return std::nullopt;
+}
+
+/// The scene (a file, or the built-in diamond) with the overrides applied, validated and within Tier 1; the
+/// output targets checked, and the resolved scene saved when asked. Sets `output` to the PNG path.
+std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::Scene& scene, std::string& output) {
+  output = a.output;
   if (a.scene_path.empty()) {
     scene = tr::builtin_diamond_scene();
     if (output.empty()) output = "diamond.png";
   } else {
     auto loaded = tr::load_scene_file(a.scene_path);
-    if (!loaded.ok()) return fail(kExitBadInput, loaded.status().what());
+    if (!loaded.ok()) return Failure{kExitBadInput, loaded.status().what()};
     scene = std::move(loaded).value();
     if (output.empty()) output = std::filesystem::path(a.scene_path).stem().string() + ".png";
   }
-  if (width) scene.width = static_cast<std::uint32_t>(*width);
-  if (height) scene.height = static_cast<std::uint32_t>(*height);
-  if (bounces) scene.max_bounces = static_cast<std::uint32_t>(*bounces);
-  if (Status st = tr::validate_scene(scene); !st.ok()) return fail(kExitBadInput, st.what());
+  if (o.width) scene.width = static_cast<std::uint32_t>(*o.width);
+  if (o.height) scene.height = static_cast<std::uint32_t>(*o.height);
+  if (o.bounces) scene.max_bounces = static_cast<std::uint32_t>(*o.bounces);
+  if (Status st = tr::validate_scene(scene); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (Status st = tr::tier_features(scene).status(); !st.ok())
-    return fail(kExitFailure, "not supported: " + st.what());
+    return Failure{kExitFailure, "not supported: " + st.what()};
 
-  if (Status st = check_writable_target("-o", output); !st.ok()) return fail(kExitBadInput, st.what());
+  if (Status st = check_writable_target("-o", output); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (!a.exr.empty())
-    if (Status st = check_writable_target("--exr", a.exr); !st.ok()) return fail(kExitBadInput, st.what());
+    if (Status st = check_writable_target("--exr", a.exr); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (!a.save_scene.empty()) {
-    if (Status st = tr::save_scene_file(scene, a.save_scene); !st.ok()) return fail(kExitFailure, st.what());
+    if (Status st = tr::save_scene_file(scene, a.save_scene); !st.ok()) return Failure{kExitFailure, st.what()};
   }
+  return std::nullopt;
+}
 
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned nthreads = *threads == 0 ? hw : static_cast<unsigned>(*threads);
-  if (!a.quiet)
-    std::fprintf(stderr, "rendering %ux%u x %llu spp (%s, %s, %u bounces), device %s\n", scene.width,
-                 scene.height, static_cast<unsigned long long>(*spp), scene.material.name.c_str(),
-                 std::string(tr::lighting_preset_name(scene.lighting_preset)).c_str(), scene.max_bounces,
-                 a.device.c_str());
+/// What the render loop hands back: the report (or error), the progress reached and the wall time.
+struct RenderRun {
+  Expected<tr::RenderReport> result{Status(Code::kInternal, "render did not run")};
+  double fraction = 0;
+  double seconds = 0;
+};
 
-  // Render on a worker thread (GPU requests with CPU fallback, tracer::render) while this thread draws the
-  // progress bar.
-  tr::Film film(scene.width, scene.height);
-  const std::uint64_t total = *spp;
+/// Renders on a worker thread (GPU requests with CPU fallback, tracer::render) while this thread draws the
+/// progress bar; SIGINT cancels.
+RenderRun render_with_progress(const tr::Scene& scene, const Options& o, unsigned nthreads, bool quiet,
+                               tr::Film& film) {
+  RenderRun run;
   std::atomic<double> fraction{0};
   std::atomic<bool> finished{false};
-  Expected<tr::RenderReport> result{Status(Code::kInternal, "render did not run")};
-  Progress progress(a.quiet);
+  Progress progress(quiet);
   const auto t0 = std::chrono::steady_clock::now();
   {
     SigintScope sigint;
     std::thread worker([&] {
       tr::RenderOptions opt;
-      opt.device = *device;
+      opt.device = o.device;
       opt.threads = nthreads;
       opt.cancel = &g_cancel;
       opt.progress = [&](double f) { store_max(fraction, f); };
-      result = tr::render(scene, *first, static_cast<std::uint32_t>(total), film, opt);
+      run.result = tr::render(scene, o.first, static_cast<std::uint32_t>(o.spp), film, opt);
       finished.store(true);
     });
     while (!finished.load()) {
@@ -245,38 +259,67 @@ int run_render(const RenderArgs& a) {
     }
     worker.join();
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (result.ok()) progress.update(1.0, seconds);
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (run.result.ok()) progress.update(1.0, run.seconds);
   progress.finish();
+  run.fraction = fraction.load();
+  return run;
+}
 
-  if (result.status().code() == Code::kCancelled || g_cancel.load())
-    return fail(kExitCancelled, "cancelled at " + std::to_string(static_cast<int>(fraction.load() * 100)) +
-                                    " %; nothing written");
-  if (!result.ok())
-    return fail(result.status().code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure,
-                result.status().what());
-
-  if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok())
-    return fail(kExitFailure, st.what());
+/// Writes the PNG and, when asked, the EXR of the sums with the compact scene in its header.
+std::optional<Failure> write_outputs(const RenderArgs& a, const Options& o, const tr::Scene& scene,
+                                     const tr::Film& film, const std::string& output) {
+  if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok()) return Failure{kExitFailure, st.what()};
   if (!a.exr.empty()) {
     tr::ExrInfo info;
-    info.first_sample = *first;
-    info.samples = total;
+    info.first_sample = o.first;
+    info.samples = o.spp;
     info.nonfinite = film.nonfinite;
     tr::SceneJsonOptions compact;
     compact.indent = -1;
     info.scene_json = tr::scene_to_json(scene, compact);
-    if (Status st = tr::write_exr(a.exr, film, info); !st.ok()) return fail(kExitFailure, st.what());
+    if (Status st = tr::write_exr(a.exr, film, info); !st.ok()) return Failure{kExitFailure, st.what()};
   }
+  return std::nullopt;
+}
+
+int run_render(const RenderArgs& a) {
+  auto fail = [](const Failure& f) {
+    std::fprintf(stderr, "facetrace render: %s\n", f.what.c_str());
+    return f.code;
+  };
+  Options o;
+  if (auto f = parse_options(a, o)) return fail(*f);
+  tr::Scene scene;
+  std::string output;
+  if (auto f = prepare_scene(a, o, scene, output)) return fail(*f);
+
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned nthreads = o.threads == 0 ? hw : static_cast<unsigned>(o.threads);
+  if (!a.quiet)
+    std::fprintf(stderr, "rendering %ux%u x %llu spp (%s, %s, %u bounces), device %s\n", scene.width,
+                 scene.height, static_cast<unsigned long long>(o.spp), scene.material.name.c_str(),
+                 std::string(tr::lighting_preset_name(scene.lighting_preset)).c_str(), scene.max_bounces,
+                 a.device.c_str());
+
+  tr::Film film(scene.width, scene.height);
+  const RenderRun run = render_with_progress(scene, o, nthreads, a.quiet, film);
+  if (run.result.status().code() == Code::kCancelled || g_cancel.load())
+    return fail({kExitCancelled, "cancelled at " + std::to_string(static_cast<int>(run.fraction * 100)) +
+                                     " %; nothing written"});
+  if (!run.result.ok())
+    return fail({run.result.status().code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure,
+                 run.result.status().what()});
+  if (auto f = write_outputs(a, o, scene, film, output)) return fail(*f);
 
   if (!a.quiet) {
-    const double paths = static_cast<double>(film.pixels()) * static_cast<double>(total);
-    const tr::RenderReport& r = *result;
+    const double paths = static_cast<double>(film.pixels()) * static_cast<double>(o.spp);
+    const tr::RenderReport& r = *run.result;
     const std::string where =
         r.cpu_samples ? r.device + " (" + std::to_string(nthreads) + " CPU threads)" : r.device;
     std::printf("rendered %ux%u x %llu spp on %s in %.2f s: %.2f M paths/s, %llu non-finite", scene.width,
-                scene.height, static_cast<unsigned long long>(total), where.c_str(), seconds,
-                paths / seconds / 1e6, static_cast<unsigned long long>(film.nonfinite));
+                scene.height, static_cast<unsigned long long>(o.spp), where.c_str(), run.seconds,
+                paths / run.seconds / 1e6, static_cast<unsigned long long>(film.nonfinite));
     if (r.declined) std::printf(", %u GPU requests declined and redone on the CPU", r.declined);
     std::printf("\n");
     std::printf("wrote %s\n", output.c_str());
