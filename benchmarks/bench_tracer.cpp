@@ -85,6 +85,62 @@ std::optional<Row> time_runs(unsigned warmup, unsigned repeats, double paths, F 
   return r;
 }
 
+/// The GPU row: `gpu_spp` samples per pixel per request, one warm-up more than the CPU (the first request
+/// also calibrates the chunk size). `chunk_pixels` > 0 pins every chunk to that many pixels.
+std::optional<Row> bench_gpu(rt::GpuBackend& gpu, const tr::Scene& scene, unsigned warmup, unsigned repeats,
+                             unsigned gpu_spp, std::uint32_t chunk_pixels) {
+  const double pixels = static_cast<double>(scene.width) * scene.height;
+  tr::Film film(scene.width, scene.height);  // allocated once: a worker accumulates into its frame's film
+  auto r = time_runs(warmup + 1, repeats, pixels * gpu_spp, [&](std::uint64_t& nf) {
+    const std::uint64_t before = film.nonfinite;
+    tr::GpuChunkOptions chunking;
+    if (chunk_pixels > 0) {  // every chunk exactly chunk_pixels (the last one the rest), calibration included
+      chunking.max_chunk_pixels = chunk_pixels;
+      chunking.first_chunk_tuples = std::uint64_t{chunk_pixels} * gpu_spp;
+      chunking.target_ms = 1e9;
+    }
+    tr::TraceWorkload w(scene, 0, gpu_spp, film, chunking);
+    if (gpu.accumulate(w) != rt::Outcome::kDone) {
+      std::fprintf(stderr, "bench_tracer: the GPU declined (%s)\n",
+                   gpu.last_lost_reason().value_or("see the log").c_str());
+      return false;
+    }
+    nf = film.nonfinite - before;
+    return true;
+  });
+  if (!r) return std::nullopt;
+  r->device = "gpu";
+  r->label = gpu.adapter_label().value_or("GPU");
+  r->spp = gpu_spp;
+  if (auto* ex = gpu.executor())
+    if (auto st = ex->ring_stats(); st.ok()) r->ring = *st;
+  return r;
+}
+
+/// The CPU row: `spp` samples per pixel per run on `nthreads` threads.
+std::optional<Row> bench_cpu(const tr::Scene& scene, unsigned warmup, unsigned repeats, unsigned spp,
+                             unsigned nthreads) {
+  const double pixels = static_cast<double>(scene.width) * scene.height;
+  tr::CpuOptions opt;
+  opt.threads = nthreads;
+  tr::Film film(scene.width, scene.height);
+  auto r = time_runs(warmup, repeats, pixels * spp, [&](std::uint64_t& nf) {
+    const std::uint64_t before = film.nonfinite;
+    if (auto st = tr::cpu_accumulate(scene, 0, spp, film, opt); !st.ok()) {
+      std::fprintf(stderr, "bench_tracer: %s\n", st.to_string().c_str());
+      return false;
+    }
+    nf = film.nonfinite - before;
+    return true;
+  });
+  if (!r) return std::nullopt;
+  r->device = "cpu";
+  r->label = std::to_string(nthreads) + " threads";
+  r->threads = nthreads;
+  r->spp = spp;
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,7 +187,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_tracer: %s\n", st.what().c_str());
     return 2;
   }
-  const double pixels = static_cast<double>(width) * height;
   std::vector<Row> rows;
   // The GPU facts only when this run uses the GPU: a CPU run starts no executor.
   bench::RunContext context = bench::run_context();
@@ -143,51 +198,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (auto info = gpu.device_info()) context.gpu = bench::gpu_facts(*info);
-    tr::Film film(width, height);  // allocated once: a worker accumulates into its frame's film
-    auto r = time_runs(warmup + 1, repeats, pixels * gpu_spp, [&](std::uint64_t& nf) {
-      const std::uint64_t before = film.nonfinite;
-      tr::GpuChunkOptions chunking;
-      if (chunk_pixels > 0) {  // every chunk exactly chunk_pixels (the last one the rest), calibration included
-        chunking.max_chunk_pixels = chunk_pixels;
-        chunking.first_chunk_tuples = std::uint64_t{chunk_pixels} * gpu_spp;
-        chunking.target_ms = 1e9;
-      }
-      tr::TraceWorkload w(scene, 0, gpu_spp, film, chunking);
-      if (gpu.accumulate(w) != rt::Outcome::kDone) {
-        std::fprintf(stderr, "bench_tracer: the GPU declined (%s)\n",
-                     gpu.last_lost_reason().value_or("see the log").c_str());
-        return false;
-      }
-      nf = film.nonfinite - before;
-      return true;
-    });
+    auto r = bench_gpu(gpu, scene, warmup, repeats, gpu_spp, chunk_pixels);
     if (!r) return 1;
-    r->device = "gpu";
-    r->label = gpu.adapter_label().value_or("GPU");
-    r->spp = gpu_spp;
-    if (auto* ex = gpu.executor())
-      if (auto st = ex->ring_stats(); st.ok()) r->ring = *st;
     rows.push_back(*r);
     print_row(*r, scene, repeats, context, std::nullopt);
   }
   if (device != "gpu") {
-    tr::CpuOptions opt;
-    opt.threads = nthreads;
-    tr::Film film(width, height);
-    auto r = time_runs(warmup, repeats, pixels * spp, [&](std::uint64_t& nf) {
-      const std::uint64_t before = film.nonfinite;
-      if (auto st = tr::cpu_accumulate(scene, 0, spp, film, opt); !st.ok()) {
-        std::fprintf(stderr, "bench_tracer: %s\n", st.to_string().c_str());
-        return false;
-      }
-      nf = film.nonfinite - before;
-      return true;
-    });
+    auto r = bench_cpu(scene, warmup, repeats, spp, nthreads);
     if (!r) return 1;
-    r->device = "cpu";
-    r->label = std::to_string(nthreads) + " threads";
-    r->threads = nthreads;
-    r->spp = spp;
     rows.push_back(*r);
     std::optional<double> ratio;
     if (rows.size() == 2) ratio = rows[0].paths_per_s / r->paths_per_s;
