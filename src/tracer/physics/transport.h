@@ -127,6 +127,10 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
 /// cos t, pdf factor, Mueller update, refracted direction, exit split): the same arithmetic per channel as
 /// step-by-step loops, with no per-channel temporaries but the refracted directions an entry compares
 /// pairwise.
+///
+/// Long (≈ 240 lines) on purpose: this is the megakernel's hot loop body, one straight-line function so the
+/// compiler keeps a bounce's state in registers; splitting the path state's steps into calls raised the
+/// spills (benchmarks/NOTES.md), and CPU and GPU share it bit for bit.
 FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* planes) {
   constexpr int K = kChannels;
   auto& st = ps.st;
