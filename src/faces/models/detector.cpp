@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
+#include "facetrace/core/file.h"
 #include "facetrace/faces/sha256.h"
 
 namespace facetrace::faces {
@@ -208,14 +208,9 @@ Expected<Detector> Detector::create(std::span<const std::uint8_t> bytes, const D
 }
 
 Expected<Detector> Detector::load(const std::string& path, const DetectorConfig& config) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return io_error("cannot open YuNet model '" + path + "'");
-  const std::streamoff size = f.tellg();
-  if (size <= 0 || size > (std::streamoff{512} << 20)) return io_error("YuNet model '" + path + "': bad size");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  f.seekg(0);
-  if (!f.read(reinterpret_cast<char*>(bytes.data()), size)) return io_error("cannot read YuNet model '" + path + "'");
-  auto d = create(bytes, config);
+  auto bytes = core::read_file(path, static_cast<std::uint64_t>(NetLimits{}.max_file_bytes));
+  if (!bytes) return bytes.status().with_context("YuNet model");
+  auto d = create(*bytes, config);
   if (!d) return d.status().with_context("'" + path + "'");
   return d;
 }

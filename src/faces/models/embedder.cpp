@@ -3,8 +3,8 @@
 #include "facetrace/faces/embedder.h"
 
 #include <cmath>
-#include <fstream>
 
+#include "facetrace/core/file.h"
 #include "facetrace/faces/align.h"
 #include "facetrace/faces/sha256.h"
 
@@ -66,14 +66,9 @@ Expected<Embedder> Embedder::create(std::span<const std::uint8_t> bytes, int thr
 }
 
 Expected<Embedder> Embedder::load(const std::string& path, int threads) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return io_error("cannot open embedder model '" + path + "'");
-  const std::streamoff size = f.tellg();
-  if (size <= 0 || size > (std::streamoff{512} << 20)) return io_error("embedder model '" + path + "': bad size");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  f.seekg(0);
-  if (!f.read(reinterpret_cast<char*>(bytes.data()), size)) return io_error("cannot read embedder model '" + path + "'");
-  auto e = create(bytes, threads);
+  auto bytes = core::read_file(path, static_cast<std::uint64_t>(NetLimits{}.max_file_bytes));
+  if (!bytes) return bytes.status().with_context("embedder model");
+  auto e = create(*bytes, threads);
   if (!e) return e.status().with_context("'" + path + "'");
   return e;
 }

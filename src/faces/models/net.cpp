@@ -2,10 +2,11 @@
 /// faces::Net: load → parse → lower (cached for the declared shape) → run on the CPU interpreter.
 #include "facetrace/faces/net.h"
 
+#include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <mutex>
 
+#include "facetrace/core/file.h"
 #include "onnx/graph.h"
 
 namespace facetrace::faces {
@@ -56,17 +57,10 @@ Expected<Net> Net::create(std::span<const std::uint8_t> bytes, const NetOptions&
 }
 
 Expected<Net> Net::load(const std::string& path, const NetOptions& options) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return io_error("cannot open model '" + path + "'");
-  const std::streamoff size = f.tellg();
-  if (size < 0) return io_error("cannot read model '" + path + "'");
-  if (size > options.limits.max_file_bytes)
-    return invalid_argument("model '" + path + "': " + std::to_string(size) + " bytes exceeds the limit of " +
-                            std::to_string(options.limits.max_file_bytes));
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  f.seekg(0);
-  if (!f.read(reinterpret_cast<char*>(bytes.data()), size)) return io_error("cannot read model '" + path + "'");
-  auto n = create(bytes, options);
+  const auto cap = static_cast<std::uint64_t>(std::max<std::int64_t>(options.limits.max_file_bytes, 0));
+  auto bytes = core::read_file(path, cap);
+  if (!bytes) return bytes.status().with_context("model");
+  auto n = create(*bytes, options);
   if (!n) return n.status().with_context("model '" + path + "'");
   return n;
 }

@@ -39,6 +39,28 @@ Status checked_count(const Shape& dims, const NetLimits& limits, const std::stri
   return {};
 }
 
+// A tensor's n values of type T: from raw_data (little-endian, as ONNX stores it) when that is set or the typed
+// field is empty, else from the typed field (`field`: its name for errors).
+template <class T, class Repeated>
+Expected<std::vector<T>> tensor_values(const std::string& raw, const Repeated& typed, const char* field,
+                                       std::int64_t n, const std::string& where) {
+  constexpr auto kSize = static_cast<std::int64_t>(sizeof(T));
+  std::vector<T> v;
+  if (!raw.empty() || (n > 0 && typed.empty())) {
+    if (raw.size() != static_cast<std::size_t>(n * kSize))
+      return bad(where, "raw_data holds " + std::to_string(raw.size()) + " bytes, expected " +
+                            std::to_string(n * kSize));
+    v.resize(static_cast<std::size_t>(n));
+    if (n > 0) std::memcpy(v.data(), raw.data(), raw.size());
+  } else {
+    if (typed.size() != n)
+      return bad(where, std::string(field) + " holds " + std::to_string(typed.size()) + " values, expected " +
+                            std::to_string(n));
+    v.assign(typed.begin(), typed.end());
+  }
+  return v;
+}
+
 Expected<ConstPtr> convert_tensor(const onnx::TensorProto& t, const NetLimits& limits, const std::string& where) {
   if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL || t.external_data_size() > 0)
     return bad(where, "external data is not supported");
@@ -47,36 +69,17 @@ Expected<ConstPtr> convert_tensor(const onnx::TensorProto& t, const NetLimits& l
   c->dims.assign(t.dims().begin(), t.dims().end());
   std::int64_t n = 0;
   FT_TRY(checked_count(c->dims, limits, where, &n));
-  const std::string& raw = t.raw_data();
   if (t.data_type() == kFloat) {
-    if (!raw.empty() || (n > 0 && t.float_data_size() == 0)) {
-      if (raw.size() != static_cast<std::size_t>(n) * 4)
-        return bad(where, "raw_data holds " + std::to_string(raw.size()) + " bytes, expected " +
-                              std::to_string(n * 4));
-      c->f.resize(static_cast<std::size_t>(n));
-      if (n > 0) std::memcpy(c->f.data(), raw.data(), raw.size());
-    } else {
-      if (t.float_data_size() != n)
-        return bad(where, "float_data holds " + std::to_string(t.float_data_size()) + " values, expected " +
-                              std::to_string(n));
-      c->f.assign(t.float_data().begin(), t.float_data().end());
-    }
-    for (float v : c->f)
-      if (!std::isfinite(v)) return bad(where, "non-finite weight");
+    auto v = tensor_values<float>(t.raw_data(), t.float_data(), "float_data", n, where);
+    if (!v) return v.status();
+    c->f = std::move(*v);
+    for (float x : c->f)
+      if (!std::isfinite(x)) return bad(where, "non-finite weight");
   } else if (t.data_type() == kInt64) {
+    auto v = tensor_values<std::int64_t>(t.raw_data(), t.int64_data(), "int64_data", n, where);
+    if (!v) return v.status();
     c->is_int = true;
-    if (!raw.empty() || (n > 0 && t.int64_data_size() == 0)) {
-      if (raw.size() != static_cast<std::size_t>(n) * 8)
-        return bad(where, "raw_data holds " + std::to_string(raw.size()) + " bytes, expected " +
-                              std::to_string(n * 8));
-      c->i.resize(static_cast<std::size_t>(n));
-      if (n > 0) std::memcpy(c->i.data(), raw.data(), raw.size());
-    } else {
-      if (t.int64_data_size() != n)
-        return bad(where, "int64_data holds " + std::to_string(t.int64_data_size()) + " values, expected " +
-                              std::to_string(n));
-      c->i.assign(t.int64_data().begin(), t.int64_data().end());
-    }
+    c->i = std::move(*v);
   } else {
     return not_supported("ONNX " + where + ": data type " + std::to_string(t.data_type()) +
                          " (only FLOAT and INT64 tensors are supported)");
