@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 
 #include "facetrace/tracer/scene_json.h"
 
@@ -339,6 +341,20 @@ TEST(SceneJsonFiles, missing_file_is_an_io_error_naming_it) {
   auto r = ft::load_scene_file("/nonexistent/facetrace/scene.json");
   EXPECT_EQ(r.status().code(), Code::kIo);
   EXPECT_MESSAGE_HAS(r.status().what(), "/nonexistent/facetrace/scene.json");
+}
+
+TEST(SceneJsonFiles, a_directory_is_an_io_error_and_an_oversized_file_is_refused_unread) {
+  const auto dir = std::filesystem::temp_directory_path();
+  EXPECT_EQ(ft::load_scene_file(dir.string()).status().code(), Code::kIo);
+  // A sparse 64 MiB + 1 file: over the scene-file cap, refused from its size before any byte is read.
+  const std::string big = (dir / "ft_scene_too_large.json").string();
+  { std::ofstream(big, std::ios::binary).put('{'); }
+  std::filesystem::resize_file(big, (std::uint64_t{64} << 20) + 1);
+  auto r = ft::load_scene_file(big);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_MESSAGE_HAS(r.status().what(), big);
+  EXPECT_MESSAGE_HAS(r.status().what(), "67108865 bytes exceeds the limit of 67108864 bytes");
+  std::filesystem::remove(big);
 }
 
 TEST(SceneJsonFiles, examples_parse_and_save_round_trips) {
