@@ -21,6 +21,7 @@
 #include "facetrace/runtime/backend.h"
 #include "facetrace/runtime/testing/ramp_workload.h"
 #include "facetrace/runtime/readback_ring.h"
+#include "facetrace/runtime/testing/fault.h"
 
 using namespace facetrace;
 using namespace facetrace::runtime;

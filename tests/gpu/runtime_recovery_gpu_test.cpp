@@ -10,6 +10,7 @@
 
 #include "facetrace/runtime/backend.h"
 #include "facetrace/runtime/cuda_errors.h"
+#include "facetrace/runtime/testing/fault.h"
 #include "facetrace/runtime/testing/ramp_workload.h"
 #include "gpu_skip.h"
 #include "log_guard.h"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "facetrace/runtime/backend.h"
+#include "facetrace/runtime/testing/fault.h"
 #include "facetrace/runtime/testing/ramp_workload.h"
 #include "facetrace/runtime/testing/simulated_executor.h"
 #include "log_guard.h"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "facetrace/runtime/backend.h"
+#include "facetrace/runtime/testing/fault.h"
 #include "facetrace/runtime/testing/ramp_workload.h"
 #include "log_guard.h"
 
