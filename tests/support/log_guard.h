@@ -21,12 +21,13 @@ class ExpectLogs {
   bool contains(const std::string& needle) const;
 };
 
-/// Directory with the shared test data (FT_TEST_DATA_DIR, else FACETRACE_TEST_DATA); empty when absent.
+/// Directory with the test data (FT_TEST_DATA_DIR, the repository's tests/data, else FACETRACE_TEST_DATA); empty
+/// when neither is a folder.
 std::string test_data_dir();
 
 }  // namespace facetrace::testing
 
-/// Skip (naming the path) when ../shared/data is missing.
+/// Skip (naming the variables) when the test data folder is missing.
 #define FT_REQUIRE_TEST_DATA(dir_var)                                                 \
   const std::string dir_var = ::facetrace::testing::test_data_dir();                  \
   if (dir_var.empty()) GTEST_SKIP() << "test data not found (FT_TEST_DATA_DIR / FACETRACE_TEST_DATA)"
