@@ -52,9 +52,11 @@ class IsolatedExecutor final : public Executor {
     auto lock = lock_state();
     if (sock_ >= 0) {  // a child is serving: ask it to leave
       const proto::Message bye{proto::Cmd::kShutdown, ++seq_, proto::encode_payload(proto::ShutdownReq{})};
-      if (Status st = proto::send_message(sock_, bye); st.ok()) {
-        if (auto ack = proto::recv_message(sock_, std::chrono::milliseconds(2000)); !ack)
-          FT_LOG_DEBUG("facetrace-gpud did not acknowledge the shutdown: {}", ack.status().to_string());
+      // Either way the child is reaped below (killed after the grace period).
+      if (Status st = proto::send_message(sock_, bye); !st.ok()) {
+        FT_LOG_DEBUG("facetrace-gpud shutdown not sent: {}", st.to_string());
+      } else if (auto ack = proto::recv_message(sock_, std::chrono::milliseconds(2000)); !ack) {
+        FT_LOG_DEBUG("facetrace-gpud did not acknowledge the shutdown: {}", ack.status().to_string());
       }
     }
     stop_child_locked(std::chrono::milliseconds(2000));
