@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -48,41 +49,39 @@ TEST(Expected, holds_value_or_error) {
   EXPECT_FALSE(c.ok()) << "an ok Status cannot make an Expected without a value";
 }
 
+/// Sets `var` to `value` (nullptr: unsets it), reads it with `read` and expects `want`, and the warning
+/// containing `warning` when one is given (none otherwise: the log guard fails the test on an unexpected one).
+template <class T, class Read>
+void expect_env(const char* var, const char* value, Read read, T want, const char* warning = nullptr) {
+  if (value != nullptr) {
+    ::setenv(var, value, 1);
+  } else {
+    ::unsetenv(var);
+  }
+  if (warning == nullptr) {
+    EXPECT_EQ(read(var), want) << var << "=" << (value ? value : "(unset)");
+    return;
+  }
+  testing::ExpectLogs logs;
+  EXPECT_EQ(read(var), want) << var << "=" << value;
+  EXPECT_TRUE(logs.contains(warning)) << "expected a warning containing \"" << warning << "\"";
+}
+
 TEST(Env, clamps_and_warns) {
-  ::setenv("FACETRACE_TEST_INT", "1000", 1);
-  {
-    testing::ExpectLogs logs;
-    EXPECT_EQ(core::env_int_clamped("FACETRACE_TEST_INT", 7, 2, 256), 256);
-    EXPECT_TRUE(logs.contains("above the maximum"));
-  }
-  ::setenv("FACETRACE_TEST_INT", "abc", 1);
-  {
-    testing::ExpectLogs logs;
-    EXPECT_EQ(core::env_int_clamped("FACETRACE_TEST_INT", 7, 2, 256), 7);
-    EXPECT_TRUE(logs.contains("not an integer"));
-  }
-  ::setenv("FACETRACE_TEST_INT", "12", 1);
-  EXPECT_EQ(core::env_int_clamped("FACETRACE_TEST_INT", 7, 2, 256), 12);
-  ::unsetenv("FACETRACE_TEST_INT");
-  EXPECT_EQ(core::env_int_clamped("FACETRACE_TEST_INT", 7, 2, 256), 7);
+  auto read = [](const char* v) { return core::env_int_clamped(v, 7, 2, 256); };
+  expect_env<std::int64_t>("FACETRACE_TEST_INT", "1000", read, 256, "above the maximum");
+  expect_env<std::int64_t>("FACETRACE_TEST_INT", "abc", read, 7, "not an integer");
+  expect_env<std::int64_t>("FACETRACE_TEST_INT", "12", read, 12);
+  expect_env<std::int64_t>("FACETRACE_TEST_INT", nullptr, read, 7);
 }
 
 TEST(Env, double_values_clamp_with_the_same_warnings) {
-  ::setenv("FACETRACE_TEST_DOUBLE", "-3.5", 1);
-  {
-    testing::ExpectLogs logs;
-    EXPECT_EQ(core::env_double_clamped("FACETRACE_TEST_DOUBLE", 1.0, 0.25, 8.0), 0.25);
-    EXPECT_TRUE(logs.contains("below the minimum"));
-  }
-  ::setenv("FACETRACE_TEST_DOUBLE", "9", 1);
-  {
-    testing::ExpectLogs logs;
-    EXPECT_EQ(core::env_double_clamped("FACETRACE_TEST_DOUBLE", 1.0, 0.25, 8.0), 8.0);
-    EXPECT_TRUE(logs.contains("above the maximum"));
-  }
-  ::setenv("FACETRACE_TEST_DOUBLE", "2.5", 1);
-  EXPECT_EQ(core::env_double_clamped("FACETRACE_TEST_DOUBLE", 1.0, 0.25, 8.0), 2.5);
-  ::unsetenv("FACETRACE_TEST_DOUBLE");
+  auto read = [](const char* v) { return core::env_double_clamped(v, 1.0, 0.25, 8.0); };
+  expect_env("FACETRACE_TEST_DOUBLE", "-3.5", read, 0.25, "below the minimum");
+  expect_env("FACETRACE_TEST_DOUBLE", "9", read, 8.0, "above the maximum");
+  expect_env("FACETRACE_TEST_DOUBLE", "x1", read, 1.0, "not a number");
+  expect_env("FACETRACE_TEST_DOUBLE", "2.5", read, 2.5);
+  expect_env("FACETRACE_TEST_DOUBLE", nullptr, read, 1.0);
 }
 
 std::string write_temp(const std::string& name, const std::string& content) {
