@@ -47,7 +47,8 @@ class Net {
   /// Parses and validates ONNX bytes. Errors: kInvalidArgument (malformed or over a limit, naming the node
   /// and attribute), kNotSupported (an operator or form outside faces.md §2).
   static Expected<Net> create(std::span<const std::uint8_t> bytes, const NetOptions& options = {});
-  /// Reads a file (≤ max_file_bytes) and calls create. kIo when unreadable.
+  /// Reads a file (core::read_file) and calls create. kIo when it cannot be opened or read, kInvalidArgument when it
+  /// holds more than max_file_bytes.
   static Expected<Net> load(const std::string& path, const NetOptions& options = {});
 
   /// Name and declared shape of the graph input (a symbolic dim is 0).
