@@ -265,7 +265,7 @@ Status ReadbackRing::with_mapped(const RingTicket& t,
 
 Status ReadbackRing::wait(const RingTicket& t, std::chrono::steady_clock::time_point deadline) {
   auto backoff = std::chrono::microseconds(32);  // runtime.md §1 wait: 32 µs doubling to 1 ms
-  // Poll without sleeping for the first 20 µs: a sleep costs ~50 µs of timer slack, longer than most copies.
+  // Poll without sleeping for the first 20 µs: a sleep's timer slack is longer than most copies take.
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
   for (;;) {
     auto r = poll(t);

@@ -369,8 +369,8 @@ KernelResult sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, cons
   const std::int64_t mpanels = (m + mr - 1) / mr;
   // A B panel read in place has its kc rows ldb floats apart; with ldb a multiple of 256 (1 KiB) they fall into
   // at most 4 L1 sets (one for 4 KiB multiples, as for 160×160 or 320×320 planes), so a panel of more than ~12
-  // rows cannot stay in L1 while the A panels pass over it: copy it first (measured 20–35 % faster on those
-  // shapes with K = 32–64; at K = 16 the copy costs more than it saves here). A single A panel reads it once.
+  // rows cannot stay in L1 while the A panels pass over it: copy it first (faster for K > 16; at K = 16 the copy
+  // costs more than it saves: benchmarks/NOTES.md, faces). A single A panel reads it once.
   const bool copy_direct = direct && direct_ldb % 256 == 0 && mpanels > 1 && k > 16;
   // Tasks: N blocks × M chunks, enough of them to keep every thread busy.
   const int t = threads <= 0 ? core::hardware_threads() : threads;
