@@ -1,5 +1,5 @@
 /// @file
-/// The one benchmark helper (style.md §10): median/p10/p90 of repeated runs, the run context (host, CPU model,
+/// The one benchmark helper (docs/design/style.md §10): median/p10/p90 of repeated runs, the run context (host, CPU model,
 /// GPU, driver, git sha, date, build type), JSON lines on stdout and a table on stderr. Every benchmark uses it.
 #pragma once
 

@@ -1,6 +1,6 @@
 /// @file
 /// bench_faces: YuNet 640×640 per image and embedder per face on the CPU, 1 thread and all threads. JSON lines on
-/// stdout (style.md §10, through bench_common.h; "gpu" is null: no runtime here), a table on stderr.
+/// stdout (docs/design/style.md §10, through bench_common.h; "gpu" is null: no runtime here), a table on stderr.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 /// @file
 /// bench_runtime: readback-ring D2H throughput vs raw cudaMemcpyAsync, 4 KiB pipelined per-item cost, command
-/// round trip in-process vs isolated, and recovery time after an injected fault (runtime.md §5). JSON lines on
+/// round trip in-process vs isolated, and recovery time after an injected fault (docs/design/runtime.md §5). JSON lines on
 /// stdout, a table on stderr (both through bench_common.h); each row carries its baseline from the same run. It
 /// includes the CUDA runtime itself: the raw cudaMemcpyAsync / event loops are the baselines it measures against.
 #include <CLI/CLI.hpp>

@@ -1,5 +1,5 @@
 /// @file
-/// bench_tracer: paths/s of the tracer on the built-in diamond (style.md §10), CPU and GPU in the same run
+/// bench_tracer: paths/s of the tracer on the built-in diamond (docs/design/style.md §10), CPU and GPU in the same run
 /// with the GPU/CPU ratio. JSON lines on stdout, a table on stderr. `--short` is a seconds-long smoke run.
 #include <CLI/CLI.hpp>
 

@@ -34,7 +34,7 @@ if(FT_ENABLE_CUDA)
     cuda/runtime/runtime_kernels.cu)
   target_include_directories(ft_runtime PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
   target_compile_definitions(ft_runtime PRIVATE FT_HAVE_CUDA=1)
-  # Static cudart: binaries start on machines without a driver and never link libcuda (style.md §8).
+  # Static cudart: binaries start on machines without a driver and never link libcuda (docs/design/style.md §8).
   target_link_libraries(ft_runtime PUBLIC CUDA::cudart_static PRIVATE ft_cuda_flags)
   set_target_properties(ft_runtime PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
 else()

@@ -1,4 +1,4 @@
-# The GPU tracer on the device runtime (tracer.md §10): the megakernel + its device op (ft_cuda_tracer,
+# The GPU tracer on the device runtime (docs/design/tracer.md §10): the megakernel + its device op (ft_cuda_tracer,
 # linked into facetrace-gpud), the TraceWorkload, and the render loop with CPU fallback (ft_render).
 add_library(ft_render STATIC src/tracer/gpu/trace_workload.cpp src/tracer/render/renderer.cpp)
 # cuda/ for the one launch header src/ may include (cuda/tracer/transport_launch.h: the chunk arguments).
@@ -13,7 +13,7 @@ if(FT_ENABLE_CUDA)
   # One TU for the megakernel, no relocatable device code (inlining across the physics headers), no fast math.
   # Architectures and standard: the top-level CMakeLists.txt, for every CUDA target.
   set_target_properties(ft_cuda_tracer PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
-  # --fmad=false: no implicit FMA contraction, so the device does the CPU tracer's arithmetic (tracer.md §12
+  # --fmad=false: no implicit FMA contraction, so the device does the CPU tracer's arithmetic (docs/design/tracer.md §12
   # per-sample agreement; with contraction some paths diverge at a Fresnel / roulette decision, benchmarks/NOTES.md).
   option(FT_TRACER_FMAD "Let nvcc contract the tracer's a*b+c into FMA (faster; GPU samples then differ from the CPU's)" OFF)
   if(FT_TRACER_FMAD)

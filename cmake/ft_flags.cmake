@@ -1,4 +1,4 @@
-# INTERFACE flag targets (style.md §8).
+# INTERFACE flag targets (docs/design/style.md §8).
 add_library(ft_warnings INTERFACE)
 target_compile_options(ft_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic>

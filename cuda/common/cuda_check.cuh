@@ -1,6 +1,6 @@
 /// @file
 /// Private, CUDA builds only: the one check family for CUDA, cuBLAS and cuDNN calls and the one launch check.
-/// Each check classifies a failure into a Status (runtime.md §4) and returns it from the enclosing function
+/// Each check classifies a failure into a Status (docs/design/runtime.md §4) and returns it from the enclosing function
 /// (which returns Status or Expected<T>). Included by cuda/**.cu and by the runtime's CUDA .cpp files; never by
 /// a public header.
 ///
@@ -9,7 +9,7 @@
 ///   header, so a file that uses neither library never sees their headers.
 /// - FT_CUDA_LAUNCH_CHECK(name, stream): after every kernel launch. Reads cudaGetLastError (a bad configuration
 ///   or a sticky error from earlier work); with FT_SYNC_CHECK defined it also synchronises `stream`, so an
-///   asynchronous fault is reported at the launch that caused it (style.md §4 launch rules).
+///   asynchronous fault is reported at the launch that caused it (docs/design/style.md §4 launch rules).
 /// - FT_CUDA_IGNORE(call): destructors only; a sticky error was already reported where it happened.
 #pragma once
 

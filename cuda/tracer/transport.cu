@@ -1,6 +1,6 @@
 /// @file
 /// The tracer megakernel `transport_main_kernel` and the per-pixel reduction `reduce_xyz_kernel`
-/// (tracer.md §10.1), built from the same physics headers as the CPU tracer (src/tracer/physics).
+/// (docs/design/tracer.md §10.1), built from the same physics headers as the CPU tracer (src/tracer/physics).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -68,7 +68,7 @@ __device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restric
   tuples[3 * i + 2] = r.z;
 }
 
-/// Thread ↔ data: thread i = pixel_local·spp + sample_local (tracer.md §10.1). The planes are copied from the
+/// Thread ↔ data: thread i = pixel_local·spp + sample_local (docs/design/tracer.md §10.1). The planes are copied from the
 /// by-value parameter into shared memory once per block; the trace parameters stay in parameter (constant)
 /// space. Each thread writes its tuple's XYZ (12 B) to global `tuples`. Deterministic per tuple (G1): the
 /// path is path_begin, path_step until it ends, path_finish — trace_sample's steps — and a path still going
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_rest_kernel(const 
 }
 
 /// Thread ↔ pixel: sums[p] (global, seeded with the caller's running sums) += that pixel's tuples in
-/// ascending sample order, one float add at a time — the same order as the CPU tracer (tracer.md §9 G2/G3).
+/// ascending sample order, one float add at a time — the same order as the CPU tracer (docs/design/tracer.md §9 G2/G3).
 __global__ void reduce_xyz_kernel(const float* __restrict__ tuples, float* __restrict__ sums,
                                   std::uint32_t pixel_count, std::uint32_t spp) {
   const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,6 +1,6 @@
 /// @file
 /// Launchers of the tracer megakernel and its per-pixel reduction (cuda/tracer/transport.cu). Plain header:
-/// host code reaches the kernels only through these (style.md §3).
+/// host code reaches the kernels only through these (docs/design/style.md §3).
 #pragma once
 
 #include <cstdint>
@@ -21,11 +21,11 @@ struct ChunkRange {
   std::uint32_t spp = 0;
 };
 
-/// A launch configuration of the megakernel (tracer.md §10.1): threads per block, minimum resident blocks per SM
+/// A launch configuration of the megakernel (docs/design/tracer.md §10.1): threads per block, minimum resident blocks per SM
 /// (__launch_bounds__, which caps the registers per thread) and the split bounce: 0 = every path runs to its end
 /// in one launch; b > 0 = paths still going after b bounces are handed off to a second launch that runs them
 /// packed, one per thread, so their warps are not held by the paths that ended. Results never depend on the
-/// choice (tracer.md §9 G1/G2: every tuple is the same pure function, wherever it runs).
+/// choice (docs/design/tracer.md §9 G1/G2: every tuple is the same pure function, wherever it runs).
 struct KernelConfig {
   std::uint32_t block = 256;
   std::uint32_t min_blocks = 4;
@@ -46,7 +46,7 @@ inline constexpr NamedKernelConfig kKernelConfigs[] = {
     {"b256_r64_s6", {256, 4, 6}},  // default: handoff after 6 bounces, ≤ 64 registers (4 blocks, 32 warps per SM)
     {"b256_r128", {256, 2, 0}},    // one launch, ≤ 128 registers
     {"b128_r128", {128, 4, 0}},    // smaller blocks
-    {"b64", {64, 1, 0}},           // tracer.md §10.1: block size starts at 64
+    {"b64", {64, 1, 0}},           // docs/design/tracer.md §10.1: block size starts at 64
     {"b256_r51", {256, 5, 0}},     // ≤ 51 registers: 5 blocks (40 warps) per SM
     {"b256_r64_s5", {256, 4, 5}},  // handoff after 5 bounces
     {"b256_r64_s7", {256, 4, 7}},  // handoff after 7 bounces
@@ -69,7 +69,7 @@ struct ChunkArgs {
   KernelConfig kernel;
 };
 
-/// Tuples per launch: ≤ min(64 MiB/12, 65 535·64) (tracer.md §10.2).
+/// Tuples per launch: ≤ min(64 MiB/12, 65 535·64) (docs/design/tracer.md §10.2).
 inline constexpr std::uint64_t kMaxTuplesPerLaunch = 4194240;
 
 /// Can this chunk run? kInvalidArgument for empty/oversized ranges, pixels past the image or a kernel

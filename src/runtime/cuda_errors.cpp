@@ -1,5 +1,5 @@
 /// @file
-/// The CUDA error classifier (runtime.md §4) and the process-poison flag.
+/// The CUDA error classifier (docs/design/runtime.md §4) and the process-poison flag.
 #include "facetrace/runtime/cuda_errors.h"
 
 #include <atomic>

@@ -1,6 +1,6 @@
 /// @file
 /// ReadbackRing core: size classes, lazy slots under a byte budget, LIFO free lists, fail-closed states and
-/// live stats (runtime.md §1–§3). Device work goes through a CopyEngine.
+/// live stats (docs/design/runtime.md §1–§3). Device work goes through a CopyEngine.
 #include "facetrace/runtime/readback_ring.h"
 
 #include <algorithm>
@@ -15,8 +15,8 @@
 namespace facetrace::runtime {
 namespace {
 
-constexpr std::uint64_t kClassGranularity = 4096;  // runtime.md §1 size classes
-constexpr std::int64_t kMinSlots = 2, kMaxSlots = 256, kDefaultSlots = 256;  // runtime.md §1 slot count
+constexpr std::uint64_t kClassGranularity = 4096;  // docs/design/runtime.md §1 size classes
+constexpr std::int64_t kMinSlots = 2, kMaxSlots = 256, kDefaultSlots = 256;  // docs/design/runtime.md §1 slot count
 
 std::string slot_name(std::uint64_t size_class, std::uint32_t index) {
   return "slot " + std::to_string(index) + " of class " + std::to_string(size_class);
@@ -100,7 +100,7 @@ Expected<RingTicket> ReadbackRing::record_copy(const void* src, std::uint64_t by
     index = ring.free_list.back();
     const auto st = static_cast<SlotState>(ring.slots[index]->state.load(std::memory_order_acquire));
     if (st != SlotState::kFree) {
-      // Never recycle a slot whose result was not collected (fail closed, runtime.md §1).
+      // Never recycle a slot whose result was not collected (fail closed, docs/design/runtime.md §1).
       return internal_error(slot_name(c, index) + " is " + std::string(slot_state_name(st)) +
                             " but was on the free list: collect its ticket first");
     }
@@ -264,7 +264,7 @@ Status ReadbackRing::with_mapped(const RingTicket& t,
 }
 
 Status ReadbackRing::wait(const RingTicket& t, std::chrono::steady_clock::time_point deadline) {
-  auto backoff = std::chrono::microseconds(32);  // runtime.md §1 wait: 32 µs doubling to 1 ms
+  auto backoff = std::chrono::microseconds(32);  // docs/design/runtime.md §1 wait: 32 µs doubling to 1 ms
   // Poll without sleeping for the first 20 µs: a sleep's timer slack is longer than most copies take.
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
   for (;;) {

@@ -1,5 +1,5 @@
 /// @file
-/// Device loss on a real GPU (runtime.md §7): a genuine illegal-address fault in the isolated child declines
+/// Device loss on a real GPU (docs/design/runtime.md §7): a genuine illegal-address fault in the isolated child declines
 /// to the CPU, and after a short cool-down a new child serves GPU work while this process keeps running; the
 /// in-process executor reports lost and keeps declining. Each test runs in its own process (ctest).
 #include <cuda_runtime.h>
@@ -101,7 +101,7 @@ TEST(InProcessGpu, a_real_fault_leaves_the_process_lost_and_declining) {
   const Status again = backend->executor()->restart();
   EXPECT_EQ(again.code(), Code::kDeviceLost);
   EXPECT_NE(again.what().find("poisoned"), std::string::npos) << again.what();
-  // The H200 fact behind the design (runtime.md §5): CUDA in this process stays dead.
+  // The H200 fact behind the design (docs/design/runtime.md §5): CUDA in this process stays dead.
   void* p = nullptr;
   const cudaError_t m = cudaMalloc(&p, 1024);
   EXPECT_NE(m, cudaSuccess);

@@ -1,5 +1,5 @@
 /// @file
-/// ReadbackRing on a real GPU (runtime.md §1–§2): round trip, wrap and reuse, fail closed, 8 submitters; the
+/// ReadbackRing on a real GPU (docs/design/runtime.md §1–§2): round trip, wrap and reuse, fail closed, 8 submitters; the
 /// built-in ops through the in-process executor.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 /// @file
-/// The CUDA megakernel tracer against the CPU tracer (tracer.md §12): per-sample agreement, statistical image
+/// The CUDA megakernel tracer against the CPU tracer (docs/design/tracer.md §12): per-sample agreement, statistical image
 /// agreement on disjoint sample ranges, chunked == whole and batch == single bit for bit, cancellation, and a
 /// real injected device fault in the middle of a multi-request render.
 #include <gtest/gtest.h>
@@ -156,7 +156,7 @@ TEST(TracerGpu, image_agrees_statistically_with_the_cpu_on_disjoint_ranges) {
       if (bad) ++fails, fail_px[p] = 1;
     }
   const double frac = static_cast<double>(fails) / tests;
-  const double bound = 0.0027 + 3.0 * std::sqrt(0.0027 * 0.9973 / tests);  // tracer.md §12
+  const double bound = 0.0027 + 3.0 * std::sqrt(0.0027 * 0.9973 / tests);  // docs/design/tracer.md §12
   int worst_window = 0;
   for (int y = 0; y + 3 <= 48; ++y)
     for (int x = 0; x + 3 <= 48; ++x) {

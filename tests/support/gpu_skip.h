@@ -6,7 +6,7 @@
 
 #include "facetrace/runtime/executor.h"
 
-/// Skips the current test when the runtime reports no usable GPU (style.md §9).
+/// Skips the current test when the runtime reports no usable GPU (docs/design/style.md §9).
 #define FT_REQUIRE_GPU()                                                \
   do {                                                                  \
     if (auto why = ::facetrace::runtime::gpu_unavailable_reason(); why) \

@@ -1,6 +1,6 @@
 /// @file
 /// Test support: every test binary fails a test on any `warn`-or-above log from the "facetrace" logger,
-/// unless the test opens an ExpectLogs scope (style.md §5).
+/// unless the test opens an ExpectLogs scope (docs/design/style.md §5).
 #pragma once
 
 #include <string>

@@ -39,7 +39,7 @@ const Detector& yunet() {
 }
 
 // ---- a generated MobileFaceNet-shaped embedder --------------------------------------------------------------
-// The foamliu MobileFaceNet export (faces.md §7) is Conv (BatchNorm folded in, depthwise among them, a global
+// The foamliu MobileFaceNet export (docs/design/faces.md §7) is Conv (BatchNorm folded in, depthwise among them, a global
 // depthwise at the end), Clip(0, 6) with its bounds from Constant nodes, Relu, Add and one Reshape to [1,128]. The
 // model below has each of those forms, with pseudo-random weights, and runs in a few milliseconds.
 

@@ -1,5 +1,5 @@
 /// @file
-/// Every operator of faces.md §2 against a plain reference on random shapes (odd sizes, groups, strides, 4-sided
+/// Every operator of docs/design/faces.md §2 against a plain reference on random shapes (odd sizes, groups, strides, 4-sided
 /// pads, broadcasting), through synthetic ONNX graphs built with onnx_proto.
 #include <gtest/gtest.h>
 
@@ -93,7 +93,7 @@ void check_conv(const ConvCase& c, std::uint32_t seed) {
 
 TEST(FacesOps, conv_matches_the_definition) {
   const ConvCase cases[] = {
-      // faces.md §9 CPU conv cases (pads symmetric)
+      // docs/design/faces.md §9 CPU conv cases (pads symmetric)
       {3, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1, 7, 9, true},
       {3, 4, 1, 3, 3, 2, 2, 1, 1, 1, 1, 8, 8, true},
       {4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 6, 5, true},

@@ -1,5 +1,5 @@
 /// @file
-/// CUDA error classification (runtime.md §4).
+/// CUDA error classification (docs/design/runtime.md §4).
 #include <gtest/gtest.h>
 
 #include "facetrace/runtime/cuda_errors.h"

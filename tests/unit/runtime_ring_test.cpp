@@ -1,5 +1,5 @@
 /// @file
-/// ReadbackRing semantics on a fake copy engine (runtime.md §1–§3): classes, lazy slots, free list, fail-closed
+/// ReadbackRing semantics on a fake copy engine (docs/design/runtime.md §1–§3): classes, lazy slots, free list, fail-closed
 /// states, stale tickets, errors, stats, slot-count environment variable.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 /// @file
-/// CPU tracer: furnace (energy conservation), additivity and thread independence (tracer.md §9 G1–G3),
+/// CPU tracer: furnace (energy conservation), additivity and thread independence (docs/design/tracer.md §9 G1–G3),
 /// determinism, a pinned golden hash, cancellation, errors.
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@ using facetrace::Code;
 
 namespace {
 
-/// exposure·XYZ(S) of the D65/100 illuminant, integrated from the interpolated tables (tracer.md §12 furnace).
+/// exposure·XYZ(S) of the D65/100 illuminant, integrated from the interpolated tables (docs/design/tracer.md §12 furnace).
 void furnace_expected(double exposure, double out[3]) {
   out[0] = out[1] = out[2] = 0.0;
   const double step = 0.01;

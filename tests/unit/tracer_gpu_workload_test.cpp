@@ -124,7 +124,7 @@ TEST(TraceWorkload, continues_the_callers_running_sums) {
   tiny.max_chunk_pixels = 11;
   TraceWorkload w(s, 5, 4, f, tiny);
   ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone);
-  expect_same_film(f, cpu_film(s, 0, 9));  // [0,5) then [5,9) == [0,9) (tracer.md §9 G3)
+  expect_same_film(f, cpu_film(s, 0, 9));  // [0,5) then [5,9) == [0,9) (docs/design/tracer.md §9 G3)
 }
 
 TEST(TraceWorkload, interleaved_requests_on_two_films_keep_them_apart) {
@@ -245,7 +245,7 @@ TEST(TraceWorkload, a_batch_is_one_chunk_stream_and_reports_in_order) {
     invokes_at_report.push_back(h.sim->invokes());
   });
   ASSERT_EQ(order, (std::vector<std::size_t>{0, 1, 2}));
-  // Picture i is reported only after picture i+1's first chunk was queued (tracer.md §10.6).
+  // Picture i is reported only after picture i+1's first chunk was queued (docs/design/tracer.md §10.6).
   EXPECT_EQ(invokes_at_report[0], wa.chunks() + 1);
   EXPECT_EQ(invokes_at_report[1], wa.chunks() + wb.chunks() + 1);
   EXPECT_EQ(invokes_at_report[2], wa.chunks() + wb.chunks() + wc.chunks());

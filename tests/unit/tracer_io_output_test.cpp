@@ -1,5 +1,5 @@
 /// @file
-/// Display path (ACES, gamut walk, sRGB, quantisation), PNG writing and EXR round trips (tracer.md §11).
+/// Display path (ACES, gamut walk, sRGB, quantisation), PNG writing and EXR round trips (docs/design/tracer.md §11).
 #include <gtest/gtest.h>
 #include <png.h>
 #include <unistd.h>

@@ -131,7 +131,7 @@ TEST(SceneJson, material_presets_have_their_published_indices) {
     const char* display_name;
     double n_d, abbe;
   };
-  // n_D (589.3 nm) and Abbe V of each preset's published Sellmeier fit (tracer.md §3 for diamond).
+  // n_D (589.3 nm) and Abbe V of each preset's published Sellmeier fit (docs/design/tracer.md §3 for diamond).
   const Expect expect[] = {{"diamond", "Diamond", 2.41726, 55.27},
                            {"spinel", "Spinel", 1.71610, 60.63},
                            {"cubic_zirconia", "Cubic zirconia", 2.15846, 33.52},

@@ -1,5 +1,5 @@
 /// @file
-/// Shared physics on the host: RNG (tracer.md §9), spectra (§6, §8), dispersion (§3), Fresnel/Mueller (§7.3),
+/// Shared physics on the host: RNG (docs/design/tracer.md §9), spectra (§6, §8), dispersion (§3), Fresnel/Mueller (§7.3),
 /// slab intersection (§4), white balance (§8).
 #include <gtest/gtest.h>
 
@@ -114,7 +114,7 @@ TEST(Spectra, cmf_and_d65_tables_are_the_cie_values) {
     wy += ph::cmf_y_table()[i] * ph::d65_table()[i];
     wz += ph::cmf_z_table()[i] * ph::d65_table()[i];
   }
-  EXPECT_NEAR(y * 5.0, 106.856, 0.01);  // tracer.md §8
+  EXPECT_NEAR(y * 5.0, 106.856, 0.01);  // docs/design/tracer.md §8
   EXPECT_NEAR(x * 5.0, 106.857, 0.01);  // equal-energy white
   EXPECT_NEAR(z * 5.0, 106.857, 0.01);
   EXPECT_NEAR(wx / wy, 0.95047, 2e-4);  // D65 white point

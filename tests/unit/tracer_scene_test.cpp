@@ -1,5 +1,5 @@
 /// @file
-/// Scene helpers: the standard round brilliant (tracer.md §13), the built-in scene, every validation error
+/// Scene helpers: the standard round brilliant (docs/design/tracer.md §13), the built-in scene, every validation error
 /// (each names its field), and tiers (§1).
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 
 namespace facetrace {
 
-/// Error codes (style.md §4).
+/// Error codes (docs/design/style.md §4).
 enum class Code : std::uint8_t {
   kOk,
   kInvalidArgument,

@@ -1,5 +1,5 @@
 /// @file
-/// Face alignment to the 112×112 ArcFace template (faces.md §6): least-squares similarity, supersampled warp.
+/// Face alignment to the 112×112 ArcFace template (docs/design/faces.md §6): least-squares similarity, supersampled warp.
 #pragma once
 
 #include <array>

@@ -1,5 +1,5 @@
 /// @file
-/// The YuNet face detector (faces.md §5): letterbox, network, anchor-free decode, NMS.
+/// The YuNet face detector (docs/design/faces.md §5): letterbox, network, anchor-free decode, NMS.
 #pragma once
 
 #include <array>
@@ -14,7 +14,7 @@
 
 namespace facetrace::faces {
 
-/// sha256 and size of YuNet 2023mar (faces.md §7).
+/// sha256 and size of YuNet 2023mar (docs/design/faces.md §7).
 inline constexpr const char* kYunetSha256 = "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4";
 inline constexpr std::int64_t kYunetBytes = 232589;
 
@@ -47,7 +47,7 @@ struct DetectorConfig {
 };
 
 /// Letterboxes 8-bit RGB (width·height·3 bytes) into a planar [3,n,n] BGR float buffer, 0..255, image at the
-/// top-left, the rest 0 (faces.md §5). Returns the scale min(n/w, n/h).
+/// top-left, the rest 0 (docs/design/faces.md §5). Returns the scale min(n/w, n/h).
 float letterbox_bgr(std::span<const std::uint8_t> rgb, int width, int height, int n, std::span<float> out);
 
 /// The YuNet 2023mar ONNX built into the library (models/face_detection_yunet_2023mar.onnx: kYunetBytes bytes,

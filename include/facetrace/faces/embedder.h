@@ -1,5 +1,5 @@
 /// @file
-/// Face embedders (faces.md §7): the model table, preprocessing, unit-norm embeddings, cosine similarity.
+/// Face embedders (docs/design/faces.md §7): the model table, preprocessing, unit-norm embeddings, cosine similarity.
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,7 @@
 
 namespace facetrace::faces {
 
-/// Load limits (faces.md §1). Refusals name the node and the reason.
+/// Load limits (docs/design/faces.md §1). Refusals name the node and the reason.
 struct NetLimits {
   std::int64_t max_file_bytes = std::int64_t{512} << 20;
   std::int64_t max_nodes = 20000;
@@ -45,7 +45,7 @@ struct NamedTensor {
 class Net {
  public:
   /// Parses and validates ONNX bytes. Errors: kInvalidArgument (malformed or over a limit, naming the node
-  /// and attribute), kNotSupported (an operator or form outside faces.md §2).
+  /// and attribute), kNotSupported (an operator or form outside docs/design/faces.md §2).
   static Expected<Net> create(std::span<const std::uint8_t> bytes, const NetOptions& options = {});
   /// Reads a file (core::read_file) and calls create. kIo when it cannot be opened or read, kInvalidArgument when it
   /// holds more than max_file_bytes.

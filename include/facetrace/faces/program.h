@@ -1,5 +1,5 @@
 /// @file
-/// The program IR of a lowered face network (faces.md §3): values, steps in topological order, free lists.
+/// The program IR of a lowered face network (docs/design/faces.md §3): values, steps in topological order, free lists.
 #pragma once
 
 #include <array>
@@ -30,7 +30,7 @@ struct Arg {
   static Arg constant(std::int32_t c) { return {Kind::kConst, c}; }
 };
 
-/// A 2-D convolution (faces.md §2/§3). Weights are [cout, cin/groups, kh, kw]; bias is [cout] or null.
+/// A 2-D convolution (docs/design/faces.md §2/§3). Weights are [cout, cin/groups, kh, kw]; bias is [cout] or null.
 /// out[co,oy,ox] = bias[co] + Σ_{ci∈grp(co)} Σ_{ky,kx} x[ci, oy·sh+ky−pt, ox·sw+kx−pl]·W[co,ci_l,ky,kx].
 struct ConvJob {
   std::int32_t layer = 0;  ///< index of this conv among the program's convs
@@ -99,7 +99,7 @@ using Op = std::variant<ConvJob, UnaryOp, ChannelAffineOp, ChannelPreluOp, Binar
 /// Short name of an op kind ("Conv", "Unary", ...).
 std::string_view op_name(const Op& op);
 
-/// How a step runs together with the steps after it (faces.md §3). Set once after lowering by the fusion pass
+/// How a step runs together with the steps after it (docs/design/faces.md §3). Set once after lowering by the fusion pass
 /// (src/faces/ir/fuse.h) on the first step of each group; an executor runs the group as one unit that reads the
 /// first step's operands (and, for kResizeBinary, the Binary's other operand) and writes the last step's value.
 /// Every group gives the same values as its steps run one by one.

@@ -1,5 +1,5 @@
 /// @file
-/// SHA-256 of a byte buffer, for pinning model files (faces.md §7).
+/// SHA-256 of a byte buffer, for pinning model files (docs/design/faces.md §7).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 /// @file
-/// SharedArena: one memfd-backed host region shared by the parent and the GPU child (runtime.md §6). The
+/// SharedArena: one memfd-backed host region shared by the parent and the GPU child (docs/design/runtime.md §6). The
 /// child registers all of it with cudaHostRegister; its first `ring_bytes` hold the readback slots, the rest
 /// is the transfer region the parent hands out in blocks for op inputs and outputs.
 #pragma once

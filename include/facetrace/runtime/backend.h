@@ -1,5 +1,5 @@
 /// @file
-/// GpuBackend: decline-and-fall-back GPU access shared by every GPU workload (tracer.md §10.3–10.6).
+/// GpuBackend: decline-and-fall-back GPU access shared by every GPU workload (docs/design/tracer.md §10.3–10.6).
 /// Requests run in turns of kChunksPerTurn chunks through a FIFO Turnstile, accumulate into pooled scratch
 /// seeded with the caller's buffer, and reach the caller's buffer only on Done. A device loss declines the
 /// request (the caller redoes it on the CPU) and starts the RecoveryPolicy. The chunk logic itself comes from
@@ -23,7 +23,7 @@
 
 namespace facetrace::runtime {
 
-/// How a request ended (tracer.md §10.4).
+/// How a request ended (docs/design/tracer.md §10.4).
 enum class Outcome : std::uint8_t {
   kDone,       ///< the scratch was committed to the caller's buffer
   kDeclined,   ///< caller's buffer untouched; redo the whole request on the CPU
@@ -140,6 +140,6 @@ class GpuBackend {
 };
 
 /// At most this many scratch buffers stay pooled between requests.
-inline constexpr std::size_t kMaxPooledScratch = 2;  // tracer.md §10.3
+inline constexpr std::size_t kMaxPooledScratch = 2;  // docs/design/tracer.md §10.3
 
 }  // namespace facetrace::runtime

@@ -1,5 +1,5 @@
 /// @file
-/// The one CUDA error classifier (runtime.md §4). Works on plain integer codes, so it compiles without CUDA.
+/// The one CUDA error classifier (docs/design/runtime.md §4). Works on plain integer codes, so it compiles without CUDA.
 #pragma once
 
 #include <string>
@@ -9,7 +9,7 @@
 
 namespace facetrace::runtime {
 
-/// What a CUDA result means for the caller (runtime.md §4).
+/// What a CUDA result means for the caller (docs/design/runtime.md §4).
 enum class ErrorClass : std::uint8_t {
   kNone,         ///< 0 success, 600 not ready
   kNoGpu,        ///< 100 no device, 35 insufficient driver: decline, never retry, never an error
@@ -32,7 +32,7 @@ std::string_view cuda_error_name(int code) noexcept;
 Status cuda_status(int code, std::string_view expr, const char* file, int line);
 
 /// True once any sticky CUDA error was classified in this process: from then on no code path may call CUDA
-/// in this process again (runtime.md §4). Thread-safe.
+/// in this process again (docs/design/runtime.md §4). Thread-safe.
 bool process_cuda_poisoned() noexcept;
 
 /// The reason of the first sticky error in this process ("" when none). Thread-safe.

@@ -1,7 +1,7 @@
 /// @file
 /// Executor: where GPU work runs. InProcessExecutor uses CUDA in this process; IsolatedExecutor (the default)
 /// drives a `facetrace-gpud` child over a socketpair plus a shared arena and replaces it after a loss;
-/// SimulatedExecutor runs host functions and has a loss switch, for CPU-only tests (runtime.md §6).
+/// SimulatedExecutor runs host functions and has a loss switch, for CPU-only tests (docs/design/runtime.md §6).
 #pragma once
 
 #include <chrono>
@@ -65,7 +65,7 @@ struct ExecutorOptions {
 /// The executor interface. Calls are serialised internally (one command at a time); all members are
 /// thread-safe. After kDeviceLost every call fails with kDeviceLost until restart() succeeds.
 ///
-/// The state machine (runtime.md §6) lives here, once: the state, its reason, the one mutex, start, restart
+/// The state machine (docs/design/runtime.md §6) lives here, once: the state, its reason, the one mutex, start, restart
 /// and the ready check before every command. An implementation supplies the device through the `*_locked`
 /// hooks below; the base calls them with its mutex held and, except start_locked and replace_locked, only
 /// while the state is kReady. A hook's kDeviceLost result marks the executor lost with that result's message.
@@ -101,7 +101,7 @@ class Executor {
   Expected<RingStats> ring_stats();
   /// One empty round trip (measures command latency).
   Status ping();
-  /// Fault injection (runtime.md §7). kIllegalAddress returns kDeviceLost once the fault fired.
+  /// Fault injection (docs/design/runtime.md §7). kIllegalAddress returns kDeviceLost once the fault fired.
   Status inject_fault(FaultKind kind);
 
   /// Uploads `bytes` as the named device buffer `name` (replacing one of the same name) and remembers a copy

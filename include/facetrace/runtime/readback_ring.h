@@ -1,6 +1,6 @@
 /// @file
 /// ReadbackRing: pinned host slots that device results are copied into and collected from later, without
-/// allocating or mapping per dispatch (runtime.md §1–§3). The device side is reached through a CopyEngine:
+/// allocating or mapping per dispatch (docs/design/runtime.md §1–§3). The device side is reached through a CopyEngine:
 /// CUDA in production (make_cuda_copy_engine), a fake in CPU tests.
 #pragma once
 
@@ -22,7 +22,7 @@ struct CUstream_st;  // cudaStream_t without <cuda_runtime.h>
 
 namespace facetrace::runtime {
 
-/// Slot states (runtime.md §1); values are the spec's.
+/// Slot states (docs/design/runtime.md §1); values are the spec's.
 enum class SlotState : std::uint8_t { kFree = 0, kPending = 1, kReady = 2, kError = 3 };
 
 /// "FREE", "PENDING", "READY", "ERROR".
@@ -39,7 +39,7 @@ struct RingTicket {
 /// Result of a non-blocking poll.
 enum class PollResult : std::uint8_t { kPending, kReady, kError };
 
-/// Live counters (runtime.md §1 Stats); a copy.
+/// Live counters (docs/design/runtime.md §1 Stats); a copy.
 struct RingStats {
   std::uint64_t dispatches = 0;      ///< successful record_copy calls
   std::uint64_t stalls = 0;          ///< record_copy found no FREE slot
@@ -73,7 +73,7 @@ std::unique_ptr<CopyEngine> make_cuda_copy_engine();
 
 /// Ring configuration.
 struct RingOptions {
-  std::uint64_t budget_bytes = 256ull << 20;  ///< all slots of all classes together (runtime.md §2)
+  std::uint64_t budget_bytes = 256ull << 20;  ///< all slots of all classes together (docs/design/runtime.md §2)
   std::uint32_t max_slots_per_class = 256;    ///< usually ReadbackRing::slots_from_env()
 };
 

@@ -1,6 +1,6 @@
 /// @file
 /// RecoveryPolicy: when a lost GPU may be replaced (cool-down, attempts per sliding hour), with an
-/// injectable clock for tests (tracer.md §10.5, runtime.md §6).
+/// injectable clock for tests (docs/design/tracer.md §10.5, docs/design/runtime.md §6).
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,6 @@
 /// @file
 /// Turnstile: FIFO ticket lock that shares the GPU between requests in turns of kChunksPerTurn chunks
-/// (tracer.md §10.3).
+/// (docs/design/tracer.md §10.3).
 #pragma once
 
 #include <condition_variable>
@@ -10,7 +10,7 @@
 namespace facetrace::runtime {
 
 /// Chunks a request may run per turn before it rejoins the back of the queue (about 300 ms of GPU work).
-inline constexpr int kChunksPerTurn = 2;  // tracer.md §10.3
+inline constexpr int kChunksPerTurn = 2;  // docs/design/tracer.md §10.3
 
 /// FIFO ticket lock. Thread-safe. A ticket taken must be waited for (tickets are served strictly in order).
 class Turnstile {

@@ -1,5 +1,5 @@
 /// @file
-/// The CPU reference tracer: multithreaded over pixel tiles, deterministic (tracer.md §9).
+/// The CPU reference tracer: multithreaded over pixel tiles, deterministic (docs/design/tracer.md §9).
 #pragma once
 
 #include <atomic>

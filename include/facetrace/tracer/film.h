@@ -1,6 +1,6 @@
 /// @file
 /// Film: per-pixel CIE XYZ sums and sample counts. Additive: any split of the sample range, applied in
-/// ascending order, gives the same film bit for bit (tracer.md §9 G3).
+/// ascending order, gives the same film bit for bit (docs/design/tracer.md §9 G3).
 #pragma once
 
 #include <cstdint>

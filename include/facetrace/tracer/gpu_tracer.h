@@ -1,6 +1,6 @@
 /// @file
 /// The GPU tracer on the device runtime: one request = (scene, first_sample, samples) run as chunks over
-/// pixels through runtime::GpuBackend (tracer.md §10). The film is written only on Done.
+/// pixels through runtime::GpuBackend (docs/design/tracer.md §10). The film is written only on Done.
 #pragma once
 
 #include <chrono>
@@ -16,7 +16,7 @@
 
 namespace facetrace::tracer {
 
-/// Chunk sizing (tracer.md §10.2). Defaults are the spec's.
+/// Chunk sizing (docs/design/tracer.md §10.2). Defaults are the spec's.
 struct GpuChunkOptions {
   std::uint64_t first_chunk_tuples = 1000000;  ///< calibration launch
   double target_ms = 150.0;                    ///< later chunks aim at this duration (EMA α = 0.3)

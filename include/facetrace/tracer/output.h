@@ -1,5 +1,5 @@
 /// @file
-/// Tracer output (tracer.md §11): the display path (average, luminance-only ACES, gamut walk, sRGB curve,
+/// Tracer output (docs/design/tracer.md §11): the display path (average, luminance-only ACES, gamut walk, sRGB curve,
 /// 8-bit PNG) and the linear EXR of raw XYZ sums plus per-pixel sample counts (additive across renders).
 #pragma once
 
@@ -12,7 +12,7 @@
 
 namespace facetrace::tracer {
 
-// ---- display primitives (tracer.md §11.1), exposed for tests ---------------------------------------------
+// ---- display primitives (docs/design/tracer.md §11.1), exposed for tests ---------------------------------------------
 
 /// ACES filmic curve on luminance: f(Y) = Y(2.51Y + 0.03)/(Y(2.43Y + 0.59) + 0.14). f(0) = 0.
 double aces_curve(double y);
@@ -53,7 +53,7 @@ Status write_png(const std::string& path, const Rgba8Image& image);
 /// Reads any PNG as RGBA8 (libpng's simplified API). Errors: kIo naming `path`.
 Expected<Rgba8Image> read_png(const std::string& path);
 
-// ---- linear EXR (tracer.md §11.2) --------------------------------------------------------------------
+// ---- linear EXR (docs/design/tracer.md §11.2) --------------------------------------------------------------------
 
 /// Header facts stored with the sums.
 struct ExrInfo {

@@ -1,5 +1,5 @@
 /// @file
-/// The render loop: splits a sample range into requests (sub-batches, tracer.md §10.7), runs each on the GPU
+/// The render loop: splits a sample range into requests (sub-batches, docs/design/tracer.md §10.7), runs each on the GPU
 /// through runtime::GpuBackend when asked and able, and falls back to the CPU tracer for every declined
 /// request — nothing lost, nothing counted twice.
 #pragma once

@@ -1,5 +1,5 @@
 /// @file
-/// The tracer's scene description (tracer.md §2–§6): fully resolved, validated before use.
+/// The tracer's scene description (docs/design/tracer.md §2–§6): fully resolved, validated before use.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace facetrace::tracer {
 
-/// Lighting presets; the numeric value is the wire index (tracer.md §2). Tier 1: Daylight, RingLights,
+/// Lighting presets; the numeric value is the wire index (docs/design/tracer.md §2). Tier 1: Daylight, RingLights,
 /// LightTent, IlluminantA.
 enum class LightingPreset : std::uint8_t {
   kDaylight = 0, kIncandescent = 1, kRingLights = 2, kDarkSpotlight = 3, kIsoHemisphere = 4,
@@ -19,10 +19,10 @@ enum class LightingPreset : std::uint8_t {
   kShopLights = 11, kWindowDaylight = 12, kWhiteTray = 13, kIlluminantA = 14,
 };
 
-/// Environment kinds (tracer.md §6). kFurnace is kUniform used with no planes.
+/// Environment kinds (docs/design/tracer.md §6). kFurnace is kUniform used with no planes.
 enum class EnvironmentKind : std::uint8_t { kStudio = 0, kUniform = 1, kHdr = 2 };
 
-/// Dispersion formulas (tracer.md §3), λ in µm. Sellmeier1 uses b[0], c[0]; Cauchy uses a=b[0], b=b[1], c=b[2].
+/// Dispersion formulas (docs/design/tracer.md §3), λ in µm. Sellmeier1 uses b[0], c[0]; Cauchy uses a=b[0], b=b[1], c=b[2].
 enum class DispersionModel : std::uint8_t { kSellmeier1 = 0, kSellmeier3 = 1, kCauchy = 2 };
 
 struct Dispersion {
@@ -34,7 +34,7 @@ struct Dispersion {
 enum class BandDomain : std::uint8_t { kWavelength = 0, kWavenumber = 1 };
 
 /// One Gaussian absorption band: α(λ) = peak·exp(−½((x−centre)/width)²), per model unit, where x = λ in nm
-/// (wavelength domain) or x = 1e7/λ in cm⁻¹ (wavenumber domain; centre and width then in cm⁻¹) (tracer.md §3).
+/// (wavelength domain) or x = 1e7/λ in cm⁻¹ (wavenumber domain; centre and width then in cm⁻¹) (docs/design/tracer.md §3).
 struct AbsorptionBand {
   float peak = 0;
   float centre = 0;
@@ -63,7 +63,7 @@ struct Material {
   bool fluorescence = false;           ///< Tier 3
 };
 
-/// Diamond (tracer.md §3): Sellmeier3 b = [4.3356, 0.3306, 0], c = [0.011236, 0.030625, 1.0].
+/// Diamond (docs/design/tracer.md §3): Sellmeier3 b = [4.3356, 0.3306, 0], c = [0.011236, 0.030625, 1.0].
 Material diamond_material();
 
 // ---- The preset catalogue (src/tracer/scene/materials.cpp) ---------------------------------------------
@@ -75,14 +75,14 @@ std::vector<std::string> material_preset_names();
 /// Errors: kInvalidArgument naming the unknown preset and listing the known ones.
 Expected<Material> material_preset(std::string_view name);
 
-/// Canonical name of a lighting preset, e.g. "LightTent" (tracer.md §2).
+/// Canonical name of a lighting preset, e.g. "LightTent" (docs/design/tracer.md §2).
 std::string_view lighting_preset_name(LightingPreset preset);
 
 /// Looks a lighting preset up by name: case-insensitive, '_' / '-' / ' ' ignored ("light_tent" =
 /// "LightTent"). Errors: kInvalidArgument listing the 15 names.
 Expected<LightingPreset> lighting_preset_from_name(std::string_view name);
 
-/// True for the Tier 1 presets (Daylight, RingLights, LightTent, IlluminantA; tracer.md §1); tier_features
+/// True for the Tier 1 presets (Daylight, RingLights, LightTent, IlluminantA; docs/design/tracer.md §1); tier_features
 /// uses it.
 bool lighting_preset_is_tier1(LightingPreset preset);
 
@@ -117,7 +117,7 @@ struct Scene {
   bool tools = false;           ///< Tier 3, CPU only
 };
 
-/// Planes of the standard round brilliant (tracer.md §13): 74 planes.
+/// Planes of the standard round brilliant (docs/design/tracer.md §13): 74 planes.
 std::vector<Plane> round_brilliant_planes();
 
 /// The built-in scene: round brilliant in diamond, LightTent, 512×512, max_bounces 12.
@@ -127,7 +127,7 @@ Scene builtin_diamond_scene();
 /// the error names the field and the reason. Returns kInvalidArgument.
 Status validate_scene(const Scene& scene);
 
-/// What a scene needs beyond Tier 1 (tracer.md §1). tier_features() is the one tier check: the CLI, the CPU
+/// What a scene needs beyond Tier 1 (docs/design/tracer.md §1). tier_features() is the one tier check: the CLI, the CPU
 /// tracer, the GPU workload and the render loop all ask it.
 struct TierFeatures {
   int tier = 1;                       ///< highest tier the scene needs: 1, 2 or 3

@@ -1,5 +1,5 @@
 /// @file
-/// Conv kernels (faces.md §3): dense and grouped convs as im2col + blocked SGEMM with the activation in the epilogue,
+/// Conv kernels (docs/design/faces.md §3): dense and grouped convs as im2col + blocked SGEMM with the activation in the epilogue,
 /// one-input-channel groups through dw_channel, and the row-band form of a 1×1 conv feeding a depthwise conv (its
 /// output kept in L2-sized per-thread bands). Threads go across output channels or GEMM blocks; every element is
 /// computed by one thread in a fixed order, so results do not depend on the thread count.

@@ -1,5 +1,5 @@
 /// @file
-/// Private: the conv kernels of the CPU interpreter (faces.md §3): dense and grouped convs through the blocked
+/// Private: the conv kernels of the CPU interpreter (docs/design/faces.md §3): dense and grouped convs through the blocked
 /// SGEMM, one-input-channel groups through the depthwise kernels, and the row-band form of a 1×1 conv feeding a
 /// depthwise conv.
 #pragma once

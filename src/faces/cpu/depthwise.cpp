@@ -1,5 +1,5 @@
 /// @file
-/// Depthwise / channel-multiplier conv kernels (faces.md §3): a portable direct loop, an AVX2 path with every tap
+/// Depthwise / channel-multiplier conv kernels (docs/design/faces.md §3): a portable direct loop, an AVX2 path with every tap
 /// in registers, and register-blocked 3×3 paths (two output rows per pass at stride 1, AVX-512 row pairs). Every
 /// path sums bias first, then the taps in (ky, kx) order with FMA, so all give the same bits.
 #include "cpu/depthwise.h"

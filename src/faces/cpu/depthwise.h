@@ -1,5 +1,5 @@
 /// @file
-/// Private: the depthwise / one-input-channel-per-group conv kernels of the CPU interpreter (faces.md §3).
+/// Private: the depthwise / one-input-channel-per-group conv kernels of the CPU interpreter (docs/design/faces.md §3).
 #pragma once
 
 #include "cpu/gemm.h"

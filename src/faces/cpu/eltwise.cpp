@@ -1,5 +1,5 @@
 /// @file
-/// Element-wise, pooling, resize, transpose and GEMV kernels (faces.md §2, §3): plain loops compiled for AVX2 and
+/// Element-wise, pooling, resize, transpose and GEMV kernels (docs/design/faces.md §2, §3): plain loops compiled for AVX2 and
 /// portable targets, AVX2 forms of the 2×2/2 MaxPool and of a ×2 Resize fused with a Binary.
 #include "cpu/eltwise.h"
 

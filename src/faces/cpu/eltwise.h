@@ -1,5 +1,5 @@
 /// @file
-/// Private: the element-wise, pooling, resize, transpose and GEMV kernels of the CPU interpreter (faces.md §2, §3),
+/// Private: the element-wise, pooling, resize, transpose and GEMV kernels of the CPU interpreter (docs/design/faces.md §2, §3),
 /// and the helpers that split element-wise work across threads.
 #pragma once
 

@@ -1,5 +1,5 @@
 /// @file
-/// The CPU interpreter of a Program (faces.md §3): runs the steps in order, each step (or fused group of steps)
+/// The CPU interpreter of a Program (docs/design/faces.md §3): runs the steps in order, each step (or fused group of steps)
 /// through the kernels of conv.cpp, depthwise.cpp and eltwise.cpp, with activation buffers from buffers.h. Threads go
 /// across output channels / GEMM blocks (batch 1) or batch items (B > 1). Every element is computed by one thread in
 /// a fixed order, so results do not depend on the thread count.

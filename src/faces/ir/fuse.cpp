@@ -1,5 +1,5 @@
 /// @file
-/// The fusion pass (faces.md §3): can_fuse, the per-kind matchers and the marking of Step::fusion. Each group kind
+/// The fusion pass (docs/design/faces.md §3): can_fuse, the per-kind matchers and the marking of Step::fusion. Each group kind
 /// is one the CPU kernels can run with the same arithmetic as the steps apart, so fused and unfused programs give
 /// the same values.
 #include "ir/fuse.h"

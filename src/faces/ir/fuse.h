@@ -1,5 +1,5 @@
 /// @file
-/// Private: the fusion pass over a lowered Program (faces.md §3). A named predicate, can_fuse, says whether a run of
+/// Private: the fusion pass over a lowered Program (docs/design/faces.md §3). A named predicate, can_fuse, says whether a run of
 /// consecutive steps may execute as one unit (ggml's ggml_can_fuse_ext: the op sequence, a single use of each
 /// intermediate, each step fed by the one before); match_fusion adds each group kind's own conditions; fuse marks
 /// the groups in Step::fusion once, after lowering. The CPU interpreter and the GPU program both execute what the

@@ -1,5 +1,5 @@
 /// @file
-/// Graph → Program for one input shape (faces.md §2, §3): topological order, the operator rules by name, free
+/// Graph → Program for one input shape (docs/design/faces.md §2, §3): topological order, the operator rules by name, free
 /// lists and the live-memory bound; the fusion pass runs on the result. Every refusal names the node and the
 /// attribute or input.
 #include <algorithm>
@@ -25,7 +25,7 @@ struct Rule {
   Status (*lower)(Lowerer&, const Node&, const Entry&);
 };
 
-// The supported operators (faces.md §2).
+// The supported operators (docs/design/faces.md §2).
 const std::map<std::string, Rule, std::less<>>& rules() {
   using K = Input0;
   static const std::map<std::string, Rule, std::less<>> r = {

@@ -1,5 +1,5 @@
 /// @file
-/// The lowering rules of the operators that only name a value again (faces.md §2): Flatten, Reshape, Identity,
+/// The lowering rules of the operators that only name a value again (docs/design/faces.md §2): Flatten, Reshape, Identity,
 /// Dropout (inference) and Constant. None of them emits a step.
 #include "ir/lowerer.h"
 

@@ -1,5 +1,5 @@
 /// @file
-/// The lowering rules of the operators that become steps (faces.md §2): conv, the element-wise and per-channel
+/// The lowering rules of the operators that become steps (docs/design/faces.md §2): conv, the element-wise and per-channel
 /// ops, GEMM/MatMul, transpose, pooling, resize and global average. Constant operands fold here.
 #include <cmath>
 #include <limits>
@@ -213,7 +213,7 @@ Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
     p[i] = *c;
   }
   std::vector<float> scale(static_cast<std::size_t>(ch)), shift(static_cast<std::size_t>(ch));
-  for (std::size_t c = 0; c < scale.size(); ++c) {  // faces.md §3: folded in double
+  for (std::size_t c = 0; c < scale.size(); ++c) {  // docs/design/faces.md §3: folded in double
     const double var = static_cast<double>(p[3]->f[c]) + static_cast<double>(*eps);
     if (!(var > 0.0)) return err(n, "variance + epsilon ≤ 0 at channel " + std::to_string(c));
     const double s = static_cast<double>(p[0]->f[c]) / std::sqrt(var);
@@ -334,7 +334,7 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   if (!ctm) return ctm.status();
   if (!nm) return nm.status();
   if (*mode != "nearest") return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest)");
-  // For whole-number scales these coincide with out[y] = in[y/s] (faces.md §2).
+  // For whole-number scales these coincide with out[y] = in[y/s] (docs/design/faces.md §2).
   const bool floor_ok = *ctm == "asymmetric" && *nm == "floor";
   const bool half_ok = (*ctm == "half_pixel" || *ctm == "pytorch_half_pixel") &&
                        (*nm == "round_prefer_floor" || *nm == "round_prefer_ceil");

@@ -1,5 +1,5 @@
 /// @file
-/// Private: the lowering of a parsed ONNX graph (faces.md §2, §3): the Lowerer class, shared by lower.cpp (order,
+/// Private: the lowering of a parsed ONNX graph (docs/design/faces.md §2, §3): the Lowerer class, shared by lower.cpp (order,
 /// dispatch, free lists, the live-memory bound) and the operator rules in lower_ops.cpp and lower_aliases.cpp.
 #pragma once
 
@@ -36,7 +36,7 @@ struct Entry {
   bool is_const() const { return c != nullptr; }
 };
 
-/// Graph → Program for one input shape (faces.md §2, §3). One per lowering.
+/// Graph → Program for one input shape (docs/design/faces.md §2, §3). One per lowering.
 class Lowerer {
  public:
   Lowerer(const Graph& g, const NetLimits& limits) : g_(g), limits_(limits) {}
@@ -87,7 +87,7 @@ class Lowerer {
     out = std::move(*e);
     return {};
   }
-  // The window attributes Conv and MaxPool share (faces.md §2), with their types checked; both accept only
+  // The window attributes Conv and MaxPool share (docs/design/faces.md §2), with their types checked; both accept only
   // [1,1] dilations and two positive strides, which are checked here.
   struct Window {
     std::vector<std::int64_t> kernel, strides, pads;

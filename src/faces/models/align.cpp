@@ -1,5 +1,5 @@
 /// @file
-/// Similarity fit and supersampled bilinear warp (faces.md §6).
+/// Similarity fit and supersampled bilinear warp (docs/design/faces.md §6).
 #include "facetrace/faces/align.h"
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 namespace facetrace::faces {
 namespace {
 
-// faces.md §6: the ArcFace 112 × 112 template.
+// docs/design/faces.md §6: the ArcFace 112 × 112 template.
 constexpr double kTemplate[5][2] = {
     {38.2946, 51.6963}, {73.5318, 51.5014}, {56.0252, 71.7366}, {41.5493, 92.3655}, {70.7299, 92.2041}};
 

@@ -1,5 +1,5 @@
 /// @file
-/// YuNet (faces.md §5): load checks, letterbox (area-average shrink, bilinear enlarge), decode and NMS.
+/// YuNet (docs/design/faces.md §5): load checks, letterbox (area-average shrink, bilinear enlarge), decode and NMS.
 #include "facetrace/faces/detector.h"
 
 #include <algorithm>
@@ -18,14 +18,14 @@ extern const std::size_t kYunet2023marOnnxSize;
 namespace {
 
 constexpr int kStrides[3] = {8, 16, 32};
-constexpr std::size_t kMaxCandidates = 4000;  // faces.md §5 NMS
+constexpr std::size_t kMaxCandidates = 4000;  // docs/design/faces.md §5 NMS
 
 struct Tap {
   int src;
   float w;
 };
 
-// Per destination index, the source taps (faces.md §5 letterbox): exact area average when shrinking, bilinear with
+// Per destination index, the source taps (docs/design/faces.md §5 letterbox): exact area average when shrinking, bilinear with
 // half-pixel centres when enlarging.
 std::vector<std::vector<Tap>> taps(int src, int dst) {
   std::vector<std::vector<Tap>> t(static_cast<std::size_t>(dst));

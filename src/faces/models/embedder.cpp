@@ -1,5 +1,5 @@
 /// @file
-/// Embedders (faces.md §7): model table by sha256, preprocessing, f64 normalisation.
+/// Embedders (docs/design/faces.md §7): model table by sha256, preprocessing, f64 normalisation.
 #include "facetrace/faces/embedder.h"
 
 #include <cmath>
@@ -13,7 +13,7 @@ namespace facetrace::faces {
 namespace known {
 
 std::optional<ModelInfo> lookup(std::string_view sha) {
-  // faces.md §7 table.
+  // docs/design/faces.md §7 table.
   static const ModelInfo kModels[] = {
       {"SFace 2021dec", "0ba9fbfa01b5270c96627c4ef784da859931e02f04419c829e83484087c34e79", 38696353, 112,
        ChannelOrder::kRgb, {0, 0, 0}, {1, 1, 1}, 128, 0.55f},

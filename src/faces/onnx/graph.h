@@ -1,5 +1,5 @@
 /// @file
-/// Private: the parsed ONNX graph (faces.md §1), independent of protobuf types.
+/// Private: the parsed ONNX graph (docs/design/faces.md §1), independent of protobuf types.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 /// @file
-/// ONNX protobuf → detail::Graph with limits (faces.md §1). Parsing goes through libonnx's onnx_proto.
+/// ONNX protobuf → detail::Graph with limits (docs/design/faces.md §1). Parsing goes through libonnx's onnx_proto.
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>

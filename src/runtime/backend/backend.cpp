@@ -1,5 +1,5 @@
 /// @file
-/// GpuBackend: start, outcomes, loss and recovery (tracer.md §10.3–10.6); the chunk loop of single requests
+/// GpuBackend: start, outcomes, loss and recovery (docs/design/tracer.md §10.3–10.6); the chunk loop of single requests
 /// and batches is backend/chunk_stream.cpp.
 #include "facetrace/runtime/backend.h"
 

@@ -1,5 +1,5 @@
 /// @file
-/// ChunkStream: GpuBackend's one chunk loop, for single requests and batches (tracer.md §10.3–10.6).
+/// ChunkStream: GpuBackend's one chunk loop, for single requests and batches (docs/design/tracer.md §10.3–10.6).
 #include "backend/chunk_stream.h"
 
 #include "log.h"
@@ -41,7 +41,7 @@ bool ChunkStream::run_item(std::size_t i) {
   bool need_begin = true;
   bool first_chunk = true;
   for (;;) {
-    // A request rejoins the back of the queue for every turn (tracer.md §10.3).
+    // A request rejoins the back of the queue for every turn (docs/design/tracer.md §10.3).
     if (!turn_) {
       turn_.emplace(b_.turnstile_.enter());
       chunks_in_turn_ = 0;

@@ -1,5 +1,5 @@
 /// @file
-/// Private: the one chunk loop of GpuBackend (tracer.md §10.3–10.6). A single request is a stream of one
+/// Private: the one chunk loop of GpuBackend (docs/design/tracer.md §10.3–10.6). A single request is a stream of one
 /// item; a batch is one continuous stream of items, so both run the same turns, cancellation, failure and
 /// loss handling.
 #pragma once

@@ -1,5 +1,5 @@
 /// @file
-/// Private: the backend's pooled host scratch (tracer.md §10.3). A request leases a buffer from the pool for
+/// Private: the backend's pooled host scratch (docs/design/tracer.md §10.3). A request leases a buffer from the pool for
 /// its lifetime; the lease gives it back when destroyed, on every path (no manual returns).
 #pragma once
 

@@ -1,5 +1,5 @@
 /// @file
-/// The CUDA CopyEngine of the readback ring (runtime.md §2 ordering): compute stream → out_ready event →
+/// The CUDA CopyEngine of the readback ring (docs/design/runtime.md §2 ordering): compute stream → out_ready event →
 /// copy stream (non-blocking) waits → cudaMemcpyAsync D2H into the slot → done event, queried with
 /// cudaEventQuery (never callback-only).
 #include <vector>

@@ -83,7 +83,7 @@ Expected<std::unique_ptr<CudaDevice>> CudaDevice::create(std::shared_ptr<SharedA
 
 CudaDevice::~CudaDevice() {
   ring_.reset();  // logs the stats; the engine skips CUDA calls once the process is poisoned
-  if (process_cuda_poisoned()) return;  // never call CUDA again after a sticky error (runtime.md §4)
+  if (process_cuda_poisoned()) return;  // never call CUDA again after a sticky error (docs/design/runtime.md §4)
   if (stream_ != nullptr) FT_CUDA_IGNORE(cudaStreamSynchronize(stream_));
   for (auto& [n, b] : scratch_) FT_CUDA_IGNORE(cudaFree(b.data));
   for (auto& [n, b] : residents_) FT_CUDA_IGNORE(cudaFree(b.data));

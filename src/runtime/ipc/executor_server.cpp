@@ -120,7 +120,7 @@ int ExecutorServer::serve(int fd, Executor& inner, const Status& start_status) {
       FT_LOG_DEBUG("facetrace-gpud: the parent left before the reply: {}", st.to_string());
       return kGpudExitOk;
     }
-    if (lost) return kGpudExitDeviceLost;  // never keep a poisoned process serving (runtime.md §6)
+    if (lost) return kGpudExitDeviceLost;  // never keep a poisoned process serving (docs/design/runtime.md §6)
     if (msg->cmd == proto::Cmd::kShutdown) return kGpudExitOk;
   }
 }

@@ -1,5 +1,5 @@
 /// @file
-/// Private: the parent ⇄ facetrace-gpud wire protocol (runtime.md §6), after ggml-rpc's model: an enum of
+/// Private: the parent ⇄ facetrace-gpud wire protocol (docs/design/runtime.md §6), after ggml-rpc's model: an enum of
 /// commands and one request and one response struct per command, each with its encode and decode in
 /// protocol.cpp (one field list per struct serves both directions). The isolated executor (parent) and the
 /// executor server (child) exchange these structs only. One message per SOCK_SEQPACKET datagram: a 16-byte

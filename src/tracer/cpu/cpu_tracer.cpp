@@ -1,6 +1,6 @@
 /// @file
 /// The CPU reference tracer: 16×16 pixel tiles on the library's one parallel loop (core::parallel_for), each
-/// pixel summing its samples in ascending s onto the film's running sums (tracer.md §9 G2/G3), so results do
+/// pixel summing its samples in ascending s onto the film's running sums (docs/design/tracer.md §9 G2/G3), so results do
 /// not depend on the threads or the order the tiles run in.
 #include "facetrace/tracer/cpu_tracer.h"
 
@@ -44,7 +44,7 @@ FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const
       float* px = xyz + (std::size_t{y} * width + x) * 3;
       float sx = px[0], sy = px[1], sz = px[2];
       for (std::uint32_t i = 0; i < samples; ++i) {
-        // tracer.md §9: s is the absolute sample index; u32 arithmetic wraps.
+        // docs/design/tracer.md §9: s is the absolute sample index; u32 arithmetic wraps.
         const auto s = static_cast<std::uint32_t>(first_sample + i);
         const physics::SampleXyz v = physics::trace_sample(params, planes, x, y, s);
         sx += v.x;

@@ -15,13 +15,13 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kDegToRad = kPi / 180.0;
-constexpr float kGirdleMaxNy = 1e-3f;  // tracer.md §4 "Facet finish" (facetrace): girdle facets have |n_y| ≤ 1e-3
+constexpr float kGirdleMaxNy = 1e-3f;  // docs/design/tracer.md §4 "Facet finish" (facetrace): girdle facets have |n_y| ≤ 1e-3
 
 physics::Vec3 to_vec(double x, double y, double z) {
   return physics::Vec3{static_cast<float>(x), static_cast<float>(y), static_cast<float>(z)};
 }
 
-/// Unit direction (cos p·sin y, sin p, cos p·cos y) (tracer.md §2, §5).
+/// Unit direction (cos p·sin y, sin p, cos p·cos y) (docs/design/tracer.md §2, §5).
 physics::Vec3 orbit_direction(double yaw, double pitch) {
   return to_vec(std::cos(pitch) * std::sin(yaw), std::sin(pitch), std::cos(pitch) * std::cos(yaw));
 }
@@ -63,10 +63,10 @@ void mat3_inverse(const double m[9], double out[9]) {
 
 void bradford_to_d65(std::uint32_t illuminant_kind, float planck_kelvin, float out[9]) {
   if (illuminant_kind == static_cast<std::uint32_t>(physics::IlluminantKind::kD65)) {
-    for (int i = 0; i < 9; ++i) out[i] = (i % 4 == 0) ? 1.0f : 0.0f;  // tracer.md §8: identity for D65
+    for (int i = 0; i < 9; ++i) out[i] = (i % 4 == 0) ? 1.0f : 0.0f;  // docs/design/tracer.md §8: identity for D65
     return;
   }
-  // tracer.md §8: Bradford cone matrix M.
+  // docs/design/tracer.md §8: Bradford cone matrix M.
   const double m[9] = {0.8951, 0.2664, -0.1614, -0.7502, 1.7135, 0.0367, 0.0389, -0.0685, 1.0296};
   double m_inv[9];
   mat3_inverse(m, m_inv);
@@ -144,7 +144,7 @@ float cached_bounding_radius2(const std::vector<Plane>& planes) {
 
 physics::TraceParams make_trace_params(const Scene& scene) {
   physics::TraceParams p{};
-  // Camera (tracer.md §5).
+  // Camera (docs/design/tracer.md §5).
   const double max_pitch = physics::kMaxPitchDeg * kDegToRad;
   const double pitch = std::fmax(-max_pitch, std::fmin(max_pitch, static_cast<double>(scene.pitch)));
   const double yaw = scene.yaw;
@@ -169,7 +169,7 @@ physics::TraceParams make_trace_params(const Scene& scene) {
   p.max_bounces = scene.max_bounces;
   p.plane_count = static_cast<std::uint32_t>(scene.planes.size());
 
-  // Environment (tracer.md §6).
+  // Environment (docs/design/tracer.md §6).
   const physics::StudioRig rig = physics::studio_rig(static_cast<std::uint32_t>(scene.lighting_preset));
   p.env_kind = scene.environment == EnvironmentKind::kUniform ? physics::kEnvUniform : physics::kEnvStudio;
   p.illuminant_kind = rig.illuminant_kind;
@@ -189,10 +189,10 @@ physics::TraceParams make_trace_params(const Scene& scene) {
   p.ring_sin_elev = static_cast<float>(std::sin(rig.ring_elevation_deg * kDegToRad));
   p.ring_cos_elev = static_cast<float>(std::cos(rig.ring_elevation_deg * kDegToRad));
   p.ring_cos_radius = static_cast<float>(std::cos(rig.ring_radius_deg * kDegToRad));
-  p.white_balance = p.env_kind == physics::kEnvStudio ? 1u : 0u;  // tracer.md §8: Studio only
+  p.white_balance = p.env_kind == physics::kEnvStudio ? 1u : 0u;  // docs/design/tracer.md §8: Studio only
   bradford_to_d65(p.illuminant_kind, p.planck_kelvin, p.wb);
 
-  // Material (tracer.md §3); isotropic materials use o_ray.
+  // Material (docs/design/tracer.md §3); isotropic materials use o_ray.
   const Material& m = scene.material;
   p.dispersion.model = static_cast<std::uint32_t>(m.dispersion.model);
   for (int i = 0; i < 3; ++i) {

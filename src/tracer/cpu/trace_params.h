@@ -16,11 +16,11 @@ namespace facetrace::tracer {
 physics::TraceParams make_trace_params(const Scene& scene);
 
 /// The scene's planes as FacetPlane, with the Frosted finish re-derived for girdle facets (|n_y| ≤ 1e-3) when
-/// girdle_frosted is set (tracer.md §4). Same precondition as make_trace_params.
+/// girdle_frosted is set (docs/design/tracer.md §4). Same precondition as make_trace_params.
 std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene);
 
 /// The Bradford white-balance matrix (row-major 3×3) mapping the white of illuminant S to D65 at equal Y,
-/// both integrated from the 5 nm CMF table (tracer.md §8). Identity for D65.
+/// both integrated from the 5 nm CMF table (docs/design/tracer.md §8). Identity for D65.
 void bradford_to_d65(std::uint32_t illuminant_kind, float planck_kelvin, float out[9]);
 
 }  // namespace facetrace::tracer

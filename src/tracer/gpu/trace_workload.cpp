@@ -1,5 +1,5 @@
 /// @file
-/// TraceWorkload: the tracer's chunk logic on the runtime's Workload seam (tracer.md §10.2–10.4).
+/// TraceWorkload: the tracer's chunk logic on the runtime's Workload seam (docs/design/tracer.md §10.2–10.4).
 #include "facetrace/tracer/gpu_tracer.h"
 
 #include <algorithm>
@@ -16,8 +16,8 @@
 namespace facetrace::tracer {
 
 namespace {
-constexpr std::uint64_t kMinTuples = 65536 / 12;     // tracer.md §10.2: 64 KiB/12 = 5 461
-constexpr double kEmaAlpha = 0.3;                    // tracer.md §10.2
+constexpr std::uint64_t kMinTuples = 65536 / 12;     // docs/design/tracer.md §10.2: 64 KiB/12 = 5 461
+constexpr double kEmaAlpha = 0.3;                    // docs/design/tracer.md §10.2
 constexpr std::uint64_t kTrailer = sizeof(std::uint64_t);  // scratch: the request's non-finite count
 constexpr std::size_t kPooledSums = 2;                       // film-sized sum buffers kept for reuse
 }  // namespace
@@ -25,7 +25,7 @@ constexpr std::size_t kPooledSums = 2;                       // film-sized sum b
 namespace {
 
 /// Device buffer pair index for the next chunk on `ex`: alternates per executor across requests, so a batch's
-/// next picture never reuses the buffer of the previous picture's chunk still in flight (tracer.md §10.6).
+/// next picture never reuses the buffer of the previous picture's chunk still in flight (docs/design/tracer.md §10.6).
 std::uint32_t next_buffer(const runtime::Executor& ex) {
   static std::mutex mu;
   static std::map<const runtime::Executor*, std::uint32_t> sequence;
@@ -152,7 +152,7 @@ Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratc
   std::unique_ptr<InFlight> f = std::move(in_flight_);
   const double expected_ms = ema_ns_per_tuple_ * f->pixel_count * samples_ * 1e-6;
   const auto deadline = std::chrono::milliseconds(
-      static_cast<std::int64_t>(std::max(10000.0, 50.0 * expected_ms)));  // runtime.md §6 (facetrace)
+      static_cast<std::int64_t>(std::max(10000.0, 50.0 * expected_ms)));  // docs/design/runtime.md §6 (facetrace)
   const std::size_t bytes = std::size_t{f->pixel_count} * 12;
   bool short_slot = false;
   Status st = ex.collect(f->sums, deadline, [&](std::span<const std::byte> b) {
@@ -220,7 +220,7 @@ Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::by
   if (!reply) return reply.status();
   if (reply->tickets.empty() || (options_.return_tuples && reply->tickets.size() < 2))
     return internal_error("trace_chunk returned no ring ticket");
-  // At most one chunk in flight: collect the previous one while this one runs (tracer.md §10.2).
+  // At most one chunk in flight: collect the previous one while this one runs (docs/design/tracer.md §10.2).
   FT_TRY(collect(ex, scratch, false));
   auto f = std::make_unique<InFlight>();
   f->sums = reply->tickets[0];

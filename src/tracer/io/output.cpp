@@ -1,5 +1,5 @@
 /// @file
-/// Display path (tracer.md §11.1) and linear EXR output (§11.2).
+/// Display path (docs/design/tracer.md §11.1) and linear EXR output (§11.2).
 #include "facetrace/tracer/output.h"
 
 #include <ImfChannelList.h>
@@ -28,7 +28,7 @@ namespace {
 constexpr double kXyzToSrgb[3][3] = {{3.2404542, -1.5371385, -0.4985314},
                                      {-0.9692660, 1.8760108, 0.0415560},
                                      {0.0556434, -0.2040259, 1.0572252}};
-// D65 white chromaticity (tracer.md §11.1: the walk goes toward white).
+// D65 white chromaticity (docs/design/tracer.md §11.1: the walk goes toward white).
 constexpr double kWhiteX = 0.3127;
 constexpr double kWhiteY = 0.3290;
 
@@ -40,7 +40,7 @@ constexpr const char* kAttrScene = "facetrace.scene";
 }  // namespace
 
 double aces_curve(double y) {
-  // tracer.md §11.1 step 2
+  // docs/design/tracer.md §11.1 step 2
   if (!(y > 0)) return 0.0;
   return y * (2.51 * y + 0.03) / (y * (2.43 * y + 0.59) + 0.14);
 }
@@ -51,7 +51,7 @@ void xyz_to_linear_srgb(const double xyz[3], double rgb[3]) {
 }
 
 void gamut_walk_srgb(const double xyz[3], double rgb[3]) {
-  // tracer.md §11.1 step 3. For chromaticity p(t) = w + t·(p − w), each channel equals (Y/y(t))·M_c·v(t) with
+  // docs/design/tracer.md §11.1 step 3. For chromaticity p(t) = w + t·(p − w), each channel equals (Y/y(t))·M_c·v(t) with
   // v = (x, y, 1 − x − y); Y/y(t) > 0, and M_c·v(t) is affine in t, so the boundary is found in closed form.
   const double y_lum = xyz[1];
   const double sum = xyz[0] + xyz[1] + xyz[2];
@@ -83,13 +83,13 @@ void gamut_walk_srgb(const double xyz[3], double rgb[3]) {
 }
 
 double srgb_encode(double x) {
-  // tracer.md §11.1 step 4
+  // docs/design/tracer.md §11.1 step 4
   if (x <= 0.0031308) return 12.92 * x;
   return 1.055 * std::pow(x, 1.0 / 2.4) - 0.055;
 }
 
 std::uint8_t quantise8(double v) {
-  // tracer.md §11.1 step 5
+  // docs/design/tracer.md §11.1 step 5
   if (!(v > 0)) return 0;
   if (v >= 1) return 255;
   return static_cast<std::uint8_t>(std::floor(v * 255.0 + 0.5));

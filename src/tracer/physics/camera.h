@@ -1,5 +1,5 @@
 /// @file
-/// Orbit pinhole camera (tracer.md §5).
+/// Orbit pinhole camera (docs/design/tracer.md §5).
 #pragma once
 
 #include <cstdint>
@@ -10,10 +10,10 @@
 
 namespace facetrace::tracer::physics {
 
-inline constexpr float kVerticalFovDeg = 42.0f;  // tracer.md §5: fixed vertical field of view
-inline constexpr float kMaxPitchDeg = 89.9f;     // tracer.md §5: |pitch| ≤ 89.9°
+inline constexpr float kVerticalFovDeg = 42.0f;  // docs/design/tracer.md §5: fixed vertical field of view
+inline constexpr float kMaxPitchDeg = 89.9f;     // docs/design/tracer.md §5: |pitch| ≤ 89.9°
 
-/// Primary ray direction through pixel (x, y) with jitter (jx, jy) ∈ [−0.5, 0.5) (tracer.md §5); the origin
+/// Primary ray direction through pixel (x, y) with jitter (jx, jy) ∈ [−0.5, 0.5) (docs/design/tracer.md §5); the origin
 /// is p.eye. Pixel centres sit at integer x/W.
 FT_HD Vec3 camera_direction(const TraceParams& p, std::uint32_t x, std::uint32_t y, float jx, float jy) {
   const float u = ((static_cast<float>(x) + jx) / static_cast<float>(p.width) - 0.5f) * 2.0f * p.aspect *

@@ -14,13 +14,13 @@
 
 namespace facetrace::tracer::physics {
 
-inline constexpr std::uint32_t kMaxPlanes = 128;  // tracer.md §4: at most 128 planes
+inline constexpr std::uint32_t kMaxPlanes = 128;  // docs/design/tracer.md §4: at most 128 planes
 
-/// Environment modes (tracer.md §6): uniform is env mode 0.
-inline constexpr std::uint32_t kEnvUniform = 0;  // tracer.md §6
-inline constexpr std::uint32_t kEnvStudio = 1;   // tracer.md §6
+/// Environment modes (docs/design/tracer.md §6): uniform is env mode 0.
+inline constexpr std::uint32_t kEnvUniform = 0;  // docs/design/tracer.md §6
+inline constexpr std::uint32_t kEnvStudio = 1;   // docs/design/tracer.md §6
 
-/// One facet plane {x : n·x + d ≤ 0} (tracer.md §4); n is a unit outward normal, d < 0.
+/// One facet plane {x : n·x + d ≤ 0} (docs/design/tracer.md §4); n is a unit outward normal, d < 0.
 /// 16 bytes and 16-byte aligned, so the device loads a plane with one 128-bit shared-memory access; the
 /// facet finish lives in TraceParams::frosted_mask.
 struct alignas(16) FacetPlane {
@@ -31,7 +31,7 @@ static_assert(std::is_standard_layout_v<FacetPlane> && std::is_trivially_copyabl
 
 /// Everything trace_sample needs besides the planes. All directions are unit vectors.
 struct TraceParams {
-  // Camera (tracer.md §5).
+  // Camera (docs/design/tracer.md §5).
   Vec3 eye;                 ///< camera position d·(cos p sin y, sin p, cos p cos y)
   Vec3 forward;             ///< f = −eye/|eye|
   Vec3 right;               ///< r = normalize(f × ŷ)
@@ -41,7 +41,7 @@ struct TraceParams {
   std::uint32_t width, height;
   std::uint32_t max_bounces;
   std::uint32_t plane_count;  ///< ≤ kMaxPlanes; 0 = empty scene
-  // Environment (tracer.md §6).
+  // Environment (docs/design/tracer.md §6).
   std::uint32_t env_kind;         ///< kEnvUniform or kEnvStudio
   std::uint32_t illuminant_kind;  ///< IlluminantKind
   float planck_kelvin;            ///< colour temperature for IlluminantKind::kPlanck
@@ -56,20 +56,20 @@ struct TraceParams {
   float rig_floor, rig_ceiling;   ///< charcoal backdrop levels below / above
   float rig_key, rig_fill, rig_ring;  ///< lobe weights of the preset
   float ring_sin_elev, ring_cos_elev, ring_cos_radius;
-  float wb[9];                    ///< Bradford white balance, row-major 3×3 (tracer.md §8)
-  // Material (tracer.md §3).
+  float wb[9];                    ///< Bradford white balance, row-major 3×3 (docs/design/tracer.md §8)
+  // Material (docs/design/tracer.md §3).
   DispersionCoeffs dispersion;
   std::uint32_t band_count;       ///< ≤ kMaxBands
   float path_scale;               ///< absorption_path_scale
   GaussianBand bands[kMaxBands];
-  std::uint32_t frosted_mask[kMaxPlanes / 32];  ///< bit i: plane i is Frosted (tracer.md §4 "Facet finish")
+  std::uint32_t frosted_mask[kMaxPlanes / 32];  ///< bit i: plane i is Frosted (docs/design/tracer.md §4 "Facet finish")
   float bound_radius2;  ///< squared radius (about the origin) of a sphere holding the stone; 0 = no planes
 };
 static_assert(sizeof(TraceParams) == 392, "TraceParams layout is shared with the device");
 static_assert(std::is_standard_layout_v<TraceParams> && std::is_trivially_copyable_v<TraceParams>);
 
 /// One sample's result: f32 XYZ after max(·, 0); finite = 0 when the raw value was non-finite, in which case
-/// xyz is 0 but the sample still counts in N (tracer.md §8 "Finish").
+/// xyz is 0 but the sample still counts in N (docs/design/tracer.md §8 "Finish").
 struct SampleXyz {
   float x, y, z;
   std::uint32_t finite;

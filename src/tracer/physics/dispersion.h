@@ -1,5 +1,5 @@
 /// @file
-/// Refractive index models (tracer.md §3): Sellmeier1, Sellmeier3, Cauchy; λ in µm; n floored at 1.
+/// Refractive index models (docs/design/tracer.md §3): Sellmeier1, Sellmeier3, Cauchy; λ in µm; n floored at 1.
 #pragma once
 
 #include <cmath>
@@ -9,10 +9,10 @@
 
 namespace facetrace::tracer::physics {
 
-/// Dispersion model ids, matching facetrace::tracer::DispersionModel (tracer.md §3).
-inline constexpr std::uint32_t kDispSellmeier1 = 0;  // tracer.md §3
-inline constexpr std::uint32_t kDispSellmeier3 = 1;  // tracer.md §3
-inline constexpr std::uint32_t kDispCauchy = 2;      // tracer.md §3
+/// Dispersion model ids, matching facetrace::tracer::DispersionModel (docs/design/tracer.md §3).
+inline constexpr std::uint32_t kDispSellmeier1 = 0;  // docs/design/tracer.md §3
+inline constexpr std::uint32_t kDispSellmeier3 = 1;  // docs/design/tracer.md §3
+inline constexpr std::uint32_t kDispCauchy = 2;      // docs/design/tracer.md §3
 
 /// Coefficients of one dispersion curve. Sellmeier1 uses b[0], c[0]; Cauchy uses a=b[0], b=b[1], c=b[2].
 struct DispersionCoeffs {
@@ -22,7 +22,7 @@ struct DispersionCoeffs {
 };
 static_assert(sizeof(DispersionCoeffs) == 28, "DispersionCoeffs layout");
 
-/// n(λ) with λ in nm (converted to µm), floored at 1 (tracer.md §3). c is in µm².
+/// n(λ) with λ in nm (converted to µm), floored at 1 (docs/design/tracer.md §3). c is in µm².
 FT_HD float refractive_index(const DispersionCoeffs& d, float lambda_nm) {
   const float l = lambda_nm * 1e-3f;
   const float l2 = l * l;

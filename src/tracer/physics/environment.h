@@ -1,5 +1,5 @@
 /// @file
-/// Environments (tracer.md §6): the Studio rig and the uniform environment. The Studio constants that the
+/// Environments (docs/design/tracer.md §6): the Studio rig and the uniform environment. The Studio constants that the
 /// spec leaves to facetrace (charcoal levels, fill direction, ring placement and size, spot profile) are
 /// defined here, once, and frozen by the environment golden.
 #pragma once
@@ -14,24 +14,24 @@
 
 namespace facetrace::tracer::physics {
 
-// Lobe shapes of the Studio rig (tracer.md §6 table).
-inline constexpr float kKeyGain = 12.0f;      // tracer.md §6: key lobe 12·spot·max(0, ω·ℓ)^28
-inline constexpr float kKeyExponent = 28.0f;  // tracer.md §6
-inline constexpr float kFillGain = 4.5f;      // tracer.md §6: fill lobe 4.5·max(0, ω·ℓ_fill)^18
-inline constexpr float kFillExponent = 18.0f; // tracer.md §6
-inline constexpr int kRingLights = 16;        // tracer.md §6: 16 ring lights
+// Lobe shapes of the Studio rig (docs/design/tracer.md §6 table).
+inline constexpr float kKeyGain = 12.0f;      // docs/design/tracer.md §6: key lobe 12·spot·max(0, ω·ℓ)^28
+inline constexpr float kKeyExponent = 28.0f;  // docs/design/tracer.md §6
+inline constexpr float kFillGain = 4.5f;      // docs/design/tracer.md §6: fill lobe 4.5·max(0, ω·ℓ_fill)^18
+inline constexpr float kFillExponent = 18.0f; // docs/design/tracer.md §6
+inline constexpr int kRingLights = 16;        // docs/design/tracer.md §6: 16 ring lights
 
-// facetrace choices (tracer.md §6 "remaining Studio constants").
-inline constexpr float kSpotCoreCos = 0.99862953f;   // tracer.md §6 (facetrace): spot core radius 3°
-inline constexpr float kSpotCoreGain = 4.0f;         // tracer.md §6 (facetrace): spot = 4 in the core, else 1
-inline constexpr float kFillYawOffset = 2.5f;        // tracer.md §6 (facetrace): fill yaw = key yaw + 2.5 rad
-inline constexpr float kFillPitch = 0.45f;           // tracer.md §6 (facetrace): fill pitch, rad
+// facetrace choices (docs/design/tracer.md §6 "remaining Studio constants").
+inline constexpr float kSpotCoreCos = 0.99862953f;   // docs/design/tracer.md §6 (facetrace): spot core radius 3°
+inline constexpr float kSpotCoreGain = 4.0f;         // docs/design/tracer.md §6 (facetrace): spot = 4 in the core, else 1
+inline constexpr float kFillYawOffset = 2.5f;        // docs/design/tracer.md §6 (facetrace): fill yaw = key yaw + 2.5 rad
+inline constexpr float kFillPitch = 0.45f;           // docs/design/tracer.md §6 (facetrace): fill pitch, rad
 
 /// sin(r·π/8) for r = 0..4, as constants.
 FT_HD float quarter_sin(int r) {
   return r == 0 ? 0.0f : r == 1 ? 0.38268343f : r == 2 ? 0.70710678f : r == 3 ? 0.92387953f : 1.0f;
 }
-/// sin and cos of the ring-light azimuth k·2π/16, k = 0..15 (tracer.md §6 ring lights), by quarter-wave
+/// sin and cos of the ring-light azimuth k·2π/16, k = 0..15 (docs/design/tracer.md §6 ring lights), by quarter-wave
 /// symmetry from constants: no sinf/cosf on every escape, and bit-identical on the CPU and the GPU.
 FT_HD float ring_sin(int k) {
   const int q = k >> 2, r = k & 3;
@@ -56,7 +56,7 @@ FT_HD int ring_slot(float x, float z) {
   return z >= 0.0f ? (16 - j) & 15 : 8 + j;
 }
 
-/// x^28 and x^18 by repeated squaring (tracer.md §6 lobe exponents): exact IEEE products, so the CPU and the
+/// x^28 and x^18 by repeated squaring (docs/design/tracer.md §6 lobe exponents): exact IEEE products, so the CPU and the
 /// GPU agree bit for bit (powf differs by ulps between libm and CUDA) and no transcendental call is made.
 static_assert(kKeyExponent == 28.0f && kFillExponent == 18.0f, "pow28/pow18 implement the lobe exponents");
 FT_HD float pow28(float x) {
@@ -68,7 +68,7 @@ FT_HD float pow18(float x) {
   return x16 * x2;
 }
 
-/// Per-preset configuration of the Studio rig (tracer.md §6: "the preset chooses S(λ) and the rig's
+/// Per-preset configuration of the Studio rig (docs/design/tracer.md §6: "the preset chooses S(λ) and the rig's
 /// configuration"). Levels are radiance multipliers before exposure·S(λ).
 struct StudioRig {
   std::uint32_t illuminant_kind;  ///< IlluminantKind
@@ -80,11 +80,11 @@ struct StudioRig {
 };
 static_assert(sizeof(StudioRig) == 36, "StudioRig layout");
 
-/// The rig of a Tier 1 preset by wire index (tracer.md §1: Daylight 0, RingLights 2, LightTent 5,
+/// The rig of a Tier 1 preset by wire index (docs/design/tracer.md §1: Daylight 0, RingLights 2, LightTent 5,
 /// IlluminantA 14); any other index gets the LightTent rig (the caller rejects non-Tier-1 presets first).
 inline constexpr StudioRig studio_rig(std::uint32_t preset) {
   switch (preset) {
-    case 0:  // Daylight (tracer.md §6, facetrace): D65 sky, sun-like key.
+    case 0:  // Daylight (docs/design/tracer.md §6, facetrace): D65 sky, sun-like key.
       return StudioRig{0u, 6504.0f, 0.04f, 0.45f, 1.0f, 0.6f, 0.0f, 35.0f, 4.0f};
     case 2:  // RingLights (facetrace): dark studio, 16 bright ring lights.
       return StudioRig{0u, 6504.0f, 0.02f, 0.06f, 0.3f, 0.2f, 8.0f, 35.0f, 4.0f};
@@ -95,7 +95,7 @@ inline constexpr StudioRig studio_rig(std::uint32_t preset) {
   }
 }
 
-/// Wavelength-independent shape of the Studio rig in direction w, × exposure (tracer.md §6); multiply by
+/// Wavelength-independent shape of the Studio rig in direction w, × exposure (docs/design/tracer.md §6); multiply by
 /// S(λ) for radiance.
 FT_HD float studio_shape(const TraceParams& p, Vec3 w) {
   if (dot(w, p.view_dir) > p.cos_head_shadow) return 0.0f;  // the observer's head
@@ -117,12 +117,12 @@ FT_HD float studio_shape(const TraceParams& p, Vec3 w) {
 }
 
 /// Environment shape in direction w (× S(λ) gives radiance): exposure everywhere for the uniform environment,
-/// the Studio rig otherwise (tracer.md §6).
+/// the Studio rig otherwise (docs/design/tracer.md §6).
 FT_HD float environment_shape(const TraceParams& p, Vec3 w) {
   return p.env_kind == kEnvUniform ? p.exposure : studio_shape(p, w);
 }
 
-/// Shape of a camera ray that misses at bounce 0 (tracer.md §7.2 step 2): the backdrop in the Studio rig,
+/// Shape of a camera ray that misses at bounce 0 (docs/design/tracer.md §7.2 step 2): the backdrop in the Studio rig,
 /// exposure in the uniform environment (the backdrop is ignored there).
 FT_HD float bounce0_miss_shape(const TraceParams& p) {
   return p.env_kind == kEnvUniform ? p.exposure : p.backdrop;

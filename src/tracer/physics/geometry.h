@@ -1,5 +1,5 @@
 /// @file
-/// Slab intersection of a ray with a convex polyhedron (tracer.md §4).
+/// Slab intersection of a ray with a convex polyhedron (docs/design/tracer.md §4).
 #pragma once
 
 #include <cfloat>
@@ -12,9 +12,9 @@
 
 namespace facetrace::tracer::physics {
 
-inline constexpr float kParallelEps = 1e-7f;  // tracer.md §4 step 2
-inline constexpr float kHitEps = 1e-4f;       // tracer.md §4 step 5
-inline constexpr float kRayOffset = 1e-4f;    // tracer.md §7.2 step 9
+inline constexpr float kParallelEps = 1e-7f;  // docs/design/tracer.md §4 step 2
+inline constexpr float kHitEps = 1e-4f;       // docs/design/tracer.md §4 step 5
+inline constexpr float kRayOffset = 1e-4f;    // docs/design/tracer.md §7.2 step 9
 
 /// A hit: plane index (−1 = miss) and distance along the ray.
 struct Hit {
@@ -39,7 +39,7 @@ FT_HD float plane_side(const FacetPlane& pl, Vec3 o) {
   return fmaf(pl.nx, o.x, fmaf(pl.ny, o.y, fmaf(pl.nz, o.z, pl.d)));
 }
 
-/// The slab test's last step (tracer.md §4 steps 4–5) from the kept near and far candidates.
+/// The slab test's last step (docs/design/tracer.md §4 steps 4–5) from the kept near and far candidates.
 FT_HD Hit slab_result(int i_near, float near_num, float near_den, int i_far, float far_num, float far_den) {
   const float t_near = i_near >= 0 ? near_num / near_den : -FLT_MAX;
   const float t_far = i_far >= 0 ? far_num / far_den : FLT_MAX;
@@ -84,7 +84,7 @@ FT_HD bool exit_from_inside(const FacetPlane* planes, std::uint32_t count, float
   return true;
 }
 
-/// Slab test of o + t·D against planes[0, count) (tracer.md §4). The normal of the hit is the outward
+/// Slab test of o + t·D against planes[0, count) (docs/design/tracer.md §4). The normal of the hit is the outward
 /// normal of `plane`; the caller flips it to face the ray.
 ///
 /// Division-free form *(facetrace)*: each candidate t = num/den with den > 0 is kept as a fraction and

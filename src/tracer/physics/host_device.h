@@ -1,5 +1,5 @@
 /// @file
-/// FT_HD: the only CUDA-aware macros shared physics code may use (style.md §3).
+/// FT_HD: the only CUDA-aware macros shared physics code may use (docs/design/style.md §3).
 #pragma once
 
 #if defined(__CUDACC__)

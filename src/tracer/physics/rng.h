@@ -1,5 +1,5 @@
 /// @file
-/// Deterministic sampling identity (tracer.md §9): hash, sample seed, radical inverses with per-pixel
+/// Deterministic sampling identity (docs/design/tracer.md §9): hash, sample seed, radical inverses with per-pixel
 /// rotations, per-bounce stream draws. Integer parts are bit-exact on host and device.
 #pragma once
 
@@ -10,38 +10,38 @@
 
 namespace facetrace::tracer::physics {
 
-// Rotation constants of the per-pixel Cranley–Patterson shifts (tracer.md §9).
-inline constexpr std::uint32_t kRotationX = 0xA511E9B3u;  // tracer.md §9
-inline constexpr std::uint32_t kRotationY = 0x63D81B23u;  // tracer.md §9
-inline constexpr std::uint32_t kRotationHero = 0x1B873593u;  // tracer.md §9
+// Rotation constants of the per-pixel Cranley–Patterson shifts (docs/design/tracer.md §9).
+inline constexpr std::uint32_t kRotationX = 0xA511E9B3u;  // docs/design/tracer.md §9
+inline constexpr std::uint32_t kRotationY = 0x63D81B23u;  // docs/design/tracer.md §9
+inline constexpr std::uint32_t kRotationHero = 0x1B873593u;  // docs/design/tracer.md §9
 
-// Sample-seed multipliers (tracer.md §9 "Sample identity").
-inline constexpr std::uint32_t kSeedPixelMul = 0x9E3779B9u;   // tracer.md §9
-inline constexpr std::uint32_t kSeedSampleMul = 0x85EBCA6Bu;  // tracer.md §9
+// Sample-seed multipliers (docs/design/tracer.md §9 "Sample identity").
+inline constexpr std::uint32_t kSeedPixelMul = 0x9E3779B9u;   // docs/design/tracer.md §9
+inline constexpr std::uint32_t kSeedSampleMul = 0x85EBCA6Bu;  // docs/design/tracer.md §9
 
-// Per-bounce streams (tracer.md §9 stream table). The first four are the spec's; the rest are
+// Per-bounce streams (docs/design/tracer.md §9 stream table). The first four are the spec's; the rest are
 // facetrace's own distinct odd constants, frozen by the Tier 1 goldens.
-inline constexpr std::uint32_t kStreamFresnel = 0x9E3779B1u;         // tracer.md §9
-inline constexpr std::uint32_t kStreamRoulette = 0x517CC1B7u;        // tracer.md §9
-inline constexpr std::uint32_t kStreamBirefringent = 0x2545F491u;    // tracer.md §9
-inline constexpr std::uint32_t kStreamModeCoupling = 0xCC9E2D51u;    // tracer.md §9
-inline constexpr std::uint32_t kStreamFrostedDir1 = 0x27D4EB2Fu;     // tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamFrostedDir2 = 0x165667B1u;     // tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamHgDistance = 0xD3A2646Du;      // tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamHgDirection = 0xFD7046C5u;     // tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamNee = 0xB55A4F09u;             // tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamBiaxialMode = 0x68E31DA5u;     // tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamFresnel = 0x9E3779B1u;         // docs/design/tracer.md §9
+inline constexpr std::uint32_t kStreamRoulette = 0x517CC1B7u;        // docs/design/tracer.md §9
+inline constexpr std::uint32_t kStreamBirefringent = 0x2545F491u;    // docs/design/tracer.md §9
+inline constexpr std::uint32_t kStreamModeCoupling = 0xCC9E2D51u;    // docs/design/tracer.md §9
+inline constexpr std::uint32_t kStreamFrostedDir1 = 0x27D4EB2Fu;     // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamFrostedDir2 = 0x165667B1u;     // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamHgDistance = 0xD3A2646Du;      // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamHgDirection = 0xFD7046C5u;     // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamNee = 0xB55A4F09u;             // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamBiaxialMode = 0x68E31DA5u;     // docs/design/tracer.md §9 (facetrace)
 
-/// The u32 finaliser hash (tracer.md §9): x·=0x85EBCA6B; x^=x≫13; x·=0xC2B2AE35; x^=x≫16.
+/// The u32 finaliser hash (docs/design/tracer.md §9): x·=0x85EBCA6B; x^=x≫13; x·=0xC2B2AE35; x^=x≫16.
 FT_HD std::uint32_t hash_u32(std::uint32_t x) {
-  x *= 0x85EBCA6Bu;  // tracer.md §9
+  x *= 0x85EBCA6Bu;  // docs/design/tracer.md §9
   x ^= x >> 13;
-  x *= 0xC2B2AE35u;  // tracer.md §9
+  x *= 0xC2B2AE35u;  // docs/design/tracer.md §9
   x ^= x >> 16;
   return x;
 }
 
-/// Seed of sample s of global pixel p = y·W + x (tracer.md §9); s is absolute, u32 arithmetic wraps.
+/// Seed of sample s of global pixel p = y·W + x (docs/design/tracer.md §9); s is absolute, u32 arithmetic wraps.
 FT_HD std::uint32_t sample_seed(std::uint32_t pixel, std::uint32_t s) {
   return hash_u32((pixel * kSeedPixelMul) ^ (s * kSeedSampleMul));
 }
@@ -55,12 +55,12 @@ FT_HD std::uint32_t bit_reverse_u32(std::uint32_t v) {
   return (v >> 16) | (v << 16);
 }
 
-/// Per-pixel rotation bitrev(hash(p ⊕ C))/2³² in f32 (tracer.md §9). May round up to 1.0f.
+/// Per-pixel rotation bitrev(hash(p ⊕ C))/2³² in f32 (docs/design/tracer.md §9). May round up to 1.0f.
 FT_HD float pixel_rotation(std::uint32_t pixel, std::uint32_t c) {
   return static_cast<float>(bit_reverse_u32(hash_u32(pixel ^ c))) * 2.3283064365386963e-10f;  // 2^-32
 }
 
-/// Radical inverse Φ_b(s) (tracer.md §9, facetrace): integer digit reversal with a u64 numerator and
+/// Radical inverse Φ_b(s) (docs/design/tracer.md §9, facetrace): integer digit reversal with a u64 numerator and
 /// denominator, then one final (double, correctly rounded) division, rounded to f32. Result in [0, 1).
 FT_HD float radical_inverse(std::uint32_t base, std::uint32_t s) {
   std::uint64_t num = 0;
@@ -78,14 +78,14 @@ FT_HD float radical_inverse(std::uint32_t base, std::uint32_t s) {
 /// frac(x) for x ≥ 0 in f32; exact for x in [0, 2].
 FT_HD float frac01(float x) { return x - floorf(x); }
 
-/// Per-bounce uniform for one stream (tracer.md §9): u = f32(h)/f32(2³²−1), h = hash(seed ⊕ hash(bounce ⊕
+/// Per-bounce uniform for one stream (docs/design/tracer.md §9): u = f32(h)/f32(2³²−1), h = hash(seed ⊕ hash(bounce ⊕
 /// STREAM)). In f32 the divisor is 2³², so u ∈ [0, 1] and u can equal 1.
 FT_HD float stream_uniform(std::uint32_t seed, std::uint32_t bounce, std::uint32_t stream) {
   const std::uint32_t h = hash_u32(seed ^ hash_u32(bounce ^ stream));
   return static_cast<float>(h) / static_cast<float>(0xFFFFFFFFu);
 }
 
-/// The camera-sample numbers of (pixel, s): jitter in [−0.5, 0.5) and the hero uniform (tracer.md §9).
+/// The camera-sample numbers of (pixel, s): jitter in [−0.5, 0.5) and the hero uniform (docs/design/tracer.md §9).
 struct PixelSample {
   float jx, jy, u_hero;
 };

@@ -1,5 +1,5 @@
 /// @file
-/// Spectral tables (tracer.md §6, §8): CIE 1931 2° colour-matching functions and CIE D65, 5 nm steps,
+/// Spectral tables (docs/design/tracer.md §6, §8): CIE 1931 2° colour-matching functions and CIE D65, 5 nm steps,
 /// 380–780 nm (81 entries each). The numbers live once in macros; accessors return a global-memory copy on
 /// the device and an `inline constexpr` array on the host (constexpr arrays cannot be indexed at run time in
 /// device code).
@@ -9,13 +9,13 @@
 
 namespace facetrace::tracer::physics {
 
-inline constexpr int kSpectralTableSize = 81;      // tracer.md §8: 5 nm table, 380–780 nm
-inline constexpr float kSpectralTableStartNm = 380.0f;  // tracer.md §8
-inline constexpr float kSpectralTableStepNm = 5.0f;     // tracer.md §8
+inline constexpr int kSpectralTableSize = 81;      // docs/design/tracer.md §8: 5 nm table, 380–780 nm
+inline constexpr float kSpectralTableStartNm = 380.0f;  // docs/design/tracer.md §8
+inline constexpr float kSpectralTableStepNm = 5.0f;     // docs/design/tracer.md §8
 
 }  // namespace facetrace::tracer::physics
 
-// CIE 1931 2° x̄ (tracer.md §8), 380..780 nm step 5.
+// CIE 1931 2° x̄ (docs/design/tracer.md §8), 380..780 nm step 5.
 #define FT_CIE_CMF_X_DATA \
   0.001368f, 0.002236f, 0.004243f, 0.007650f, 0.014310f, 0.023190f, 0.043510f, 0.077630f, 0.134380f, \
   0.214770f, 0.283900f, 0.328500f, 0.348280f, 0.348060f, 0.336200f, 0.318700f, 0.290800f, 0.251100f, \
@@ -27,7 +27,7 @@ inline constexpr float kSpectralTableStepNm = 5.0f;     // tracer.md §8
   0.015840f, 0.011359f, 0.008111f, 0.005790f, 0.004109f, 0.002899f, 0.002049f, 0.001440f, 0.001000f, \
   0.000690f, 0.000476f, 0.000332f, 0.000235f, 0.000166f, 0.000117f, 0.000083f, 0.000059f, 0.000042f
 
-// CIE 1931 2° ȳ (tracer.md §8), 380..780 nm step 5.
+// CIE 1931 2° ȳ (docs/design/tracer.md §8), 380..780 nm step 5.
 #define FT_CIE_CMF_Y_DATA \
   0.000039f, 0.000064f, 0.000120f, 0.000217f, 0.000396f, 0.000640f, 0.001210f, 0.002180f, 0.004000f, \
   0.007300f, 0.011600f, 0.016840f, 0.023000f, 0.029800f, 0.038000f, 0.048000f, 0.060000f, 0.073900f, \
@@ -39,7 +39,7 @@ inline constexpr float kSpectralTableStepNm = 5.0f;     // tracer.md §8
   0.005723f, 0.004102f, 0.002929f, 0.002091f, 0.001484f, 0.001047f, 0.000740f, 0.000520f, 0.000361f, \
   0.000249f, 0.000172f, 0.000120f, 0.000085f, 0.000060f, 0.000042f, 0.000030f, 0.000021f, 0.000015f
 
-// CIE 1931 2° z̄ (tracer.md §8), 380..780 nm step 5.
+// CIE 1931 2° z̄ (docs/design/tracer.md §8), 380..780 nm step 5.
 #define FT_CIE_CMF_Z_DATA \
   0.006450f, 0.010550f, 0.020050f, 0.036210f, 0.067850f, 0.110200f, 0.207400f, 0.371300f, 0.645600f, \
   1.039050f, 1.385600f, 1.622960f, 1.747060f, 1.782600f, 1.772110f, 1.744100f, 1.669200f, 1.528100f, \
@@ -51,7 +51,7 @@ inline constexpr float kSpectralTableStepNm = 5.0f;     // tracer.md §8
   0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, \
   0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f, 0.000000f
 
-// CIE D65 relative spectral power, 100 at 560 nm (tracer.md §6), 380..780 nm step 5.
+// CIE D65 relative spectral power, 100 at 560 nm (docs/design/tracer.md §6), 380..780 nm step 5.
 #define FT_CIE_D65_DATA \
   49.9755f, 52.3118f, 54.6482f, 68.7015f, 82.7549f, 87.1204f, 91.486f, 92.4589f, 93.4318f, 90.057f, \
   86.6823f, 95.7736f, 104.865f, 110.936f, 117.008f, 117.41f, 117.812f, 116.336f, 114.861f, 115.392f, \

@@ -1,5 +1,5 @@
 /// @file
-/// trace_sample: one hero-wavelength spectral path (tracer.md §7) turned into CIE XYZ (§8). The single entry
+/// trace_sample: one hero-wavelength spectral path (docs/design/tracer.md §7) turned into CIE XYZ (§8). The single entry
 /// point shared by the CPU tracer and the CUDA megakernel; a pure function of (params, planes, x, y, s).
 #pragma once
 
@@ -20,15 +20,15 @@
 
 namespace facetrace::tracer::physics {
 
-inline constexpr float kProbMin = 0.02f;            // tracer.md §7.2 step 7: p clamped to [0.02, 0.98]
-inline constexpr float kProbMax = 0.98f;            // tracer.md §7.2 step 7
-inline constexpr float kPdfClampLo = 1e-4f;         // tracer.md §7.2 step 7: path_pdf factors clamped
-inline constexpr float kPdfClampHi = 1.0f - 1e-4f;  // tracer.md §7.2 step 7
-inline constexpr float kSameDirection = 1.0f - 1e-6f;  // tracer.md §7.4: divergence threshold
-inline constexpr std::uint32_t kRouletteAfter = 4;  // tracer.md §7.2 step 10: only when b > 4
-inline constexpr float kRouletteMin = 0.05f;        // tracer.md §7.2 step 10: q clamped to [0.05, 1]
-inline constexpr float kMisEpsilon = 1e-12f;        // tracer.md §8: MIS fallback threshold
-inline constexpr float kXyzScale = kChannelStepNm / kCmfYIntegral;  // tracer.md §8: 50/106.856
+inline constexpr float kProbMin = 0.02f;            // docs/design/tracer.md §7.2 step 7: p clamped to [0.02, 0.98]
+inline constexpr float kProbMax = 0.98f;            // docs/design/tracer.md §7.2 step 7
+inline constexpr float kPdfClampLo = 1e-4f;         // docs/design/tracer.md §7.2 step 7: path_pdf factors clamped
+inline constexpr float kPdfClampHi = 1.0f - 1e-4f;  // docs/design/tracer.md §7.2 step 7
+inline constexpr float kSameDirection = 1.0f - 1e-6f;  // docs/design/tracer.md §7.4: divergence threshold
+inline constexpr std::uint32_t kRouletteAfter = 4;  // docs/design/tracer.md §7.2 step 10: only when b > 4
+inline constexpr float kRouletteMin = 0.05f;        // docs/design/tracer.md §7.2 step 10: q clamped to [0.05, 1]
+inline constexpr float kMisEpsilon = 1e-12f;        // docs/design/tracer.md §8: MIS fallback threshold
+inline constexpr float kXyzScale = kChannelStepNm / kCmfYIntegral;  // docs/design/tracer.md §8: 50/106.856
 inline constexpr float kPi = 3.14159265358979323846f;
 
 namespace detail {
@@ -52,7 +52,7 @@ FT_HD void orthonormal_basis(Vec3 n, Vec3& t, Vec3& b) {
   b = Vec3{c, sign + n.y * n.y * a, -n.y};
 }
 
-/// Cosine-weighted direction about unit n (tracer.md §7.5 frosted facet).
+/// Cosine-weighted direction about unit n (docs/design/tracer.md §7.5 frosted facet).
 FT_HD Vec3 cosine_direction(Vec3 n, float u1, float u2) {
   Vec3 t, b;
   orthonormal_basis(n, t, b);
@@ -64,19 +64,19 @@ FT_HD Vec3 cosine_direction(Vec3 n, float u1, float u2) {
 
 }  // namespace detail
 
-/// Channel k's illuminant S(λ_k) (tracer.md §7.1), recomputed where used instead of held in the path state.
+/// Channel k's illuminant S(λ_k) (docs/design/tracer.md §7.1), recomputed where used instead of held in the path state.
 FT_HD float channel_illum(const TraceParams& p, float hero, int k) {
   return illuminant(p.illuminant_kind, p.planck_kelvin, channel_lambda(hero, k));
 }
 
-/// Channel k's absorption coefficient α(λ_k)·path_scale (tracer.md §7.1; 0 without bands), recomputed where
+/// Channel k's absorption coefficient α(λ_k)·path_scale (docs/design/tracer.md §7.1; 0 without bands), recomputed where
 /// used.
 FT_HD float channel_alpha(const TraceParams& p, float hero, int k) {
   if (p.band_count == 0) return 0.0f;
   return absorption_coefficient(p.bands, p.band_count, channel_lambda(hero, k)) * p.path_scale;
 }
 
-/// The state of one path between bounces (tracer.md §7.1 table). Of the per-channel constants only n(λ_k)
+/// The state of one path between bounces (docs/design/tracer.md §7.1 table). Of the per-channel constants only n(λ_k)
 /// is held: λ_k, S(λ_k) and α(λ_k) are pure functions of the hero, recomputed where used (the same bits).
 /// `split` doubles as the radiance: a path adds radiance only at the miss that ends it, so when path_step
 /// returns false `split[k]` holds radiance[k] (0 for a path cut by roulette or max_bounces).
@@ -93,11 +93,11 @@ struct alignas(16) PathState {
   bool inside;
 };
 
-/// Starts sample s of pixel (x, y): wavelengths, per-channel constants, camera ray (tracer.md §7.1).
+/// Starts sample s of pixel (x, y): wavelengths, per-channel constants, camera ray (docs/design/tracer.md §7.1).
 FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std::uint32_t y,
                       std::uint32_t s) {
   constexpr int K = kChannels;
-  const std::uint32_t pixel = y * p.width + x;  // tracer.md §9: global pixel p = y·W + x
+  const std::uint32_t pixel = y * p.width + x;  // docs/design/tracer.md §9: global pixel p = y·W + x
   ps.seed = sample_seed(pixel, s);
   const PixelSample smp = pixel_sample(pixel, s);
   ps.hero = kLambdaMinNm + kLambdaSpanNm * smp.u_hero;
@@ -118,7 +118,7 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
   ps.b = 0;
 }
 
-/// One bounce of the path (tracer.md §7.2 steps 1–10). Returns true when the path goes on; false when it
+/// One bounce of the path (docs/design/tracer.md §7.2 steps 1–10). Returns true when the path goes on; false when it
 /// ended (miss, roulette, or max_bounces reached), with ps.split then holding the radiance. Requires
 /// ps.b < p.max_bounces.
 ///
@@ -416,7 +416,7 @@ FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
 }
 
 
-/// Traces sample s of pixel (x, y) (tracer.md §7) and returns its XYZ (§8). planes holds p.plane_count
+/// Traces sample s of pixel (x, y) (docs/design/tracer.md §7) and returns its XYZ (§8). planes holds p.plane_count
 /// entries (may be null when 0). Deterministic: bit-identical for the same inputs on one backend (§9 G1), and
 /// the same function as path_begin → path_step until false → path_finish, in any interleaving of paths.
 FT_HD SampleXyz trace_sample(const TraceParams& p, const FacetPlane* planes, std::uint32_t x, std::uint32_t y,

@@ -1,5 +1,5 @@
 /// @file
-/// The render loop with GPU requests and CPU fallback (tracer.md §10.4, §10.7).
+/// The render loop with GPU requests and CPU fallback (docs/design/tracer.md §10.4, §10.7).
 #include "facetrace/tracer/renderer.h"
 
 #include <algorithm>
@@ -16,9 +16,9 @@
 namespace facetrace::tracer {
 namespace {
 
-constexpr double kTargetRequestMs = 100.0;     // tracer.md §10.7
-constexpr std::uint32_t kMaxRequestSamples = 2048;  // tracer.md §10.7
-constexpr double kMaxGrowth = 4.0;             // tracer.md §10.7
+constexpr double kTargetRequestMs = 100.0;     // docs/design/tracer.md §10.7
+constexpr std::uint32_t kMaxRequestSamples = 2048;  // docs/design/tracer.md §10.7
+constexpr double kMaxGrowth = 4.0;             // docs/design/tracer.md §10.7
 
 /// Next request size from the last one's duration: aim at 100 ms, grow at most 4×, cap 2048.
 std::uint32_t next_request_samples(std::uint32_t last, double last_ms, std::uint32_t remaining) {

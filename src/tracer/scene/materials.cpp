@@ -1,5 +1,5 @@
 /// @file
-/// The preset catalogue: lighting preset names (tracer.md §2) and the built-in materials (tracer.md §3), with
+/// The preset catalogue: lighting preset names (docs/design/tracer.md §2) and the built-in materials (docs/design/tracer.md §3), with
 /// the name matching (fold_name, did_you_mean) their lookups and the scene-file reader share.
 #include "scene/materials.h"
 
@@ -26,7 +26,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-/// tracer.md §2, in wire order.
+/// docs/design/tracer.md §2, in wire order.
 const std::vector<std::string_view> kPresetNames = {
     "Daylight",  "Incandescent", "RingLights",     "DarkSpotlight", "IsoHemisphere",
     "LightTent", "DaylightDome", "UvLamp365",      "UvLamp395",     "DaylightSun",
@@ -109,7 +109,7 @@ std::span<const MaterialPreset> material_presets() { return kMaterialPresets; }
 Material diamond_material() {
   Material m;
   m.name = "Diamond";
-  m.dispersion.model = DispersionModel::kSellmeier3;  // tracer.md §3 Diamond
+  m.dispersion.model = DispersionModel::kSellmeier3;  // docs/design/tracer.md §3 Diamond
   m.dispersion.b[0] = 4.3356f;
   m.dispersion.b[1] = 0.3306f;
   m.dispersion.b[2] = 0.0f;
@@ -150,7 +150,7 @@ Expected<LightingPreset> lighting_preset_from_name(std::string_view name) {
 }
 
 bool lighting_preset_is_tier1(LightingPreset p) {
-  return p == LightingPreset::kDaylight || p == LightingPreset::kRingLights ||  // tracer.md §1 Tier 1
+  return p == LightingPreset::kDaylight || p == LightingPreset::kRingLights ||  // docs/design/tracer.md §1 Tier 1
          p == LightingPreset::kLightTent || p == LightingPreset::kIlluminantA;
 }
 

@@ -1,5 +1,5 @@
 /// @file
-/// Private: the preset catalogue — the lighting presets (tracer.md §2) and the built-in materials — and the
+/// Private: the preset catalogue — the lighting presets (docs/design/tracer.md §2) and the built-in materials — and the
 /// name matching that its lookups and the scene-file reader share. The public lookups (material_preset,
 /// lighting_preset_from_name, ...) are declared in facetrace/tracer/scene.h.
 #pragma once
@@ -13,7 +13,7 @@
 
 namespace facetrace::tracer {
 
-/// The lighting preset names in wire order (index = LightingPreset value, tracer.md §2).
+/// The lighting preset names in wire order (index = LightingPreset value, docs/design/tracer.md §2).
 const std::vector<std::string_view>& lighting_preset_names();
 
 /// A built-in material: its preset name ("cubic_zirconia") and the function that builds it.

@@ -11,16 +11,16 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kDegToRad = kPi / 180.0;
-constexpr std::uint32_t kMaxWidth = 7680;      // tracer.md §2
-constexpr std::uint32_t kMaxHeight = 4320;     // tracer.md §2
-constexpr std::uint32_t kMaxBounces = 128;     // tracer.md §2
-constexpr std::size_t kMaxPlanes = 128;        // tracer.md §4
+constexpr std::uint32_t kMaxWidth = 7680;      // docs/design/tracer.md §2
+constexpr std::uint32_t kMaxHeight = 4320;     // docs/design/tracer.md §2
+constexpr std::uint32_t kMaxBounces = 128;     // docs/design/tracer.md §2
+constexpr std::size_t kMaxPlanes = 128;        // docs/design/tracer.md §4
 constexpr std::size_t kMaxBands = 8;           // facetrace: bands kept in the trace parameters
 constexpr double kMaxDistance = 1e4;           // facetrace: larger camera distances are refused as absurd
 constexpr double kUnitTolerance = 1e-3;        // facetrace: |‖n‖ − 1| allowed for plane normals
 constexpr double kOpenTolerance = 1e-3;        // facetrace: recession-direction margin (see planes_bounded)
-constexpr double kIndexMin = 1.0;              // tracer.md §3: n in [1, 6]
-constexpr double kIndexMax = 6.0;              // tracer.md §3
+constexpr double kIndexMin = 1.0;              // docs/design/tracer.md §3: n in [1, 6]
+constexpr double kIndexMax = 6.0;              // docs/design/tracer.md §3
 
 std::string num(double v) {
   char buf[64];
@@ -36,7 +36,7 @@ Status check_finite(const std::string& field, double v) {
   return finite(v) ? Status{} : bad(field, "must be finite (got " + num(v) + ")");
 }
 
-/// Gear-index facet normal (tracer.md §13): crown (+cos θ) or pavilion (−cos θ), φ = 2π·idx/96.
+/// Gear-index facet normal (docs/design/tracer.md §13): crown (+cos θ) or pavilion (−cos θ), φ = 2π·idx/96.
 Plane gear_plane(double theta_deg, int idx, bool crown, double d) {
   const double th = theta_deg * kDegToRad;
   const double phi = 2.0 * kPi * idx / 96.0;
@@ -48,7 +48,7 @@ Plane gear_plane(double theta_deg, int idx, bool crown, double d) {
   return p;
 }
 
-/// Raw (unfloored) n at λ nm in double, for validation (tracer.md §3); NaN when undefined.
+/// Raw (unfloored) n at λ nm in double, for validation (docs/design/tracer.md §3); NaN when undefined.
 double raw_index(const Dispersion& d, double lambda_nm) {
   const double l = lambda_nm * 1e-3, l2 = l * l;
   if (d.model == DispersionModel::kCauchy) return d.b[0] + d.b[1] / l2 + d.b[2] / (l2 * l2);
@@ -100,7 +100,7 @@ bool planes_bounded(const std::vector<Plane>& planes, double out_dir[3]) {
 }  // namespace
 
 std::vector<Plane> round_brilliant_planes() {
-  // tracer.md §13 plane table.
+  // docs/design/tracer.md §13 plane table.
   std::vector<Plane> planes;
   planes.reserve(74);
   Plane table;
@@ -171,7 +171,7 @@ Status validate_scene(const Scene& s) {
   FT_TRY(check_finite("head_shadow_deg", s.head_shadow_deg));
   if (s.head_shadow_deg < 0.0f || s.head_shadow_deg >= 90.0f) return bad("head_shadow_deg", "must be in [0, 90) (got " + num(s.head_shadow_deg) + ")");
 
-  // Material (tracer.md §3).
+  // Material (docs/design/tracer.md §3).
   const Material& m = s.material;
   const Dispersion& d = m.dispersion;
   if (static_cast<unsigned>(d.model) > static_cast<unsigned>(DispersionModel::kCauchy)) return bad("material.dispersion.model", "unknown model " + std::to_string(static_cast<unsigned>(d.model)));
@@ -210,7 +210,7 @@ Status validate_scene(const Scene& s) {
   FT_TRY(check_finite("material.edge_rounding_radius", m.edge_rounding_radius));
   if (m.edge_rounding_radius < 0.0f) return bad("material.edge_rounding_radius", "must be >= 0 (got " + num(m.edge_rounding_radius) + ")");
 
-  // Planes (tracer.md §4).
+  // Planes (docs/design/tracer.md §4).
   if (s.planes.size() > kMaxPlanes) return bad("planes", "at most " + std::to_string(kMaxPlanes) + " planes (got " + std::to_string(s.planes.size()) + ")");
   for (std::size_t i = 0; i < s.planes.size(); ++i) {
     const Plane& p = s.planes[i];

@@ -1,5 +1,5 @@
 /// @file
-/// tier_features: the one answer to "which tier does this scene need, and why" (tracer.md §1).
+/// tier_features: the one answer to "which tier does this scene need, and why" (docs/design/tracer.md §1).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -9,7 +9,7 @@
 namespace facetrace::tracer {
 namespace {
 
-constexpr double kAnisotropyMin = 1e-4;  // tracer.md §3: |Δ| > 1e-4 counts as anisotropic
+constexpr double kAnisotropyMin = 1e-4;  // docs/design/tracer.md §3: |Δ| > 1e-4 counts as anisotropic
 
 }  // namespace
 
@@ -24,7 +24,7 @@ TierFeatures tier_features(const Scene& s) {
     t.tier = std::max(t.tier, tier);
     t.features.push_back(std::move(feature));
   };
-  // tracer.md §1 Tier 2 / Tier 3, in the order the messages list them.
+  // docs/design/tracer.md §1 Tier 2 / Tier 3, in the order the messages list them.
   if (!lighting_preset_is_tier1(s.lighting_preset))
     need(2, "lighting preset " + std::string(lighting_preset_name(s.lighting_preset)) + " (Tier 2)");
   if (s.environment == EnvironmentKind::kHdr) need(2, "HDR environment (Tier 2)");

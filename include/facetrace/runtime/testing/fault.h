@@ -1,5 +1,5 @@
 /// @file
-/// Fault-injection seams (runtime.md §7): the faults an executor can be told to inject, and marking this
+/// Fault-injection seams (docs/design/runtime.md §7): the faults an executor can be told to inject, and marking this
 /// process poisoned the way a sticky CUDA error does. Test seams, not the product API.
 #pragma once
 
