@@ -29,8 +29,8 @@ namespace bench = facetrace::bench;
 /// Times `run` and reports one case: a JSON line with `unit` = runs per second, and a table row. False when a
 /// run failed (reported here).
 template <class F>
-bool measure(const char* cas, int threads, int warmup, int iters, const char* unit, const bench::RunContext& context,
-             bench::Table& table, F&& run) {
+bool measure(const char* cas, int threads, int warmup, int iters, const char* unit,
+             const bench::RunContext& context, bench::Table& table, F&& run) {
   auto ms = bench::time_runs(warmup, iters, run);
   if (!ms) {
     std::fprintf(stderr, "bench_faces: %s: a run failed\n", cas);
@@ -64,18 +64,22 @@ int main(int argc, char** argv) {
   bool short_run = false;
   app.add_option("--device", device, "cpu (the only device of this build; default cpu)");
   app.add_flag("--short", short_run, "CI smoke run: 1 warm-up, 3 timed runs, no pauses");
-  app.add_option("--data", data, "test data folder with images/ (and optionally models/; default the repository's "
-                                 "tests/data, or $FACETRACE_TEST_DATA when that is not a folder)");
+  app.add_option("--data", data,
+                 "test data folder with images/ (and optionally models/; default the repository's "
+                 "tests/data, or $FACETRACE_TEST_DATA when that is not a folder)");
   CLI11_PARSE(app, argc, argv);
   if (device != "cpu") {
-    std::fprintf(stderr, "bench_faces: device '%s' is not available (only cpu in this build)\n", device.c_str());
+    std::fprintf(stderr, "bench_faces: device '%s' is not available (only cpu in this build)\n",
+                 device.c_str());
     return 2;
   }
-  if (auto env = facetrace::core::env_string("FACETRACE_TEST_DATA"); env && (data.empty() || !std::filesystem::is_directory(data)))
+  if (auto env = facetrace::core::env_string("FACETRACE_TEST_DATA");
+      env && (data.empty() || !std::filesystem::is_directory(data)))
     data = *env;
   const std::string models = data + "/models/", images = data + "/images/";
   if (!std::filesystem::is_directory(images)) {
-    std::fprintf(stderr, "bench_faces: no photos at %s (pass --data DIR or set FACETRACE_TEST_DATA); skipped\n",
+    std::fprintf(stderr,
+                 "bench_faces: no photos at %s (pass --data DIR or set FACETRACE_TEST_DATA); skipped\n",
                  images.c_str());
     return kExitSkipped;
   }

@@ -58,12 +58,12 @@ double r3(double v) { return bench::rounded(v, 3); }
 
 void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    if (cudaError_t e_ = (call); e_ != cudaSuccess) {                                     \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));             \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CK(call)                                                              \
+  do {                                                                        \
+    if (cudaError_t e_ = (call); e_ != cudaSuccess) {                         \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                           \
+    }                                                                         \
   } while (0)
 
 int kRuns = 10;  // --runs
@@ -72,8 +72,8 @@ int kRuns = 10;  // --runs
 void bench_throughput(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* raw_host) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  for (std::size_t size : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{8} << 20,
-                           std::size_t{64} << 20}) {
+  for (std::size_t size : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20,
+                           std::size_t{8} << 20, std::size_t{64} << 20}) {
     const int iters = static_cast<int>(std::clamp<std::size_t>((512ull << 20) / size, 16, 4096));
     // Raw: back-to-back cudaMemcpyAsync into pinned memory, timed with events.
     std::vector<double> raw_ms;
@@ -124,11 +124,12 @@ void bench_throughput(void* dev, std::byte* ring_host, std::size_t ring_bytes, v
     const double bytes = static_cast<double>(size) * iters;
     const double raw_gbs = bytes / (rs.median_ms * 1e6), ring_gbs = bytes / (gs.median_ms * 1e6);
     const RingStats st = ring.stats();
-    const std::string label = size >= (1u << 20) ? std::to_string(size >> 20) + "MiB" : std::to_string(size >> 10) + "KiB";
+    const std::string label =
+        size >= (1u << 20) ? std::to_string(size >> 20) + "MiB" : std::to_string(size >> 10) + "KiB";
     emit("ring_d2h_" + label, iters, 2, gs,
          {{"gb_per_s", r3(ring_gbs)}, {"baseline_gb_per_s", r3(raw_gbs)}, {"in_flight", k}}, &st);
     g_table.add({"ring D2H " + label, "GB/s", fmt("%.1f", ring_gbs), fmt("%.1f raw", raw_gbs),
-                      size >= (8u << 20) ? ">= 50" : "-"});
+                 size >= (8u << 20) ? ">= 50" : "-"});
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
     pause();
@@ -150,7 +151,8 @@ void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* 
       CK(cudaMemcpyAsync(raw_host, dev, size, cudaMemcpyDeviceToHost, s));
       CK(cudaStreamSynchronize(s));
     }
-    if (r >= 0) sync_us.push_back(std::chrono::duration<double, std::micro>(HostClock::now() - t0).count() / n);
+    if (r >= 0)
+      sync_us.push_back(std::chrono::duration<double, std::micro>(HostClock::now() - t0).count() / n);
   }
   // Raw pipelined baseline: copy + event per item, 8 in flight, completion by cudaEventQuery.
   std::vector<cudaEvent_t> ev(depth);
@@ -162,11 +164,13 @@ void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* 
       if (static_cast<std::size_t>(i) >= depth)
         while (cudaEventQuery(e) == cudaErrorNotReady) {
         }
-      CK(cudaMemcpyAsync(static_cast<std::byte*>(raw_host) + (i % depth) * size, dev, size, cudaMemcpyDeviceToHost, s));
+      CK(cudaMemcpyAsync(static_cast<std::byte*>(raw_host) + (i % depth) * size, dev, size,
+                         cudaMemcpyDeviceToHost, s));
       CK(cudaEventRecord(e, s));
     }
     CK(cudaStreamSynchronize(s));
-    if (r >= 0) raw_us.push_back(std::chrono::duration<double, std::micro>(HostClock::now() - t0).count() / n);
+    if (r >= 0)
+      raw_us.push_back(std::chrono::duration<double, std::micro>(HostClock::now() - t0).count() / n);
   }
   // Ring, 8 in flight, collection by poll (cudaEventQuery) + with_mapped.
   RingOptions ro;
@@ -190,17 +194,20 @@ void bench_small(void* dev, std::byte* ring_host, std::size_t ring_bytes, void* 
       (void)ring.with_mapped(inflight.front(), [](auto) {});
       inflight.pop_front();
     }
-    if (r >= 0) ring_us.push_back(std::chrono::duration<double, std::micro>(HostClock::now() - t0).count() / n);
+    if (r >= 0)
+      ring_us.push_back(std::chrono::duration<double, std::micro>(HostClock::now() - t0).count() / n);
   }
   const auto a = summarize(ring_us), b = summarize(raw_us), c = summarize(sync_us);
   const RingStats st = ring.stats();
   emit("readback_4KiB_pipelined_depth" + std::to_string(depth), n, 2,
        {a.median_ms / 1000, a.p10_ms / 1000, a.p90_ms / 1000},
-       {{"us_per_item", r3(a.median_ms)}, {"baseline_raw_pipelined_us", r3(b.median_ms)},
-        {"baseline_sync_us", r3(c.median_ms)}, {"in_flight", depth}},
+       {{"us_per_item", r3(a.median_ms)},
+        {"baseline_raw_pipelined_us", r3(b.median_ms)},
+        {"baseline_sync_us", r3(c.median_ms)},
+        {"in_flight", depth}},
        &st);
   g_table.add({"4 KiB readback, " + std::to_string(depth) + " in flight", "us/item", fmt("%.2f", a.median_ms),
-                    fmt("%.2f raw", b.median_ms) + ", " + fmt("%.2f sync", c.median_ms), "<= 3"});
+               fmt("%.2f raw", b.median_ms) + ", " + fmt("%.2f sync", c.median_ms), "<= 3"});
   for (auto& e : ev) CK(cudaEventDestroy(e));
   CK(cudaStreamDestroy(s));
   pause();
@@ -257,13 +264,14 @@ void bench_round_trip() {
   emit("command_round_trip_ping", 2000, 2, {p_iso.median_ms / 1000, p_iso.p10_ms / 1000, p_iso.p90_ms / 1000},
        {{"us_isolated", r3(p_iso.median_ms)}, {"baseline_us_in_process", r3(p_in.median_ms)}}, nullptr);
   g_table.add({"command round trip (ping)", "us", fmt("%.2f isolated", p_iso.median_ms),
-                    fmt("%.3f in-process", p_in.median_ms), "<= 20"});
+               fmt("%.3f in-process", p_in.median_ms), "<= 20"});
   const auto f_in = time_fill(*in, 500), f_iso = time_fill(*iso, 500);
   auto st = iso->ring_stats();
   emit("op_fill4KiB_collect", 500, 2, {f_iso.median_ms / 1000, f_iso.p10_ms / 1000, f_iso.p90_ms / 1000},
-       {{"us_isolated", r3(f_iso.median_ms)}, {"baseline_us_in_process", r3(f_in.median_ms)}}, st ? &*st : nullptr);
+       {{"us_isolated", r3(f_iso.median_ms)}, {"baseline_us_in_process", r3(f_in.median_ms)}},
+       st ? &*st : nullptr);
   g_table.add({"op fill 4 KiB + collect (3 msgs)", "us", fmt("%.2f isolated", f_iso.median_ms),
-                    fmt("%.2f in-process", f_in.median_ms), "-"});
+               fmt("%.2f in-process", f_in.median_ms), "-"});
   pause();
 }
 
@@ -282,7 +290,8 @@ void bench_recovery() {
   for (int r = 0; r < 5; ++r) {
     RecoveryConfig c;
     c.cool_down = std::chrono::duration<double>(0.0);
-    auto backend = GpuBackend::with_executor(make_isolated_executor(small_options()), SteadyClock::instance(), c);
+    auto backend =
+        GpuBackend::with_executor(make_isolated_executor(small_options()), SteadyClock::instance(), c);
     std::vector<float> out(4096);
     RampWorkload warm(out, 1, 1, 4096);
     if (backend->accumulate(warm) != Outcome::kDone) {
@@ -301,15 +310,16 @@ void bench_recovery() {
   emit("recovery_fault_to_first_gpu_request", static_cast<int>(rec_ms.size()), 1, a,
        {{"cool_down_s", 0}, {"baseline_child_start_ms", r3(b.median_ms)}}, nullptr);
   g_table.add({"recovery: fault -> first GPU Done", "ms", fmt("%.1f", a.median_ms),
-                    fmt("%.1f child start", b.median_ms), "<= 1000"});
+               fmt("%.1f child start", b.median_ms), "<= 1000"});
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   core::init_logging_from_env();
-  CLI::App app{"bench_runtime: readback ring, command round trip and recovery on the GPU (JSON lines on stdout, "
-               "table on stderr)"};
+  CLI::App app{
+      "bench_runtime: readback ring, command round trip and recovery on the GPU (JSON lines on stdout, "
+      "table on stderr)"};
   app.add_option("--runs", kRuns, "timed runs per case (default 10)")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   int dev_count = 0;

@@ -41,8 +41,8 @@ struct Row {
 void print_row(const Row& r, const tr::Scene& s, unsigned repeats, const bench::RunContext& context,
                std::optional<double> gpu_over_cpu) {
   char case_name[96];
-  std::snprintf(case_name, sizeof case_name, "builtin_diamond_%ux%u_b%u_spp%u", s.width, s.height, s.max_bounces,
-                r.spp);
+  std::snprintf(case_name, sizeof case_name, "builtin_diamond_%ux%u_b%u_spp%u", s.width, s.height,
+                s.max_bounces, r.spp);
   bench::Json j = bench::line("tracer", case_name);
   j["device"] = r.device;
   j["adapter"] = r.label;
@@ -145,7 +145,8 @@ std::optional<Row> bench_cpu(const tr::Scene& scene, unsigned warmup, unsigned r
 
 int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
-  CLI::App app{"bench_tracer: tracer throughput on the built-in diamond (JSON lines on stdout, table on stderr)"};
+  CLI::App app{
+      "bench_tracer: tracer throughput on the built-in diamond (JSON lines on stdout, table on stderr)"};
   std::string device = "cpu";
   bool short_run = false;
   unsigned width = 0, height = 0, spp = 0, gpu_spp = 0, bounces = 12, repeats = 0, threads = 0;
@@ -155,17 +156,19 @@ int main(int argc, char** argv) {
   app.add_option("--height", height, "image height (default 1024; --short 64)");
   app.add_option("--spp", spp, "CPU samples per pixel per repeat (default 1; --short 2)")
       ->check(CLI::Range(1u, 1u << 20));
-  app.add_option("--gpu-spp", gpu_spp,
-                 "GPU samples per pixel per repeat, one request (default 128: at 1024^2 on the H200 the size of "
-                 "request the renderer issues, tracer.md 10.7 ~100 ms; --short 2)")
+  app.add_option(
+         "--gpu-spp", gpu_spp,
+         "GPU samples per pixel per repeat, one request (default 128: at 1024^2 on the H200 the size of "
+         "request the renderer issues, tracer.md 10.7 ~100 ms; --short 2)")
       ->check(CLI::Range(1u, 2048u));
   app.add_option("--bounces", bounces, "max bounces (default 12)")->check(CLI::Range(1u, 128u));
   app.add_option("--repeats", repeats, "timed repeats (default 5; --short 2)")->check(CLI::Range(1u, 10000u));
   app.add_option("--threads", threads, "CPU threads (default 0 = all cores)");
   std::uint32_t chunk_pixels = 0;
-  app.add_option("--chunk-pixels", chunk_pixels,
-                 "GPU: this many pixels per chunk, within the per-launch limit (default 0 = sized by the chunk "
-                 "rule; for profiling a known chunk)");
+  app.add_option(
+      "--chunk-pixels", chunk_pixels,
+      "GPU: this many pixels per chunk, within the per-launch limit (default 0 = sized by the chunk "
+      "rule; for profiling a known chunk)");
   CLI11_PARSE(app, argc, argv);
   if (device != "cpu" && device != "gpu" && device != "all") {
     std::fprintf(stderr, "bench_tracer: --device %s: expected cpu, gpu or all\n", device.c_str());

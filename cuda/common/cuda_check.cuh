@@ -22,8 +22,8 @@
 
 /// The generator of the family: evaluates `call` once and, when the result is not `ok`, returns
 /// to_status(result, "<call>", __FILE__, __LINE__).
-#define FT_CHECK_GEN(call, ok, to_status)                                                          \
-  do {                                                                                             \
+#define FT_CHECK_GEN(call, ok, to_status)                                                                   \
+  do {                                                                                                      \
     if (const auto ft_err_ = (call); ft_err_ != (ok)) return to_status(ft_err_, #call, __FILE__, __LINE__); \
   } while (false)
 
@@ -36,7 +36,8 @@ inline Status cuda_call_status(cudaError_t err, const char* expr, const char* fi
 
 /// The Status after launching kernel `name` on `stream`: the launch error, then (FT_SYNC_CHECK) the stream's.
 inline Status launch_status(const char* name, cudaStream_t stream, const char* file, int line) {
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_call_status(e, name, file, line);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return cuda_call_status(e, name, file, line);
 #ifdef FT_SYNC_CHECK
   if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
     return cuda_call_status(e, (std::string("cudaStreamSynchronize after ") + name).c_str(), file, line);
@@ -62,14 +63,17 @@ namespace facetrace::runtime {
 /// CUDA error behind it when there is one (so a sticky error still becomes kDeviceLost); otherwise kDeclined.
 inline Status cublas_call_status(cublasStatus_t err, const char* expr, const char* file, int line) {
   if (err == CUBLAS_STATUS_EXECUTION_FAILED)
-    if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess) return cuda_call_status(e, expr, file, line);
-  const std::string what = std::string(cublasGetStatusString(err)) + " (" + std::to_string(static_cast<int>(err)) +
-                           ") from " + expr + " at " + file + ":" + std::to_string(line);
+    if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess)
+      return cuda_call_status(e, expr, file, line);
+  const std::string what = std::string(cublasGetStatusString(err)) + " (" +
+                           std::to_string(static_cast<int>(err)) + ") from " + expr + " at " + file + ":" +
+                           std::to_string(line);
   return {err == CUBLAS_STATUS_ALLOC_FAILED ? Code::kOutOfMemory : Code::kDeclined, what};
 }
 
 }  // namespace facetrace::runtime
-#define FT_CUBLAS_TRY(call) FT_CHECK_GEN(call, CUBLAS_STATUS_SUCCESS, ::facetrace::runtime::cublas_call_status)
+#define FT_CUBLAS_TRY(call) \
+  FT_CHECK_GEN(call, CUBLAS_STATUS_SUCCESS, ::facetrace::runtime::cublas_call_status)
 #endif
 
 #if defined(CUDNN_MAJOR)
@@ -79,11 +83,13 @@ namespace facetrace::runtime {
 /// execution (the 5000 category) reports the CUDA error behind it when there is one; otherwise kDeclined.
 inline Status cudnn_call_status(cudnnStatus_t err, const char* expr, const char* file, int line) {
   if (static_cast<int>(err) / 1000 == CUDNN_STATUS_EXECUTION_FAILED / 1000)
-    if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess) return cuda_call_status(e, expr, file, line);
+    if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess)
+      return cuda_call_status(e, expr, file, line);
   const bool oom = err == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
                    err == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
-  const std::string what = std::string(cudnnGetErrorString(err)) + " (" + std::to_string(static_cast<int>(err)) +
-                           ") from " + expr + " at " + file + ":" + std::to_string(line);
+  const std::string what = std::string(cudnnGetErrorString(err)) + " (" +
+                           std::to_string(static_cast<int>(err)) + ") from " + expr + " at " + file + ":" +
+                           std::to_string(line);
   return {oom ? Code::kOutOfMemory : Code::kDeclined, what};
 }
 

@@ -7,7 +7,8 @@ namespace facetrace::runtime {
 namespace {
 
 /// Thread i writes out[i]; grid-stride. Deterministic.
-__global__ void fill_ramp_kernel(float* out, std::uint64_t first, std::uint64_t count, float base, float step) {
+__global__ void fill_ramp_kernel(float* out, std::uint64_t first, std::uint64_t count, float base,
+                                 float step) {
   for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count;
        i += std::uint64_t{gridDim.x} * blockDim.x)
     out[i] = base + step * static_cast<float>(first + i);

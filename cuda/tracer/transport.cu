@@ -60,8 +60,8 @@ __device__ void load_planes(physics::FacetPlane* planes, const physics::ChunkSce
 }
 
 /// Writes tuple i's XYZ (12 B) and counts a non-finite sample.
-__device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, std::uint64_t i,
-                            const physics::SampleXyz& r) {
+__device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite,
+                            std::uint64_t i, const physics::SampleXyz& r) {
   if (!r.finite) atomicAdd(nonfinite, 1u);
   tuples[3 * i + 0] = r.x;
   tuples[3 * i + 1] = r.y;
@@ -75,14 +75,11 @@ __device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restric
 /// after `split` bounces (split > 0) is saved to `saved` while there is room (`capacity`) and finished by
 /// transport_rest_kernel, with the same result.
 template <unsigned Block, unsigned MinBlocks, bool Split>
-__global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const physics::ChunkScene scene,
-                                                                         const ChunkRange range,
-                                                                         float* __restrict__ tuples,
-                                                                         std::uint32_t* __restrict__ nonfinite,
-                                                                         std::uint32_t split,
-                                                                         HandoffHeader* __restrict__ handoff,
-                                                                         SavedPath* __restrict__ saved,
-                                                                         std::uint32_t capacity) {
+__global__ void __launch_bounds__(Block, MinBlocks)
+    transport_main_kernel(const physics::ChunkScene scene, const ChunkRange range, float* __restrict__ tuples,
+                          std::uint32_t* __restrict__ nonfinite, std::uint32_t split,
+                          HandoffHeader* __restrict__ handoff, SavedPath* __restrict__ saved,
+                          std::uint32_t capacity) {
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
   load_planes(planes, scene);
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -97,7 +94,8 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
   if constexpr (!Split) {
     // No handoff: trace_sample itself (this form needs fewer registers than the split loop below; the counts
     // are in benchmarks/NOTES.md).
-    store_tuple(tuples, nonfinite, i, physics::trace_sample(p, planes, x, y, range.first_sample + sample_local));
+    store_tuple(tuples, nonfinite, i,
+                physics::trace_sample(p, planes, x, y, range.first_sample + sample_local));
     return;
   }
   physics::PathState ps;
@@ -125,12 +123,10 @@ __global__ void __launch_bounds__(Block, MinBlocks) transport_main_kernel(const 
 /// The second launch of a split chunk: thread j finishes saved path j (j < min(count, capacity)), packed so
 /// a warp holds 32 paths still going instead of the few left among 32 neighbours.
 template <unsigned Block, unsigned MinBlocks>
-__global__ void __launch_bounds__(Block, MinBlocks) transport_rest_kernel(const physics::ChunkScene scene,
-                                                                         float* __restrict__ tuples,
-                                                                         std::uint32_t* __restrict__ nonfinite,
-                                                                         const HandoffHeader* __restrict__ handoff,
-                                                                         const SavedPath* __restrict__ saved,
-                                                                         std::uint32_t capacity) {
+__global__ void __launch_bounds__(Block, MinBlocks)
+    transport_rest_kernel(const physics::ChunkScene scene, float* __restrict__ tuples,
+                          std::uint32_t* __restrict__ nonfinite, const HandoffHeader* __restrict__ handoff,
+                          const SavedPath* __restrict__ saved, std::uint32_t capacity) {
   const std::uint32_t n = min(handoff->count, capacity);
   if (blockIdx.x * blockDim.x >= n) return;  // whole block past the saved paths (uniform: before the barrier)
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
@@ -165,26 +161,28 @@ __global__ void reduce_xyz_kernel(const float* __restrict__ tuples, float* __res
 
 }  // namespace
 
-
 Status can_implement_chunk(const ChunkArgs& args) {
   const auto& p = args.scene.params;
   const ChunkRange& range = args.range;
   if (p.plane_count > physics::kMaxPlanes)
-    return Status(Code::kDeclined, "scene has " + std::to_string(p.plane_count) + " planes; the GPU keeps at most " +
+    return Status(Code::kDeclined, "scene has " + std::to_string(p.plane_count) +
+                                       " planes; the GPU keeps at most " +
                                        std::to_string(physics::kMaxPlanes) + " in shared memory");
   if (range.pixel_count == 0 || range.spp == 0) return invalid_argument("trace chunk: empty range");
   const std::uint64_t tuples = std::uint64_t{range.pixel_count} * range.spp;
   if (tuples > kMaxTuplesPerLaunch)
-    return invalid_argument("trace chunk: " + std::to_string(tuples) + " tuples exceed the per-launch limit " +
-                            std::to_string(kMaxTuplesPerLaunch));
+    return invalid_argument("trace chunk: " + std::to_string(tuples) +
+                            " tuples exceed the per-launch limit " + std::to_string(kMaxTuplesPerLaunch));
   const std::uint64_t pixels = std::uint64_t{p.width} * p.height;
   if (std::uint64_t{range.pixel_offset} + range.pixel_count > pixels)
     return invalid_argument("trace chunk: pixels [" + std::to_string(range.pixel_offset) + ", +" +
-                            std::to_string(range.pixel_count) + ") exceed the image's " + std::to_string(pixels));
+                            std::to_string(range.pixel_count) + ") exceed the image's " +
+                            std::to_string(pixels));
   if (std::uint64_t{range.first_sample} + range.spp > 0xFFFFFFFFull)
     return invalid_argument("trace chunk: sample range exceeds 2^32");
   bool known = false;
-  for (const NamedKernelConfig& c : kKernelConfigs) known = known || same_kernel_config(c.config, args.kernel);
+  for (const NamedKernelConfig& c : kKernelConfigs)
+    known = known || same_kernel_config(c.config, args.kernel);
   if (!known)
     return invalid_argument("trace chunk: kernel configuration {block " + std::to_string(args.kernel.block) +
                             ", min_blocks " + std::to_string(args.kernel.min_blocks) + ", split " +
@@ -207,7 +205,8 @@ Status launch_transport(const physics::ChunkScene& scene, const ChunkRange& rang
   const unsigned grid = static_cast<unsigned>((tuple_count + Block - 1) / Block);
   auto* header = static_cast<HandoffHeader*>(handoff);
   SavedPath* saved =
-      handoff ? reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes) : nullptr;
+      handoff ? reinterpret_cast<SavedPath*>(static_cast<std::byte*>(handoff) + kHandoffHeaderBytes)
+              : nullptr;
   const auto capacity = static_cast<std::uint32_t>(tuple_count / kHandoffShare);
   if (!Split || handoff == nullptr || capacity == 0) split = 0;
   if (split > 0) FT_CUDA_TRY(cudaMemsetAsync(header, 0, sizeof(HandoffHeader), stream));

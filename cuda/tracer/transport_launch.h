@@ -43,7 +43,8 @@ struct NamedKernelConfig {
   KernelConfig config;
 };
 inline constexpr NamedKernelConfig kKernelConfigs[] = {
-    {"b256_r64_s6", {256, 4, 6}},  // default: handoff after 6 bounces, ≤ 64 registers (4 blocks, 32 warps per SM)
+    {"b256_r64_s6",
+     {256, 4, 6}},  // default: handoff after 6 bounces, ≤ 64 registers (4 blocks, 32 warps per SM)
     {"b256_r128", {256, 2, 0}},    // one launch, ≤ 128 registers
     {"b128_r128", {128, 4, 0}},    // smaller blocks
     {"b64", {64, 1, 0}},           // docs/design/tracer.md §10.1: block size starts at 64

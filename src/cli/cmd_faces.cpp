@@ -89,9 +89,10 @@ Expected<std::string> embedder_path(const std::string& flag) {
   if (!flag.empty()) return flag;
   const auto dir = core::env_string("FACETRACE_MODELS");
   if (!dir)
-    return invalid_argument(std::string("no model given: pass --embedder PATH or set FACETRACE_MODELS to a folder "
-                                        "holding ") +
-                            *kEmbedderFiles.begin());
+    return invalid_argument(
+        std::string("no model given: pass --embedder PATH or set FACETRACE_MODELS to a folder "
+                    "holding ") +
+        *kEmbedderFiles.begin());
   std::string list;
   for (const char* f : kEmbedderFiles) {
     const fs::path p = fs::path(*dir) / f;
@@ -99,7 +100,8 @@ Expected<std::string> embedder_path(const std::string& flag) {
     if (fs::exists(p, ec)) return p.string();
     list += (list.empty() ? "" : ", ") + std::string(f);
   }
-  return invalid_argument("FACETRACE_MODELS=" + *dir + " holds none of: " + list + " (or pass --embedder PATH)");
+  return invalid_argument("FACETRACE_MODELS=" + *dir + " holds none of: " + list +
+                          " (or pass --embedder PATH)");
 }
 
 struct Models {
@@ -126,7 +128,8 @@ struct Photo {
   std::vector<Detection> faces;
 };
 
-Expected<Photo> detect_photo(const Detector& det, const std::string& path, const DetectOptions& options = {}) {
+Expected<Photo> detect_photo(const Detector& det, const std::string& path,
+                             const DetectOptions& options = {}) {
   auto im = core::load_image(path);
   if (!im) return im.status();
   auto found = det.detect(*im, options);
@@ -161,18 +164,20 @@ void print_faces_text(const std::string& path, const core::Image& im, const std:
               found.size() == 1 ? "" : "s");
   for (std::size_t k = 0; k < found.size(); ++k) {
     const Detection& d = found[k];
-    std::printf("  face %zu: score %.3f box [%.1f, %.1f, %.1f, %.1f] eyes (%.1f, %.1f) (%.1f, %.1f) nose (%.1f, %.1f)"
-                " mouth (%.1f, %.1f) (%.1f, %.1f)\n",
-                k, d.score, d.x0, d.y0, d.x1, d.y1, d.landmarks[0].x, d.landmarks[0].y, d.landmarks[1].x,
-                d.landmarks[1].y, d.landmarks[2].x, d.landmarks[2].y, d.landmarks[3].x, d.landmarks[3].y,
-                d.landmarks[4].x, d.landmarks[4].y);
+    std::printf(
+        "  face %zu: score %.3f box [%.1f, %.1f, %.1f, %.1f] eyes (%.1f, %.1f) (%.1f, %.1f) nose (%.1f, %.1f)"
+        " mouth (%.1f, %.1f) (%.1f, %.1f)\n",
+        k, d.score, d.x0, d.y0, d.x1, d.y1, d.landmarks[0].x, d.landmarks[0].y, d.landmarks[1].x,
+        d.landmarks[1].y, d.landmarks[2].x, d.landmarks[2].y, d.landmarks[3].x, d.landmarks[3].y,
+        d.landmarks[4].x, d.landmarks[4].y);
   }
 }
 
 Status annotate(const core::Image& photo, const std::vector<Detection>& faces, const std::string& out) {
   core::Image im = photo;
   const int t = std::max(2, std::min(im.width, im.height) / 300);
-  constexpr std::uint8_t kColors[5][3] = {{255, 0, 0}, {0, 0, 255}, {0, 255, 0}, {255, 0, 255}, {0, 255, 255}};
+  constexpr std::uint8_t kColors[5][3] = {
+      {255, 0, 0}, {0, 0, 255}, {0, 255, 0}, {255, 0, 255}, {0, 255, 255}};
   for (const auto& d : faces) {
     core::draw_rect(im, d.x0, d.y0, d.x1, d.y1, 0, 255, 0, t);
     for (std::size_t k = 0; k < 5; ++k)
@@ -184,7 +189,8 @@ Status annotate(const core::Image& photo, const std::vector<Detection>& faces, c
 // ---- the commands -----------------------------------------------------------------------------------
 
 int run_detect(const DetectArgs& a) {
-  if (!a.annotate.empty() && a.images.size() != 1) return fail(kExitBadInput, "--annotate takes exactly one image");
+  if (!a.annotate.empty() && a.images.size() != 1)
+    return fail(kExitBadInput, "--annotate takes exactly one image");
   auto det = open_detector(a.model, a.threads);
   if (!det) return fail(det.status());
   DetectOptions opt;
@@ -197,7 +203,8 @@ int run_detect(const DetectArgs& a) {
     if (a.json) {
       Json faces = Json::array();
       for (const Detection& d : p->faces) faces.push_back(face_json(d));
-      images.push_back({{"path", path}, {"width", im.width}, {"height", im.height}, {"faces", std::move(faces)}});
+      images.push_back(
+          {{"path", path}, {"width", im.width}, {"height", im.height}, {"faces", std::move(faces)}});
     } else {
       print_faces_text(path, im, p->faces);
     }
@@ -254,8 +261,9 @@ int run_compare(const CompareArgs& a, const Models& m) {
 }
 
 void add_model_options(CLI::App* cmd, ModelArgs& m) {
-  cmd->add_option("--detector", m.detector,
-                  std::string("YuNet ONNX (default: $FACETRACE_MODELS/") + kDetectorFile + ", else the built-in one)");
+  cmd->add_option(
+      "--detector", m.detector,
+      std::string("YuNet ONNX (default: $FACETRACE_MODELS/") + kDetectorFile + ", else the built-in one)");
   cmd->add_option("--embedder", m.embedder, "embedder ONNX (default: $FACETRACE_MODELS)");
   cmd->add_option("--threads", m.threads, "threads (0 = all)")->capture_default_str();
 }
@@ -287,7 +295,8 @@ void register_faces(CLI::App& app, int& exit_code) {
   });
 
   auto ca = std::make_shared<CompareArgs>();
-  auto* compare = faces->add_subcommand("compare", "cosine similarity of the best face in each of two photos");
+  auto* compare =
+      faces->add_subcommand("compare", "cosine similarity of the best face in each of two photos");
   compare->add_option("a", ca->a, "first photo")->required();
   compare->add_option("b", ca->b, "second photo")->required();
   add_model_options(compare, ca->models);

@@ -42,21 +42,25 @@ int run_info(bool json) {
     j["state"] = state == BackendState::kReady ? "ready" : state == BackendState::kLost ? "lost" : "none";
     j["reason"] = state == BackendState::kReady ? "" : state_text.substr(state_text.find(": ") + 2);
     if (info) {
-      j["gpu"] = {{"name", info->name},
-                  {"compute_capability", std::to_string(info->cc_major) + "." + std::to_string(info->cc_minor)},
-                  {"total_memory_bytes", info->total_memory},
-                  {"free_memory_bytes", info->free_memory},
-                  {"multiprocessors", info->multiprocessors},
-                  {"async_engines", info->async_engines}};
+      j["gpu"] = {
+          {"name", info->name},
+          {"compute_capability", std::to_string(info->cc_major) + "." + std::to_string(info->cc_minor)},
+          {"total_memory_bytes", info->total_memory},
+          {"free_memory_bytes", info->free_memory},
+          {"multiprocessors", info->multiprocessors},
+          {"async_engines", info->async_engines}};
       j["versions"] = {{"driver", version_string(info->driver_version, 1000, 10)},
                        {"runtime", version_string(info->runtime_version, 1000, 10)},
                        {"cudnn", version_string(info->cudnn_version, 10000, 100)},
                        {"cublas", version_string(info->cublas_version, 10000, 100)}};
     }
     if (ring) {
-      j["ring"] = {{"dispatches", ring->dispatches}, {"stalls", ring->stalls},
-                   {"peak_in_flight", ring->peak_in_flight}, {"slots", ring->slots},
-                   {"pinned_bytes", ring->pinned_bytes}, {"budget_bytes", ring->budget_bytes},
+      j["ring"] = {{"dispatches", ring->dispatches},
+                   {"stalls", ring->stalls},
+                   {"peak_in_flight", ring->peak_in_flight},
+                   {"slots", ring->slots},
+                   {"pinned_bytes", ring->pinned_bytes},
+                   {"budget_bytes", ring->budget_bytes},
                    {"max_slots_per_class", ring->max_slots_per_class}};
     }
     std::printf("%s\n", j.dump(2).c_str());
@@ -65,8 +69,8 @@ int run_info(bool json) {
   std::printf("executor:  %s\n", mode.c_str());
   std::printf("state:     %s\n", state_text.c_str());
   if (info) {
-    std::printf("gpu:       %s (compute %d.%d, %d SMs, %d copy engines)\n", info->name.c_str(), info->cc_major,
-                info->cc_minor, info->multiprocessors, info->async_engines);
+    std::printf("gpu:       %s (compute %d.%d, %d SMs, %d copy engines)\n", info->name.c_str(),
+                info->cc_major, info->cc_minor, info->multiprocessors, info->async_engines);
     std::printf("memory:    %.1f GiB total, %.1f GiB free\n", info->total_memory / 1073741824.0,
                 info->free_memory / 1073741824.0);
     std::printf("driver:    %s   runtime: %s   cuDNN: %s   cuBLAS: %s\n",
@@ -76,11 +80,12 @@ int run_info(bool json) {
                 version_string(info->cublas_version, 10000, 100).c_str());
   }
   if (ring) {
-    std::printf("ring:      %llu dispatches, %llu stalls, peak %llu in flight, %llu slots, %llu/%llu pinned bytes\n",
-                static_cast<unsigned long long>(ring->dispatches), static_cast<unsigned long long>(ring->stalls),
-                static_cast<unsigned long long>(ring->peak_in_flight), static_cast<unsigned long long>(ring->slots),
-                static_cast<unsigned long long>(ring->pinned_bytes),
-                static_cast<unsigned long long>(ring->budget_bytes));
+    std::printf(
+        "ring:      %llu dispatches, %llu stalls, peak %llu in flight, %llu slots, %llu/%llu pinned bytes\n",
+        static_cast<unsigned long long>(ring->dispatches), static_cast<unsigned long long>(ring->stalls),
+        static_cast<unsigned long long>(ring->peak_in_flight), static_cast<unsigned long long>(ring->slots),
+        static_cast<unsigned long long>(ring->pinned_bytes),
+        static_cast<unsigned long long>(ring->budget_bytes));
   }
   return kExitOk;
 }
@@ -88,7 +93,8 @@ int run_info(bool json) {
 }  // namespace
 
 void register_info(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("info", "GPU, driver/runtime/cuDNN/cuBLAS versions, executor mode and state");
+  auto* cmd =
+      app.add_subcommand("info", "GPU, driver/runtime/cuDNN/cuBLAS versions, executor mode and state");
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, std::string("print JSON"));
   cmd->callback([&exit_code, json] { exit_code = run_info(*json); });

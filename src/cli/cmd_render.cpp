@@ -198,7 +198,8 @@ std::optional<Failure> parse_options(const RenderArgs& a, Options& o) {
 
 /// The scene (a file, or the built-in diamond) with the overrides applied, validated and within Tier 1; the
 /// output targets checked, and the resolved scene saved when asked. Sets `output` to the PNG path.
-std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::Scene& scene, std::string& output) {
+std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::Scene& scene,
+                                     std::string& output) {
   output = a.output;
   if (a.scene_path.empty()) {
     scene = tr::builtin_diamond_scene();
@@ -220,7 +221,8 @@ std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::
   if (!a.exr.empty())
     if (Status st = check_writable_target("--exr", a.exr); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (!a.save_scene.empty()) {
-    if (Status st = tr::save_scene_file(scene, a.save_scene); !st.ok()) return Failure{kExitFailure, st.what()};
+    if (Status st = tr::save_scene_file(scene, a.save_scene); !st.ok())
+      return Failure{kExitFailure, st.what()};
   }
   return std::nullopt;
 }
@@ -269,7 +271,8 @@ RenderRun render_with_progress(const tr::Scene& scene, const Options& o, unsigne
 /// Writes the PNG and, when asked, the EXR of the sums with the compact scene in its header.
 std::optional<Failure> write_outputs(const RenderArgs& a, const Options& o, const tr::Scene& scene,
                                      const tr::Film& film, const std::string& output) {
-  if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok()) return Failure{kExitFailure, st.what()};
+  if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok())
+    return Failure{kExitFailure, st.what()};
   if (!a.exr.empty()) {
     tr::ExrInfo info;
     info.first_sample = o.first;

@@ -5,8 +5,8 @@
 namespace facetrace::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;     ///< the work could not be done (I/O, device, not supported)
-inline constexpr int kExitBadInput = 2;    ///< the input or the arguments are wrong
-inline constexpr int kExitCancelled = 130; ///< 128 + SIGINT, as shells report it
+inline constexpr int kExitFailure = 1;      ///< the work could not be done (I/O, device, not supported)
+inline constexpr int kExitBadInput = 2;     ///< the input or the arguments are wrong
+inline constexpr int kExitCancelled = 130;  ///< 128 + SIGINT, as shells report it
 
 }  // namespace facetrace::cli

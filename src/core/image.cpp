@@ -134,7 +134,8 @@ Expected<Image> decode_image(std::span<const std::uint8_t> bytes) {
     return invalid_argument("image: not a decodable JPEG or PNG");
   if (w < 1 || h < 1 || w > kMaxImageSide || h > kMaxImageSide ||
       static_cast<std::int64_t>(w) * h > kMaxImagePixels)
-    return invalid_argument("image: size " + std::to_string(w) + "x" + std::to_string(h) + " beyond the limits");
+    return invalid_argument("image: size " + std::to_string(w) + "x" + std::to_string(h) +
+                            " beyond the limits");
   unsigned char* px = stbi_load_from_memory(bytes.data(), len, &w, &h, &c, 3);
   if (!px) return invalid_argument(std::string("image: decode failed (") + stbi_failure_reason() + ")");
   Image im;
@@ -154,13 +155,14 @@ Expected<Image> load_image(const std::string& path) {
   return im;
 }
 
-Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height, PixelFormat format,
-                        std::span<const std::uint8_t> pixels) {
+Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height,
+                        PixelFormat format, std::span<const std::uint8_t> pixels) {
   const bool rgba = format == PixelFormat::kRgba8;
   const std::size_t channels = rgba ? 4 : 3;
   if (width == 0 || height == 0 || pixels.size() != std::size_t{width} * height * channels)
-    return invalid_argument(path + ": cannot write PNG: image buffer does not match " + std::to_string(width) +
-                            "x" + std::to_string(height) + (rgba ? " RGBA8" : " RGB8"));
+    return invalid_argument(path + ": cannot write PNG: image buffer does not match " +
+                            std::to_string(width) + "x" + std::to_string(height) +
+                            (rgba ? " RGBA8" : " RGB8"));
   png_image png;
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
@@ -184,8 +186,8 @@ Status write_png(const std::string& path, const Image& im) {
                           PixelFormat::kRgb8, im.rgb);
 }
 
-void draw_rect(Image& im, float x0, float y0, float x1, float y1, std::uint8_t r, std::uint8_t g, std::uint8_t b,
-               int t) {
+void draw_rect(Image& im, float x0, float y0, float x1, float y1, std::uint8_t r, std::uint8_t g,
+               std::uint8_t b, int t) {
   auto put = [&](int x, int y) {
     if (x < 0 || y < 0 || x >= im.width || y >= im.height) return;
     std::uint8_t* p = &im.rgb[(static_cast<std::size_t>(y) * im.width + x) * 3];
@@ -204,8 +206,8 @@ void draw_rect(Image& im, float x0, float y0, float x1, float y1, std::uint8_t r
 
 void draw_dot(Image& im, float x, float y, int radius, std::uint8_t r, std::uint8_t g, std::uint8_t b) {
   if (!std::isfinite(x) || !std::isfinite(y)) return;
-  draw_rect(im, x - static_cast<float>(radius), y - static_cast<float>(radius), x + static_cast<float>(radius),
-            y + static_cast<float>(radius), r, g, b, radius + 1);
+  draw_rect(im, x - static_cast<float>(radius), y - static_cast<float>(radius),
+            x + static_cast<float>(radius), y + static_cast<float>(radius), r, g, b, radius + 1);
 }
 
 }  // namespace facetrace::core

@@ -44,7 +44,8 @@ void init_logging_from_env() {
     }
     l.set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
     if (const char* env = std::getenv("FACETRACE_LOG_LEVEL"); env && *env) {
-      if (!set_log_level(env)) l.warn("FACETRACE_LOG_LEVEL='{}' is not a level (trace|debug|info|warn|error|off); using warn", env);
+      if (!set_log_level(env))
+        l.warn("FACETRACE_LOG_LEVEL='{}' is not a level (trace|debug|info|warn|error|off); using warn", env);
     }
   });
 }

@@ -27,13 +27,19 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "--socket-fd" && has_value) sock = std::atoi(argv[++i]);
-    else if (a == "--arena-fd" && has_value) arena_fd = std::atoi(argv[++i]);
-    else if (a == "--ring-bytes" && has_value) ring = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--transfer-bytes" && has_value) transfer = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--simulate") simulate = true;
+    if (a == "--socket-fd" && has_value)
+      sock = std::atoi(argv[++i]);
+    else if (a == "--arena-fd" && has_value)
+      arena_fd = std::atoi(argv[++i]);
+    else if (a == "--ring-bytes" && has_value)
+      ring = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--transfer-bytes" && has_value)
+      transfer = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--simulate")
+      simulate = true;
     else {
-      std::fprintf(stderr, "facetrace-gpud: unknown argument '%s' (started by the facetrace runtime only)\n", argv[i]);
+      std::fprintf(stderr, "facetrace-gpud: unknown argument '%s' (started by the facetrace runtime only)\n",
+                   argv[i]);
       return kGpudExitProtocol;
     }
   }
@@ -52,8 +58,10 @@ int main(int argc, char** argv) {
   ExecutorOptions options = ExecutorOptions::from_env();
   options.device = -1;  // the parent already narrowed CUDA_VISIBLE_DEVICES
   std::unique_ptr<Executor> inner;
-  if (simulate) inner = make_simulated_executor(*arena, options);
-  else inner = make_in_process_executor(*arena, options);
+  if (simulate)
+    inner = make_simulated_executor(*arena, options);
+  else
+    inner = make_in_process_executor(*arena, options);
   const facetrace::Status st = inner->start();
   const int code = ExecutorServer::serve(sock, *inner, st);
   std::fflush(nullptr);

@@ -49,7 +49,8 @@ Expected<std::shared_ptr<SharedArena>> SharedArena::create(std::uint64_t ring_by
   if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
     const int e = errno;
     close(fd);
-    return io_error("ftruncate of the arena to " + std::to_string(total) + " bytes failed: " + std::strerror(e));
+    return io_error("ftruncate of the arena to " + std::to_string(total) +
+                    " bytes failed: " + std::strerror(e));
   }
   return from_fd(fd, ring_bytes, transfer_bytes);
 }
@@ -62,7 +63,8 @@ Expected<std::shared_ptr<SharedArena>> SharedArena::from_fd(int fd, std::uint64_
   a->transfer_bytes_ = round_up(transfer_bytes, kRound);
   void* p = mmap(nullptr, a->size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED)
-    return io_error("mmap of the " + std::to_string(a->size()) + "-byte arena failed: " + std::strerror(errno));
+    return io_error("mmap of the " + std::to_string(a->size()) +
+                    "-byte arena failed: " + std::strerror(errno));
   a->base_ = static_cast<std::byte*>(p);
   if (a->transfer_bytes_ > 0) a->free_[a->ring_bytes_] = a->transfer_bytes_;
   return a;

@@ -45,7 +45,8 @@ Status sum_floats(DeviceContext& ctx, const OpArgs& a) {
   }
   auto in = ctx.scratch("sum.in", count * sizeof(float));
   if (!in) return in.status();
-  FT_CUDA_TRY(cudaMemcpyAsync(in->data, a.in.data(), count * sizeof(float), cudaMemcpyHostToDevice, ctx.stream()));
+  FT_CUDA_TRY(
+      cudaMemcpyAsync(in->data, a.in.data(), count * sizeof(float), cudaMemcpyHostToDevice, ctx.stream()));
   return sum_device(ctx, static_cast<const float*>(in->data), count, a);
 }
 
@@ -77,7 +78,8 @@ void register_builtin_ops(OpRegistry& r) {
                   {ops::kResidentSum, "resident_sum", resident_sum}};
   for (const auto& b : builtins) {
     // Only a clash of ids fails here (a provider that took a runtime id): that op stays the other one's.
-    if (Status st = r.add(b.id, b.name, b.handler); !st.ok()) FT_LOG_ERROR("built-in ops: {}", st.to_string());
+    if (Status st = r.add(b.id, b.name, b.handler); !st.ok())
+      FT_LOG_ERROR("built-in ops: {}", st.to_string());
   }
 }
 

@@ -51,20 +51,24 @@ constexpr Named kNames[] = {
 ErrorClass classify_cuda_error(int code) noexcept {
   switch (code) {
     case 0:
-    case 600:
-      return ErrorClass::kNone;
+    case 600: return ErrorClass::kNone;
     case 100:
-    case 35:
-      return ErrorClass::kNoGpu;
-    case 2:
-      return ErrorClass::kOutOfMemory;
-    case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719:
-    case 911: case 214: case 999:
-      return ErrorClass::kSticky;
-    case 46:
-      return g_poisoned.load(std::memory_order_acquire) ? ErrorClass::kSticky : ErrorClass::kTransient;
-    default:
-      return ErrorClass::kTransient;
+    case 35: return ErrorClass::kNoGpu;
+    case 2: return ErrorClass::kOutOfMemory;
+    case 700:
+    case 702:
+    case 710:
+    case 714:
+    case 715:
+    case 716:
+    case 717:
+    case 718:
+    case 719:
+    case 911:
+    case 214:
+    case 999: return ErrorClass::kSticky;
+    case 46: return g_poisoned.load(std::memory_order_acquire) ? ErrorClass::kSticky : ErrorClass::kTransient;
+    default: return ErrorClass::kTransient;
   }
 }
 
@@ -91,17 +95,13 @@ Status cuda_status(int code, std::string_view expr, const char* file, int line) 
   std::string what = std::string(cuda_error_name(code)) + " (" + std::to_string(code) + ") from " +
                      std::string(expr) + " at " + file + ":" + std::to_string(line);
   switch (classify_cuda_error(code)) {
-    case ErrorClass::kNone:
-      return internal_error("cuda_status called with a non-error code: " + what);
-    case ErrorClass::kNoGpu:
-      return {Code::kNotSupported, "no GPU: " + what};
-    case ErrorClass::kOutOfMemory:
-      return {Code::kOutOfMemory, what};
+    case ErrorClass::kNone: return internal_error("cuda_status called with a non-error code: " + what);
+    case ErrorClass::kNoGpu: return {Code::kNotSupported, "no GPU: " + what};
+    case ErrorClass::kOutOfMemory: return {Code::kOutOfMemory, what};
     case ErrorClass::kSticky:
       mark_process_poisoned(what);
       return {Code::kDeviceLost, "sticky CUDA error, device lost: " + what};
-    case ErrorClass::kTransient:
-      break;
+    case ErrorClass::kTransient: break;
   }
   return {Code::kDeclined, what};
 }

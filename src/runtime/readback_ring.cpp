@@ -16,7 +16,8 @@ namespace facetrace::runtime {
 namespace {
 
 constexpr std::uint64_t kClassGranularity = 4096;  // docs/design/runtime.md §1 size classes
-constexpr std::int64_t kMinSlots = 2, kMaxSlots = 256, kDefaultSlots = 256;  // docs/design/runtime.md §1 slot count
+constexpr std::int64_t kMinSlots = 2, kMaxSlots = 256,
+                       kDefaultSlots = 256;  // docs/design/runtime.md §1 slot count
 
 std::string slot_name(std::uint64_t size_class, std::uint32_t index) {
   return "slot " + std::to_string(index) + " of class " + std::to_string(size_class);
@@ -114,7 +115,8 @@ Expected<RingTicket> ReadbackRing::record_copy(const void* src, std::uint64_t by
         lost_reason_ = st.what();
         lost_.store(true, std::memory_order_release);
       }
-      return st.with_context("readback ring: creating " + slot_name(c, static_cast<std::uint32_t>(ring.slots.size())));
+      return st.with_context("readback ring: creating " +
+                             slot_name(c, static_cast<std::uint32_t>(ring.slots.size())));
     }
     ++next_engine_id_;
     carved_bytes_ += c;
@@ -161,11 +163,10 @@ Status ReadbackRing::ring_full_locked(std::uint64_t c, ClassRing& ring) {
     }
   }
   if (oldest != nullptr) refresh_locked(c, oldest_index, *oldest);
-  const std::string head = "RingFull: no FREE slot in class " + std::to_string(c) + " (" +
-                           std::to_string(ring.slots.size()) + " slots, cap " +
-                           std::to_string(options_.max_slots_per_class) + ", budget " +
-                           std::to_string(carved_bytes_) + "/" + std::to_string(options_.budget_bytes) +
-                           " bytes): ";
+  const std::string head =
+      "RingFull: no FREE slot in class " + std::to_string(c) + " (" + std::to_string(ring.slots.size()) +
+      " slots, cap " + std::to_string(options_.max_slots_per_class) + ", budget " +
+      std::to_string(carved_bytes_) + "/" + std::to_string(options_.budget_bytes) + " bytes): ";
   for (SlotState want : {SlotState::kReady, SlotState::kError, SlotState::kPending}) {
     for (std::uint32_t i = 0; i < ring.slots.size(); ++i) {
       if (static_cast<SlotState>(ring.slots[i]->state.load()) != want) continue;
@@ -174,18 +175,21 @@ Status ReadbackRing::ring_full_locked(std::uint64_t c, ClassRing& ring) {
           return {Code::kOutOfMemory, head + slot_name(c, i) +
                                           " is READY and uncollected: collect tickets before recording more"};
         case SlotState::kError:
-          return {Code::kOutOfMemory, head + slot_name(c, i) +
-                                          " is ERROR and uncollected: collect its ticket to receive the error "
-                                          "before the slot can be reused"};
+          return {Code::kOutOfMemory,
+                  head + slot_name(c, i) +
+                      " is ERROR and uncollected: collect its ticket to receive the error "
+                      "before the slot can be reused"};
         default:
-          return {Code::kOutOfMemory, head + slot_name(c, i) +
-                                          " is PENDING (copy in flight): wait for and collect tickets, or back "
-                                          "off"};
+          return {Code::kOutOfMemory,
+                  head + slot_name(c, i) +
+                      " is PENDING (copy in flight): wait for and collect tickets, or back "
+                      "off"};
       }
     }
   }
-  return {Code::kOutOfMemory, head + "the readback budget is used up by other classes; raise "
-                                     "FACETRACE_READBACK_BUDGET_MB or collect tickets of other classes"};
+  return {Code::kOutOfMemory, head +
+                                  "the readback budget is used up by other classes; raise "
+                                  "FACETRACE_READBACK_BUDGET_MB or collect tickets of other classes"};
 }
 
 Expected<ReadbackRing::Slot*> ReadbackRing::find_locked(const RingTicket& t, ClassRing** out) const {
@@ -246,9 +250,10 @@ Status ReadbackRing::with_mapped(const RingTicket& t,
   Slot& s = **found;
   switch (refresh_locked(t.size_class, t.slot, s)) {
     case PollResult::kPending:
-      return invalid_argument(slot_name(t.size_class, t.slot) +
-                              " is PENDING: its bytes are not valid before the completion event; poll or wait "
-                              "first");
+      return invalid_argument(
+          slot_name(t.size_class, t.slot) +
+          " is PENDING: its bytes are not valid before the completion event; poll or wait "
+          "first");
     case PollResult::kReady:
       visitor(std::span<const std::byte>(s.host, static_cast<std::size_t>(s.byte_len)));
       free_locked(*ring, t.slot, s);

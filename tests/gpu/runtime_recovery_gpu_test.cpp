@@ -79,7 +79,8 @@ TEST(IsolatedGpu, a_real_fault_declines_then_a_new_child_serves_again) {
   EXPECT_EQ(out2[49999], 50000.0f);
   EXPECT_FALSE(backend->is_lost());
   EXPECT_TRUE(sticky_name(backend->last_lost_reason().value_or(""))) << *backend->last_lost_reason();
-  std::printf("[ recovery ] first GPU request after the cool-down took %.1f ms (includes the child start)\n", ms);
+  std::printf("[ recovery ] first GPU request after the cool-down took %.1f ms (includes the child start)\n",
+              ms);
   // This process never touched CUDA: still no sticky state here.
   EXPECT_FALSE(process_cuda_poisoned());
 }
@@ -106,7 +107,8 @@ TEST(InProcessGpu, a_real_fault_leaves_the_process_lost_and_declining) {
   const cudaError_t m = cudaMalloc(&p, 1024);
   EXPECT_NE(m, cudaSuccess);
   EXPECT_EQ(classify_cuda_error(static_cast<int>(m)), ErrorClass::kSticky) << cudaGetErrorName(m);
-  std::printf("[ in-process ] cudaMalloc after the fault: %s (%d)\n", cudaGetErrorName(m), static_cast<int>(m));
+  std::printf("[ in-process ] cudaMalloc after the fault: %s (%d)\n", cudaGetErrorName(m),
+              static_cast<int>(m));
 }
 
 }  // namespace

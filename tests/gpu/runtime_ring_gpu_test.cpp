@@ -51,7 +51,9 @@ TEST_F(GpuRing, round_trips_device_bytes) {
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   ASSERT_TRUE(ring->wait(*t, deadline()).ok());
   std::vector<std::uint32_t> got(src.size());
-  ASSERT_TRUE(ring->with_mapped(*t, [&](std::span<const std::byte> b) { std::memcpy(got.data(), b.data(), b.size()); }).ok());
+  ASSERT_TRUE(ring->with_mapped(
+                      *t, [&](std::span<const std::byte> b) { std::memcpy(got.data(), b.data(), b.size()); })
+                  .ok());
   EXPECT_EQ(got, src);
   cudaFree(dev);
 }
@@ -65,9 +67,11 @@ TEST_F(GpuRing, wraps_and_reuses_slots) {
     auto t = ring->record_copy(dev, 4096, cudaStreamPerThread);
     ASSERT_TRUE(t.ok()) << i << ": " << t.status().to_string();
     ASSERT_TRUE(ring->wait(*t, deadline()).ok());
-    ASSERT_TRUE(ring->with_mapped(*t, [&](std::span<const std::byte> b) {
-      EXPECT_EQ(static_cast<unsigned>(b[4095]), i & 0xff);
-    }).ok());
+    ASSERT_TRUE(ring->with_mapped(*t,
+                                  [&](std::span<const std::byte> b) {
+                                    EXPECT_EQ(static_cast<unsigned>(b[4095]), i & 0xff);
+                                  })
+                    .ok());
   }
   const auto s = ring->stats();
   EXPECT_EQ(s.dispatches, 200u);
@@ -103,7 +107,8 @@ TEST_F(GpuRing, serves_eight_concurrent_submitters) {
     threads.emplace_back([&, k] {
       cudaStream_t s = nullptr;
       void* dev = nullptr;
-      if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || cudaMalloc(&dev, 65536) != cudaSuccess) {
+      if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+          cudaMalloc(&dev, 65536) != cudaSuccess) {
         ++bad;
         return;
       }
@@ -116,9 +121,12 @@ TEST_F(GpuRing, serves_eight_concurrent_submitters) {
           continue;
         }
         if (!ring->wait(*t, deadline()).ok()) ++bad;
-        if (!ring->with_mapped(*t, [&](std::span<const std::byte> b) {
-              if (static_cast<int>(b[0]) != value || static_cast<int>(b[65535]) != value) ++bad;
-            }).ok())
+        if (!ring->with_mapped(*t,
+                               [&](std::span<const std::byte> b) {
+                                 if (static_cast<int>(b[0]) != value || static_cast<int>(b[65535]) != value)
+                                   ++bad;
+                               })
+                 .ok())
           ++bad;
       }
       cudaStreamSynchronize(s);

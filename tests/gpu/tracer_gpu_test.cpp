@@ -150,8 +150,10 @@ TEST(TracerGpu, image_agrees_statistically_with_the_cpu_on_disjoint_ranges) {
       const double a = cm[p * 3 + i], b = gm[p * 3 + i];
       const double se = std::sqrt(cv[p * 3 + i] / n + gv[p * 3 + i] / n);
       bool bad;
-      if (se == 0.0) bad = std::fabs(a - b) > 1e-6 * std::max(std::fabs(a), std::fabs(b));
-      else bad = std::fabs(a - b) / se > 3.0;
+      if (se == 0.0)
+        bad = std::fabs(a - b) > 1e-6 * std::max(std::fabs(a), std::fabs(b));
+      else
+        bad = std::fabs(a - b) / se > 3.0;
       ++tests;
       if (bad) ++fails, fail_px[p] = 1;
     }
@@ -165,8 +167,10 @@ TEST(TracerGpu, image_agrees_statistically_with_the_cpu_on_disjoint_ranges) {
         for (int dx = 0; dx < 3; ++dx) c += fail_px[(y + dy) * 48 + x + dx];
       worst_window = std::max(worst_window, c);
     }
-  std::printf("[ metric ] statistical: %zu of %zu (pixel, component) tests beyond 3 sigma = %.5f (bound %.5f); "
-              "worst 3x3 window %d\n", fails, tests, frac, bound, worst_window);
+  std::printf(
+      "[ metric ] statistical: %zu of %zu (pixel, component) tests beyond 3 sigma = %.5f (bound %.5f); "
+      "worst 3x3 window %d\n",
+      fails, tests, frac, bound, worst_window);
   RecordProperty("statistical_fail_fraction", std::to_string(frac));
   EXPECT_LE(frac, bound);
   EXPECT_LT(worst_window, 3);

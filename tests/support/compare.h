@@ -26,10 +26,10 @@ struct Tolerance {
 /// Summary errors of got against want (want taken as exact).
 struct ErrorStats {
   std::size_t n = 0;
-  double max_abs = 0.0;       ///< max |got − want|
-  double max_rel = 0.0;       ///< max |got − want| / |want| over want ≠ 0
-  double nmse = 0.0;          ///< Σ(got − want)² / Σ want² (ggml's max_nmse_err); 0 when both are all zero
-  std::size_t worst = 0;      ///< index of the largest |got − want|
+  double max_abs = 0.0;   ///< max |got − want|
+  double max_rel = 0.0;   ///< max |got − want| / |want| over want ≠ 0
+  double nmse = 0.0;      ///< Σ(got − want)² / Σ want² (ggml's max_nmse_err); 0 when both are all zero
+  std::size_t worst = 0;  ///< index of the largest |got − want|
 };
 
 namespace detail {
@@ -57,14 +57,16 @@ ErrorStats error_stats(std::span<const G> got, std::span<const W> want) {
 }
 
 inline void describe(std::ostream& os, const ErrorStats& s) {
-  os << "max abs err " << s.max_abs << " (at " << s.worst << "), max rel err " << s.max_rel << ", nmse " << s.nmse;
+  os << "max abs err " << s.max_abs << " (at " << s.worst << "), max rel err " << s.max_rel << ", nmse "
+     << s.nmse;
 }
 
 template <class G, class W>
 ::testing::AssertionResult all_close(std::span<const G> got, std::span<const W> want, Tolerance tol,
                                      std::span<const double> scale) {
   if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "size mismatch: got " << got.size() << " values, want " << want.size();
+    return ::testing::AssertionFailure()
+           << "size mismatch: got " << got.size() << " values, want " << want.size();
   if (!scale.empty() && scale.size() != want.size())
     return ::testing::AssertionFailure() << "scale holds " << scale.size() << " values for " << want.size();
   std::size_t bad = 0, worst = 0;
@@ -93,12 +95,12 @@ template <class G, class W>
 }  // namespace detail
 
 /// Every element within `tol` (see Tolerance); `scale` (optional, one per element) replaces |want| in the bound.
-inline ::testing::AssertionResult all_close(std::span<const float> got, std::span<const double> want, Tolerance tol,
-                                            std::span<const double> scale = {}) {
+inline ::testing::AssertionResult all_close(std::span<const float> got, std::span<const double> want,
+                                            Tolerance tol, std::span<const double> scale = {}) {
   return detail::all_close(got, want, tol, scale);
 }
-inline ::testing::AssertionResult all_close(std::span<const float> got, std::span<const float> want, Tolerance tol,
-                                            std::span<const double> scale = {}) {
+inline ::testing::AssertionResult all_close(std::span<const float> got, std::span<const float> want,
+                                            Tolerance tol, std::span<const double> scale = {}) {
   return detail::all_close(got, want, tol, scale);
 }
 
@@ -106,7 +108,8 @@ inline ::testing::AssertionResult all_close(std::span<const float> got, std::spa
 inline ::testing::AssertionResult nmse_below(std::span<const float> got, std::span<const double> want,
                                              double max_nmse) {
   if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "size mismatch: got " << got.size() << " values, want " << want.size();
+    return ::testing::AssertionFailure()
+           << "size mismatch: got " << got.size() << " values, want " << want.size();
   const ErrorStats s = detail::error_stats(got, want);
   if (s.nmse <= max_nmse) return ::testing::AssertionSuccess();
   std::ostringstream os;
@@ -119,7 +122,8 @@ inline ::testing::AssertionResult nmse_below(std::span<const float> got, std::sp
 /// change when only the schedule (threads, fusion, batching) does.
 inline ::testing::AssertionResult bit_identical(std::span<const float> got, std::span<const float> want) {
   if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "size mismatch: got " << got.size() << " values, want " << want.size();
+    return ::testing::AssertionFailure()
+           << "size mismatch: got " << got.size() << " values, want " << want.size();
   std::size_t bad = 0, first = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     std::uint32_t a, b;

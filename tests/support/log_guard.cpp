@@ -29,8 +29,7 @@ class FailingSink final : public spdlog::sinks::base_sink<std::mutex> {
       std::lock_guard lock(g_mu);
       g_captured.push_back(std::move(text));
     } else {
-      ADD_FAILURE() << "unexpected " << spdlog::level::to_string_view(msg.level).data()
-                    << " log: " << text;
+      ADD_FAILURE() << "unexpected " << spdlog::level::to_string_view(msg.level).data() << " log: " << text;
     }
   }
   void flush_() override {}

@@ -28,6 +28,6 @@ std::string test_data_dir();
 }  // namespace facetrace::testing
 
 /// Skip (naming the variables) when the test data folder is missing.
-#define FT_REQUIRE_TEST_DATA(dir_var)                                                 \
-  const std::string dir_var = ::facetrace::testing::test_data_dir();                  \
+#define FT_REQUIRE_TEST_DATA(dir_var)                                \
+  const std::string dir_var = ::facetrace::testing::test_data_dir(); \
   if (dir_var.empty()) GTEST_SKIP() << "test data not found (FT_TEST_DATA_DIR / FACETRACE_TEST_DATA)"

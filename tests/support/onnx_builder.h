@@ -30,7 +30,8 @@ class OnnxBuilder {
     io(graph_->add_output(), name, dims);
     return *this;
   }
-  OnnxBuilder& init(const std::string& name, const std::vector<std::int64_t>& dims, const std::vector<float>& v) {
+  OnnxBuilder& init(const std::string& name, const std::vector<std::int64_t>& dims,
+                    const std::vector<float>& v) {
     fill(graph_->add_initializer(), name, dims, v);
     return *this;
   }
@@ -109,7 +110,8 @@ class OnnxBuilder {
   onnx::GraphProto* graph_;
 };
 
-inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);

@@ -177,7 +177,8 @@ TEST(Png, malformed_pixels_and_unwritable_paths_name_the_file) {
   EXPECT_EQ(size.what(), "m.png: cannot write PNG: image buffer does not match 4x4 RGB8");
   EXPECT_EQ(core::write_png("m.png", core::Image{}).code(), Code::kInvalidArgument);
   const std::vector<std::uint8_t> one(4, 0);
-  EXPECT_EQ(core::write_png_pixels("m.png", 1, 1, core::PixelFormat::kRgb8, one).code(), Code::kInvalidArgument);
+  EXPECT_EQ(core::write_png_pixels("m.png", 1, 1, core::PixelFormat::kRgb8, one).code(),
+            Code::kInvalidArgument);
   const std::string path = "/nonexistent-dir-facetrace/x.png";
   const Status io = core::write_png_pixels(path, 1, 1, core::PixelFormat::kRgba8, one);
   EXPECT_EQ(io.code(), Code::kIo);

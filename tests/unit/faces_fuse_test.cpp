@@ -53,7 +53,8 @@ void expect_fused_equals_unfused(const Program& fused, const std::vector<float>&
 
 void add_conv(OnnxBuilder& m, const std::string& x, const std::string& y, std::int64_t cin, std::int64_t cout,
               std::int64_t k, std::int64_t group, std::int64_t stride, std::uint32_t seed) {
-  m.init(y + "_w", {cout, cin / group, k, k}, random_floats(static_cast<std::size_t>(cout * (cin / group) * k * k), seed));
+  m.init(y + "_w", {cout, cin / group, k, k},
+         random_floats(static_cast<std::size_t>(cout * (cin / group) * k * k), seed));
   m.init(y + "_b", {cout}, random_floats(static_cast<std::size_t>(cout), seed + 1));
   auto* n = m.node("Conv", {x, y + "_w", y + "_b"}, {y});
   OnnxBuilder::int1(n, "group", group);
@@ -103,13 +104,14 @@ struct BandCase {
 
 TEST(FacesFuse, pointwise_depthwise_chains_run_in_row_bands) {
   const BandCase cases[] = {
-      {false, false, false, false, false}, {false, true, true, true, false}, {false, false, true, true, true},
-      {true, false, true, true, false},    {true, true, true, true, true},   {true, true, false, false, false},
+      {false, false, false, false, false}, {false, true, true, true, false},
+      {false, false, true, true, true},    {true, false, true, true, false},
+      {true, true, true, true, true},      {true, true, false, false, false},
   };
   const std::int64_t cin = 3, c = 16, h = 260, w = 64;
   for (const auto& bc : cases) {
-    SCOPED_TRACE(::testing::Message() << "pre " << bc.pre << bc.pre_act << " pw_act " << bc.pw_act << " dw_act "
-                                      << bc.dw_act << " pool " << bc.pool);
+    SCOPED_TRACE(::testing::Message() << "pre " << bc.pre << bc.pre_act << " pw_act " << bc.pw_act
+                                      << " dw_act " << bc.dw_act << " pool " << bc.pool);
     OnnxBuilder m(6);  // opset 6: Clip bounds as attributes
     m.input("x", {1, cin, h, w}).output("y");
     std::string cur = "x";

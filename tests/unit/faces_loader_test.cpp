@@ -64,16 +64,22 @@ TEST(FacesLoader, refusals_name_the_node_and_reason) {
     m.node("Softmax", {"x"}, {"y"});
     expect_refused(m.bytes(), "operator 'Softmax' is not supported");
   }
-  auto conv = [](auto&& tweak, std::vector<std::int64_t> wdims = {4, 3, 3, 3}, std::vector<std::int64_t> in = {1, 3, 8, 8}) {
+  auto conv = [](auto&& tweak, std::vector<std::int64_t> wdims = {4, 3, 3, 3},
+                 std::vector<std::int64_t> in = {1, 3, 8, 8}) {
     OnnxBuilder m;
-    m.input("x", in).output("y").init("w", wdims, random_floats(static_cast<std::size_t>(wdims[0] * wdims[1] * wdims[2] * wdims[3]), 1));
+    m.input("x", in).output("y").init(
+        "w", wdims, random_floats(static_cast<std::size_t>(wdims[0] * wdims[1] * wdims[2] * wdims[3]), 1));
     auto* n = m.node("Conv", {"x", "w"}, {"y"});
     n->set_name("myconv");
     tweak(n);
     return m.bytes();
   };
-  expect_refused(conv([](auto* n) { OnnxBuilder::ints(n, "dilations", {2, 2}); }), "node 'myconv' (Conv): attribute 'dilations'");
-  expect_refused(conv([](auto* n) { OnnxBuilder::str(n, "auto_pad", "SAME_UPPER"); }), "attribute 'auto_pad'");
+  expect_refused(conv([](auto* n) {
+                   OnnxBuilder::ints(n, "dilations", {2, 2});
+                 }),
+                 "node 'myconv' (Conv): attribute 'dilations'");
+  expect_refused(conv([](auto* n) { OnnxBuilder::str(n, "auto_pad", "SAME_UPPER"); }),
+                 "attribute 'auto_pad'");
   expect_refused(conv([](auto* n) { OnnxBuilder::int1(n, "group", 0); }), "attribute 'group'");
   expect_refused(conv([](auto* n) { OnnxBuilder::ints(n, "strides", {0, 1}); }), "attribute 'strides'");
   expect_refused(conv([](auto* n) { OnnxBuilder::ints(n, "pads", {-1, 0, 0, 0}); }), "attribute 'pads'");
@@ -207,7 +213,8 @@ TEST(FacesLoader, truncated_and_corrupted_yunet_never_crash) {
   const auto bytes = yunet_bytes();
   ASSERT_EQ(bytes.size(), 232589u);
   // Detector: the sha256 pin refuses any change, naming it.
-  for (std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
+  for (std::size_t len :
+       {std::size_t{0}, std::size_t{1}, std::size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
     auto d = Detector::create({bytes.data(), len});
     ASSERT_FALSE(d.ok());
     EXPECT_NE(d.status().what().find("sha256"), std::string::npos);

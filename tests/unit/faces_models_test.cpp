@@ -60,7 +60,13 @@ ConvLayer conv(int cin, int cout, int k, int stride, int pad, int groups, Act ac
                float gain = 1.0f) {
   const int fan_in = cin / groups * k * k;
   const float a = gain * std::sqrt(3.0f / static_cast<float>(fan_in));
-  return {cin, cout, k, stride, pad, groups, act,
+  return {cin,
+          cout,
+          k,
+          stride,
+          pad,
+          groups,
+          act,
           random_floats(static_cast<std::size_t>(cout) * fan_in, seed, -a, a),
           random_floats(static_cast<std::size_t>(cout), seed + 1000, -0.1f, 0.1f)};
 }
@@ -74,7 +80,7 @@ struct Stage {
 std::vector<Stage> mobilefacenet_like() {
   return {
       {{conv(3, 16, 3, 2, 1, 1, Act::kRelu6, 1, 4.0f)}},  // stem 3×3/2 → 56²; gain 4 so ReLU6 also clips at 6
-      {{conv(16, 16, 3, 1, 1, 16, Act::kRelu6, 2)}},       // depthwise 3×3
+      {{conv(16, 16, 3, 1, 1, 16, Act::kRelu6, 2)}},      // depthwise 3×3
       {{conv(16, 32, 1, 1, 0, 1, Act::kRelu6, 3), conv(32, 32, 3, 1, 1, 32, Act::kRelu6, 4),
         conv(32, 16, 1, 1, 0, 1, Act::kNone, 5)},
        true},  // bottleneck: expand, depthwise, linear projection, + input
@@ -149,13 +155,14 @@ Planes conv_ref(const Planes& x, const ConvLayer& c, ClipHits& hits) {
             for (int kx = 0; kx < c.k; ++kx) {
               const int iy = oy * c.stride - c.pad + ky, ix = ox * c.stride - c.pad + kx;
               if (iy < 0 || iy >= x.h || ix < 0 || ix >= x.w) continue;
-              s += static_cast<double>(c.w[((static_cast<std::size_t>(o) * in_per_group + i) * c.k + ky) * c.k + kx]) *
+              s += static_cast<double>(
+                       c.w[((static_cast<std::size_t>(o) * in_per_group + i) * c.k + ky) * c.k + kx]) *
                    x.at(ci, iy, ix);
             }
         }
         if (c.act == Act::kRelu) s = std::max(s, 0.0);
         if (c.act == Act::kRelu6) {
-          hits.lo += s < 0.0, hits.hi += s > 6.0;
+          hits.lo += s<0.0, hits.hi += s> 6.0;
           s = std::min(std::max(s, 0.0), 6.0);
         }
         y.at(o, oy, ox) = s;
@@ -165,7 +172,8 @@ Planes conv_ref(const Planes& x, const ConvLayer& c, ClipHits& hits) {
 
 /// The raw (not normalised) 128 outputs for an aligned 112×112 RGB face, preprocessed as the ArcFace default
 /// that an unknown model gets: planar RGB, (x − 127.5) / 127.5.
-std::vector<double> reference_embedding(const std::vector<Stage>& net, const core::Image& face, ClipHits& hits) {
+std::vector<double> reference_embedding(const std::vector<Stage>& net, const core::Image& face,
+                                        ClipHits& hits) {
   Planes x{3, kSide, kSide, std::vector<double>(3 * kSide * kSide)};
   for (int c = 0; c < 3; ++c)
     for (int y = 0; y < kSide; ++y)
@@ -271,7 +279,8 @@ TEST(FacesYunet, one_face_per_photo_with_landmarks_inside_the_box) {
 
 TEST(FacesYunet, blank_and_odd_sizes_give_no_faces) {
   const Detector& det = yunet();
-  for (auto [w, h] : {std::pair{640, 480}, std::pair{100, 700}, std::pair{1, 1}, std::pair{37, 41}, std::pair{1000, 20}}) {
+  for (auto [w, h] :
+       {std::pair{640, 480}, std::pair{100, 700}, std::pair{1, 1}, std::pair{37, 41}, std::pair{1000, 20}}) {
     SCOPED_TRACE(::testing::Message() << w << "x" << h);
     const std::vector<std::uint8_t> grey(static_cast<std::size_t>(w) * h * 3, 128);
     auto faces = det.detect(grey, w, h);
@@ -288,7 +297,8 @@ TEST(FacesYunet, blank_and_odd_sizes_give_no_faces) {
 
 TEST(FacesYunet, load_reads_a_file_and_refuses_missing_and_truncated_ones) {
   const auto bytes = builtin_yunet_onnx();
-  const std::string path = (std::filesystem::temp_directory_path() / "ft_faces_models_test_yunet.onnx").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "ft_faces_models_test_yunet.onnx").string();
   {
     std::ofstream f(path, std::ios::binary);
     f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -402,8 +412,9 @@ std::vector<std::uint8_t> tiny_embedder(const std::vector<std::int64_t>& dims, b
   OnnxBuilder m(13);
   m.input("x", dims).output("y");
   if (two_outputs) m.output("z");
-  m.init("w", {8, dims[1], 1, 1}, zero ? std::vector<float>(static_cast<std::size_t>(8 * dims[1]), 0.0f)
-                                       : random_floats(static_cast<std::size_t>(8 * dims[1]), 5));
+  m.init("w", {8, dims[1], 1, 1},
+         zero ? std::vector<float>(static_cast<std::size_t>(8 * dims[1]), 0.0f)
+              : random_floats(static_cast<std::size_t>(8 * dims[1]), 5));
   m.init("b", {8}, std::vector<float>(8, 0.0f));
   m.node("Conv", {"x", "w", "b"}, {"c"});
   m.node("GlobalAveragePool", {"c"}, {"y"});
@@ -471,7 +482,9 @@ TEST(FacesEmbed, cosine_similarity_of_unit_vectors) {
 TEST(FacesLetterbox, shrink_averages_area_and_writes_bgr_top_left) {
   // 4×2 RGB → n = 2: scale 0.5, 2×1 output; each output averages a 2×2 block.
   std::vector<std::uint8_t> rgb(4 * 2 * 3);
-  for (int i = 0; i < 8; ++i) rgb[static_cast<std::size_t>(i) * 3] = static_cast<std::uint8_t>(i * 10), rgb[static_cast<std::size_t>(i) * 3 + 2] = 200;
+  for (int i = 0; i < 8; ++i)
+    rgb[static_cast<std::size_t>(i) * 3] = static_cast<std::uint8_t>(i * 10),
+                                      rgb[static_cast<std::size_t>(i) * 3 + 2] = 200;
   std::vector<float> out(3 * 2 * 2, -1.0f);
   EXPECT_FLOAT_EQ(letterbox_bgr(rgb, 4, 2, 2, out), 0.5f);
   // channel 0 is B (200), channel 2 is R
@@ -536,9 +549,9 @@ TEST(FacesImage, exif_orientation_is_applied) {
   EXPECT_EQ(r.rgb[3], 0);
   EXPECT_EQ(core::apply_orientation(core::apply_orientation(im, 3), 3).rgb, im.rgb);
   // a minimal JPEG APP1 header carrying orientation 8 (big-endian TIFF)
-  const std::vector<std::uint8_t> jpeg = {0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0,
-                                          'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 8, 0, 0,
-                                          0, 0, 0xFF, 0xD9};
+  const std::vector<std::uint8_t> jpeg = {
+      0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0,    0,
+      8,    0,    1,    0x01, 0x12, 0,    3,   0,   0,   0,   1, 0, 8,   0,   0, 0,  0, 0xFF, 0xD9};
   EXPECT_EQ(core::exif_orientation(jpeg), 8);
   EXPECT_EQ(core::exif_orientation(std::vector<std::uint8_t>{1, 2, 3}), 1);
   EXPECT_FALSE(core::decode_image(std::vector<std::uint8_t>{1, 2, 3}).ok());

@@ -15,17 +15,18 @@
 namespace facetrace::faces {
 namespace {
 
-using testing::OnnxBuilder;
-using testing::random_floats;
 using ::facetrace::testing::all_close;
 using ::facetrace::testing::bit_identical;
 using ::facetrace::testing::Tolerance;
+using testing::OnnxBuilder;
+using testing::random_floats;
 
 std::int64_t count(const std::vector<std::int64_t>& d) {
   return std::accumulate(d.begin(), d.end(), std::int64_t{1}, std::multiplies<>());
 }
 
-std::vector<float> run1(const std::vector<std::uint8_t>& model, const std::vector<float>& x, int threads = 0) {
+std::vector<float> run1(const std::vector<std::uint8_t>& model, const std::vector<float>& x,
+                        int threads = 0) {
   NetOptions o;
   o.threads = threads;
   auto net = Net::create(model, o);
@@ -39,7 +40,8 @@ std::vector<float> run1(const std::vector<std::uint8_t>& model, const std::vecto
 
 // |got − ref| ≤ 1e-5·scale + 1e-6 per element, scale = Σ|terms| (or |ref| for non-sums).
 constexpr Tolerance kOpTol{1e-6, 1e-5};
-void expect_close(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& scale) {
+void expect_close(const std::vector<float>& got, const std::vector<double>& ref,
+                  const std::vector<double>& scale) {
   EXPECT_TRUE(all_close(got, ref, kOpTol, scale));
 }
 void expect_close(const std::vector<float>& got, const std::vector<double>& ref) {
@@ -52,9 +54,9 @@ struct ConvCase {
 };
 
 void check_conv(const ConvCase& c, std::uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "cin " << c.cin << " cout " << c.cout << " g " << c.g << " k " << c.kh << "x"
-                                    << c.kw << " s " << c.sh << "," << c.sw << " pads " << c.pt << "," << c.pl << ","
-                                    << c.pb << "," << c.pr << " in " << c.h << "x" << c.w);
+  SCOPED_TRACE(::testing::Message() << "cin " << c.cin << " cout " << c.cout << " g " << c.g << " k " << c.kh
+                                    << "x" << c.kw << " s " << c.sh << "," << c.sw << " pads " << c.pt << ","
+                                    << c.pl << "," << c.pb << "," << c.pr << " in " << c.h << "x" << c.w);
   const int cin_g = c.cin / c.g, cout_g = c.cout / c.g;
   const auto x = random_floats(static_cast<std::size_t>(c.cin * c.h * c.w), seed);
   const auto w = random_floats(static_cast<std::size_t>(c.cout * cin_g * c.kh * c.kw), seed + 1);
@@ -79,7 +81,8 @@ void check_conv(const ConvCase& c, std::uint32_t seed) {
             for (int kx = 0; kx < c.kw; ++kx) {
               const int iy = oy * c.sh + ky - c.pt, ix = ox * c.sw + kx - c.pl;
               if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
-              const double t = static_cast<double>(x[static_cast<std::size_t>(((grp * cin_g + cl) * c.h + iy) * c.w + ix)]) *
+              const double t = static_cast<double>(
+                                   x[static_cast<std::size_t>(((grp * cin_g + cl) * c.h + iy) * c.w + ix)]) *
                                w[static_cast<std::size_t>(((co * cin_g + cl) * c.kh + ky) * c.kw + kx)];
               s += t, a += std::abs(t);
             }
@@ -103,13 +106,13 @@ TEST(FacesOps, conv_matches_the_definition) {
       // odd sizes, 4-sided pads, unequal strides and kernels, channel multipliers, blocking edges
       {5, 7, 1, 3, 2, 2, 1, 0, 1, 2, 0, 13, 11, true},
       {6, 9, 3, 5, 3, 3, 2, 2, 1, 1, 2, 17, 19, false},
-      {3, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, 21, 23, true},   // depthwise ×2 multiplier
-      {16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 37, 41, true}, // depthwise
-      {8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 9, 83, true},     // depthwise, wide rows (4 AVX-512 blocks + rest)
-      {8, 8, 8, 7, 7, 1, 1, 0, 0, 0, 0, 7, 7, true},      // global depthwise
-      {40, 13, 1, 3, 3, 1, 1, 1, 1, 1, 1, 30, 31, true},  // K = 360 > KC, N = 930 > NC
-      {64, 70, 1, 1, 1, 1, 1, 0, 0, 0, 0, 29, 33, true},  // pointwise
-      {300, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 3, true},    // deep K, tiny N
+      {3, 6, 3, 3, 3, 2, 2, 1, 1, 1, 1, 21, 23, true},     // depthwise ×2 multiplier
+      {16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 37, 41, true},  // depthwise
+      {8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 9, 83, true},      // depthwise, wide rows (4 AVX-512 blocks + rest)
+      {8, 8, 8, 7, 7, 1, 1, 0, 0, 0, 0, 7, 7, true},       // global depthwise
+      {40, 13, 1, 3, 3, 1, 1, 1, 1, 1, 1, 30, 31, true},   // K = 360 > KC, N = 930 > NC
+      {64, 70, 1, 1, 1, 1, 1, 0, 0, 0, 0, 29, 33, true},   // pointwise
+      {300, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, 3, 3, true},     // deep K, tiny N
       {3, 16, 1, 3, 3, 2, 2, 1, 1, 1, 1, 41, 37, true},
   };
   std::uint32_t seed = 11;
@@ -171,7 +174,8 @@ std::vector<double> broadcast_ref(const std::vector<std::int64_t>& ad, const std
   for (std::size_t flat = 0; flat < out.size(); ++flat) {
     std::size_t rem = flat, ia = 0, ib = 0, sa = 1, sb = 1;
     std::vector<std::size_t> idx(r);
-    for (std::size_t k = r; k-- > 0;) idx[k] = rem % static_cast<std::size_t>(O[k]), rem /= static_cast<std::size_t>(O[k]);
+    for (std::size_t k = r; k-- > 0;)
+      idx[k] = rem % static_cast<std::size_t>(O[k]), rem /= static_cast<std::size_t>(O[k]);
     for (std::size_t k = r; k-- > 0;) {
       ia += (A[k] == 1 ? 0 : idx[k]) * sa, sa *= static_cast<std::size_t>(A[k]);
       ib += (B[k] == 1 ? 0 : idx[k]) * sb, sb *= static_cast<std::size_t>(B[k]);
@@ -243,15 +247,22 @@ TEST(FacesOps, prelu_per_channel_and_scalar) {
 
 TEST(FacesOps, batchnorm_folds_to_channel_affine) {
   const auto x = random_floats(4 * 3 * 3, 9);
-  const std::vector<float> sc{1.5f, -0.5f, 2.0f, 0.1f}, bb{0.1f, 0.2f, -0.3f, 0.0f}, mean{0.5f, -1.0f, 0.0f, 2.0f},
-      var{0.25f, 1.0f, 4.0f, 0.01f};
+  const std::vector<float> sc{1.5f, -0.5f, 2.0f, 0.1f}, bb{0.1f, 0.2f, -0.3f, 0.0f},
+      mean{0.5f, -1.0f, 0.0f, 2.0f}, var{0.25f, 1.0f, 4.0f, 0.01f};
   OnnxBuilder m;
-  m.input("x", {1, 4, 3, 3}).output("y").init("s", {4}, sc).init("b", {4}, bb).init("m", {4}, mean).init("v", {4}, var);
+  m.input("x", {1, 4, 3, 3})
+      .output("y")
+      .init("s", {4}, sc)
+      .init("b", {4}, bb)
+      .init("m", {4}, mean)
+      .init("v", {4}, var);
   OnnxBuilder::float1(m.node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}), "epsilon", 1e-3f);
   std::vector<double> ref;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::size_t c = i / 9;
-    ref.push_back((x[i] - static_cast<double>(mean[c])) / std::sqrt(static_cast<double>(var[c]) + static_cast<double>(1e-3f)) * sc[c] + bb[c]);
+    ref.push_back((x[i] - static_cast<double>(mean[c])) /
+                      std::sqrt(static_cast<double>(var[c]) + static_cast<double>(1e-3f)) * sc[c] +
+                  bb[c]);
   }
   expect_close(run1(m.bytes(), x), ref);
 }
@@ -268,7 +279,8 @@ TEST(FacesOps, gemm_and_matmul) {
       m.input("x", {1, k}).output("y");
       std::vector<float> wb(w.size());  // B as stored: [n,k] when transB else [k,n]
       for (int i = 0; i < k; ++i)
-        for (int j = 0; j < n; ++j) wb[static_cast<std::size_t>(tb ? j * k + i : i * n + j)] = w[static_cast<std::size_t>(i * n + j)];
+        for (int j = 0; j < n; ++j)
+          wb[static_cast<std::size_t>(tb ? j * k + i : i * n + j)] = w[static_cast<std::size_t>(i * n + j)];
       m.init("w", tb ? std::vector<std::int64_t>{n, k} : std::vector<std::int64_t>{k, n}, wb);
       if (with_c) m.init("c", {n}, c);
       auto* node = with_c ? m.node("Gemm", {"x", "w", "c"}, {"y"}) : m.node("Gemm", {"x", "w"}, {"y"});
@@ -278,7 +290,10 @@ TEST(FacesOps, gemm_and_matmul) {
       std::vector<double> ref, scale;
       for (int j = 0; j < n; ++j) {
         double s = 0, a = 0;
-        for (int i = 0; i < k; ++i) s += static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)], a += std::abs(static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)]);
+        for (int i = 0; i < k; ++i)
+          s += static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)],
+              a += std::abs(static_cast<double>(x[static_cast<std::size_t>(i)]) *
+                            w[static_cast<std::size_t>(i * n + j)]);
         ref.push_back(0.5 * s + (with_c ? 2.0 * c[static_cast<std::size_t>(j)] : 0.0));
         scale.push_back(0.5 * a + 2.0 * std::abs(c[static_cast<std::size_t>(j)]));
       }
@@ -290,7 +305,10 @@ TEST(FacesOps, gemm_and_matmul) {
   std::vector<double> ref, scale;
   for (int j = 0; j < n; ++j) {
     double s = 0, a = 0;
-    for (int i = 0; i < k; ++i) s += static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)], a += std::abs(static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)]);
+    for (int i = 0; i < k; ++i)
+      s += static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)],
+          a += std::abs(static_cast<double>(x[static_cast<std::size_t>(i)]) *
+                        w[static_cast<std::size_t>(i * n + j)]);
     ref.push_back(s), scale.push_back(a);
   }
   expect_close(run1(mm.bytes(), x), ref, scale);
@@ -298,8 +316,11 @@ TEST(FacesOps, gemm_and_matmul) {
 
 TEST(FacesOps, transpose_random_perms) {
   const std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> cases = {
-      {{1, 3, 4, 5}, {0, 2, 3, 1}}, {{1, 3, 4, 5}, {3, 1, 0, 2}}, {{1, 3, 5}, {2, 0, 1}},
-      {{1, 2, 3, 2, 3}, {4, 2, 0, 3, 1}}, {{1, 7}, {1, 0}}};
+      {{1, 3, 4, 5}, {0, 2, 3, 1}},
+      {{1, 3, 4, 5}, {3, 1, 0, 2}},
+      {{1, 3, 5}, {2, 0, 1}},
+      {{1, 2, 3, 2, 3}, {4, 2, 0, 3, 1}},
+      {{1, 7}, {1, 0}}};
   for (const auto& [dims, perm] : cases) {
     OnnxBuilder m;
     m.input("x", dims).output("y");
@@ -367,14 +388,18 @@ TEST(FacesOps, maxpool_resize_global_average) {
         for (std::int64_t ox = 0; ox < ow; ++ox) {
           float best = -1e30f;
           for (int ky = 0; ky < k; ++ky)
-            for (int kx = 0; kx < k; ++kx) best = std::max(best, x[static_cast<std::size_t>((ch * h + oy * s + ky) * w + ox * s + kx)]);
+            for (int kx = 0; kx < k; ++kx)
+              best = std::max(best, x[static_cast<std::size_t>((ch * h + oy * s + ky) * w + ox * s + kx)]);
           ref.push_back(best);
         }
     expect_close(run1(m.bytes(), x), ref);
   }
   for (auto [sy, sx] : {std::pair{2, 2}, std::pair{3, 1}}) {
     OnnxBuilder m(11);
-    m.input("x", {1, c, h, w}).output("y").init("roi", {0}, {}).init("scales", {4}, {1, 1, static_cast<float>(sy), static_cast<float>(sx)});
+    m.input("x", {1, c, h, w})
+        .output("y")
+        .init("roi", {0}, {})
+        .init("scales", {4}, {1, 1, static_cast<float>(sy), static_cast<float>(sx)});
     auto* n = m.node("Resize", {"x", "roi", "scales"}, {"y"});
     OnnxBuilder::str(n, "mode", "nearest");
     OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
@@ -382,7 +407,8 @@ TEST(FacesOps, maxpool_resize_global_average) {
     std::vector<double> ref;
     for (std::int64_t ch = 0; ch < c; ++ch)
       for (std::int64_t y = 0; y < h * sy; ++y)
-        for (std::int64_t xx = 0; xx < w * sx; ++xx) ref.push_back(x[static_cast<std::size_t>((ch * h + y / sy) * w + xx / sx)]);
+        for (std::int64_t xx = 0; xx < w * sx; ++xx)
+          ref.push_back(x[static_cast<std::size_t>((ch * h + y / sy) * w + xx / sx)]);
     expect_close(run1(m.bytes(), x), ref);
   }
   OnnxBuilder m;
@@ -403,8 +429,10 @@ TEST(FacesOps, maxpool_resize_global_average) {
 TEST(FacesOps, pointwise_depthwise_group_matches_and_is_thread_count_independent) {
   const std::int64_t cin = 64, c = 48, h = 40, w = 44;  // ~6 M MACs: up to 11 threads
   const auto x = random_floats(static_cast<std::size_t>(cin * h * w), 31);
-  const auto wp = random_floats(static_cast<std::size_t>(c * cin), 32), bp = random_floats(static_cast<std::size_t>(c), 33);
-  const auto wd = random_floats(static_cast<std::size_t>(c * 9), 34), bd = random_floats(static_cast<std::size_t>(c), 35);
+  const auto wp = random_floats(static_cast<std::size_t>(c * cin), 32),
+             bp = random_floats(static_cast<std::size_t>(c), 33);
+  const auto wd = random_floats(static_cast<std::size_t>(c * 9), 34),
+             bd = random_floats(static_cast<std::size_t>(c), 35);
   for (bool pool : {false, true}) {
     OnnxBuilder m;
     m.input("x", {1, cin, h, w}).output("y").init("wp", {c, cin, 1, 1}, wp).init("bp", {c}, bp);
@@ -433,7 +461,8 @@ TEST(FacesOps, pointwise_depthwise_group_matches_and_is_thread_count_independent
       for (std::int64_t i = 0; i < h * w; ++i) {
         double s = bp[static_cast<std::size_t>(co)], a = std::abs(s);
         for (std::int64_t ci = 0; ci < cin; ++ci) {
-          const double t = static_cast<double>(wp[static_cast<std::size_t>(co * cin + ci)]) * x[static_cast<std::size_t>(ci * h * w + i)];
+          const double t = static_cast<double>(wp[static_cast<std::size_t>(co * cin + ci)]) *
+                           x[static_cast<std::size_t>(ci * h * w + i)];
           s += t, a += std::abs(t);
         }
         pw[static_cast<std::size_t>(co * h * w + i)] = std::max(s, 0.0);
@@ -526,7 +555,8 @@ TEST(FacesOps, batch_equals_single_runs_and_free_lists_are_complete) {
   std::vector<std::span<const float>> spans(xs.begin(), xs.end());
   auto batch = net->run_batch(spans, {1, 3, 10, 10});
   ASSERT_TRUE(batch.ok());
-  for (std::size_t b = 0; b < xs.size(); ++b) EXPECT_TRUE(bit_identical((*batch)[b][0].data, (*net->run(xs[b]))[0].data));
+  for (std::size_t b = 0; b < xs.size(); ++b)
+    EXPECT_TRUE(bit_identical((*batch)[b][0].data, (*net->run(xs[b]))[0].data));
 }
 
 // An activation buffer that cannot be allocated is a kOutOfMemory Status naming the node, on one input and in a

@@ -77,9 +77,9 @@ TEST(IsolatedExecutor, serves_ops_through_the_child_and_the_shared_arena) {
   ASSERT_EQ(fr->tickets.size(), 1u);
   std::vector<float> got;
   ASSERT_TRUE(ex->collect(fr->tickets[0], 1s, [&](std::span<const std::byte> b) {
-    got.resize(b.size() / 4);
-    std::memcpy(got.data(), b.data(), b.size());
-  }).ok());
+                  got.resize(b.size() / 4);
+                  std::memcpy(got.data(), b.data(), b.size());
+                }).ok());
   ASSERT_EQ(got.size(), 100u);
   EXPECT_EQ(got[0], 21.0f);
   EXPECT_EQ(got[99], 1.0f + 2.0f * 109.0f);
@@ -143,7 +143,8 @@ TEST(IsolatedExecutor, the_watchdog_kills_a_hung_child) {
 TEST(IsolatedExecutor, backend_recovers_through_a_new_child) {
   RecoveryConfig c;
   c.cool_down = std::chrono::duration<double>(0.0);
-  auto backend = GpuBackend::with_executor(make_isolated_executor(sim_child_options()), SteadyClock::instance(), c);
+  auto backend =
+      GpuBackend::with_executor(make_isolated_executor(sim_child_options()), SteadyClock::instance(), c);
   ASSERT_EQ(backend->state(), BackendState::kReady);
   std::vector<float> out(256, 0.0f);
   RampWorkload w(out, 1, 1, 32);

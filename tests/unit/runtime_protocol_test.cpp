@@ -149,7 +149,8 @@ TEST(Protocol, rejects_malformed_headers) {
   EXPECT_NE(decode(bad_type).status().what().find("unknown message type"), std::string::npos);
 
   for (std::size_t n = 0; n < kHeaderBytes; ++n)
-    EXPECT_NE(decode(std::span(good.data(), n)).status().what().find("shorter than the header"), std::string::npos);
+    EXPECT_NE(decode(std::span(good.data(), n)).status().what().find("shorter than the header"),
+              std::string::npos);
 
   auto longer = encode({Cmd::kPing, 1, {std::byte{1}, std::byte{2}}});
   longer.pop_back();  // header says 2 payload bytes, datagram has 1
@@ -166,7 +167,8 @@ TEST(Protocol, rejects_truncated_and_padded_payloads) {
   o.reply.put(1.0);
   o.reply.tickets.push_back(RingTicket{4096, 1, 1, 8});
   expect_every_prefix_rejected<InvokeRsp>(encode_payload(o), "reply payload");
-  expect_every_prefix_rejected<ReplyMsg>(encode_payload(ReplyMsg{Code::kOk, "x", {std::byte{1}}}), "reply payload");
+  expect_every_prefix_rejected<ReplyMsg>(encode_payload(ReplyMsg{Code::kOk, "x", {std::byte{1}}}),
+                                         "reply payload");
   expect_every_prefix_rejected<RingWaitReq>(encode_payload(RingWaitReq{}), "ring_wait payload");
 
   auto padded = encode_payload(sample_invoke());
@@ -246,8 +248,8 @@ TEST(ExecutorServer, answers_a_corrupt_request_with_an_error_and_keeps_serving) 
   EXPECT_EQ(bad.code, Code::kInvalidArgument);
   EXPECT_NE(bad.what.find("malformed invoke"), std::string::npos) << bad.what;
 
-  const ReplyMsg outside = exchange(sv[0], Cmd::kPutResident, 2,
-                                    encode_payload(PutResidentReq{"w", ArenaRange{1ull << 40, 16}}));
+  const ReplyMsg outside =
+      exchange(sv[0], Cmd::kPutResident, 2, encode_payload(PutResidentReq{"w", ArenaRange{1ull << 40, 16}}));
   EXPECT_EQ(outside.code, Code::kInvalidArgument);
   EXPECT_NE(outside.what.find("outside the arena"), std::string::npos) << outside.what;
 

@@ -29,7 +29,8 @@ class FakeEngine final : public CopyEngine {
     ++s_->created;
     return {};
   }
-  Status enqueue_copy(std::uint32_t id, void* dst, const void* src, std::uint64_t bytes, CUstream_st*) override {
+  Status enqueue_copy(std::uint32_t id, void* dst, const void* src, std::uint64_t bytes,
+                      CUstream_st*) override {
     std::memcpy(dst, src, bytes);
     s_->result[id] = s_->auto_complete ? 0 : 600;
     return {};
@@ -94,10 +95,12 @@ TEST_F(RingFixture, round_trips_bytes_and_frees_the_slot) {
   EXPECT_EQ(t->size_class, 4096u);
   EXPECT_EQ(*ring->poll(*t), PollResult::kReady);
   std::vector<float> got;
-  ASSERT_TRUE(ring->with_mapped(*t, [&](std::span<const std::byte> b) {
-    got.resize(b.size() / 4);
-    std::memcpy(got.data(), b.data(), b.size());
-  }).ok());
+  ASSERT_TRUE(ring->with_mapped(*t,
+                                [&](std::span<const std::byte> b) {
+                                  got.resize(b.size() / 4);
+                                  std::memcpy(got.data(), b.data(), b.size());
+                                })
+                  .ok());
   EXPECT_EQ(got, src);
   // A collected ticket is stale.
   EXPECT_EQ(ring->poll(*t).status().code(), Code::kInvalidArgument);

@@ -55,7 +55,8 @@ void expect_furnace(const ft::Scene& s, std::uint32_t spp) {
   furnace_expected(s.exposure, expected);
   for (int c = 0; c < 3; ++c) {
     mean[c] /= static_cast<double>(film.pixels()) * spp;
-    EXPECT_NEAR(mean[c] / expected[c], 1.0, 0.01) << "component " << c << ": " << mean[c] << " vs " << expected[c];
+    EXPECT_NEAR(mean[c] / expected[c], 1.0, 0.01)
+        << "component " << c << ": " << mean[c] << " vs " << expected[c];
   }
   EXPECT_EQ(film.nonfinite, 0u);
 }
@@ -87,7 +88,8 @@ ft::Film render(const ft::Scene& s, std::uint64_t first, std::uint32_t spp, unsi
 }
 
 bool same_bits(const ft::Film& a, const ft::Film& b) {
-  return a.xyz.size() == b.xyz.size() && std::memcmp(a.xyz.data(), b.xyz.data(), a.xyz.size() * sizeof(float)) == 0 &&
+  return a.xyz.size() == b.xyz.size() &&
+         std::memcmp(a.xyz.data(), b.xyz.data(), a.xyz.size() * sizeof(float)) == 0 &&
          a.samples == b.samples && a.nonfinite == b.nonfinite;
 }
 
@@ -199,8 +201,8 @@ TEST(CpuTracer, rejects_bad_inputs) {
 }
 
 TEST(CpuTracer, frosted_girdle_and_other_presets_render_finite) {
-  for (auto preset : {ft::LightingPreset::kDaylight, ft::LightingPreset::kRingLights,
-                      ft::LightingPreset::kIlluminantA}) {
+  for (auto preset :
+       {ft::LightingPreset::kDaylight, ft::LightingPreset::kRingLights, ft::LightingPreset::kIlluminantA}) {
     ft::Scene s = tiny_scene();
     s.girdle_frosted = true;
     s.lighting_preset = preset;

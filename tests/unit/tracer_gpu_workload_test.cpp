@@ -19,8 +19,8 @@
 namespace facetrace::tracer {
 namespace {
 
-using runtime::Outcome;
 using facetrace::testing::ExpectLogs;
+using runtime::Outcome;
 
 /// The kernel configuration of the last chunk the simulated op ran.
 KernelConfig& last_kernel_config() {

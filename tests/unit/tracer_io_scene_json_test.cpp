@@ -36,15 +36,13 @@ std::string parse_error(const std::string& text) {
 double refractive_index(const ft::Dispersion& d, double lambda_nm) {
   const double l2 = (lambda_nm / 1000) * (lambda_nm / 1000);
   switch (d.model) {
-    case ft::DispersionModel::kSellmeier1:
-      return std::sqrt(1 + d.b[0] * l2 / (l2 - d.c[0]));
+    case ft::DispersionModel::kSellmeier1: return std::sqrt(1 + d.b[0] * l2 / (l2 - d.c[0]));
     case ft::DispersionModel::kSellmeier3: {
       double n2 = 1;
       for (int i = 0; i < 3; ++i) n2 += d.b[i] * l2 / (l2 - d.c[i]);
       return std::sqrt(n2);
     }
-    case ft::DispersionModel::kCauchy:
-      return d.b[0] + d.b[1] / l2 + d.b[2] / (l2 * l2);
+    case ft::DispersionModel::kCauchy: return d.b[0] + d.b[1] / l2 + d.b[2] / (l2 * l2);
   }
   return 0;
 }

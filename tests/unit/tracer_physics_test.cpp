@@ -63,8 +63,8 @@ TEST(Rng, radical_inverse_known_values) {
   EXPECT_EQ(ph::radical_inverse(2, 2), 0.25f);
   EXPECT_EQ(ph::radical_inverse(2, 3), 0.75f);
   EXPECT_EQ(ph::radical_inverse(3, 1), static_cast<float>(1.0 / 3.0));
-  EXPECT_EQ(ph::radical_inverse(3, 5), static_cast<float>(7.0 / 9.0));   // 12₃ → 0.21₃
-  EXPECT_EQ(ph::radical_inverse(5, 7), static_cast<float>(11.0 / 25.0)); // 12₅ → 0.21₅
+  EXPECT_EQ(ph::radical_inverse(3, 5), static_cast<float>(7.0 / 9.0));    // 12₃ → 0.21₃
+  EXPECT_EQ(ph::radical_inverse(5, 7), static_cast<float>(11.0 / 25.0));  // 12₅ → 0.21₅
   EXPECT_LT(ph::radical_inverse(2, 0xFFFFFFFFu), 1.0f);
   EXPECT_LT(ph::radical_inverse(5, 0xFFFFFFFFu), 1.0f);
   EXPECT_EQ(ph::bit_reverse_u32(1u), 0x80000000u);
@@ -91,7 +91,8 @@ TEST(Rng, draws_stay_in_range_and_depend_on_every_input) {
   }
   EXPECT_NE(ph::sample_seed(3, 4), ph::sample_seed(4, 3));
   const std::uint32_t seed = ph::sample_seed(7, 9);
-  EXPECT_NE(ph::stream_uniform(seed, 0, ph::kStreamFresnel), ph::stream_uniform(seed, 0, ph::kStreamRoulette));
+  EXPECT_NE(ph::stream_uniform(seed, 0, ph::kStreamFresnel),
+            ph::stream_uniform(seed, 0, ph::kStreamRoulette));
   EXPECT_NE(ph::stream_uniform(seed, 0, ph::kStreamFresnel), ph::stream_uniform(seed, 1, ph::kStreamFresnel));
   // u = 1 is possible: h = 0xFFFFFFFF rounds to 2^32 / 2^32.
   EXPECT_EQ(static_cast<float>(0xFFFFFFFFu) / static_cast<float>(0xFFFFFFFFu), 1.0f);
@@ -207,8 +208,8 @@ TEST(Fresnel, tir_retarder_keeps_intensity_and_degree_of_polarisation) {
 }
 
 TEST(Geometry, slab_intersection_of_a_cube) {
-  ph::FacetPlane cube[6] = {{1, 0, 0, -1}, {-1, 0, 0, -1}, {0, 1, 0, -1},
-                          {0, -1, 0, -1}, {0, 0, 1, -1}, {0, 0, -1, -1}};
+  ph::FacetPlane cube[6] = {{1, 0, 0, -1},  {-1, 0, 0, -1}, {0, 1, 0, -1},
+                            {0, -1, 0, -1}, {0, 0, 1, -1},  {0, 0, -1, -1}};
   ph::Hit h = ph::intersect_polyhedron(cube, 6, {0, 0, 5}, {0, 0, -1});
   EXPECT_EQ(h.plane, 4);
   EXPECT_FLOAT_EQ(h.t, 4.0f);
@@ -217,7 +218,7 @@ TEST(Geometry, slab_intersection_of_a_cube) {
   EXPECT_FLOAT_EQ(h.t, 1.0f);
   h = ph::intersect_polyhedron(cube, 6, {0, 2, 5}, {0, 0, -1});  // parallel to ±y planes, outside
   EXPECT_EQ(h.plane, -1);
-  h = ph::intersect_polyhedron(cube, 6, {0, 0, 5}, {0, 0, 1});   // pointing away
+  h = ph::intersect_polyhedron(cube, 6, {0, 0, 5}, {0, 0, 1});  // pointing away
   EXPECT_EQ(h.plane, -1);
   h = ph::intersect_polyhedron(cube, 0, {0, 0, 5}, {0, 0, -1});  // empty scene
   EXPECT_EQ(h.plane, -1);
@@ -256,7 +257,8 @@ TEST(Geometry, division_free_slab_test_matches_the_plain_definition) {
     const float len = std::sqrt(d.x * d.x + d.y * d.y + d.z * d.z);
     if (len < 1e-3f) continue;
     d = ph::Vec3{d.x / len, d.y / len, d.z / len};
-    const ph::Hit a = ph::intersect_polyhedron(planes.data(), static_cast<std::uint32_t>(planes.size()), o, d);
+    const ph::Hit a =
+        ph::intersect_polyhedron(planes.data(), static_cast<std::uint32_t>(planes.size()), o, d);
     const ph::Hit b = slab_reference(planes, o, d);
     ++n;
     hits += b.plane >= 0;
@@ -315,7 +317,8 @@ TEST(Geometry, exit_from_inside_gives_the_general_result_or_declines) {
   // A direction that is not finite is declined, so the general test decides.
   ph::Hit h{-7, 0.0f};
   EXPECT_FALSE(ph::exit_from_inside(planes.data(), count, params.bound_radius2, {0, 0, 0}, {NAN, 0, 0}, h));
-  EXPECT_FALSE(ph::exit_from_inside(planes.data(), count, params.bound_radius2, {0, 0, 0}, {INFINITY, 0, 0}, h));
+  EXPECT_FALSE(
+      ph::exit_from_inside(planes.data(), count, params.bound_radius2, {0, 0, 0}, {INFINITY, 0, 0}, h));
   EXPECT_EQ(h.plane, -7);
 }
 
@@ -337,7 +340,8 @@ TEST(TraceParams, bounding_sphere_holds_the_stone_and_culls_only_misses) {
     d = d * (1.0f / len);
     if (ph::misses_bound(p.bound_radius2, o, d)) {
       ++culled;
-      EXPECT_EQ(ph::intersect_polyhedron(planes.data(), static_cast<std::uint32_t>(planes.size()), o, d).plane, -1);
+      EXPECT_EQ(
+          ph::intersect_polyhedron(planes.data(), static_cast<std::uint32_t>(planes.size()), o, d).plane, -1);
     }
   }
   EXPECT_GT(culled, 5000);
@@ -406,7 +410,7 @@ TEST(WhiteBalance, identity_for_d65_and_maps_illuminant_a_to_d65) {
 
 TEST(Absorption, gaussian_bands_in_both_domains) {
   const ph::GaussianBand bands[2] = {{2.0f, 500.0f, 10.0f, ph::kBandWavelength},
-                                {1.0f, 1.0e7f / 600.0f, 500.0f, ph::kBandWavenumber}};
+                                     {1.0f, 1.0e7f / 600.0f, 500.0f, ph::kBandWavenumber}};
   EXPECT_NEAR(ph::absorption_coefficient(bands, 1, 500.0f), 2.0f, 1e-6f);
   EXPECT_NEAR(ph::absorption_coefficient(bands, 1, 510.0f), 2.0f * std::exp(-0.5f), 1e-5f);
   EXPECT_NEAR(ph::absorption_coefficient(bands + 1, 1, 600.0f), 1.0f, 1e-5f);

@@ -26,7 +26,8 @@ void expect_invalid(const std::string& field, const std::function<void(ft::Scene
   edit(s);
   const facetrace::Status st = ft::validate_scene(s);
   EXPECT_EQ(st.code(), Code::kInvalidArgument) << field;
-  EXPECT_NE(st.what().find(field), std::string::npos) << "message '" << st.what() << "' should name " << field;
+  EXPECT_NE(st.what().find(field), std::string::npos)
+      << "message '" << st.what() << "' should name " << field;
 }
 
 }  // namespace
@@ -36,7 +37,8 @@ TEST(RoundBrilliant, has_the_74_planes_of_the_table) {
   ASSERT_EQ(planes.size(), 74u);
   int crown = 0, pavilion = 0, girdle = 0;
   for (const ft::Plane& p : planes) {
-    const double len = std::sqrt(p.normal[0] * p.normal[0] + p.normal[1] * p.normal[1] + p.normal[2] * p.normal[2]);
+    const double len =
+        std::sqrt(p.normal[0] * p.normal[0] + p.normal[1] * p.normal[1] + p.normal[2] * p.normal[2]);
     EXPECT_NEAR(len, 1.0, 1e-6);
     EXPECT_LT(p.d, 0.0f);
     (p.normal[1] > 1e-3f ? crown : p.normal[1] < -1e-3f ? pavilion : girdle)++;
@@ -98,8 +100,11 @@ TEST(ValidateScene, rejects_non_finite_numbers) {
   expect_invalid("material.dispersion.b[1]", [](ft::Scene& s) { s.material.dispersion.b[1] = kNaN; });
   expect_invalid("planes[3].normal", [](ft::Scene& s) { s.planes[3].normal[2] = kNaN; });
   expect_invalid("planes[5].d", [](ft::Scene& s) { s.planes[5].d = -kInf; });
-  expect_invalid("material.o_ray[0].peak", [](ft::Scene& s) { s.material.o_ray.push_back({kNaN, 500, 10, {}}); });
-  expect_invalid("material.absorption_path_scale", [](ft::Scene& s) { s.material.absorption_path_scale = kNaN; });
+  expect_invalid("material.o_ray[0].peak", [](ft::Scene& s) {
+    s.material.o_ray.push_back({kNaN, 500, 10, {}});
+  });
+  expect_invalid("material.absorption_path_scale",
+                 [](ft::Scene& s) { s.material.absorption_path_scale = kNaN; });
 }
 
 TEST(ValidateScene, rejects_out_of_range_values) {
@@ -114,11 +119,13 @@ TEST(ValidateScene, rejects_out_of_range_values) {
   expect_invalid("surface_glare", [](ft::Scene& s) { s.surface_glare = 1.5f; });
   expect_invalid("surface_glare", [](ft::Scene& s) { s.surface_glare = -0.01f; });
   expect_invalid("head_shadow_deg", [](ft::Scene& s) { s.head_shadow_deg = 95.0f; });
-  expect_invalid("lighting_preset", [](ft::Scene& s) { s.lighting_preset = static_cast<ft::LightingPreset>(15); });
+  expect_invalid("lighting_preset",
+                 [](ft::Scene& s) { s.lighting_preset = static_cast<ft::LightingPreset>(15); });
   expect_invalid("environment", [](ft::Scene& s) { s.environment = static_cast<ft::EnvironmentKind>(7); });
   expect_invalid("material.scattering_sigma_s", [](ft::Scene& s) { s.material.scattering_sigma_s = -1.0f; });
   expect_invalid("material.scattering_g", [](ft::Scene& s) { s.material.scattering_g = 1.0f; });
-  expect_invalid("material.edge_rounding_radius", [](ft::Scene& s) { s.material.edge_rounding_radius = -0.1f; });
+  expect_invalid("material.edge_rounding_radius",
+                 [](ft::Scene& s) { s.material.edge_rounding_radius = -0.1f; });
 }
 
 TEST(ValidateScene, rejects_absurd_refractive_indices) {
@@ -131,9 +138,8 @@ TEST(ValidateScene, rejects_absurd_refractive_indices) {
   expect_invalid("material.dispersion", [](ft::Scene& s) {  // pole inside the visible range
     s.material.dispersion = {ft::DispersionModel::kSellmeier1, {1.0f, 0, 0}, {0.36f, 0, 0}};
   });
-  expect_invalid("material.dispersion.model", [](ft::Scene& s) {
-    s.material.dispersion.model = static_cast<ft::DispersionModel>(9);
-  });
+  expect_invalid("material.dispersion.model",
+                 [](ft::Scene& s) { s.material.dispersion.model = static_cast<ft::DispersionModel>(9); });
   ft::Scene ok = ft::builtin_diamond_scene();
   ok.material.dispersion = {ft::DispersionModel::kCauchy, {1.0f, 0, 0}, {0, 0, 0}};
   EXPECT_TRUE(ft::validate_scene(ok).ok()) << "n = 1 is inside [1, 6]";
@@ -141,10 +147,17 @@ TEST(ValidateScene, rejects_absurd_refractive_indices) {
 
 TEST(ValidateScene, rejects_bad_absorption_bands) {
   expect_invalid("material.o_ray", [](ft::Scene& s) { s.material.o_ray.assign(9, ft::AbsorptionBand{}); });
-  expect_invalid("material.o_ray[0].width", [](ft::Scene& s) { s.material.o_ray.push_back({1, 500, 0, {}}); });
-  expect_invalid("material.o_ray[0].peak", [](ft::Scene& s) { s.material.o_ray.push_back({-1, 500, 10, {}}); });
-  expect_invalid("material.e_ray[0].centre", [](ft::Scene& s) { s.material.e_ray.push_back({1, kNaN, 10, {}}); });
-  expect_invalid("material.absorption_path_scale", [](ft::Scene& s) { s.material.absorption_path_scale = -1.0f; });
+  expect_invalid("material.o_ray[0].width", [](ft::Scene& s) {
+    s.material.o_ray.push_back({1, 500, 0, {}});
+  });
+  expect_invalid("material.o_ray[0].peak", [](ft::Scene& s) {
+    s.material.o_ray.push_back({-1, 500, 10, {}});
+  });
+  expect_invalid("material.e_ray[0].centre", [](ft::Scene& s) {
+    s.material.e_ray.push_back({1, kNaN, 10, {}});
+  });
+  expect_invalid("material.absorption_path_scale",
+                 [](ft::Scene& s) { s.material.absorption_path_scale = -1.0f; });
 }
 
 TEST(ValidateScene, rejects_bad_planes) {
@@ -164,7 +177,8 @@ TEST(ValidateScene, rejects_bad_planes) {
   // A tetrahedron is fine.
   ft::Scene tet = ft::builtin_diamond_scene();
   const float k = 1.0f / std::sqrt(3.0f);
-  tet.planes = {{{k, k, k}, -0.5f, {}}, {{k, -k, -k}, -0.5f, {}}, {{-k, k, -k}, -0.5f, {}}, {{-k, -k, k}, -0.5f, {}}};
+  tet.planes = {
+      {{k, k, k}, -0.5f, {}}, {{k, -k, -k}, -0.5f, {}}, {{-k, k, -k}, -0.5f, {}}, {{-k, -k, k}, -0.5f, {}}};
   EXPECT_TRUE(ft::validate_scene(tet).ok()) << ft::validate_scene(tet).what();
   // Remove one face of the tetrahedron: open.
   tet.planes.pop_back();
@@ -175,7 +189,8 @@ TEST(ValidateScene, rejects_bad_planes) {
 TEST(SceneTier, classifies_features) {
   ft::Scene s = ft::builtin_diamond_scene();
   EXPECT_EQ(ft::tier_features(s).tier, 1);
-  for (auto p : {ft::LightingPreset::kDaylight, ft::LightingPreset::kRingLights, ft::LightingPreset::kIlluminantA}) {
+  for (auto p :
+       {ft::LightingPreset::kDaylight, ft::LightingPreset::kRingLights, ft::LightingPreset::kIlluminantA}) {
     s.lighting_preset = p;
     EXPECT_EQ(ft::tier_features(s).tier, 1);
   }
@@ -218,10 +233,11 @@ TEST(SceneTier, names_every_feature_beyond_tier_one_in_one_not_supported_status)
                                                   "edge rounding (material.edge_rounding_radius, Tier 2)",
                                                   "fluorescence (Tier 3)"}));
   EXPECT_EQ(t.status().code(), Code::kNotSupported);
-  EXPECT_EQ(t.status().what(),
-            "the scene needs lighting preset DaylightSun (Tier 2), edge rounding (material.edge_rounding_radius, "
-            "Tier 2), fluorescence (Tier 3); the CPU tracer implements Tier 1 (lighting presets Daylight, "
-            "RingLights, LightTent, IlluminantA)");
+  EXPECT_EQ(
+      t.status().what(),
+      "the scene needs lighting preset DaylightSun (Tier 2), edge rounding (material.edge_rounding_radius, "
+      "Tier 2), fluorescence (Tier 3); the CPU tracer implements Tier 1 (lighting presets Daylight, "
+      "RingLights, LightTent, IlluminantA)");
   // The CPU tracer refuses it with the same status.
   ft::Film f(s.width, s.height);
   EXPECT_EQ(ft::cpu_accumulate(s, 0, 1, f).what(), t.status().what());

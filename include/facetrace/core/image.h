@@ -34,8 +34,8 @@ enum class PixelFormat : std::uint8_t { kRgb8, kRgba8 };
 /// Writes interleaved 8-bit sRGB pixels (rows top to bottom, no row padding) as a PNG through libpng; the file
 /// carries the sRGB chunk. Errors: kInvalidArgument naming `path` when a side is 0 or pixels.size() is not
 /// width·height·channels; kIo naming `path` and the reason when the file cannot be written. Thread-safe.
-Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height, PixelFormat format,
-                        std::span<const std::uint8_t> pixels);
+Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height,
+                        PixelFormat format, std::span<const std::uint8_t> pixels);
 /// Writes an RGB image as a PNG (write_png_pixels with kRgb8). Errors as write_png_pixels().
 Status write_png(const std::string& path, const Image& image);
 
@@ -45,8 +45,8 @@ int exif_orientation(std::span<const std::uint8_t> bytes);
 Image apply_orientation(const Image& image, int orientation);
 
 /// Draws an axis-aligned rectangle outline (pixel coordinates, clipped to the image).
-void draw_rect(Image& image, float x0, float y0, float x1, float y1, std::uint8_t r, std::uint8_t g, std::uint8_t b,
-               int thickness = 2);
+void draw_rect(Image& image, float x0, float y0, float x1, float y1, std::uint8_t r, std::uint8_t g,
+               std::uint8_t b, int thickness = 2);
 /// Draws a filled square dot of half-size `radius` centred on (x, y), clipped to the image.
 void draw_dot(Image& image, float x, float y, int radius, std::uint8_t r, std::uint8_t g, std::uint8_t b);
 

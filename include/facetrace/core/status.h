@@ -57,8 +57,8 @@ inline Status io_error(std::string what) { return {Code::kIo, std::move(what)}; 
 template <class T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}                                    // NOLINT
-  Expected(Status status) : v_(std::move(status)) {                              // NOLINT
+  Expected(T value) : v_(std::move(value)) {}        // NOLINT
+  Expected(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) v_ = Status(Code::kInternal, "Expected built from an ok Status");
   }
 
@@ -81,9 +81,9 @@ class [[nodiscard]] Expected {
 }  // namespace facetrace
 
 /// Propagate a non-ok Status from an expression returning Status.
-#define FT_TRY(expr)                                          \
-  do {                                                        \
-    if (::facetrace::Status ft_st_ = (expr); !ft_st_.ok()) {  \
-      return ft_st_;                                          \
-    }                                                         \
+#define FT_TRY(expr)                                         \
+  do {                                                       \
+    if (::facetrace::Status ft_st_ = (expr); !ft_st_.ok()) { \
+      return ft_st_;                                         \
+    }                                                        \
   } while (false)

@@ -28,14 +28,15 @@ Expected<Similarity> fit_similarity(std::span<const Point> from, std::span<const
 
 /// Warps `photo` so that `photo_to_out` maps it onto an out_w × out_h RGB image: each output pixel averages n × n
 /// bilinear samples, n = clamp(⌈1/|a|⌉, 1, 4). Sides 1..4096.
-Expected<core::Image> warp_similarity(const core::Image& photo, const Similarity& photo_to_out, int out_w = 112, int out_h = 112);
+Expected<core::Image> warp_similarity(const core::Image& photo, const Similarity& photo_to_out,
+                                      int out_w = 112, int out_h = 112);
 
 /// Aligns a face by its 5 landmarks (photo pixels) to the ArcFace template.
-Expected<core::Image> align_face(const core::Image& photo, const std::array<Point, 5>& landmarks, int out_w = 112,
-                           int out_h = 112);
+Expected<core::Image> align_face(const core::Image& photo, const std::array<Point, 5>& landmarks,
+                                 int out_w = 112, int out_h = 112);
 
 /// Box fallback without landmarks: a square of side max(w,h)·1.5 centred on the box.
-Expected<core::Image> crop_box(const core::Image& photo, float x0, float y0, float x1, float y1, int out_w = 112,
-                         int out_h = 112);
+Expected<core::Image> crop_box(const core::Image& photo, float x0, float y0, float x1, float y1,
+                               int out_w = 112, int out_h = 112);
 
 }  // namespace facetrace::faces

@@ -15,7 +15,8 @@
 namespace facetrace::faces {
 
 /// sha256 and size of YuNet 2023mar (docs/design/faces.md §7).
-inline constexpr const char* kYunetSha256 = "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4";
+inline constexpr const char* kYunetSha256 =
+    "8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4";
 inline constexpr std::int64_t kYunetBytes = 232589;
 
 struct Point {

@@ -21,14 +21,14 @@ enum class ChannelOrder : std::uint8_t { kRgb, kBgr };
 /// How a model wants its input and what it returns.
 struct ModelInfo {
   std::string name;
-  std::string sha256;          ///< empty for an unknown model
-  std::int64_t bytes = 0;      ///< 0 for an unknown model
-  int input = 112;             ///< square input side
+  std::string sha256;      ///< empty for an unknown model
+  std::int64_t bytes = 0;  ///< 0 for an unknown model
+  int input = 112;         ///< square input side
   ChannelOrder order = ChannelOrder::kRgb;
   float mean[3] = {127.5f, 127.5f, 127.5f};
   float std[3] = {127.5f, 127.5f, 127.5f};
-  int dim = 0;                 ///< embedding length (0: taken from the model)
-  float match = 0.0f;          ///< cosine threshold for "same person" (0: none)
+  int dim = 0;         ///< embedding length (0: taken from the model)
+  float match = 0.0f;  ///< cosine threshold for "same person" (0: none)
 };
 
 namespace known {

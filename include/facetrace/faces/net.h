@@ -18,8 +18,8 @@ struct NetLimits {
   std::int64_t max_file_bytes = std::int64_t{512} << 20;
   std::int64_t max_nodes = 20000;
   std::int64_t max_initializers = 20000;
-  std::int64_t max_node_io = 64;              ///< inputs, outputs and attributes per node
-  std::int64_t max_list = 1000000;            ///< FLOATS / INTS attribute length
+  std::int64_t max_node_io = 64;    ///< inputs, outputs and attributes per node
+  std::int64_t max_list = 1000000;  ///< FLOATS / INTS attribute length
   std::int64_t max_rank = 8;
   std::int64_t max_tensor_elements = std::int64_t{64} << 20;
   std::int64_t max_weight_elements = std::int64_t{64} << 20;  ///< all initializers together
@@ -85,9 +85,8 @@ class Net {
 
 /// The CPU interpreter: runs a Program on B inputs (each of lens[0] floats). Returns, per input, the outputs in
 /// `program.outputs` order. `threads` as in NetOptions. Thread-safe; per-call scratch; deterministic.
-Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(const Program& program,
-                                                                      std::span<const std::span<const float>> inputs,
-                                                                      int threads = 0);
+Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(
+    const Program& program, std::span<const std::span<const float>> inputs, int threads = 0);
 
 /// A one-line description of the CPU and of the interpreter kernels picked for it at run time (for benchmark logs).
 std::string cpu_kernel_info();

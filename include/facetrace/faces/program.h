@@ -42,7 +42,8 @@ struct ConvJob {
   std::int64_t macs() const { return cout * oh * ow * (cin / groups) * kh * kw; }
   /// A dense 1×1, stride-1, unpadded conv (a matrix product over the plane).
   bool is_pointwise() const {
-    return groups == 1 && kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h && ow == w;
+    return groups == 1 && kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h &&
+           ow == w;
   }
   /// One input channel per output channel (groups = cin = cout).
   bool is_depthwise() const { return groups == cin && cout == cin; }
@@ -104,10 +105,10 @@ std::string_view op_name(const Op& op);
 /// first step's operands (and, for kResizeBinary, the Binary's other operand) and writes the last step's value.
 /// Every group gives the same values as its steps run one by one.
 enum class FusionKind : std::uint8_t {
-  kNone,          ///< the step runs alone
-  kConvAct,       ///< Conv → Relu/Clip (2 steps): the activation in the conv's epilogue
-  kConvBand,      ///< [dense Conv [→ Relu/Clip] →] 1×1 Conv [→ Relu/Clip] → depthwise Conv [→ Relu/Clip [→ MaxPool]],
-                  ///< computed in row bands so the intermediate tensors are never stored whole
+  kNone,      ///< the step runs alone
+  kConvAct,   ///< Conv → Relu/Clip (2 steps): the activation in the conv's epilogue
+  kConvBand,  ///< [dense Conv [→ Relu/Clip] →] 1×1 Conv [→ Relu/Clip] → depthwise Conv [→ Relu/Clip [→ MaxPool]],
+              ///< computed in row bands so the intermediate tensors are never stored whole
   kResizeBinary,  ///< nearest Resize → element-wise Binary without broadcasting (2 steps): the up-scaled tensor is
                   ///< never stored
 };
@@ -141,13 +142,13 @@ struct ProgramOutput {
 
 /// A network lowered for one input shape. At batch B every value v holds B·lens[v] floats, laid out per image.
 struct Program {
-  Shape input_shape;                          ///< batch 1
-  std::vector<std::int64_t> lens;             ///< element count of each value at batch 1
-  std::vector<Shape> shapes;                  ///< shape of each value at batch 1 (as first produced)
-  std::vector<Step> steps;                    ///< topological order
+  Shape input_shape;                            ///< batch 1
+  std::vector<std::int64_t> lens;               ///< element count of each value at batch 1
+  std::vector<Shape> shapes;                    ///< shape of each value at batch 1 (as first produced)
+  std::vector<Step> steps;                      ///< topological order
   std::vector<std::vector<std::int32_t>> free;  ///< free[i]: values whose last reader is step i
-  std::vector<ProgramOutput> outputs;         ///< graph order
-  std::vector<Blob> consts;                   ///< resident blobs for Arg::Kind::kConst
+  std::vector<ProgramOutput> outputs;           ///< graph order
+  std::vector<Blob> consts;                     ///< resident blobs for Arg::Kind::kConst
   std::int64_t conv_count = 0;
 
   /// Total conv multiply-adds at batch 1.

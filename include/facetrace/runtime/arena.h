@@ -49,10 +49,11 @@ class ArenaBlock {
 class SharedArena {
  public:
   /// Creates a memfd of `ring_bytes + transfer_bytes` (each rounded up to 2 MiB) and maps it.
-  static Expected<std::shared_ptr<SharedArena>> create(std::uint64_t ring_bytes, std::uint64_t transfer_bytes);
+  static Expected<std::shared_ptr<SharedArena>> create(std::uint64_t ring_bytes,
+                                                       std::uint64_t transfer_bytes);
   /// Maps an inherited memfd (the child side). Takes ownership of `fd`.
   static Expected<std::shared_ptr<SharedArena>> from_fd(int fd, std::uint64_t ring_bytes,
-                                                          std::uint64_t transfer_bytes);
+                                                        std::uint64_t transfer_bytes);
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;

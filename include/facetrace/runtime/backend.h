@@ -134,7 +134,7 @@ class GpuBackend {
   bool never_had_gpu_ = true;
   std::string none_reason_;
   std::unique_ptr<ScratchPool> scratch_;  // requests lease their scratch here (backend/scratch_lease.h)
-  mutable std::mutex mu_;  // last_lost_reason_, info_
+  mutable std::mutex mu_;                 // last_lost_reason_, info_
   std::optional<std::string> last_lost_reason_;
   std::optional<DeviceInfo> info_;
 };

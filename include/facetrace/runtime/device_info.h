@@ -15,12 +15,12 @@ struct DeviceInfo {
   std::uint64_t total_memory = 0;  ///< bytes
   std::uint64_t free_memory = 0;   ///< bytes, at start-up
   int multiprocessors = 0;
-  int async_engines = 0;           ///< cudaDevAttrAsyncEngineCount (3 on the H200)
+  int async_engines = 0;  ///< cudaDevAttrAsyncEngineCount (3 on the H200)
   int driver_version = 0;
   int runtime_version = 0;
-  int cudnn_version = 0;           ///< cudnnGetVersion() of the installed library (e.g. 91000 = 9.10.0)
-  int cublas_version = 0;          ///< major*10000 + minor*100 + patch
-  bool simulated = false;          ///< a SimulatedExecutor (no CUDA at all)
+  int cudnn_version = 0;   ///< cudnnGetVersion() of the installed library (e.g. 91000 = 9.10.0)
+  int cublas_version = 0;  ///< major*10000 + minor*100 + patch
+  bool simulated = false;  ///< a SimulatedExecutor (no CUDA at all)
 };
 
 }  // namespace facetrace::runtime

@@ -42,9 +42,9 @@ std::string_view executor_state_name(ExecutorState s) noexcept;
 /// One op invocation.
 struct OpCall {
   OpId op = 0;
-  std::span<const std::byte> args;  ///< small inline arguments (≤ 32 KiB)
-  ArenaRange in{};                  ///< arena input region (may be empty)
-  ArenaRange out{};                 ///< arena output region (may be empty)
+  std::span<const std::byte> args;            ///< small inline arguments (≤ 32 KiB)
+  ArenaRange in{};                            ///< arena input region (may be empty)
+  ArenaRange out{};                           ///< arena output region (may be empty)
   std::chrono::milliseconds deadline{30000};  ///< watchdog: passing it is a device loss
 };
 
@@ -53,9 +53,9 @@ struct ExecutorOptions {
   std::uint64_t ring_bytes = 256ull << 20;      ///< readback budget (FACETRACE_READBACK_BUDGET_MB)
   std::uint64_t transfer_bytes = 256ull << 20;  ///< transfer region (FACETRACE_TRANSFER_ARENA_MB)
   std::string gpud_path;                        ///< empty: FACETRACE_GPUD, next to this executable, build dir
-  std::chrono::milliseconds start_deadline{30000};  ///< child start-up (CUDA init + arena registration)
+  std::chrono::milliseconds start_deadline{30000};    ///< child start-up (CUDA init + arena registration)
   std::chrono::milliseconds control_deadline{10000};  ///< ping, info, residents, ring commands
-  int device = -1;            ///< ≥ 0: the child gets CUDA_VISIBLE_DEVICES=<device>
+  int device = -1;                                    ///< ≥ 0: the child gets CUDA_VISIBLE_DEVICES=<device>
   bool simulate_child = false;  ///< isolated only: the child serves a SimulatedExecutor (no CUDA; tests)
 
   /// Defaults with the FACETRACE_* overrides applied (warnings on bad values).
@@ -132,7 +132,8 @@ class Executor {
   virtual Status upload_resident_locked(const std::string& name, std::span<const std::byte> bytes) = 0;
   virtual Status free_resident_locked(const std::string& name) = 0;
   /// Waits until READY; returns the arena range of the bytes.
-  virtual Expected<ArenaRange> ring_wait_locked(const RingTicket& ticket, std::chrono::milliseconds deadline) = 0;
+  virtual Expected<ArenaRange> ring_wait_locked(const RingTicket& ticket,
+                                                std::chrono::milliseconds deadline) = 0;
   /// Frees the slot.
   virtual Status ring_release_locked(const RingTicket& ticket) = 0;
 
@@ -159,7 +160,8 @@ class Executor {
 /// CUDA in this process. After a sticky error it stays lost for the life of the process and says so.
 std::unique_ptr<Executor> make_in_process_executor(ExecutorOptions options = ExecutorOptions::from_env());
 /// As above over an existing arena (facetrace-gpud uses this with the parent's memfd).
-std::unique_ptr<Executor> make_in_process_executor(std::shared_ptr<SharedArena> arena, ExecutorOptions options);
+std::unique_ptr<Executor> make_in_process_executor(std::shared_ptr<SharedArena> arena,
+                                                   ExecutorOptions options);
 
 /// Spawns facetrace-gpud (posix_spawn) and never initialises CUDA in this process.
 std::unique_ptr<Executor> make_isolated_executor(ExecutorOptions options = ExecutorOptions::from_env());

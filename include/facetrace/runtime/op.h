@@ -30,11 +30,11 @@ using OpId = std::uint32_t;
 
 /// Built-in ops of the runtime (test workload and fault injection).
 namespace ops {
-inline constexpr OpId kFillRamp = 0x0001;       ///< args FillRampArgs; result copied into one ring slot
-inline constexpr OpId kSumFloats = 0x0002;      ///< in: floats; reply: one double (sum)
-inline constexpr OpId kSpin = 0x0003;           ///< args: u32 milliseconds of device busy-wait (hang tests)
-inline constexpr OpId kResidentSum = 0x0004;    ///< args: resident name; reply: double sum of its floats
-inline constexpr OpId kSimCrash = 0x0005;       ///< simulated executor only: the process exits at once (EOF tests)
+inline constexpr OpId kFillRamp = 0x0001;     ///< args FillRampArgs; result copied into one ring slot
+inline constexpr OpId kSumFloats = 0x0002;    ///< in: floats; reply: one double (sum)
+inline constexpr OpId kSpin = 0x0003;         ///< args: u32 milliseconds of device busy-wait (hang tests)
+inline constexpr OpId kResidentSum = 0x0004;  ///< args: resident name; reply: double sum of its floats
+inline constexpr OpId kSimCrash = 0x0005;  ///< simulated executor only: the process exits at once (EOF tests)
 }  // namespace ops
 
 /// Arguments of ops::kFillRamp: v[i] = base + step·(first + i) for i in [0, count), as f32.
@@ -43,7 +43,8 @@ struct FillRampArgs {
   std::uint64_t count = 0;
   float base = 0.0f;
   float step = 0.0f;
-  std::uint32_t buffer = 0;  ///< 0 or 1: device buffer to fill (alternate so the chunk in flight stays intact)
+  std::uint32_t buffer =
+      0;  ///< 0 or 1: device buffer to fill (alternate so the chunk in flight stays intact)
   std::uint32_t reserved = 0;
 };
 
@@ -74,8 +75,8 @@ class DeviceContext {
 
 /// What an op returns besides its Status: small inline bytes and ring tickets to collect.
 struct OpReply {
-  std::vector<std::byte> bytes;      ///< ≤ kMaxInlineBytes
-  std::vector<RingTicket> tickets;   ///< results waiting in ring slots (Executor::collect)
+  std::vector<std::byte> bytes;     ///< ≤ kMaxInlineBytes
+  std::vector<RingTicket> tickets;  ///< results waiting in ring slots (Executor::collect)
   static constexpr std::size_t kMaxInlineBytes = 32 * 1024;
 
   /// Appends a trivially copyable value to `bytes`.

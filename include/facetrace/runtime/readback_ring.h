@@ -73,8 +73,9 @@ std::unique_ptr<CopyEngine> make_cuda_copy_engine();
 
 /// Ring configuration.
 struct RingOptions {
-  std::uint64_t budget_bytes = 256ull << 20;  ///< all slots of all classes together (docs/design/runtime.md §2)
-  std::uint32_t max_slots_per_class = 256;    ///< usually ReadbackRing::slots_from_env()
+  std::uint64_t budget_bytes = 256ull
+                               << 20;  ///< all slots of all classes together (docs/design/runtime.md §2)
+  std::uint32_t max_slots_per_class = 256;  ///< usually ReadbackRing::slots_from_env()
 };
 
 /// A set of rings, one per size class, carving slots lazily from a host region that was pinned or registered

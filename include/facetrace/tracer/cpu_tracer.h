@@ -13,9 +13,10 @@
 namespace facetrace::tracer {
 
 struct CpuOptions {
-  unsigned threads = 0;                               ///< 0 = all hardware threads
-  const std::atomic<bool>* cancel = nullptr;          ///< polled between tiles
-  std::function<void(double fraction)> progress;      ///< called from worker threads (thread-safe caller); must not throw
+  unsigned threads = 0;                       ///< 0 = all hardware threads
+  const std::atomic<bool>* cancel = nullptr;  ///< polled between tiles
+  std::function<void(double fraction)>
+      progress;  ///< called from worker threads (thread-safe caller); must not throw
 };
 
 /// Adds samples [first_sample, first_sample + samples) of every pixel to `film`, each pixel in ascending

@@ -30,20 +30,20 @@ Expected<RenderDevice> parse_render_device(const std::string& name);
 
 struct RenderOptions {
   RenderDevice device = RenderDevice::kAuto;
-  unsigned threads = 0;                          ///< CPU threads (0 = all)
-  const std::atomic<bool>* cancel = nullptr;     ///< checked before every GPU chunk and between CPU tiles
-  std::function<void(double fraction)> progress; ///< overall fraction done, from the rendering thread(s)
-  std::uint32_t samples_per_request = 0;         ///< 0: adaptive sub-batches (100 ms target, ≤ 4× growth, ≤ 2048)
-  GpuChunkOptions chunk;                         ///< GPU chunk sizing (tests may force tiny chunks)
-  runtime::GpuBackend* backend = nullptr;        ///< null: shared_gpu_backend()
+  unsigned threads = 0;                           ///< CPU threads (0 = all)
+  const std::atomic<bool>* cancel = nullptr;      ///< checked before every GPU chunk and between CPU tiles
+  std::function<void(double fraction)> progress;  ///< overall fraction done, from the rendering thread(s)
+  std::uint32_t samples_per_request = 0;  ///< 0: adaptive sub-batches (100 ms target, ≤ 4× growth, ≤ 2048)
+  GpuChunkOptions chunk;                  ///< GPU chunk sizing (tests may force tiny chunks)
+  runtime::GpuBackend* backend = nullptr;  ///< null: shared_gpu_backend()
 };
 
 /// What happened.
 struct RenderReport {
-  std::string device;                    ///< "gpu: NVIDIA H200 (...)", "cpu", or "gpu+cpu" after fallbacks
-  std::uint64_t gpu_samples = 0;         ///< samples per pixel rendered on the GPU
-  std::uint64_t cpu_samples = 0;         ///< samples per pixel rendered on the CPU
-  std::uint32_t declined = 0;            ///< GPU requests declined (and redone on the CPU)
+  std::string device;                      ///< "gpu: NVIDIA H200 (...)", "cpu", or "gpu+cpu" after fallbacks
+  std::uint64_t gpu_samples = 0;           ///< samples per pixel rendered on the GPU
+  std::uint64_t cpu_samples = 0;           ///< samples per pixel rendered on the CPU
+  std::uint32_t declined = 0;              ///< GPU requests declined (and redone on the CPU)
   std::vector<runtime::Outcome> outcomes;  ///< one per GPU request attempted, in order
   std::vector<std::uint32_t> request_samples;  ///< samples of every request, in order (GPU or CPU)
   double seconds = 0;
@@ -53,8 +53,8 @@ struct RenderReport {
 /// per pixel). Errors: kInvalidArgument (scene, film size), kNotSupported (Tier 2/3 scene, or --device gpu
 /// with no usable GPU: the message says why), kCancelled (film then holds a prefix of whole requests plus
 /// possibly a partial CPU request: discard it).
-Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
-                              const RenderOptions& options = {});
+Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples,
+                              Film& film, const RenderOptions& options = {});
 
 /// The process-wide GPU backend (FACETRACE_GPU_ISOLATION picks the executor), created on first use.
 /// Registers the tracer's device ops for the in-process executor. Thread-safe.

@@ -14,9 +14,21 @@ namespace facetrace::tracer {
 /// Lighting presets; the numeric value is the wire index (docs/design/tracer.md §2). Tier 1: Daylight, RingLights,
 /// LightTent, IlluminantA.
 enum class LightingPreset : std::uint8_t {
-  kDaylight = 0, kIncandescent = 1, kRingLights = 2, kDarkSpotlight = 3, kIsoHemisphere = 4,
-  kLightTent = 5, kDaylightDome = 6, kUvLamp365 = 7, kUvLamp395 = 8, kDaylightSun = 9, kAset = 10,
-  kShopLights = 11, kWindowDaylight = 12, kWhiteTray = 13, kIlluminantA = 14,
+  kDaylight = 0,
+  kIncandescent = 1,
+  kRingLights = 2,
+  kDarkSpotlight = 3,
+  kIsoHemisphere = 4,
+  kLightTent = 5,
+  kDaylightDome = 6,
+  kUvLamp365 = 7,
+  kUvLamp395 = 8,
+  kDaylightSun = 9,
+  kAset = 10,
+  kShopLights = 11,
+  kWindowDaylight = 12,
+  kWhiteTray = 13,
+  kIlluminantA = 14,
 };
 
 /// Environment kinds (docs/design/tracer.md §6). kFurnace is kUniform used with no planes.
@@ -42,25 +54,39 @@ struct AbsorptionBand {
   BandDomain domain = BandDomain::kWavelength;
 };
 
-enum class OpticalCharacter : std::uint8_t { kIsotropic = 0, kUniaxialPos, kUniaxialNeg, kBiaxialPos, kBiaxialNeg };
-enum class CrystalSystem : std::uint8_t { kCubic = 0, kTetragonal, kHexagonal, kTrigonal, kOrthorhombic,
-                                          kMonoclinic, kTriclinic, kAmorphous };
+enum class OpticalCharacter : std::uint8_t {
+  kIsotropic = 0,
+  kUniaxialPos,
+  kUniaxialNeg,
+  kBiaxialPos,
+  kBiaxialNeg
+};
+enum class CrystalSystem : std::uint8_t {
+  kCubic = 0,
+  kTetragonal,
+  kHexagonal,
+  kTrigonal,
+  kOrthorhombic,
+  kMonoclinic,
+  kTriclinic,
+  kAmorphous
+};
 
 /// A gem material, fully resolved (never a name lookup at trace time).
 struct Material {
   std::string name;
   Dispersion dispersion;
-  std::vector<AbsorptionBand> o_ray;   ///< used by isotropic materials
-  std::vector<AbsorptionBand> e_ray;   ///< Tier 2
-  std::vector<AbsorptionBand> beta_ray;///< Tier 3
+  std::vector<AbsorptionBand> o_ray;     ///< used by isotropic materials
+  std::vector<AbsorptionBand> e_ray;     ///< Tier 2
+  std::vector<AbsorptionBand> beta_ray;  ///< Tier 3
   float absorption_path_scale = 1.0f;
   OpticalCharacter optical_character = OpticalCharacter::kIsotropic;
   CrystalSystem crystal_system = CrystalSystem::kCubic;
-  float birefringence_delta = 0.0f;    ///< Tier 2/3; anisotropic only when non-cubic and |Δ| > 1e-4
-  float scattering_sigma_s = 0.0f;     ///< Tier 2 (HG inclusions)
+  float birefringence_delta = 0.0f;  ///< Tier 2/3; anisotropic only when non-cubic and |Δ| > 1e-4
+  float scattering_sigma_s = 0.0f;   ///< Tier 2 (HG inclusions)
   float scattering_g = 0.0f;
-  float edge_rounding_radius = 0.0f;   ///< Tier 2
-  bool fluorescence = false;           ///< Tier 3
+  float edge_rounding_radius = 0.0f;  ///< Tier 2
+  bool fluorescence = false;          ///< Tier 3
 };
 
 /// Diamond (docs/design/tracer.md §3): Sellmeier3 b = [4.3356, 0.3306, 0], c = [0.011236, 0.030625, 1.0].
@@ -99,11 +125,11 @@ struct Plane {
 struct Scene {
   std::uint32_t width = 512;
   std::uint32_t height = 512;
-  float yaw = 0.3f;          ///< rad
-  float pitch = 0.7f;        ///< rad, clamped to |p| ≤ 89.9° by the camera
-  float distance = 3.6f;     ///< model units (girdle radius ≈ 1); in (0, 1e4]
-  float light_yaw = 0.85f;   ///< rad
-  float light_pitch = 0.95f; ///< rad
+  float yaw = 0.3f;           ///< rad
+  float pitch = 0.7f;         ///< rad, clamped to |p| ≤ 89.9° by the camera
+  float distance = 3.6f;      ///< model units (girdle radius ≈ 1); in (0, 1e4]
+  float light_yaw = 0.85f;    ///< rad
+  float light_pitch = 0.95f;  ///< rad
   float exposure = 1.0f;
   std::uint32_t max_bounces = 12;  ///< ≤ 128
   LightingPreset lighting_preset = LightingPreset::kLightTent;
@@ -114,7 +140,7 @@ struct Scene {
   float backdrop = 0.02f;       ///< radiance for camera rays that miss, × the illuminant spectrum
   float surface_glare = 1.0f;   ///< 0..1
   float head_shadow_deg = 16.0f;
-  bool tools = false;           ///< Tier 3, CPU only
+  bool tools = false;  ///< Tier 3, CPU only
 };
 
 /// Planes of the standard round brilliant (docs/design/tracer.md §13): 74 planes.

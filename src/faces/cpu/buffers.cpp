@@ -21,7 +21,7 @@ constexpr std::int64_t kScratchSkew = 16 * 8;  // floats: room for the per-slot 
 struct ScratchBuf {
   float* p = nullptr;
   std::int64_t cap = 0;
-  ~ScratchBuf() { ::operator delete(p, std::align_val_t{64}); }
+  ~ScratchBuf() { ::operator delete (p, std::align_val_t{64}); }
 };
 
 }  // namespace
@@ -30,7 +30,7 @@ Buf::Buf(std::int64_t n) {
   thread_local std::uint32_t serial = 0;
   const std::int64_t sk = 16 * static_cast<std::int64_t>(1 + (serial++ * 5) % 31);  // floats, 64-byte steps
   void* raw =
-      ::operator new(static_cast<std::size_t>(n + sk) * sizeof(float), std::align_val_t{64}, std::nothrow);
+      ::operator new (static_cast<std::size_t>(n + sk) * sizeof(float), std::align_val_t{64}, std::nothrow);
   if (!raw) return;  // empty: the caller reports out of memory
   p = static_cast<float*>(raw) + sk;
   cap = n;
@@ -38,7 +38,7 @@ Buf::Buf(std::int64_t n) {
 }
 
 void Buf::release() {
-  if (p) ::operator delete(p - skew, std::align_val_t{64});
+  if (p) ::operator delete (p - skew, std::align_val_t{64});
   p = nullptr;
   cap = 0;
   skew = 0;
@@ -65,7 +65,8 @@ Activations::~Activations() {
 Buf Activations::acquire(std::int64_t len) {
   std::size_t best = free_.size();
   for (std::size_t q = 0; q < free_.size(); ++q)
-    if (free_[q].cap >= len && free_[q].cap <= 2 * len && (best == free_.size() || free_[q].cap < free_[best].cap))
+    if (free_[q].cap >= len && free_[q].cap <= 2 * len &&
+        (best == free_.size() || free_[q].cap < free_[best].cap))
       best = q;
   Buf b;
   if (best < free_.size()) {
@@ -88,9 +89,9 @@ float* thread_scratch(int slot, std::int64_t n) {
   thread_local ScratchBuf bufs[4];
   ScratchBuf& b = bufs[slot];
   if (b.cap < n) {
-    ::operator delete(b.p, std::align_val_t{64});
-    b.p = static_cast<float*>(::operator new(static_cast<std::size_t>(n + kScratchSkew) * sizeof(float),
-                                             std::align_val_t{64}, std::nothrow));
+    ::operator delete (b.p, std::align_val_t{64});
+    b.p = static_cast<float*>(::operator new (static_cast<std::size_t>(n + kScratchSkew) * sizeof(float),
+                                              std::align_val_t{64}, std::nothrow));
     b.cap = b.p ? n : 0;
     if (!b.p) return nullptr;
   }

@@ -23,7 +23,8 @@ using core::parallel_for;
 class OffsetB final : public detail::BSource {
  public:
   OffsetB(const detail::BSource& b, std::int64_t off) : b_(b), off_(off) {}
-  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const override {
+  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst,
+            int nr) const override {
     b_.pack(k0, kc, n0 + off_, nc, dst, nr);
   }
 
@@ -52,7 +53,8 @@ KernelResult conv(const ConvJob& j, const float* x, float* y, const Activation& 
     const std::int64_t taps = j.kh * j.kw;
     ResultFlags result;
     parallel_for(j.cout, threads, [&](std::int64_t co) {
-      if (!dw_channel(j, x + (co / cout_g) * plane_in, w + co * taps, b ? b[co] : 0.0f, y + co * plane_out, act))
+      if (!dw_channel(j, x + (co / cout_g) * plane_in, w + co * taps, b ? b[co] : 0.0f, y + co * plane_out,
+                      act))
         result.add(KernelResult::kNonFinite);
     });
     return result.get();
@@ -67,12 +69,13 @@ KernelResult conv(const ConvJob& j, const float* x, float* y, const Activation& 
     const float* bg = b ? b + g * cout_g : nullptr;
     float* yg = y + g * cout_g * plane_out;
     if (pointwise) {
-      result = worst(result, sgemm_bias_act(cout_g, plane_out, k, wg, k, bg, MatrixB(xg, plane_out, plane_in), yg,
-                                            plane_out, act, threads));
+      result = worst(result, sgemm_bias_act(cout_g, plane_out, k, wg, k, bg, MatrixB(xg, plane_out, plane_in),
+                                            yg, plane_out, act, threads));
     } else {
-      result = worst(result, sgemm_bias_act(cout_g, plane_out, k, wg, k, bg,
-                                            Im2colB(xg, j.h, j.w, j.kh, j.kw, j.sh, j.sw, j.pt, j.pl, j.oh, j.ow), yg,
-                                            plane_out, act, threads));
+      result =
+          worst(result, sgemm_bias_act(cout_g, plane_out, k, wg, k, bg,
+                                       Im2colB(xg, j.h, j.w, j.kh, j.kw, j.sh, j.sw, j.pt, j.pl, j.oh, j.ow),
+                                       yg, plane_out, act, threads));
     }
   }
   return result;
@@ -82,8 +85,8 @@ KernelResult conv(const ConvJob& j, const float* x, float* y, const Activation& 
 // stem scratch of the first group and the packed B block stay in L2 together (the band height never changes
 // results).
 std::int64_t band_scratch_bytes() {
-  static const std::int64_t v =
-      std::clamp<std::int64_t>(detail::l2_cache_bytes() * 3 / 10, std::int64_t{96} << 10, std::int64_t{384} << 10);
+  static const std::int64_t v = std::clamp<std::int64_t>(detail::l2_cache_bytes() * 3 / 10,
+                                                         std::int64_t{96} << 10, std::int64_t{384} << 10);
   return v;
 }
 
@@ -99,8 +102,8 @@ std::int64_t band_scratch_bytes() {
 // With `pre` (a dense conv [+ preact] whose output is the 1×1 conv's input), x is pre's input and the rows of
 // pre's output each band needs are computed per band too (into a third scratch), so that output is never stored.
 BandResult conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw, const Activation& pact,
-                      const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x, float* y,
-                      int threads) {
+                      const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x,
+                      float* y, int threads) {
   const std::int64_t c = pw.cout, h = pw.h, w = pw.w, plane = h * w;
   const std::int64_t oh = dw.oh, ow = dw.ow;
   const float* wpw = pw.weights->data();
@@ -111,7 +114,8 @@ BandResult conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJo
   // band height: the scratch (c × rows × w floats) near band_scratch_bytes()
   const std::int64_t row_bytes = c * w * 4;
   const std::int64_t ps = pool ? pool->sh : 1;  // bands and chunks start at multiples of the pool stride
-  std::int64_t band = std::max<std::int64_t>(1, band_scratch_bytes() / std::max<std::int64_t>(1, row_bytes * dw.sh));
+  std::int64_t band =
+      std::max<std::int64_t>(1, band_scratch_bytes() / std::max<std::int64_t>(1, row_bytes * dw.sh));
   band = (band + ps - 1) / ps * ps;
   const int t = threads_for(pw.macs() + dw.macs() + (pre ? pre->macs() : 0), threads);
   const std::int64_t kpre = pre ? pre->cin * pre->kh * pre->kw : 0;
@@ -131,12 +135,13 @@ BandResult conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJo
   ResultFlags rres, pres, dres;  // pre, the 1×1 conv, the depthwise conv
   parallel_for(chunks * cgroups, t, [&](std::int64_t task) {
     const std::int64_t ch = task / cgroups, cg = task % cgroups;
-    const std::int64_t c_begin = cgroups == 1 ? 0 : cg * cper, c_end = cgroups == 1 ? c : std::min(c, c_begin + cper);
+    const std::int64_t c_begin = cgroups == 1 ? 0 : cg * cper,
+                       c_end = cgroups == 1 ? c : std::min(c, c_begin + cper);
     const std::int64_t cn = c_end - c_begin;
     const std::int64_t o_begin = ch * per, o_end = std::min(oh, o_begin + per);
     if (o_begin >= o_end || cn <= 0) return;
     const std::int64_t cap = std::min(h, band * dw.sh + dw.kh);  // input rows held per band
-    float* s = thread_scratch(1, cn * cap * w);  // channel c_begin + i at s + i·cap·w
+    float* s = thread_scratch(1, cn * cap * w);                  // channel c_begin + i at s + i·cap·w
     if (!s) return pres.add(KernelResult::kOutOfMemory);
     std::int64_t have0 = 0, have1 = 0;  // rows [have0, have1) of the 1×1 output are in s (row r at r − have0)
     for (std::int64_t a = o_begin; a < o_end; a += band) {
@@ -159,9 +164,11 @@ BandResult conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJo
         if (pre) {  // compute them: rows [from, r1) of pre's output, row-major per channel with stride nn
           float* s3 = thread_scratch(3, pw.cin * nn);
           if (!s3) return rres.add(KernelResult::kOutOfMemory);
-          const Im2colB im(x, pre->h, pre->w, pre->kh, pre->kw, pre->sh, pre->sw, pre->pt, pre->pl, pre->oh, pre->ow);
+          const Im2colB im(x, pre->h, pre->w, pre->kh, pre->kw, pre->sh, pre->sw, pre->pt, pre->pl, pre->oh,
+                           pre->ow);
           rres.add(sgemm_bias_act(pre->cout, nn, kpre, pre->weights->data(), kpre,
-                                  pre->bias ? pre->bias->data() : nullptr, OffsetB(im, from * w), s3, nn, preact, 1));
+                                  pre->bias ? pre->bias->data() : nullptr, OffsetB(im, from * w), s3, nn,
+                                  preact, 1));
           src = s3;
           ld = nn;
         }

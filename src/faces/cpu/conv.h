@@ -29,7 +29,7 @@ struct BandResult {
 /// [pre [+ preact] →] pw [+ pact] → dw [+ dact] [→ pool] in row bands, the same bits as the steps run apart (see
 /// conv.cpp). x: the input of the first conv; y: the group's output.
 BandResult conv_pw_dw(const ConvJob* pre, const Activation& preact, const ConvJob& pw, const Activation& pact,
-                      const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x, float* y,
-                      int threads);
+                      const ConvJob& dw, const Activation& dact, const MaxPoolOp* pool, const float* x,
+                      float* y, int threads);
 
 }  // namespace facetrace::faces::detail

@@ -91,7 +91,8 @@ std::string cpu_dispatch_info() {
   s += ", cache L1d " + kib(cache_bytes(1)) + " L2 " + kib(cache_bytes(2)) + " L3 " + kib(cache_bytes(3));
   s += ", hw threads " + std::to_string(core::hardware_threads());
   s += "; kernels: gemm " + std::string(sgemm_kernel_name());
-  s += cpu_has_avx2_fma() ? ", depthwise 3x3 avx2-fma, maxpool avx2" : ", depthwise portable, maxpool portable";
+  s += cpu_has_avx2_fma() ? ", depthwise 3x3 avx2-fma, maxpool avx2"
+                          : ", depthwise portable, maxpool portable";
   return s;
 }
 

@@ -19,8 +19,8 @@ namespace {
 // input channel co / (cout/groups). Accumulates bias, then taps in (ky, kx) order, row by row. (Portable path.)
 __attribute__((target_clones("avx2", "default"))) void conv_direct_channel(const ConvJob& j,
                                                                            const float* __restrict x,
-                                                                           const float* __restrict wt, float bias,
-                                                                           float* __restrict y) {
+                                                                           const float* __restrict wt,
+                                                                           float bias, float* __restrict y) {
   for (std::int64_t oy = 0; oy < j.oh; ++oy) {
     float* __restrict row = y + oy * j.ow;
     for (std::int64_t ox = 0; ox < j.ow; ++ox) row[ox] = bias;
@@ -73,7 +73,8 @@ template <int KH, int KW, int SW>
 __attribute__((target("avx2,fma"))) bool dw_channel_avx2(const ConvJob& j, const float* __restrict x,
                                                          const float* __restrict wt, float bias,
                                                          float* __restrict y, const Activation& act) {
-  const std::int64_t kh = KH ? KH : j.kh, kw = KW ? KW : j.kw, sh = j.sh, h = j.h, w = j.w, pt = j.pt, pl = j.pl;
+  const std::int64_t kh = KH ? KH : j.kh, kw = KW ? KW : j.kw, sh = j.sh, h = j.h, w = j.w, pt = j.pt,
+                     pl = j.pl;
   const std::int64_t ow = j.ow;
   // columns [vlo, vhi) take the vector path: every tap of 8 columns (and the extra float a stride-2 load reads)
   // inside the row
@@ -126,8 +127,9 @@ __attribute__((target("avx2,fma"))) bool dw_channel_avx2(const ConvJob& j, const
 }
 
 // Epilogue of 8 conv outputs: finiteness into *nf, activation, store.
-__attribute__((target("avx2"), always_inline)) inline void finish_vec(__m256 acc, float* dst, Activation::Kind kind,
-                                                                     __m256 z, __m256 lo, __m256 hi, __m256* nf) {
+__attribute__((target("avx2"), always_inline)) inline void finish_vec(__m256 acc, float* dst,
+                                                                      Activation::Kind kind, __m256 z,
+                                                                      __m256 lo, __m256 hi, __m256* nf) {
   *nf = _mm256_or_ps(*nf, _mm256_sub_ps(acc, acc));
   if (kind == Activation::Kind::kRelu)
     acc = _mm256_max_ps(acc, z);
@@ -142,9 +144,9 @@ __attribute__((target("avx2"), always_inline)) inline void finish_vec(__m256 acc
 template <int NB, int SW>
 __attribute__((target("avx2,fma"), always_inline)) inline void dw3_blocks(const float* r0, const float* r1,
                                                                           const float* r2, const __m256* wv,
-                                                                          __m256 vb, float* d, Activation::Kind kind,
-                                                                          __m256 z, __m256 lo, __m256 hi,
-                                                                          __m256* nf) {
+                                                                          __m256 vb, float* d,
+                                                                          Activation::Kind kind, __m256 z,
+                                                                          __m256 lo, __m256 hi, __m256* nf) {
   __m256 acc[NB];
 #pragma GCC unroll 8
   for (int b = 0; b < NB; ++b) acc[b] = vb;
@@ -163,8 +165,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline void dw3_blocks(const 
 // NB 8-column blocks of two adjacent interior output rows (stride 1): input rows r0..r3, each loaded vector feeds
 // both rows (row 0 uses r0..r2, row 1 uses r1..r3). Per element the order is bias, then (ky, kx) ascending.
 template <int NB>
-__attribute__((target("avx2,fma"), always_inline)) inline void dw3_blocks2(const float* const* r, const __m256* wv,
-                                                                           __m256 vb, float* d0, float* d1,
+__attribute__((target("avx2,fma"), always_inline)) inline void dw3_blocks2(const float* const* r,
+                                                                           const __m256* wv, __m256 vb,
+                                                                           float* d0, float* d1,
                                                                            Activation::Kind kind, __m256 z,
                                                                            __m256 lo, __m256 hi, __m256* nf) {
   __m256 a0[NB], a1[NB];
@@ -191,10 +194,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void dw3_blocks2(const
 // conv whose first input row is r0 (rows w floats apart).
 template <int NB, int SW, int ROWS>
 __attribute__((target("avx2,fma"), always_inline)) inline void dw3_pass(const float* r0, std::int64_t w,
-                                                                        std::int64_t ox, const __m256* wv, __m256 vb,
-                                                                        float* d0, std::int64_t ow,
-                                                                        Activation::Kind kind, __m256 z, __m256 lo,
-                                                                        __m256 hi, __m256* nf) {
+                                                                        std::int64_t ox, const __m256* wv,
+                                                                        __m256 vb, float* d0, std::int64_t ow,
+                                                                        Activation::Kind kind, __m256 z,
+                                                                        __m256 lo, __m256 hi, __m256* nf) {
   const std::int64_t c = ox * SW;
   if constexpr (ROWS == 1) {
     dw3_blocks<NB, SW>(r0 + c, r0 + w + c, r0 + 2 * w + c, wv, vb, d0 + ox, kind, z, lo, hi, nf);
@@ -211,9 +214,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void dw3_pass(const fl
 // own so that the nine weights, the accumulators and the finiteness mask all stay in registers.
 template <int SW, int ROWS>
 __attribute__((target("avx2,fma"), noinline)) void dw3_rows(const float* r0, std::int64_t w, const float* wt,
-                                                            float bias, float* d0, std::int64_t ow, std::int64_t vlo,
-                                                            std::int64_t nvec, std::int64_t vend,
-                                                            const Activation& act, __m256* nf_out) {
+                                                            float bias, float* d0, std::int64_t ow,
+                                                            std::int64_t vlo, std::int64_t nvec,
+                                                            std::int64_t vend, const Activation& act,
+                                                            __m256* nf_out) {
   constexpr int kGroup = ROWS == 1 ? 4 : 3;
   __m256 wv[9];
   for (int i = 0; i < 9; ++i) wv[i] = _mm256_set1_ps(wt[i]);
@@ -234,10 +238,10 @@ __attribute__((target("avx2,fma"), noinline)) void dw3_rows(const float* r0, std
 // gets exactly the sum of the scalar path (bias, then the valid taps in (ky, kx) order). Needs ow ≥ 8.
 __attribute__((target("avx2,fma"))) void dw3_edges_s1(const float* x, std::int64_t w, std::int64_t iy0,
                                                       std::int64_t ky0, std::int64_t ky1, std::int64_t pl,
-                                                      std::int64_t ow, bool left, bool right, const __m256* wv,
-                                                      const __m256* pvb, float* yrow, Activation::Kind kind,
-                                                      const __m256* pz, const __m256* plo, const __m256* phi,
-                                                      __m256* nf) {
+                                                      std::int64_t ow, bool left, bool right,
+                                                      const __m256* wv, const __m256* pvb, float* yrow,
+                                                      Activation::Kind kind, const __m256* pz,
+                                                      const __m256* plo, const __m256* phi, __m256* nf) {
   // (vectors by pointer: the caller is compiled without AVX)
   const __m256 vb = *pvb, z = *pz, lo = *plo, hi = *phi;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -275,18 +279,16 @@ __attribute__((target("avx2,fma"))) void dw3_edges_s1(const float* x, std::int64
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // AVX-512 form of dw3_blocks2: NB 16-column blocks of two adjacent interior output rows, the same sums per lane.
 template <int NB>
-__attribute__((target("avx512f"), always_inline)) inline void dw3_blocks2_512(const float* const* r,
-                                                                              const __m512* wv, __m512 vb,
-                                                                              float* d0, float* d1,
-                                                                              Activation::Kind kind, __m512 lo,
-                                                                              __m512 hi, __m512* nf) {
+__attribute__((target("avx512f"), always_inline)) inline void dw3_blocks2_512(
+    const float* const* r, const __m512* wv, __m512 vb, float* d0, float* d1, Activation::Kind kind,
+    __m512 lo, __m512 hi, __m512* nf) {
   __m512 a0[NB], a1[NB];
 #pragma GCC unroll 4
   for (int b = 0; b < NB; ++b) a0[b] = a1[b] = vb;
-  // Per input row: NB + 1 loads at the kx = 0 offsets (64-byte aligned when the row is, as for widths that are
-  // multiples of 16) and the kx = 1, 2 vectors built with valignd, instead of 3·NB unaligned loads that mostly
-  // split cache lines. The trailing vector only needs its first two lanes: a masked load, which never reads
-  // past them.
+    // Per input row: NB + 1 loads at the kx = 0 offsets (64-byte aligned when the row is, as for widths that are
+    // multiples of 16) and the kx = 1, 2 vectors built with valignd, instead of 3·NB unaligned loads that mostly
+    // split cache lines. The trailing vector only needs its first two lanes: a masked load, which never reads
+    // past them.
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     __m512 v[NB + 1];
@@ -312,7 +314,8 @@ __attribute__((target("avx512f"), always_inline)) inline void dw3_blocks2_512(co
     if (kind == Activation::Kind::kRelu) {
       a0[b] = _mm512_max_ps(a0[b], z), a1[b] = _mm512_max_ps(a1[b], z);
     } else if (kind == Activation::Kind::kClip) {
-      a0[b] = _mm512_min_ps(hi, _mm512_max_ps(lo, a0[b])), a1[b] = _mm512_min_ps(hi, _mm512_max_ps(lo, a1[b]));
+      a0[b] = _mm512_min_ps(hi, _mm512_max_ps(lo, a0[b])),
+      a1[b] = _mm512_min_ps(hi, _mm512_max_ps(lo, a1[b]));
     }
     _mm512_storeu_ps(d0 + 16 * b, a0[b]);
     _mm512_storeu_ps(d1 + 16 * b, a1[b]);
@@ -320,10 +323,11 @@ __attribute__((target("avx512f"), always_inline)) inline void dw3_blocks2_512(co
 }
 
 // dw3_rows<1, 2> with 16-column AVX-512 blocks from vlo; the columns left (fewer than 16) go through dw3_rows.
-__attribute__((target("avx512f"), noinline)) void dw3_row2_512(const float* r0, const float* wt, std::int64_t w,
-                                                               float bias, float* d0, std::int64_t ow,
-                                                               std::int64_t vlo, std::int64_t vend,
-                                                               const Activation& act, __m256* nf_out) {
+__attribute__((target("avx512f"), noinline)) void dw3_row2_512(const float* r0, const float* wt,
+                                                               std::int64_t w, float bias, float* d0,
+                                                               std::int64_t ow, std::int64_t vlo,
+                                                               std::int64_t vend, const Activation& act,
+                                                               __m256* nf_out) {
   __m512 wv[9];
   for (int i = 0; i < 9; ++i) wv[i] = _mm512_set1_ps(wt[i]);
   const __m512 vb = _mm512_set1_ps(bias);
@@ -360,15 +364,15 @@ template <int SW>
 __attribute__((target("avx2,fma"))) void dw3_edge_cols(const float* r0, const float* r1, const float* r2,
                                                        const float* wt, float bias, float* d, std::int64_t w,
                                                        std::int64_t pl, std::int64_t ow, std::int64_t vlo,
-                                                       std::int64_t vend, const Activation& act, unsigned* bad) {
+                                                       std::int64_t vend, const Activation& act,
+                                                       unsigned* bad) {
   const float* rows[3] = {r0, r1, r2};
   auto one = [&](std::int64_t ox) __attribute__((target("avx2,fma"))) {
     __m128 acc = _mm_set_ss(bias);
     for (int ky = 0; ky < 3; ++ky)
       for (int kx = 0; kx < 3; ++kx) {
         const std::int64_t ix = ox * SW + kx - pl;
-        if (ix >= 0 && ix < w)
-          acc = _mm_fmadd_ss(_mm_set_ss(wt[3 * ky + kx]), _mm_set_ss(rows[ky][ix]), acc);
+        if (ix >= 0 && ix < w) acc = _mm_fmadd_ss(_mm_set_ss(wt[3 * ky + kx]), _mm_set_ss(rows[ky][ix]), acc);
       }
     const float v = _mm_cvtss_f32(acc);
     *bad |= static_cast<unsigned>(!(v - v == 0.0f));
@@ -419,8 +423,8 @@ __attribute__((target("avx2,fma"))) void dw3_edge_cols_p1x2(const float* r0, con
 // order per element is that of dw_channel_avx2 (bias, then (ky, kx) ascending), so both give the same bits.
 template <int SW>
 __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const float* __restrict x,
-                                                    const float* __restrict wt, float bias, float* __restrict y,
-                                                    const Activation& act) {
+                                                    const float* __restrict wt, float bias,
+                                                    float* __restrict y, const Activation& act) {
   const std::int64_t sh = j.sh, h = j.h, w = j.w, pt = j.pt, pl = j.pl, ow = j.ow, oh = j.oh;
   const std::int64_t vlo = (pl + SW - 1) / SW;
   const std::int64_t lim = w - 3 + pl - (SW - 1);
@@ -435,7 +439,8 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
   const __m256 lo = _mm256_set1_ps(act.lo), hi = _mm256_set1_ps(act.hi);
   const auto kind = act.kind;
   __m256 nf = _mm256_setzero_ps();
-  __m256 nf_edges = _mm256_setzero_ps();  // separate: its address goes to dw3_edges_s1, nf stays in a register
+  __m256 nf_edges =
+      _mm256_setzero_ps();  // separate: its address goes to dw3_edges_s1, nf stays in a register
   unsigned bad = 0;
   auto scalar = [&](std::int64_t oy, std::int64_t ox) {
     const std::int64_t ky0 = std::max<std::int64_t>(0, pt - oy * sh);
@@ -460,8 +465,8 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
     if (SW == 1 && ow >= 8) {
       const std::int64_t ky0 = std::max<std::int64_t>(0, pt - oy * sh);
       const std::int64_t ky1 = std::min<std::int64_t>(3, h + pt - oy * sh);
-      dw3_edges_s1(x, w, oy * sh - pt, ky0, ky1, pl, ow, vlo > 0, vend < ow, wv, &vb, y + oy * ow, kind, &z, &lo,
-                   &hi, &nf_edges);
+      dw3_edges_s1(x, w, oy * sh - pt, ky0, ky1, pl, ow, vlo > 0, vend < ow, wv, &vb, y + oy * ow, kind, &z,
+                   &lo, &hi, &nf_edges);
       return;
     }
     for (std::int64_t ox = 0; ox < std::min(vlo, ow); ++ox) scalar(oy, ox);
@@ -490,7 +495,7 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
     }
     const float* r0 = x + (oy * sh - pt) * w - pl;
     float* d0 = y + oy * ow;
-    const float* c0 = r0 + pl;  // column 0 of the three input rows
+    const float* c0 = r0 + pl;                  // column 0 of the three input rows
     if (SW == 1 && sh == 1 && oy + 1 < yend) {  // two rows per pass, sharing the loaded input rows
       if (cpu_has_avx512f() && vend - vlo >= 16)
         dw3_row2_512(r0, wt, w, bias, d0, ow, vlo, vend, act, &nf_edges);
@@ -515,7 +520,8 @@ __attribute__((target("avx2,fma"))) bool dw3x3_avx2(const ConvJob& j, const floa
 
 }  // namespace
 
-bool dw_channel(const ConvJob& j, const float* x, const float* wt, float bias, float* y, const Activation& act) {
+bool dw_channel(const ConvJob& j, const float* x, const float* wt, float bias, float* y,
+                const Activation& act) {
   if (detail::cpu_has_avx2_fma()) {
     if (j.kh == 3 && j.kw == 3 && j.sw == 1) return dw3x3_avx2<1>(j, x, wt, bias, y, act);
     if (j.kh == 3 && j.kw == 3 && j.sw == 2) return dw3x3_avx2<2>(j, x, wt, bias, y, act);
@@ -525,6 +531,5 @@ bool dw_channel(const ConvJob& j, const float* x, const float* wt, float bias, f
   conv_direct_channel(j, x, wt, bias, y);
   return finish_plane(y, j.oh * j.ow, act);
 }
-
 
 }  // namespace facetrace::faces::detail

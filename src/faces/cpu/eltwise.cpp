@@ -71,12 +71,14 @@ bool resize_bin_row(const float* in, std::int64_t w, std::int64_t sx, const floa
   return bad == 0;
 }
 template <BinaryKind K>
-__attribute__((target("avx2"))) bool resize2_bin_row_avx2(const float* in, std::int64_t w, const float* o, float* y,
-                                                          int side) {
+__attribute__((target("avx2"))) bool resize2_bin_row_avx2(const float* in, std::int64_t w, const float* o,
+                                                          float* y, int side) {
   __m256 nf = _mm256_setzero_ps();
   auto op = [&](__m256 u, __m256 v) __attribute__((target("avx2"))) {
     const __m256 a = side == 0 ? u : v, b = side == 0 ? v : u;
-    return K == BinaryKind::kAdd ? _mm256_add_ps(a, b) : K == BinaryKind::kSub ? _mm256_sub_ps(a, b) : _mm256_mul_ps(a, b);
+    return K == BinaryKind::kAdd   ? _mm256_add_ps(a, b)
+           : K == BinaryKind::kSub ? _mm256_sub_ps(a, b)
+                                   : _mm256_mul_ps(a, b);
   };
   std::int64_t ix = 0;
   for (; ix + 8 <= w; ix += 8) {
@@ -107,7 +109,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) bool all_finite(con
   return bad == 0;
 }
 
-
 void maxpool_channel(const MaxPoolOp& m, const float* in, float* out) {
   if (m.kh == 2 && m.kw == 2 && m.sh == 2 && m.sw == 2 && detail::cpu_has_avx2_fma()) {
     maxpool2x2s2_avx2(m, in, out);
@@ -117,13 +118,14 @@ void maxpool_channel(const MaxPoolOp& m, const float* in, float* out) {
     for (std::int64_t ox = 0; ox < m.ow; ++ox) {
       float best = in[(oy * m.sh) * m.w + ox * m.sw];
       for (std::int64_t ky = 0; ky < m.kh; ++ky)
-        for (std::int64_t kx = 0; kx < m.kw; ++kx) best = std::max(best, in[(oy * m.sh + ky) * m.w + ox * m.sw + kx]);
+        for (std::int64_t kx = 0; kx < m.kw; ++kx)
+          best = std::max(best, in[(oy * m.sh + ky) * m.w + ox * m.sw + kx]);
       out[oy * m.ow + ox] = best;
     }
 }
 
-__attribute__((target_clones("avx2", "default"))) void binary(const BinaryOp& op, const float* a, const float* b,
-                                                              float* y) {
+__attribute__((target_clones("avx2", "default"))) void binary(const BinaryOp& op, const float* a,
+                                                              const float* b, float* y) {
   const auto& d = op.dims;
   const std::int64_t as3 = op.a_strides[3], bs3 = op.b_strides[3];
   for (std::int64_t i0 = 0; i0 < d[0]; ++i0)
@@ -200,7 +202,8 @@ void gemv(const GemvOp& op, const float* x, const float* w, const float* bias, f
       for (std::int64_t j = 0; j < op.n; ++j) acc[static_cast<std::size_t>(j)] += xi * row[j];
     }
     for (std::int64_t j = 0; j < op.n; ++j)
-      y[j] = op.alpha * static_cast<float>(acc[static_cast<std::size_t>(j)]) + (bias ? op.beta * bias[j] : 0.0f);
+      y[j] =
+          op.alpha * static_cast<float>(acc[static_cast<std::size_t>(j)]) + (bias ? op.beta * bias[j] : 0.0f);
   }
 }
 
@@ -236,12 +239,13 @@ bool resize_binary(const ResizeOp& r, BinaryKind kind, int side, const float* x,
   return ok.load();
 }
 
-__attribute__((target_clones("avx2", "default"))) void relu_range(const float* __restrict x, float* __restrict y,
-                                                                  std::int64_t n) {
+__attribute__((target_clones("avx2", "default"))) void relu_range(const float* __restrict x,
+                                                                  float* __restrict y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
-__attribute__((target_clones("avx2", "default"))) void clip_range(const float* __restrict x, float* __restrict y,
-                                                                  std::int64_t n, float lo, float hi) {
+__attribute__((target_clones("avx2", "default"))) void clip_range(const float* __restrict x,
+                                                                  float* __restrict y, std::int64_t n,
+                                                                  float lo, float hi) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
 }
 
@@ -256,7 +260,8 @@ void unary(const UnaryOp& u, const float* x, float* y, std::int64_t len, int thr
       });
       break;
     case UnaryKind::kClip:
-      chunked(len, threads, [&](std::int64_t b, std::int64_t e) { clip_range(x + b, y + b, e - b, u.lo, u.hi); });
+      chunked(len, threads,
+              [&](std::int64_t b, std::int64_t e) { clip_range(x + b, y + b, e - b, u.lo, u.hi); });
       break;
   }
 }
@@ -290,7 +295,8 @@ void resize_nearest(const ResizeOp& r, const float* x, float* y, int threads) {
       float* out = y + (c * r.h + iy) * r.sy * ow;
       for (std::int64_t ix = 0; ix < r.w; ++ix)
         for (std::int64_t q = 0; q < r.sx; ++q) out[ix * r.sx + q] = in[ix];
-      for (std::int64_t q = 1; q < r.sy; ++q) std::memcpy(out + q * ow, out, static_cast<std::size_t>(ow) * 4);
+      for (std::int64_t q = 1; q < r.sy; ++q)
+        std::memcpy(out + q * ow, out, static_cast<std::size_t>(ow) * 4);
     }
   });
 }

@@ -23,7 +23,8 @@
 namespace facetrace::faces::detail {
 namespace {
 
-constexpr std::int64_t kKc = kMaxPackRows;  // K block: the A rows of a panel (MR·KC floats) and a B panel stay in L1
+constexpr std::int64_t kKc =
+    kMaxPackRows;                  // K block: the A rows of a panel (MR·KC floats) and a B panel stay in L1
 constexpr std::int64_t kNc = 512;  // N block: the packed B block (KC·NC floats) stays in L2
 
 // Kernel contract: rows R ≤ MR, a full NR-column tile. a[r·lda + kk], b[kk·ldb + j], c[r·ldc + j].
@@ -50,7 +51,9 @@ struct Avx2Ops {
   __attribute__((target("avx2,fma"))) static V max(V a, V b) { return _mm256_max_ps(a, b); }
   __attribute__((target("avx2,fma"))) static V min(V a, V b) { return _mm256_min_ps(a, b); }
   // nf accumulates x − x (+0 for finite x, NaN otherwise)
-  __attribute__((target("avx2,fma"))) static V add_nonfinite(V nf, V x) { return _mm256_or_ps(nf, _mm256_sub_ps(x, x)); }
+  __attribute__((target("avx2,fma"))) static V add_nonfinite(V nf, V x) {
+    return _mm256_or_ps(nf, _mm256_sub_ps(x, x));
+  }
   __attribute__((target("avx2,fma"))) static unsigned any_nan(V nf) {
     return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(nf, nf, _CMP_UNORD_Q)));
   }
@@ -75,7 +78,9 @@ struct Avx512Ops {
   __attribute__((target("avx512f"))) static V max(V a, V b) { return _mm512_max_ps(a, b); }
   __attribute__((target("avx512f"))) static V min(V a, V b) { return _mm512_min_ps(a, b); }
   // AVX-512F has no float OR: a sum of the x − x terms is NaN exactly when one of them is
-  __attribute__((target("avx512f"))) static V add_nonfinite(V nf, V x) { return _mm512_add_ps(nf, _mm512_sub_ps(x, x)); }
+  __attribute__((target("avx512f"))) static V add_nonfinite(V nf, V x) {
+    return _mm512_add_ps(nf, _mm512_sub_ps(x, x));
+  }
   __attribute__((target("avx512f"))) static unsigned any_nan(V nf) {
     return static_cast<unsigned>(_mm512_cmp_ps_mask(nf, nf, _CMP_UNORD_Q));
   }
@@ -138,24 +143,27 @@ inline void kernel_body(std::int64_t kc, const float* a, std::int64_t lda, const
 }
 
 template <int R>
-__attribute__((target("avx2,fma"), flatten)) void kernel_avx2(std::int64_t kc, const float* a, std::int64_t lda,
-                                                              const float* b, std::int64_t ldb, float* c,
-                                                              std::int64_t ldc, const float* bias, bool init,
+__attribute__((target("avx2,fma"), flatten)) void kernel_avx2(std::int64_t kc, const float* a,
+                                                              std::int64_t lda, const float* b,
+                                                              std::int64_t ldb, float* c, std::int64_t ldc,
+                                                              const float* bias, bool init,
                                                               const Activation* act, unsigned* bad) {
   kernel_body<Avx2Ops, R>(kc, a, lda, b, ldb, c, ldc, bias, init, act, bad);
 }
 template <int R>
-__attribute__((target("avx512f"), flatten)) void kernel_avx512(std::int64_t kc, const float* a, std::int64_t lda,
-                                                               const float* b, std::int64_t ldb, float* c,
-                                                               std::int64_t ldc, const float* bias, bool init,
+__attribute__((target("avx512f"), flatten)) void kernel_avx512(std::int64_t kc, const float* a,
+                                                               std::int64_t lda, const float* b,
+                                                               std::int64_t ldb, float* c, std::int64_t ldc,
+                                                               const float* bias, bool init,
                                                                const Activation* act, unsigned* bad) {
   kernel_body<Avx512Ops, R>(kc, a, lda, b, ldb, c, ldc, bias, init, act, bad);
 }
 #pragma GCC diagnostic pop
 
 template <int R>
-void kernel_sse2(std::int64_t kc, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c,
-                 std::int64_t ldc, const float* bias, bool init, const Activation* act, unsigned* bad) {
+void kernel_sse2(std::int64_t kc, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                 float* c, std::int64_t ldc, const float* bias, bool init, const Activation* act,
+                 unsigned* bad) {
   __m128 c0[R], c1[R];
   for (int r = 0; r < R; ++r) {
     if (init) {
@@ -211,14 +219,14 @@ const KernelInfo& kernel() {
                         true,
                         "avx512f 8x32"};
     if (avx2)
-      return KernelInfo{{nullptr, kernel_avx2<1>, kernel_avx2<2>, kernel_avx2<3>, kernel_avx2<4>, kernel_avx2<5>,
-                         kernel_avx2<6>, nullptr, nullptr},
+      return KernelInfo{{nullptr, kernel_avx2<1>, kernel_avx2<2>, kernel_avx2<3>, kernel_avx2<4>,
+                         kernel_avx2<5>, kernel_avx2<6>, nullptr, nullptr},
                         6,
                         16,
                         true,
                         "avx2-fma 6x16"};
-    return KernelInfo{{nullptr, kernel_sse2<1>, kernel_sse2<2>, kernel_sse2<3>, kernel_sse2<4>, nullptr, nullptr,
-                       nullptr, nullptr},
+    return KernelInfo{{nullptr, kernel_sse2<1>, kernel_sse2<2>, kernel_sse2<3>, kernel_sse2<4>, nullptr,
+                       nullptr, nullptr, nullptr},
                       4,
                       8,
                       false,
@@ -257,7 +265,8 @@ __attribute__((target("avx512f"))) void gather32_s2_avx512(const float* s, std::
 
 }  // namespace
 
-void MatrixB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const {
+void MatrixB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst,
+                   int nr) const {
   for (std::int64_t p = 0; p * nr < nc; ++p) {
     const std::int64_t j0 = n0 + p * nr;
     const std::int64_t valid = std::min<std::int64_t>(nr, n_ - j0);
@@ -271,7 +280,8 @@ void MatrixB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
   }
 }
 
-void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const {
+void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst,
+                   int nr) const {
   const std::int64_t n = oh_ * ow_;
   const std::int64_t taps = kh_ * kw_;
   const std::int64_t npanels = (nc + nr - 1) / nr;
@@ -335,7 +345,8 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
         int jj = 0;
         for (std::int64_t q = j; q < jend; ++q, ++jj) {
           const std::int64_t iy = yy * sh_ + r.ky - pt_;
-          d[jj] = (iy >= 0 && iy < h_ && xx >= r.lo && xx < r.hi) ? r.plane[iy * w_ + xx * sw_ + r.off] : 0.0f;
+          d[jj] =
+              (iy >= 0 && iy < h_ && xx >= r.lo && xx < r.hi) ? r.plane[iy * w_ + xx * sw_ + r.off] : 0.0f;
           if (++xx == ow_) xx = 0, ++yy;
         }
         for (; jj < nr; ++jj) d[jj] = 0.0f;
@@ -349,8 +360,8 @@ void Im2colB::pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64
 const char* sgemm_kernel_name() { return kernel().name; }
 
 KernelResult sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-                            const float* bias, const BSource& b, float* c, std::int64_t ldc, const Activation& act,
-                            int threads) {
+                            const float* bias, const BSource& b, float* c, std::int64_t ldc,
+                            const Activation& act, int threads) {
   if (m <= 0 || n <= 0) return KernelResult::kOk;
   const KernelInfo& ker = kernel();
   const int mr = ker.mr, nr = ker.nr;
@@ -380,7 +391,8 @@ KernelResult sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, cons
     nc = std::max<std::int64_t>(nr, ((n + t - 1) / t + nr - 1) / nr * nr);
     nblocks = (n + nc - 1) / nc;
   }
-  const std::int64_t mchunks = t <= 1 ? 1 : std::clamp<std::int64_t>((2 * t + nblocks - 1) / nblocks, 1, mpanels);
+  const std::int64_t mchunks =
+      t <= 1 ? 1 : std::clamp<std::int64_t>((2 * t + nblocks - 1) / nblocks, 1, mpanels);
   const std::int64_t panels_per_chunk = (mpanels + mchunks - 1) / mchunks;
   ResultFlags result;
   core::parallel_for(nblocks * mchunks, t, [&](std::int64_t task) {
@@ -417,9 +429,11 @@ KernelResult sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, cons
           if (copy_direct) {  // into a contiguous panel: the rows of B would share a few L1 sets
             float* d = bp + q * kc * nr;
             if (nr == 32) {  // a constant size: inline moves, not a memcpy call per row
-              for (std::int64_t kk = 0; kk < kc; ++kk) std::memcpy(d + kk * 32, bpan + kk * ldb, 32 * sizeof(float));
+              for (std::int64_t kk = 0; kk < kc; ++kk)
+                std::memcpy(d + kk * 32, bpan + kk * ldb, 32 * sizeof(float));
             } else {
-              for (std::int64_t kk = 0; kk < kc; ++kk) std::memcpy(d + kk * nr, bpan + kk * ldb, nr * sizeof(float));
+              for (std::int64_t kk = 0; kk < kc; ++kk)
+                std::memcpy(d + kk * nr, bpan + kk * ldb, nr * sizeof(float));
             }
             bpan = d, ldb = nr;
           }
@@ -434,7 +448,8 @@ KernelResult sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, cons
             ker.fn[rows](kc, ap, lda, bpan, ldb, cp, ldc, br, first, epi, &bad);
           } else {
             for (int r = 0; r < rows; ++r)
-              for (int jj = 0; jj < nr; ++jj) tile[r * nr + jj] = (!first && jj < cols) ? cp[r * ldc + jj] : 0.0f;
+              for (int jj = 0; jj < nr; ++jj)
+                tile[r * nr + jj] = (!first && jj < cols) ? cp[r * ldc + jj] : 0.0f;
             // columns past n see zero B and start from the bias (first) or zero: always finite
             ker.fn[rows](kc, ap, lda, bpan, ldb, tile, nr, br, first, epi, &bad);
             for (int r = 0; r < rows; ++r)

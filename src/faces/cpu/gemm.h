@@ -21,10 +21,8 @@ struct Activation {
 /// Applies `act` to one value (the scalar reference of the vector epilogues).
 inline float apply_activation(const Activation& act, float v) {
   switch (act.kind) {
-    case Activation::Kind::kNone:
-      return v;
-    case Activation::Kind::kRelu:
-      return v > 0.0f ? v : 0.0f;
+    case Activation::Kind::kNone: return v;
+    case Activation::Kind::kRelu: return v > 0.0f ? v : 0.0f;
     case Activation::Kind::kClip: {
       const float t = v < act.lo ? act.lo : v;
       return act.hi < t ? act.hi : t;
@@ -63,7 +61,8 @@ inline constexpr std::int64_t kMaxPackRows = 256;
 class BSource {
  public:
   virtual ~BSource() = default;
-  virtual void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const = 0;
+  virtual void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst,
+                    int nr) const = 0;
   /// A row-major matrix the micro-kernel may read in place (with direct_ldb()), or null.
   virtual const float* direct() const { return nullptr; }
   virtual std::int64_t direct_ldb() const { return 0; }
@@ -73,7 +72,8 @@ class BSource {
 class MatrixB final : public BSource {
  public:
   MatrixB(const float* b, std::int64_t n, std::int64_t ldb) : b_(b), n_(n), ldb_(ldb) {}
-  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const override;
+  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst,
+            int nr) const override;
   const float* direct() const override { return b_; }
   std::int64_t direct_ldb() const override { return ldb_; }
 
@@ -88,7 +88,8 @@ class Im2colB final : public BSource {
   Im2colB(const float* x, std::int64_t h, std::int64_t w, std::int64_t kh, std::int64_t kw, std::int64_t sh,
           std::int64_t sw, std::int64_t pt, std::int64_t pl, std::int64_t oh, std::int64_t ow)
       : x_(x), h_(h), w_(w), kh_(kh), kw_(kw), sh_(sh), sw_(sw), pt_(pt), pl_(pl), oh_(oh), ow_(ow) {}
-  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst, int nr) const override;
+  void pack(std::int64_t k0, std::int64_t kc, std::int64_t n0, std::int64_t nc, float* dst,
+            int nr) const override;
 
  private:
   const float* x_;
@@ -99,8 +100,8 @@ class Im2colB final : public BSource {
 /// (zero). kNonFinite when some value before the activation is not finite; kOutOfMemory when a thread's packing
 /// scratch could not be allocated.
 KernelResult sgemm_bias_act(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-                    const float* bias, const BSource& b, float* c, std::int64_t ldc, const Activation& act,
-                    int threads);
+                            const float* bias, const BSource& b, float* c, std::int64_t ldc,
+                            const Activation& act, int threads);
 
 /// Name of the micro-kernel in use ("avx2-fma 6x16" or "sse2 4x8").
 const char* sgemm_kernel_name();

@@ -32,18 +32,19 @@ Activation epilogue_activation(const Step& s) {
   return Activation{};
 }
 
-Status non_finite(const Step& s) { return invalid_argument("node '" + s.node + "' produced a non-finite value"); }
-Status out_of_memory(const Step& s) { return Status(Code::kOutOfMemory, "out of memory at node '" + s.node + "'"); }
+Status non_finite(const Step& s) {
+  return invalid_argument("node '" + s.node + "' produced a non-finite value");
+}
+Status out_of_memory(const Step& s) {
+  return Status(Code::kOutOfMemory, "out of memory at node '" + s.node + "'");
+}
 
 // The Status of a kernel's result for step s.
 Status status_of(KernelResult r, const Step& s) {
   switch (r) {
-    case KernelResult::kOk:
-      return {};
-    case KernelResult::kNonFinite:
-      return non_finite(s);
-    case KernelResult::kOutOfMemory:
-      return out_of_memory(s);
+    case KernelResult::kOk: return {};
+    case KernelResult::kNonFinite: return non_finite(s);
+    case KernelResult::kOutOfMemory: return out_of_memory(s);
   }
   return internal_error("unknown kernel result at node '" + s.node + "'");
 }
@@ -65,7 +66,8 @@ struct Exec {
   }
 
   // Runs one step alone into y (act: the activation of a kConvAct group, applied in the conv's epilogue).
-  Status step(const Step& s, const Activations& vals, const float* input, float* y, const Activation& act) const {
+  Status step(const Step& s, const Activations& vals, const float* input, float* y,
+              const Activation& act) const {
     const float* x = arg(vals, input, s.args[0]);
     const std::int64_t len = p.lens[static_cast<std::size_t>(s.out)];
     const int t = threads;
@@ -105,8 +107,8 @@ struct Exec {
     const Step& dw = *member(f.dw);
     const Step* pool = member(f.pool);
     const BandResult r = conv_pw_dw(pre ? &std::get<ConvJob>(pre->op) : nullptr, act(f.pre_act),
-                                    std::get<ConvJob>(pw.op), act(f.pw_act), std::get<ConvJob>(dw.op), act(f.dw_act),
-                                    pool ? &std::get<MaxPoolOp>(pool->op) : nullptr,
+                                    std::get<ConvJob>(pw.op), act(f.pw_act), std::get<ConvJob>(dw.op),
+                                    act(f.dw_act), pool ? &std::get<MaxPoolOp>(pool->op) : nullptr,
                                     arg(vals, input, p.steps[i].args[0]), y, threads);
     // out of memory first (the other members' results are then incomplete), then in step order
     if (r.pre == KernelResult::kOutOfMemory) return out_of_memory(*pre);
@@ -131,22 +133,18 @@ struct Exec {
   Status group(std::size_t i, const Activations& vals, const float* input, float* y) const {
     const Step& s = p.steps[i];
     switch (s.fusion.kind) {
-      case FusionKind::kNone:
-        return step(s, vals, input, y, Activation{});
-      case FusionKind::kConvAct:
-        return step(s, vals, input, y, epilogue_activation(p.steps[i + 1]));
-      case FusionKind::kConvBand:
-        return band(i, vals, input, y);
-      case FusionKind::kResizeBinary:
-        return resize_then_binary(i, vals, input, y);
+      case FusionKind::kNone: return step(s, vals, input, y, Activation{});
+      case FusionKind::kConvAct: return step(s, vals, input, y, epilogue_activation(p.steps[i + 1]));
+      case FusionKind::kConvBand: return band(i, vals, input, y);
+      case FusionKind::kResizeBinary: return resize_then_binary(i, vals, input, y);
     }
     return internal_error("unknown fusion kind at node '" + s.node + "'");
   }
 
   Status check_input(std::span<const float> input) const {
     if (static_cast<std::int64_t>(input.size()) != p.lens[0])
-      return invalid_argument("input holds " + std::to_string(input.size()) + " values, the program expects " +
-                              std::to_string(p.lens[0]));
+      return invalid_argument("input holds " + std::to_string(input.size()) +
+                              " values, the program expects " + std::to_string(p.lens[0]));
     std::atomic<bool> input_ok{true};  // (YuNet: 4.9 MB, split across threads like the element-wise ops)
     chunked(p.lens[0], threads, [&](std::int64_t b, std::int64_t e) {
       if (!all_finite(input.data() + b, e - b)) input_ok.store(false, std::memory_order_relaxed);
@@ -169,7 +167,9 @@ struct Exec {
       FT_TRY(group(i, vals, input.data(), out.p));
       vals.set(last.out, std::move(out));
       if (prof)
-        profile_add(p, i, n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count());
+        profile_add(
+            p, i, n,
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count());
       for (std::size_t d = 0; d < n; ++d)
         for (auto v : p.free[i + d])
           if (v != kInputValue) vals.release(v);
@@ -189,14 +189,14 @@ struct Exec {
 
 using detail::Activation;
 
-Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(const Program& program,
-                                                                      std::span<const std::span<const float>> inputs,
-                                                                      int threads) {
+Expected<std::vector<std::vector<std::vector<float>>>> run_program_cpu(
+    const Program& program, std::span<const std::span<const float>> inputs, int threads) {
   using Result = std::vector<std::vector<std::vector<float>>>;
   if (program.lens.empty()) return invalid_argument("empty program");
   for (std::size_t i = 0; i < program.steps.size(); ++i)
     if (!detail::fusion_well_formed(program, i))
-      return invalid_argument("step " + std::to_string(i) + " ('" + program.steps[i].node + "'): malformed fusion");
+      return invalid_argument("step " + std::to_string(i) + " ('" + program.steps[i].node +
+                              "'): malformed fusion");
   // The outputs and per-item statuses are allocated here, on the calling thread, before any run: the runs (and
   // the batch loop's tasks) only fill them, and report out of memory for their own buffers as a Status.
   Result result;

@@ -35,9 +35,10 @@ struct Profile {
         const Step& st = prog.steps[i + d];
         if (const auto* c = std::get_if<ConvJob>(&st.op)) {
           e.macs += c->macs();
-          e.what += "conv" + std::to_string(c->kh) + "x" + std::to_string(c->kw) + (c->groups > 1 ? "dw" : "") +
-                    "/" + std::to_string(c->sh) + " " + std::to_string(c->cin) + "->" + std::to_string(c->cout) +
-                    "@" + std::to_string(c->h) + "x" + std::to_string(c->w) + " ";
+          e.what += "conv" + std::to_string(c->kh) + "x" + std::to_string(c->kw) +
+                    (c->groups > 1 ? "dw" : "") + "/" + std::to_string(c->sh) + " " + std::to_string(c->cin) +
+                    "->" + std::to_string(c->cout) + "@" + std::to_string(c->h) + "x" + std::to_string(c->w) +
+                    " ";
         } else {
           e.what += "op" + std::to_string(st.op.index()) + " ";
         }

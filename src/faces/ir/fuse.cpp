@@ -13,12 +13,18 @@ namespace facetrace::faces::detail {
 namespace {
 
 static_assert(std::variant_size_v<Op> == 10, "OpKind lists every op");
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kConv), Op>, ConvJob>);
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kUnary), Op>, UnaryOp>);
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kBinary), Op>, BinaryOp>);
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kMaxPool), Op>, MaxPoolOp>);
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kResize), Op>, ResizeOp>);
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kGemv), Op>, GemvOp>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kConv), Op>, ConvJob>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kUnary), Op>, UnaryOp>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kBinary), Op>, BinaryOp>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kMaxPool), Op>, MaxPoolOp>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kResize), Op>, ResizeOp>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kGemv), Op>, GemvOp>);
 
 // Step b reads step a's output exactly once and is its last reader.
 bool feeds_only(const Program& p, std::size_t a, std::size_t b) {
@@ -46,7 +52,8 @@ class Group {
     const std::size_t at = first_ + n_;
     if (n_ == kinds_.size() || at >= p_.steps.size()) return false;
     kinds_[n_] = kind;
-    if (!can_fuse(p_, first_, std::span<const OpKind>(kinds_.data(), n_ + 1)) || !ok(p_.steps[at])) return false;
+    if (!can_fuse(p_, first_, std::span<const OpKind>(kinds_.data(), n_ + 1)) || !ok(p_.steps[at]))
+      return false;
     ++n_;
     return true;
   }
@@ -66,7 +73,8 @@ class Group {
 // The member at offset o of group g exists and holds an op of type T.
 template <class T>
 bool member_is(std::span<const Step> g, std::int8_t o) {
-  return o >= 0 && static_cast<std::size_t>(o) < g.size() && std::holds_alternative<T>(g[static_cast<std::size_t>(o)].op);
+  return o >= 0 && static_cast<std::size_t>(o) < g.size() &&
+         std::holds_alternative<T>(g[static_cast<std::size_t>(o)].op);
 }
 // The activation member at offset o is absent (−1) or a Relu/Clip.
 bool is_activation_member(std::span<const Step> g, std::int8_t o) {
@@ -83,7 +91,8 @@ Fusion match_band(const Program& p, std::size_t first, bool with_pre) {
   Group g(p, first);
   const ConvJob* pre = nullptr;
   if (with_pre) {
-    if (!g.add(OpKind::kConv, [](const Step& s) { return conv_of(s).groups == 1 && !conv_of(s).is_pointwise(); }))
+    if (!g.add(OpKind::kConv,
+               [](const Step& s) { return conv_of(s).groups == 1 && !conv_of(s).is_pointwise(); }))
       return {};
     f.pre = g.last();
     pre = &conv_of(g.step(f.pre));
@@ -136,7 +145,9 @@ Fusion match_resize_binary(const Program& p, std::size_t first) {
   if (!g.add(OpKind::kResize, [](const Step&) { return true; })) return {};
   const ResizeOp& rs = std::get<ResizeOp>(g.step(0).op);
   const std::int64_t oh = rs.h * rs.sy, ow = rs.w * rs.sx;
-  auto dense = [&](const std::array<std::int64_t, 4>& st) { return st[1] == oh * ow && st[2] == ow && st[3] == 1; };
+  auto dense = [&](const std::array<std::int64_t, 4>& st) {
+    return st[1] == oh * ow && st[2] == ow && st[3] == 1;
+  };
   if (!g.add(OpKind::kBinary, [&](const Step& s) {
         const BinaryOp& b = std::get<BinaryOp>(s.op);
         return b.dims[0] == 1 && b.dims[1] == rs.channels && b.dims[2] == oh && b.dims[3] == ow &&
@@ -187,18 +198,16 @@ bool fusion_well_formed(const Program& p, std::size_t first) {
   if (f.steps < 1 || static_cast<std::size_t>(f.steps) > p.steps.size() - first) return false;
   const std::span<const Step> g(p.steps.data() + first, static_cast<std::size_t>(f.steps));
   switch (f.kind) {
-    case FusionKind::kNone:
-      return f.steps == 1;
-    case FusionKind::kConvAct:
-      return f.steps == 2 && member_is<ConvJob>(g, 0) && is_activation_member(g, 1);
+    case FusionKind::kNone: return f.steps == 1;
+    case FusionKind::kConvAct: return f.steps == 2 && member_is<ConvJob>(g, 0) && is_activation_member(g, 1);
     case FusionKind::kConvBand:
       return (f.pre < 0 || member_is<ConvJob>(g, f.pre)) && is_activation_member(g, f.pre_act) &&
-             member_is<ConvJob>(g, f.pw) && is_activation_member(g, f.pw_act) && member_is<ConvJob>(g, f.dw) &&
-             is_activation_member(g, f.dw_act) && (f.pool < 0 || member_is<MaxPoolOp>(g, f.pool)) &&
-             g[0].args.size() == 1;
+             member_is<ConvJob>(g, f.pw) && is_activation_member(g, f.pw_act) &&
+             member_is<ConvJob>(g, f.dw) && is_activation_member(g, f.dw_act) &&
+             (f.pool < 0 || member_is<MaxPoolOp>(g, f.pool)) && g[0].args.size() == 1;
     case FusionKind::kResizeBinary:
-      return f.steps == 2 && member_is<ResizeOp>(g, 0) && member_is<BinaryOp>(g, 1) && (f.side == 0 || f.side == 1) &&
-             g[1].args.size() == 2;
+      return f.steps == 2 && member_is<ResizeOp>(g, 0) && member_is<BinaryOp>(g, 1) &&
+             (f.side == 0 || f.side == 1) && g[1].args.size() == 2;
   }
   return false;
 }

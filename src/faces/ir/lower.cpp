@@ -31,7 +31,8 @@ const std::map<std::string, Rule, std::less<>>& rules() {
   static const std::map<std::string, Rule, std::less<>> r = {
       {"Conv", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_conv(n, x); }}},
       {"Relu", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unary(n, x, UnaryKind::kRelu); }}},
-      {"Sigmoid", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unary(n, x, UnaryKind::kSigmoid); }}},
+      {"Sigmoid",
+       {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unary(n, x, UnaryKind::kSigmoid); }}},
       {"Clip", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_clip(n, x); }}},
       {"Add", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_binary(n, x, BinaryKind::kAdd); }}},
       {"Sub", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_binary(n, x, BinaryKind::kSub); }}},
@@ -95,13 +96,15 @@ Expected<std::vector<std::size_t>> Lowerer::topo_order() const {
 
 Expected<Program> Lowerer::run(const Shape& input_shape) {
   if (g_.inputs.size() != 1)
-    return not_supported("ONNX graph: " + std::to_string(g_.inputs.size()) + " inputs (exactly one is supported)");
+    return not_supported("ONNX graph: " + std::to_string(g_.inputs.size()) +
+                         " inputs (exactly one is supported)");
   const GraphIo& in = g_.inputs[0];
   if (input_shape.size() != in.dims.size())
-    return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) + " does not match the declared " +
-                            shape_str(in.dims));
+    return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
+                            " does not match the declared " + shape_str(in.dims));
   if (input_shape.empty() || input_shape[0] != 1)
-    return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) + " must have batch 1");
+    return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
+                            " must have batch 1");
   for (std::size_t i = 0; i < in.dims.size(); ++i) {
     if (input_shape[i] <= 0 || (in.dims[i] != 0 && in.dims[i] != input_shape[i]))
       return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
@@ -128,7 +131,8 @@ Expected<Program> Lowerer::run(const Shape& input_shape) {
 Status Lowerer::finish() {
   for (const auto& o : g_.outputs) {
     auto it = names_.find(o.name);
-    if (it == names_.end()) return invalid_argument("graph output '" + o.name + "' is not produced by any node");
+    if (it == names_.end())
+      return invalid_argument("graph output '" + o.name + "' is not produced by any node");
     if (it->second.is_const()) return not_supported("graph output '" + o.name + "' is a constant");
     const Shape& s = it->second.shape;
     bool match = o.dims.empty() || o.dims.size() == s.size();
@@ -142,7 +146,8 @@ Status Lowerer::finish() {
   const std::size_t nv = prog_.lens.size();
   std::vector<std::int64_t> last(nv, -1);
   for (std::size_t i = 0; i < prog_.steps.size(); ++i) {
-    last[static_cast<std::size_t>(prog_.steps[i].out)] = std::max<std::int64_t>(last[prog_.steps[i].out], static_cast<std::int64_t>(i));
+    last[static_cast<std::size_t>(prog_.steps[i].out)] =
+        std::max<std::int64_t>(last[prog_.steps[i].out], static_cast<std::int64_t>(i));
     for (const Arg& a : prog_.steps[i].args)
       if (a.kind == Arg::Kind::kValue) last[static_cast<std::size_t>(a.id)] = static_cast<std::int64_t>(i);
   }
@@ -150,19 +155,22 @@ Status Lowerer::finish() {
   for (const auto& o : prog_.outputs) is_out[static_cast<std::size_t>(o.value)] = true;
   prog_.free.assign(prog_.steps.size(), {});
   for (std::size_t v = 0; v < nv; ++v)
-    if (!is_out[v] && last[v] >= 0) prog_.free[static_cast<std::size_t>(last[v])].push_back(static_cast<std::int32_t>(v));
+    if (!is_out[v] && last[v] >= 0)
+      prog_.free[static_cast<std::size_t>(last[v])].push_back(static_cast<std::int32_t>(v));
   // live activations + conv scratch (packed weights) must stay within the limit.
   std::int64_t live = prog_.lens[0], peak = live;
   for (std::size_t i = 0; i < prog_.steps.size(); ++i) {
     const Step& s = prog_.steps[i];
     std::int64_t scratch = 0;
-    if (const auto* cj = std::get_if<ConvJob>(&s.op)) scratch = cj->cout * (cj->cin / cj->groups) * cj->kh * cj->kw;
+    if (const auto* cj = std::get_if<ConvJob>(&s.op))
+      scratch = cj->cout * (cj->cin / cj->groups) * cj->kh * cj->kw;
     live += prog_.lens[static_cast<std::size_t>(s.out)];
     peak = std::max(peak, live + scratch);
     for (auto v : prog_.free[i]) live -= prog_.lens[static_cast<std::size_t>(v)];
   }
   if (peak > limits_.max_live_bytes / 4)
-    return invalid_argument("program needs " + std::to_string(peak * 4) + " bytes of live tensors, above the limit of " +
+    return invalid_argument("program needs " + std::to_string(peak * 4) +
+                            " bytes of live tensors, above the limit of " +
                             std::to_string(limits_.max_live_bytes));
   return {};
 }

@@ -11,7 +11,8 @@ Status Lowerer::lower_flatten(const Node& n, const Entry& x) {
   if (!axis) return axis.status();
   const auto r = static_cast<std::int64_t>(s.size());
   std::int64_t ax = *axis < 0 ? *axis + r : *axis;
-  if (ax < 0 || ax > r) return err(n, "attribute 'axis' = " + std::to_string(*axis) + " for rank " + std::to_string(r));
+  if (ax < 0 || ax > r)
+    return err(n, "attribute 'axis' = " + std::to_string(*axis) + " for rank " + std::to_string(r));
   std::int64_t outer = 1, inner = 1;
   for (std::int64_t i = 0; i < r; ++i) (i < ax ? outer : inner) *= s[static_cast<std::size_t>(i)];
   define_alias(n, x, {outer, inner});
@@ -26,7 +27,8 @@ Status Lowerer::lower_reshape(const Node& n, const Entry& x) {
   if (!az) return az.status();
   const Shape in = x.is_const() ? x.c->dims : x.shape;
   const std::int64_t total = x.is_const() ? x.c->count() : count_of(in);
-  if (static_cast<std::int64_t>((*sh)->i.size()) > limits_.max_rank) return err(n, "target rank above " + std::to_string(limits_.max_rank));
+  if (static_cast<std::int64_t>((*sh)->i.size()) > limits_.max_rank)
+    return err(n, "target rank above " + std::to_string(limits_.max_rank));
   Shape out;
   int minus = -1;
   std::int64_t known = 1;
@@ -34,7 +36,9 @@ Status Lowerer::lower_reshape(const Node& n, const Entry& x) {
     std::int64_t d = (*sh)->i[i];
     if (d == 0) {
       if (*az != 0) return unsupported(n, "allowzero = 1 with a 0 in the shape");
-      if (i >= in.size()) return err(n, "shape copies dim " + std::to_string(i) + " of a rank " + std::to_string(in.size()) + " input");
+      if (i >= in.size())
+        return err(n, "shape copies dim " + std::to_string(i) + " of a rank " + std::to_string(in.size()) +
+                          " input");
       d = in[i];
     }
     if (d == -1) {
@@ -49,10 +53,12 @@ Status Lowerer::lower_reshape(const Node& n, const Entry& x) {
     out.push_back(d);
   }
   if (minus >= 0) {
-    if (known == 0 || total % known != 0) return err(n, "cannot infer -1 for " + std::to_string(total) + " elements");
+    if (known == 0 || total % known != 0)
+      return err(n, "cannot infer -1 for " + std::to_string(total) + " elements");
     out[static_cast<std::size_t>(minus)] = total / known;
   } else if (known != total) {
-    return err(n, "shape " + shape_str(out) + " holds " + std::to_string(known) + " elements, the input " + std::to_string(total));
+    return err(n, "shape " + shape_str(out) + " holds " + std::to_string(known) + " elements, the input " +
+                      std::to_string(total));
   }
   define_alias(n, x, out);
   return {};

@@ -29,7 +29,8 @@ Expected<Lowerer::Window> Lowerer::window(const Node& n, std::vector<std::int64_
   FT_TRY(take(attr_ints(n, "dilations", {1, 1}), dil));
   FT_TRY(take(attr_string(n, "auto_pad", "NOTSET"), w.auto_pad));
   FT_TRY(take(attr_ints(n, "kernel_shape", std::move(kernel_default)), w.kernel));
-  if (dil.size() != 2 || dil[0] != 1 || dil[1] != 1) return unsupported(n, "attribute 'dilations' must be [1,1]");
+  if (dil.size() != 2 || dil[0] != 1 || dil[1] != 1)
+    return unsupported(n, "attribute 'dilations' must be [1,1]");
   if (w.strides.size() != 2 || w.strides[0] <= 0 || w.strides[1] <= 0)
     return err(n, "attribute 'strides' must be two positive values");
   return w;
@@ -47,14 +48,16 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   FT_TRY(take(attr_int(n, "group", 1), group));
   auto win = window(n, {ws[2], ws[3]});
   if (!win) return win.status();
-  if (win->auto_pad != "NOTSET") return unsupported(n, "attribute 'auto_pad' = " + win->auto_pad + " (only NOTSET)");
+  if (win->auto_pad != "NOTSET")
+    return unsupported(n, "attribute 'auto_pad' = " + win->auto_pad + " (only NOTSET)");
   const auto& ks = win->kernel;
   const auto& strides = win->strides;
   const auto& pads = win->pads;
   if (pads.size() != 4) return err(n, "attribute 'pads' must have 4 values");
   for (auto p : pads)
     if (p < 0 || p > 4096) return err(n, "attribute 'pads' holds " + std::to_string(p));
-  if (ks.size() != 2 || ks[0] != ws[2] || ks[1] != ws[3]) return err(n, "attribute 'kernel_shape' disagrees with the weights");
+  if (ks.size() != 2 || ks[0] != ws[2] || ks[1] != ws[3])
+    return err(n, "attribute 'kernel_shape' disagrees with the weights");
   ConvJob j;
   j.cin = xs[1], j.h = xs[2], j.w = xs[3];
   j.cout = ws[0], j.groups = group, j.kh = ws[2], j.kw = ws[3];
@@ -64,17 +67,21 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   if (ws[1] * j.groups != j.cin)
     return err(n, "channel mismatch: input has " + std::to_string(j.cin) + " channels, weights expect " +
                       std::to_string(ws[1]) + " × group " + std::to_string(j.groups));
-  if (j.cout % j.groups != 0) return err(n, "output channels " + std::to_string(j.cout) + " not divisible by group");
+  if (j.cout % j.groups != 0)
+    return err(n, "output channels " + std::to_string(j.cout) + " not divisible by group");
   const std::int64_t ph = j.h + j.pt + pads[2], pw = j.w + j.pl + pads[3];
-  if (j.kh > ph || j.kw > pw) return err(n, "kernel " + std::to_string(j.kh) + "x" + std::to_string(j.kw) +
-                                                " is larger than the padded input " + std::to_string(ph) + "x" + std::to_string(pw));
+  if (j.kh > ph || j.kw > pw)
+    return err(n, "kernel " + std::to_string(j.kh) + "x" + std::to_string(j.kw) +
+                      " is larger than the padded input " + std::to_string(ph) + "x" + std::to_string(pw));
   j.oh = (ph - j.kh) / j.sh + 1;
   j.ow = (pw - j.kw) / j.sw + 1;
   j.weights = std::make_shared<const std::vector<float>>((*w)->f);
   if (has_input(n, 2)) {
     auto b = const_float(n, 2, "bias");
     if (!b) return b.status();
-    if ((*b)->count() != j.cout) return err(n, "bias has " + std::to_string((*b)->count()) + " values, expected " + std::to_string(j.cout));
+    if ((*b)->count() != j.cout)
+      return err(n,
+                 "bias has " + std::to_string((*b)->count()) + " values, expected " + std::to_string(j.cout));
     j.bias = std::make_shared<const std::vector<float>>((*b)->f);
   }
   j.layer = static_cast<std::int32_t>(prog_.conv_count++);
@@ -159,8 +166,10 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
       for (std::int64_t i1 = 0; i1 < op.dims[1]; ++i1)
         for (std::int64_t i2 = 0; i2 < op.dims[2]; ++i2)
           for (std::int64_t i3 = 0; i3 < op.dims[3]; ++i3) {
-            const float x = a->c->f[static_cast<std::size_t>(i0 * op.a_strides[0] + i1 * op.a_strides[1] + i2 * op.a_strides[2] + i3 * op.a_strides[3])];
-            const float y = b->c->f[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] + i2 * op.b_strides[2] + i3 * op.b_strides[3])];
+            const float x = a->c->f[static_cast<std::size_t>(i0 * op.a_strides[0] + i1 * op.a_strides[1] +
+                                                             i2 * op.a_strides[2] + i3 * op.a_strides[3])];
+            const float y = b->c->f[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] +
+                                                             i2 * op.b_strides[2] + i3 * op.b_strides[3])];
             c->f[o++] = kind == BinaryKind::kAdd ? x + y : kind == BinaryKind::kSub ? x - y : x * y;
           }
     define_const(n, std::move(c));
@@ -188,7 +197,9 @@ Status Lowerer::lower_prelu(const Node& n, const Entry& x) {
       const std::size_t axis = xs.size() - ss.size() + i;
       ok = axis == 1 ? ss[i] == ch : ss[i] == 1;
     }
-    if (!ok) return unsupported(n, "slope " + shape_str(ss) + " is neither per channel nor a scalar for input " + shape_str(xs));
+    if (!ok)
+      return unsupported(
+          n, "slope " + shape_str(ss) + " is neither per channel nor a scalar for input " + shape_str(xs));
     slope = (*s)->f;
   }
   const std::int32_t id = add_const(std::move(slope));
@@ -209,7 +220,9 @@ Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
   for (int i = 0; i < 4; ++i) {
     auto c = const_float(n, static_cast<std::size_t>(i + 1), what[i]);
     if (!c) return c.status();
-    if ((*c)->count() != ch) return err(n, std::string(what[i]) + " has " + std::to_string((*c)->count()) + " values, expected " + std::to_string(ch));
+    if ((*c)->count() != ch)
+      return err(n, std::string(what[i]) + " has " + std::to_string((*c)->count()) + " values, expected " +
+                        std::to_string(ch));
     p[i] = *c;
   }
   std::vector<float> scale(static_cast<std::size_t>(ch)), shift(static_cast<std::size_t>(ch));
@@ -221,7 +234,8 @@ Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
     shift[c] = static_cast<float>(static_cast<double>(p[1]->f[c]) - static_cast<double>(p[2]->f[c]) * s);
   }
   const std::int32_t si = add_const(std::move(scale)), hi = add_const(std::move(shift));
-  return emit(n, ChannelAffineOp{ch, count_of(xs) / ch}, {Arg::value(x.value), Arg::constant(si), Arg::constant(hi)}, xs);
+  return emit(n, ChannelAffineOp{ch, count_of(xs) / ch},
+              {Arg::value(x.value), Arg::constant(si), Arg::constant(hi)}, xs);
 }
 
 Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
@@ -233,7 +247,8 @@ Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
   Shape out;
   if (bs.size() != 2) return unsupported(n, "B must be 2-D, got " + shape_str(bs));
   if (matmul) {
-    if (as.size() < 2 || count_of(as) != as.back()) return unsupported(n, "A must be [1,...,1,K], got " + shape_str(as));
+    if (as.size() < 2 || count_of(as) != as.back())
+      return unsupported(n, "A must be [1,...,1,K], got " + shape_str(as));
     if (has_input(n, 2)) return err(n, "MatMul takes two operands");
     op.k = as.back();
     op.n = bs[1];
@@ -257,7 +272,8 @@ Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
     op.beta = *be;
     op.k = as[1];
     op.n = op.trans_b ? bs[0] : bs[1];
-    if ((op.trans_b ? bs[1] : bs[0]) != op.k) return err(n, "A " + shape_str(as) + " and B " + shape_str(bs) + " do not multiply");
+    if ((op.trans_b ? bs[1] : bs[0]) != op.k)
+      return err(n, "A " + shape_str(as) + " and B " + shape_str(bs) + " do not multiply");
     out = {1, op.n};
   }
   std::vector<Arg> args{Arg::value(a.value), Arg::constant(const_id(*b))};
@@ -267,7 +283,8 @@ Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
     std::vector<float> bias;
     if ((*c)->count() == 1)
       bias.assign(static_cast<std::size_t>(op.n), (*c)->f[0]);
-    else if ((*c)->count() == op.n && count_of((*c)->dims) == op.n && (*c)->dims.size() <= 2 && (*c)->dims.back() == op.n)
+    else if ((*c)->count() == op.n && count_of((*c)->dims) == op.n && (*c)->dims.size() <= 2 &&
+             (*c)->dims.back() == op.n)
       bias = (*c)->f;
     else
       return err(n, "C " + shape_str((*c)->dims) + " does not broadcast to [1," + std::to_string(op.n) + "]");
@@ -285,10 +302,13 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   auto p = attr_ints(n, "perm", perm);
   if (!p) return p.status();
   perm = *p;
-  if (perm.size() != r) return err(n, "attribute 'perm' has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(r));
+  if (perm.size() != r)
+    return err(
+        n, "attribute 'perm' has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(r));
   std::vector<bool> seen(r, false);
   for (auto q : perm) {
-    if (q < 0 || q >= static_cast<std::int64_t>(r) || seen[static_cast<std::size_t>(q)]) return err(n, "attribute 'perm' is not a permutation");
+    if (q < 0 || q >= static_cast<std::int64_t>(r) || seen[static_cast<std::size_t>(q)])
+      return err(n, "attribute 'perm' is not a permutation");
     seen[static_cast<std::size_t>(q)] = true;
   }
   std::vector<std::int64_t> in_strides(r, 1);
@@ -312,11 +332,13 @@ Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
   FT_TRY(take(attr_int(n, "ceil_mode", 0), ceil));
   FT_TRY(take(attr_int(n, "storage_order", 0), storage_order));
   const auto& ks = win->kernel;
-  if (ks.size() != 2 || ks[0] <= 0 || ks[1] <= 0) return err(n, "attribute 'kernel_shape' must be two positive values");
+  if (ks.size() != 2 || ks[0] <= 0 || ks[1] <= 0)
+    return err(n, "attribute 'kernel_shape' must be two positive values");
   for (auto q : win->pads)
     if (q != 0) return unsupported(n, "attribute 'pads' must be all 0");
   if (ceil != 0) return unsupported(n, "attribute 'ceil_mode' must be 0");
-  if (win->auto_pad != "NOTSET" && win->auto_pad != "VALID") return unsupported(n, "attribute 'auto_pad' = " + win->auto_pad);
+  if (win->auto_pad != "NOTSET" && win->auto_pad != "VALID")
+    return unsupported(n, "attribute 'auto_pad' = " + win->auto_pad);
   MaxPoolOp op{s[1], s[2], s[3], ks[0], ks[1], win->strides[0], win->strides[1], 0, 0};
   if (op.kh > op.h || op.kw > op.w) return err(n, "kernel larger than the input");
   op.oh = (op.h - op.kh) / op.sh + 1;
@@ -339,7 +361,8 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   const bool half_ok = (*ctm == "half_pixel" || *ctm == "pytorch_half_pixel") &&
                        (*nm == "round_prefer_floor" || *nm == "round_prefer_ceil");
   if (g_.opset >= 11 && !floor_ok && !half_ok)
-    return unsupported(n, "attribute 'coordinate_transformation_mode' = " + *ctm + " with 'nearest_mode' = " + *nm);
+    return unsupported(
+        n, "attribute 'coordinate_transformation_mode' = " + *ctm + " with 'nearest_mode' = " + *nm);
   const std::size_t si = g_.opset > 0 && g_.opset < 11 ? 1 : 2;
   if (g_.opset >= 11 && has_input(n, 3)) return unsupported(n, "sizes (input 3); only constant scales");
   auto sc = const_float(n, si, "scales");
@@ -350,7 +373,8 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   for (int i = 2; i < 4; ++i)
     if (!(f[static_cast<std::size_t>(i)] >= 1.0f && f[static_cast<std::size_t>(i)] <= 16.0f) ||
         f[static_cast<std::size_t>(i)] != std::floor(f[static_cast<std::size_t>(i)]))
-      return unsupported(n, "scale " + std::to_string(f[static_cast<std::size_t>(i)]) + " is not a whole number in 1..16");
+      return unsupported(
+          n, "scale " + std::to_string(f[static_cast<std::size_t>(i)]) + " is not a whole number in 1..16");
   ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
   return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.h * op.sy, op.w * op.sx});
 }

@@ -70,7 +70,8 @@ class Lowerer {
   Expected<std::string> attr_string(const Node& n, const char* name, const std::string& def) const {
     const Attr* a = attr(n, name);
     if (!a) return def;
-    if (a->type != Attr::Type::kString) return err(n, std::string("attribute '") + name + "' must be a STRING");
+    if (a->type != Attr::Type::kString)
+      return err(n, std::string("attribute '") + name + "' must be a STRING");
     return a->s;
   }
   Expected<std::vector<std::int64_t>> attr_ints(const Node& n, const char* name,
@@ -104,7 +105,8 @@ class Lowerer {
   Expected<ConstPtr> const_input(const Node& n, std::size_t i, const char* what) const {
     auto e = input(n, i);
     if (!e) return e.status();
-    if (!e->is_const()) return unsupported(n, std::string(what) + " (input " + std::to_string(i) + ") must be constant");
+    if (!e->is_const())
+      return unsupported(n, std::string(what) + " (input " + std::to_string(i) + ") must be constant");
     return e->c;
   }
   Expected<ConstPtr> const_float(const Node& n, std::size_t i, const char* what) const {
@@ -123,11 +125,13 @@ class Lowerer {
   Status check_outputs(const Node& n, std::size_t max_out) const {
     if (n.outputs.empty() || n.outputs[0].empty()) return err(n, "no output");
     for (std::size_t i = max_out; i < n.outputs.size(); ++i)
-      if (!n.outputs[i].empty()) return unsupported(n, "output " + std::to_string(i) + " ('" + n.outputs[i] + "')");
+      if (!n.outputs[i].empty())
+        return unsupported(n, "output " + std::to_string(i) + " ('" + n.outputs[i] + "')");
     return {};
   }
   Status check_shape(const Node& n, const Shape& s) const {
-    if (static_cast<std::int64_t>(s.size()) > limits_.max_rank) return err(n, "rank above " + std::to_string(limits_.max_rank));
+    if (static_cast<std::int64_t>(s.size()) > limits_.max_rank)
+      return err(n, "rank above " + std::to_string(limits_.max_rank));
     std::int64_t c = 1;
     for (auto d : s) {
       if (d <= 0) return err(n, "empty output shape " + shape_str(s));

@@ -24,15 +24,18 @@ Point Similarity::apply(Point p) const {
 std::array<Point, 5> arcface_template(int out_w, int out_h) {
   std::array<Point, 5> t;
   for (std::size_t i = 0; i < 5; ++i)
-    t[i] = {static_cast<float>(kTemplate[i][0] * out_w / 112.0), static_cast<float>(kTemplate[i][1] * out_h / 112.0)};
+    t[i] = {static_cast<float>(kTemplate[i][0] * out_w / 112.0),
+            static_cast<float>(kTemplate[i][1] * out_h / 112.0)};
   return t;
 }
 
 Expected<Similarity> fit_similarity(std::span<const Point> from, std::span<const Point> to) {
-  if (from.size() != to.size() || from.size() < 2) return invalid_argument("fit_similarity: need ≥ 2 point pairs");
+  if (from.size() != to.size() || from.size() < 2)
+    return invalid_argument("fit_similarity: need ≥ 2 point pairs");
   double pmx = 0, pmy = 0, qmx = 0, qmy = 0;
   for (std::size_t i = 0; i < from.size(); ++i) {
-    if (!std::isfinite(from[i].x) || !std::isfinite(from[i].y) || !std::isfinite(to[i].x) || !std::isfinite(to[i].y))
+    if (!std::isfinite(from[i].x) || !std::isfinite(from[i].y) || !std::isfinite(to[i].x) ||
+        !std::isfinite(to[i].y))
       return invalid_argument("fit_similarity: non-finite point");
     pmx += from[i].x, pmy += from[i].y, qmx += to[i].x, qmy += to[i].y;
   }
@@ -54,12 +57,14 @@ Expected<Similarity> fit_similarity(std::span<const Point> from, std::span<const
   const double a = s.scale();
   if (!std::isfinite(a) || !std::isfinite(s.tx) || !std::isfinite(s.ty))
     return invalid_argument("fit_similarity: non-finite result");
-  if (a < 0.01 || a > 100.0) return invalid_argument("fit_similarity: scale " + std::to_string(a) + " outside [0.01, 100]");
+  if (a < 0.01 || a > 100.0)
+    return invalid_argument("fit_similarity: scale " + std::to_string(a) + " outside [0.01, 100]");
   return s;
 }
 
 Expected<core::Image> warp_similarity(const core::Image& photo, const Similarity& m, int out_w, int out_h) {
-  if (out_w < 1 || out_h < 1 || out_w > 4096 || out_h > 4096) return invalid_argument("warp: output side outside 1..4096");
+  if (out_w < 1 || out_h < 1 || out_w > 4096 || out_h > 4096)
+    return invalid_argument("warp: output side outside 1..4096");
   if (photo.width < 1 || photo.height < 1 ||
       photo.rgb.size() != static_cast<std::size_t>(photo.width) * photo.height * 3)
     return invalid_argument("warp: malformed photo");
@@ -74,7 +79,8 @@ Expected<core::Image> warp_similarity(const core::Image& photo, const Similarity
   const int W = photo.width, H = photo.height;
   auto px = [&](int x, int y, int c) {
     x = std::clamp(x, 0, W - 1), y = std::clamp(y, 0, H - 1);
-    return static_cast<double>(photo.rgb[(static_cast<std::size_t>(y) * W + x) * 3 + static_cast<std::size_t>(c)]);
+    return static_cast<double>(
+        photo.rgb[(static_cast<std::size_t>(y) * W + x) * 3 + static_cast<std::size_t>(c)]);
   };
   for (int oy = 0; oy < out_h; ++oy)
     for (int ox = 0; ox < out_w; ++ox) {
@@ -98,14 +104,16 @@ Expected<core::Image> warp_similarity(const core::Image& photo, const Similarity
   return out;
 }
 
-Expected<core::Image> align_face(const core::Image& photo, const std::array<Point, 5>& landmarks, int out_w, int out_h) {
+Expected<core::Image> align_face(const core::Image& photo, const std::array<Point, 5>& landmarks, int out_w,
+                                 int out_h) {
   const auto t = arcface_template(out_w, out_h);
   auto s = fit_similarity(landmarks, t);
   if (!s) return s.status().with_context("align_face");
   return warp_similarity(photo, *s, out_w, out_h);
 }
 
-Expected<core::Image> crop_box(const core::Image& photo, float x0, float y0, float x1, float y1, int out_w, int out_h) {
+Expected<core::Image> crop_box(const core::Image& photo, float x0, float y0, float x1, float y1, int out_w,
+                               int out_h) {
   const double w = x1 - x0, h = y1 - y0;
   const double side = std::max(w, h) * 1.5;
   if (!(side > 0) || !std::isfinite(side)) return invalid_argument("crop_box: empty box");

@@ -94,8 +94,8 @@ float letterbox_bgr(std::span<const std::uint8_t> rgb, int width, int height, in
   return scale;
 }
 
-std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int n, float scale, int width, int height,
-                                    const DetectOptions& options) {
+std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int n, float scale, int width,
+                                    int height, const DetectOptions& options) {
   const float thr = sane(options.score, 0.6f);
   const float iou_max = sane(options.nms_iou, 0.3f);
   const int max_faces = std::clamp(options.max_faces, 0, 10000);
@@ -120,7 +120,8 @@ std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int n,
       continue;
     const auto fs = static_cast<float>(s);
     for (std::size_t i = 0; i < cells; ++i) {
-      const float score = std::sqrt(std::clamp(cls->data[i], 0.0f, 1.0f) * std::clamp(obj->data[i], 0.0f, 1.0f));
+      const float score =
+          std::sqrt(std::clamp(cls->data[i], 0.0f, 1.0f) * std::clamp(obj->data[i], 0.0f, 1.0f));
       if (std::isnan(score) || score < thr) continue;
       const auto row = static_cast<float>(i / static_cast<std::size_t>(cols));
       const auto col = static_cast<float>(i % static_cast<std::size_t>(cols));
@@ -138,7 +139,8 @@ std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int n,
       cands.push_back(c);
     }
   }
-  std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Cand& a, const Cand& b) { return a.score > b.score; });
   if (cands.size() > kMaxCandidates) cands.resize(kMaxCandidates);
   std::vector<Cand> kept;
   for (Cand c : cands) {
@@ -201,8 +203,8 @@ Expected<Detector> Detector::create(std::span<const std::uint8_t> bytes, const D
       if (it == prog->outputs.end()) return invalid_argument("YuNet model: output '" + name + "' is missing");
       if (prog->lens[static_cast<std::size_t>(it->value)] != want)
         return invalid_argument("YuNet model: output '" + name + "' holds " +
-                                std::to_string(prog->lens[static_cast<std::size_t>(it->value)]) + " values, expected " +
-                                std::to_string(want));
+                                std::to_string(prog->lens[static_cast<std::size_t>(it->value)]) +
+                                " values, expected " + std::to_string(want));
     }
   return Detector(std::move(*net), n);
 }
@@ -231,8 +233,8 @@ Expected<std::vector<Detection>> Detector::detect(std::span<const std::uint8_t> 
     return invalid_argument("detect: image size " + std::to_string(width) + "x" + std::to_string(height) +
                             " outside 1..65536");
   if (rgb.size() != static_cast<std::size_t>(width) * height * 3)
-    return invalid_argument("detect: " + std::to_string(rgb.size()) + " bytes for a " + std::to_string(width) + "x" +
-                            std::to_string(height) + " RGB image (expected " +
+    return invalid_argument("detect: " + std::to_string(rgb.size()) + " bytes for a " +
+                            std::to_string(width) + "x" + std::to_string(height) + " RGB image (expected " +
                             std::to_string(static_cast<std::size_t>(width) * height * 3) + ")");
   std::vector<float> input(static_cast<std::size_t>(3) * n_ * n_);
   const float scale = letterbox_bgr(rgb, width, height, n_, input);

@@ -15,12 +15,33 @@ namespace known {
 std::optional<ModelInfo> lookup(std::string_view sha) {
   // docs/design/faces.md §7 table.
   static const ModelInfo kModels[] = {
-      {"SFace 2021dec", "0ba9fbfa01b5270c96627c4ef784da859931e02f04419c829e83484087c34e79", 38696353, 112,
-       ChannelOrder::kRgb, {0, 0, 0}, {1, 1, 1}, 128, 0.55f},
-      {"AuraFace v1 (glintr100)", "a7933ea5330113b01c9b60351d8f4c33003f145d8470ac5f0e52ee2effe25c60", 260694151, 112,
-       ChannelOrder::kRgb, {127.5f, 127.5f, 127.5f}, {127.5f, 127.5f, 127.5f}, 512, 0.40f},
-      {"MobileFaceNet (foamliu, tests only)", "b7120c095d60094f28a4a54ba6a8bf51b297a6273fb40ef6350dfec1f63d9507",
-       3998070, 112, ChannelOrder::kRgb, {127.5f, 127.5f, 127.5f}, {128.0f, 128.0f, 128.0f}, 128, 0.0f},
+      {"SFace 2021dec",
+       "0ba9fbfa01b5270c96627c4ef784da859931e02f04419c829e83484087c34e79",
+       38696353,
+       112,
+       ChannelOrder::kRgb,
+       {0, 0, 0},
+       {1, 1, 1},
+       128,
+       0.55f},
+      {"AuraFace v1 (glintr100)",
+       "a7933ea5330113b01c9b60351d8f4c33003f145d8470ac5f0e52ee2effe25c60",
+       260694151,
+       112,
+       ChannelOrder::kRgb,
+       {127.5f, 127.5f, 127.5f},
+       {127.5f, 127.5f, 127.5f},
+       512,
+       0.40f},
+      {"MobileFaceNet (foamliu, tests only)",
+       "b7120c095d60094f28a4a54ba6a8bf51b297a6273fb40ef6350dfec1f63d9507",
+       3998070,
+       112,
+       ChannelOrder::kRgb,
+       {127.5f, 127.5f, 127.5f},
+       {128.0f, 128.0f, 128.0f},
+       128,
+       0.0f},
   };
   for (const auto& m : kModels)
     if (m.sha256 == sha) return m;
@@ -56,11 +77,14 @@ Expected<Embedder> Embedder::create(std::span<const std::uint8_t> bytes, int thr
   auto prog = net->program({1, 3, info.input, info.input});
   if (!prog) return prog.status().with_context("embedder");
   if (prog->outputs.size() != 1)
-    return invalid_argument("embedder: " + std::to_string(prog->outputs.size()) + " outputs (exactly one expected)");
+    return invalid_argument("embedder: " + std::to_string(prog->outputs.size()) +
+                            " outputs (exactly one expected)");
   const std::int64_t dim = prog->lens[static_cast<std::size_t>(prog->outputs[0].value)];
-  if (dim < 1 || dim > 4096) return invalid_argument("embedder: output length " + std::to_string(dim) + " outside 1..4096");
+  if (dim < 1 || dim > 4096)
+    return invalid_argument("embedder: output length " + std::to_string(dim) + " outside 1..4096");
   if (info.dim != 0 && info.dim != dim)
-    return invalid_argument("embedder: " + info.name + " should output " + std::to_string(info.dim) + " values");
+    return invalid_argument("embedder: " + info.name + " should output " + std::to_string(info.dim) +
+                            " values");
   info.dim = static_cast<int>(dim);
   return Embedder(std::move(*net), std::move(info));
 }

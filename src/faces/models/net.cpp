@@ -20,8 +20,8 @@ struct Net::Impl {
 };
 
 std::string_view op_name(const Op& op) {
-  static constexpr std::string_view kNames[] = {"Conv",      "Unary",   "ChannelAffine", "ChannelPrelu",
-                                                "Binary",    "Transpose", "MaxPool",     "Resize",
+  static constexpr std::string_view kNames[] = {"Conv",          "Unary",     "ChannelAffine", "ChannelPrelu",
+                                                "Binary",        "Transpose", "MaxPool",       "Resize",
                                                 "GlobalAverage", "Gemv"};
   return kNames[op.index()];
 }

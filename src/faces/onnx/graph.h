@@ -20,7 +20,9 @@ struct ConstTensor {
   bool is_int = false;
   std::vector<float> f;
   std::vector<std::int64_t> i;
-  std::int64_t count() const { return is_int ? static_cast<std::int64_t>(i.size()) : static_cast<std::int64_t>(f.size()); }
+  std::int64_t count() const {
+    return is_int ? static_cast<std::int64_t>(i.size()) : static_cast<std::int64_t>(f.size());
+  }
 };
 using ConstPtr = std::shared_ptr<const ConstTensor>;
 

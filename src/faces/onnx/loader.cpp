@@ -23,7 +23,8 @@ Status bad(const std::string& where, const std::string& what) {
 }
 
 // Element count = ∏dims with overflow and limit checks.
-Status checked_count(const Shape& dims, const NetLimits& limits, const std::string& where, std::int64_t* out) {
+Status checked_count(const Shape& dims, const NetLimits& limits, const std::string& where,
+                     std::int64_t* out) {
   if (static_cast<std::int64_t>(dims.size()) > limits.max_rank)
     return bad(where, "rank " + std::to_string(dims.size()) + " exceeds " + std::to_string(limits.max_rank));
   std::int64_t n = 1;
@@ -61,7 +62,8 @@ Expected<std::vector<T>> tensor_values(const std::string& raw, const Repeated& t
   return v;
 }
 
-Expected<ConstPtr> convert_tensor(const onnx::TensorProto& t, const NetLimits& limits, const std::string& where) {
+Expected<ConstPtr> convert_tensor(const onnx::TensorProto& t, const NetLimits& limits,
+                                  const std::string& where) {
   if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL || t.external_data_size() > 0)
     return bad(where, "external data is not supported");
   if (t.has_segment()) return bad(where, "segmented tensors are not supported");
@@ -97,7 +99,8 @@ Expected<GraphIo> convert_io(const onnx::ValueInfoProto& v, const NetLimits& lim
   GraphIo io;
   io.name = v.name();
   if (tt.has_shape()) {
-    if (tt.shape().dim_size() > limits.max_rank) return bad(where, "rank exceeds " + std::to_string(limits.max_rank));
+    if (tt.shape().dim_size() > limits.max_rank)
+      return bad(where, "rank exceeds " + std::to_string(limits.max_rank));
     for (const auto& d : tt.shape().dim()) {
       const std::int64_t dv = d.has_dim_value() ? d.dim_value() : 0;
       if (dv < 0 || dv > limits.max_tensor_elements) return bad(where, "dimension " + std::to_string(dv));
@@ -128,7 +131,8 @@ Expected<Graph> parse_onnx(std::span<const std::uint8_t> bytes, const NetLimits&
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") g.opset = op.version();
   const onnx::GraphProto& gp = model.graph();
-  if (gp.sparse_initializer_size() > 0) return not_supported("ONNX graph: sparse initializers are not supported");
+  if (gp.sparse_initializer_size() > 0)
+    return not_supported("ONNX graph: sparse initializers are not supported");
   if (gp.node_size() == 0) return invalid_argument("ONNX graph: no nodes");
   if (gp.node_size() > limits.max_nodes)
     return invalid_argument("ONNX graph: " + std::to_string(gp.node_size()) + " nodes exceed the limit of " +
@@ -142,8 +146,8 @@ Expected<Graph> parse_onnx(std::span<const std::uint8_t> bytes, const NetLimits&
     if (!c) return c.status();
     weights += (*c)->count();
     if (weights > limits.max_weight_elements)
-      return invalid_argument("ONNX graph: initializers exceed " + std::to_string(limits.max_weight_elements) +
-                              " elements in total");
+      return invalid_argument("ONNX graph: initializers exceed " +
+                              std::to_string(limits.max_weight_elements) + " elements in total");
     g.inits[t.name()] = *c;
   }
   for (const auto& v : gp.input()) {
@@ -206,14 +210,13 @@ Expected<Graph> parse_onnx(std::span<const std::uint8_t> bytes, const NetLimits&
           if (!c) return c.status();
           weights += (*c)->count();
           if (weights > limits.max_weight_elements)
-            return invalid_argument("ONNX graph: constants exceed " + std::to_string(limits.max_weight_elements) +
-                                    " elements in total");
+            return invalid_argument("ONNX graph: constants exceed " +
+                                    std::to_string(limits.max_weight_elements) + " elements in total");
           a.type = Attr::Type::kTensor;
           a.t = *c;
           break;
         }
-        default:
-          return not_supported("ONNX " + aw + ": attribute type " + std::to_string(ap.type()));
+        default: return not_supported("ONNX " + aw + ": attribute type " + std::to_string(ap.type()));
       }
       if (!n.attrs.emplace(ap.name(), std::move(a)).second) return bad(aw, "given twice");
     }

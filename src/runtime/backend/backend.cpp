@@ -16,7 +16,9 @@ std::string_view outcome_name(Outcome o) noexcept {
 }
 
 GpuBackend::GpuBackend(std::unique_ptr<Executor> executor, const Clock& clock, RecoveryConfig config)
-    : executor_(std::move(executor)), policy_(clock, config), scratch_(std::make_unique<ScratchPool>(kMaxPooledScratch)) {}
+    : executor_(std::move(executor)),
+      policy_(clock, config),
+      scratch_(std::make_unique<ScratchPool>(kMaxPooledScratch)) {}
 
 GpuBackend::~GpuBackend() = default;
 
@@ -105,8 +107,8 @@ void GpuBackend::mark_lost(std::string reason) {
 }
 
 void GpuBackend::note_error(const Status& st, const char* what) {
-  const bool lost = st.code() == Code::kDeviceLost ||
-                    (executor_ && executor_->state() == ExecutorState::kLost);
+  const bool lost =
+      st.code() == Code::kDeviceLost || (executor_ && executor_->state() == ExecutorState::kLost);
   if (lost) {
     const std::string why = st.code() == Code::kDeviceLost ? st.what() : executor_->state_reason();
     FT_LOG_WARN("GPU device lost during {} ({}); declining to the CPU until a replacement is up", what, why);

@@ -76,7 +76,8 @@ bool ChunkStream::run_item(std::size_t i) {
     if (chunks_in_turn_ >= kChunksPerTurn) {
       if (b_.turnstile_.has_waiters_behind(turn_->ticket())) {
         // Drain before giving the turn away so the device is idle for the next request.
-        if (Status st = work.drain(ex, scratch.bytes(), /*discard=*/false); !st.ok()) return failed(i, st, "drain");
+        if (Status st = work.drain(ex, scratch.bytes(), /*discard=*/false); !st.ok())
+          return failed(i, st, "drain");
         turn_.reset();
       } else {
         chunks_in_turn_ = 0;

@@ -26,7 +26,8 @@ int cublas_version() {
       using Fn = int (*)(int, int*);  // cublasGetProperty(libraryPropertyType, int*)
       if (auto f = reinterpret_cast<Fn>(::dlsym(h, "cublasGetProperty"))) {
         int major = 0, minor = 0, patch = 0;
-        if (f(0, &major) == 0 && f(1, &minor) == 0 && f(2, &patch) == 0) return major * 10000 + minor * 100 + patch;
+        if (f(0, &major) == 0 && f(1, &minor) == 0 && f(2, &patch) == 0)
+          return major * 10000 + minor * 100 + patch;
       }
     }
   }
@@ -83,7 +84,8 @@ Expected<std::unique_ptr<CudaDevice>> CudaDevice::create(std::shared_ptr<SharedA
 
 CudaDevice::~CudaDevice() {
   ring_.reset();  // logs the stats; the engine skips CUDA calls once the process is poisoned
-  if (process_cuda_poisoned()) return;  // never call CUDA again after a sticky error (docs/design/runtime.md §4)
+  if (process_cuda_poisoned())
+    return;  // never call CUDA again after a sticky error (docs/design/runtime.md §4)
   if (stream_ != nullptr) FT_CUDA_IGNORE(cudaStreamSynchronize(stream_));
   for (auto& [n, b] : scratch_) FT_CUDA_IGNORE(cudaFree(b.data));
   for (auto& [n, b] : residents_) FT_CUDA_IGNORE(cudaFree(b.data));

@@ -47,8 +47,8 @@ std::string_view executor_state_name(ExecutorState s) noexcept {
 
 ExecutorOptions ExecutorOptions::from_env() {
   ExecutorOptions o;
-  o.ring_bytes = static_cast<std::uint64_t>(core::env_int_clamped("FACETRACE_READBACK_BUDGET_MB", 256, 4, 65536))
-                 << 20;
+  o.ring_bytes =
+      static_cast<std::uint64_t>(core::env_int_clamped("FACETRACE_READBACK_BUDGET_MB", 256, 4, 65536)) << 20;
   o.transfer_bytes =
       static_cast<std::uint64_t>(core::env_int_clamped("FACETRACE_TRANSFER_ARENA_MB", 256, 4, 65536)) << 20;
   if (auto p = core::env_string("FACETRACE_GPUD")) o.gpud_path = *p;
@@ -82,7 +82,8 @@ void Executor::lose_locked(std::string why) {
 
 Status Executor::not_ready_locked() const {
   switch (state_) {
-    case ExecutorState::kLost: return {Code::kDeviceLost, std::string(device_noun(mode())) + " lost: " + reason_};
+    case ExecutorState::kLost:
+      return {Code::kDeviceLost, std::string(device_noun(mode())) + " lost: " + reason_};
     case ExecutorState::kNone: return {Code::kNotSupported, reason_};
     case ExecutorState::kNotStarted:
     case ExecutorState::kReady: break;
@@ -176,7 +177,8 @@ Status Executor::collect(const RingTicket& ticket, std::chrono::milliseconds dea
   const auto bytes = arena().view(*range);
   if (bytes.size() != ticket.byte_len)
     return internal_error("collect: the ring reported " + std::to_string(range->size) + " bytes at offset " +
-                          std::to_string(range->offset) + " for a ticket of " + std::to_string(ticket.byte_len));
+                          std::to_string(range->offset) + " for a ticket of " +
+                          std::to_string(ticket.byte_len));
   visitor(bytes);
   return ring_release(ticket);
 }
@@ -223,7 +225,7 @@ ExecutorMode executor_mode_from_env() {
 
 std::unique_ptr<Executor> make_executor_from_env() {
   return executor_mode_from_env() == ExecutorMode::kInProcess ? make_in_process_executor()
-                                                               : make_isolated_executor();
+                                                              : make_isolated_executor();
 }
 
 std::string find_gpud(const ExecutorOptions& options) {

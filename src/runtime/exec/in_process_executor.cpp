@@ -42,7 +42,8 @@ class InProcessExecutor final : public Executor {
   Expected<OpReply> invoke_locked(const OpCall& call) override {
     const OpHandler* handler = OpRegistry::global().find(call.op);
     if (handler == nullptr)
-      return Status(Code::kNotSupported, OpRegistry::global().name(call.op) + " is not registered in this process");
+      return Status(Code::kNotSupported,
+                    OpRegistry::global().name(call.op) + " is not registered in this process");
     const auto in = arena_->view(call.in);
     const auto out = arena_->view(call.out);
     if ((call.in.size != 0 && in.empty()) || (call.out.size != 0 && out.empty()))
@@ -75,7 +76,9 @@ class InProcessExecutor final : public Executor {
   Status upload_resident_locked(const std::string& name, std::span<const std::byte> bytes) override {
     return noted(device_->put_resident(name, bytes));
   }
-  Status free_resident_locked(const std::string& name) override { return noted(device_->drop_resident(name)); }
+  Status free_resident_locked(const std::string& name) override {
+    return noted(device_->drop_resident(name));
+  }
 
   Expected<ArenaRange> ring_wait_locked(const RingTicket& t, std::chrono::milliseconds deadline) override {
     if (Status st = device_->ring().wait(t, std::chrono::steady_clock::now() + deadline); !st.ok())
@@ -91,13 +94,16 @@ class InProcessExecutor final : public Executor {
  private:
   static std::string poisoned_message() {
     return "CUDA in this process is poisoned by a sticky error (" + process_poison_reason() +
-           "); the in-process executor cannot recover: restart the process or use FACETRACE_GPU_ISOLATION=process";
+           "); the in-process executor cannot recover: restart the process or use "
+           "FACETRACE_GPU_ISOLATION=process";
   }
   /// Passes `st` through; loses the executor first when `st` is a loss (the message without the caller's
   /// context) or another thread's sticky error poisoned this process.
   Status noted(Status st) {
-    if (st.code() == Code::kDeviceLost) lose_locked(st.what());
-    else if (process_cuda_poisoned()) lose_locked(process_poison_reason());
+    if (st.code() == Code::kDeviceLost)
+      lose_locked(st.what());
+    else if (process_cuda_poisoned())
+      lose_locked(process_poison_reason());
     return st;
   }
 
@@ -109,7 +115,8 @@ class InProcessExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_in_process_executor(std::shared_ptr<SharedArena> arena, ExecutorOptions options) {
+std::unique_ptr<Executor> make_in_process_executor(std::shared_ptr<SharedArena> arena,
+                                                   ExecutorOptions options) {
   return std::make_unique<InProcessExecutor>(std::move(arena), std::move(options));
 }
 

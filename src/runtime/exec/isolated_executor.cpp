@@ -81,7 +81,8 @@ class IsolatedExecutor final : public Executor {
 
   Expected<OpReply> invoke_locked(const OpCall& call) override {
     if (call.args.size() > OpReply::kMaxInlineBytes)
-      return invalid_argument("op args of " + std::to_string(call.args.size()) + " bytes exceed the inline limit");
+      return invalid_argument("op args of " + std::to_string(call.args.size()) +
+                              " bytes exceed the inline limit");
     proto::InvokeReq q;
     q.op = call.op;
     q.in = call.in;
@@ -137,7 +138,8 @@ class IsolatedExecutor final : public Executor {
               "the executable)"};
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-      return {Code::kNotSupported, std::string("GPU child could not start: socketpair: ") + std::strerror(errno)};
+      return {Code::kNotSupported,
+              std::string("GPU child could not start: socketpair: ") + std::strerror(errno)};
     // Move both sources above the child's target numbers first, so one dup2 never clobbers the other's
     // source (the arena memfd may itself be fd 3).
     const int child_sock = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 16);
@@ -148,9 +150,14 @@ class IsolatedExecutor final : public Executor {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, child_sock, kChildSocketFd);  // dup2 clears FD_CLOEXEC
     posix_spawn_file_actions_adddup2(&fa, child_arena, kChildArenaFd);
-    std::vector<std::string> args = {path, "--socket-fd", std::to_string(kChildSocketFd), "--arena-fd",
-                                     std::to_string(kChildArenaFd), "--ring-bytes",
-                                     std::to_string(arena_->ring_bytes()), "--transfer-bytes",
+    std::vector<std::string> args = {path,
+                                     "--socket-fd",
+                                     std::to_string(kChildSocketFd),
+                                     "--arena-fd",
+                                     std::to_string(kChildArenaFd),
+                                     "--ring-bytes",
+                                     std::to_string(arena_->ring_bytes()),
+                                     "--transfer-bytes",
                                      std::to_string(arena_->transfer_bytes())};
     if (options_.simulate_child) args.push_back("--simulate");
     std::vector<char*> argv;
@@ -172,7 +179,8 @@ class IsolatedExecutor final : public Executor {
     ::close(child_arena);
     if (rc != 0) {
       ::close(sv[0]);
-      return {Code::kNotSupported, "GPU child could not start: posix_spawn " + path + ": " + std::strerror(rc)};
+      return {Code::kNotSupported,
+              "GPU child could not start: posix_spawn " + path + ": " + std::strerror(rc)};
     }
     pid_ = pid;
     sock_ = sv[0];
@@ -219,7 +227,8 @@ class IsolatedExecutor final : public Executor {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    last_exit_ = status == -1 ? std::string("already reaped") : "facetrace-gpud " + describe_wait_status(status);
+    last_exit_ =
+        status == -1 ? std::string("already reaped") : "facetrace-gpud " + describe_wait_status(status);
     pid_ = -1;
   }
 

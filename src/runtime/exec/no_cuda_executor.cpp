@@ -21,7 +21,9 @@ class NoCudaExecutor final : public Executor {
   Expected<OpReply> invoke_locked(const OpCall&) override { return unreachable(); }
   Expected<RingStats> ring_stats_locked() override { return unreachable(); }
   Status inject_fault_locked(FaultKind) override { return unreachable(); }
-  Status upload_resident_locked(const std::string&, std::span<const std::byte>) override { return unreachable(); }
+  Status upload_resident_locked(const std::string&, std::span<const std::byte>) override {
+    return unreachable();
+  }
   Status free_resident_locked(const std::string&) override { return unreachable(); }
   Expected<ArenaRange> ring_wait_locked(const RingTicket&, std::chrono::milliseconds) override {
     return unreachable();

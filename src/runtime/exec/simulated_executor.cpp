@@ -79,7 +79,8 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   Expected<OpReply> invoke_locked(const OpCall& call) override {
     ++invokes_;
     if (loss_countdown_ > 0 && --loss_countdown_ == 0)
-      return Status(Code::kDeviceLost, "simulated device loss (armed on invoke " + std::to_string(invokes_) + ")");
+      return Status(Code::kDeviceLost,
+                    "simulated device loss (armed on invoke " + std::to_string(invokes_) + ")");
     auto it = ops_.find(call.op);
     if (it == ops_.end())
       return Status(Code::kNotSupported, "simulated: op " + std::to_string(call.op) + " is not registered");
@@ -102,8 +103,9 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   }
 
   Status inject_fault_locked(FaultKind kind) override {
-    return {Code::kDeviceLost, kind == FaultKind::kIllegalAddress ? "simulated illegal address (fault injection)"
-                                                                  : "simulated device loss (fault injection)"};
+    return {Code::kDeviceLost, kind == FaultKind::kIllegalAddress
+                                   ? "simulated illegal address (fault injection)"
+                                   : "simulated device loss (fault injection)"};
   }
 
   Status upload_resident_locked(const std::string& name, std::span<const std::byte> bytes) override {
@@ -152,12 +154,14 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   }
   Expected<std::span<const std::byte>> resident(std::string_view name) override {
     auto it = device_residents_.find(std::string(name));
-    if (it == device_residents_.end()) return invalid_argument("no resident named '" + std::string(name) + "'");
+    if (it == device_residents_.end())
+      return invalid_argument("no resident named '" + std::string(name) + "'");
     return std::span<const std::byte>(it->second);
   }
 
   static Status stale(const RingTicket& t) {
-    return invalid_argument("stale ticket: simulated slot " + std::to_string(t.slot) + " was already collected");
+    return invalid_argument("stale ticket: simulated slot " + std::to_string(t.slot) +
+                            " was already collected");
   }
 
   void add_builtin_ops() {

@@ -71,18 +71,19 @@ proto::ReplyMsg ExecutorServer::dispatch(Executor& inner, const proto::Message& 
       return serve_one<RingReleaseReq>(
           p, [&](const RingReleaseReq& q) { return respond<EmptyRsp>(inner.ring_release(q.ticket)); });
     case Cmd::kRingStats:
-      return serve_one<RingStatsReq>(p, [&](const RingStatsReq&) { return respond<RingStatsRsp>(inner.ring_stats()); });
+      return serve_one<RingStatsReq>(
+          p, [&](const RingStatsReq&) { return respond<RingStatsRsp>(inner.ring_stats()); });
     case Cmd::kInjectFault:
       return serve_one<InjectFaultReq>(
           p, [&](const InjectFaultReq& q) { return respond<EmptyRsp>(inner.inject_fault(q.kind)); });
     case Cmd::kShutdown:
       return serve_one<ShutdownReq>(p, [](const ShutdownReq&) { return respond<EmptyRsp>(Status{}); });
     case Cmd::kHello:
-    case Cmd::kReply:
-      break;
+    case Cmd::kReply: break;
   }
   return ReplyMsg{Code::kInvalidArgument,
-                  "protocol: unexpected message type " + std::to_string(static_cast<int>(msg.cmd)), {}};
+                  "protocol: unexpected message type " + std::to_string(static_cast<int>(msg.cmd)),
+                  {}};
 }
 
 int ExecutorServer::serve(int fd, Executor& inner, const Status& start_status) {
@@ -120,7 +121,8 @@ int ExecutorServer::serve(int fd, Executor& inner, const Status& start_status) {
       FT_LOG_DEBUG("facetrace-gpud: the parent left before the reply: {}", st.to_string());
       return kGpudExitOk;
     }
-    if (lost) return kGpudExitDeviceLost;  // never keep a poisoned process serving (docs/design/runtime.md §6)
+    if (lost)
+      return kGpudExitDeviceLost;  // never keep a poisoned process serving (docs/design/runtime.md §6)
     if (msg->cmd == proto::Cmd::kShutdown) return kGpudExitOk;
   }
 }

@@ -33,9 +33,18 @@ struct Header {
 static_assert(sizeof(Header) == kHeaderBytes);
 
 // --- field lists: the one description of each struct's wire layout ---------------------------------------
-template <class Ar> void visit(Ar& ar, Header& m) { ar(m.magic, m.version, m.cmd, m.seq, m.length); }
-template <class Ar> void visit(Ar& ar, ArenaRange& m) { ar(m.offset, m.size); }
-template <class Ar> void visit(Ar& ar, RingTicket& m) { ar(m.size_class, m.slot, m.generation, m.byte_len); }
+template <class Ar>
+void visit(Ar& ar, Header& m) {
+  ar(m.magic, m.version, m.cmd, m.seq, m.length);
+}
+template <class Ar>
+void visit(Ar& ar, ArenaRange& m) {
+  ar(m.offset, m.size);
+}
+template <class Ar>
+void visit(Ar& ar, RingTicket& m) {
+  ar(m.size_class, m.slot, m.generation, m.byte_len);
+}
 template <class Ar>
 void visit(Ar& ar, RingStats& m) {
   ar(m.dispatches, m.stalls, m.peak_in_flight, m.in_flight, m.slots, m.pinned_bytes, m.budget_bytes,
@@ -46,22 +55,62 @@ void visit(Ar& ar, DeviceInfo& m) {
   ar(m.name, m.cc_major, m.cc_minor, m.total_memory, m.free_memory, m.multiprocessors, m.async_engines,
      m.driver_version, m.runtime_version, m.cudnn_version, m.cublas_version, m.simulated);
 }
-template <class Ar> void visit(Ar& ar, OpReply& m) { ar(m.bytes, m.tickets); }
-template <class Ar> void visit(Ar& ar, HelloMsg& m) { ar(m.state, m.reason, m.info, m.pid); }
-template <class Ar> void visit(Ar& ar, ReplyMsg& m) { ar(m.code, m.what, m.payload); }
-template <class Ar> void visit(Ar& ar, InfoRsp& m) { ar(m.info); }
-template <class Ar> void visit(Ar& ar, InvokeRsp& m) { ar(m.reply); }
-template <class Ar> void visit(Ar& ar, InvokeReq& m) { ar(m.op, m.in, m.out, m.deadline_ms, m.args); }
-template <class Ar> void visit(Ar& ar, PutResidentReq& m) { ar(m.name, m.range); }
-template <class Ar> void visit(Ar& ar, DropResidentReq& m) { ar(m.name); }
-template <class Ar> void visit(Ar& ar, RingWaitRsp& m) { ar(m.range); }
-template <class Ar> void visit(Ar& ar, RingWaitReq& m) { ar(m.ticket, m.deadline_ms); }
-template <class Ar> void visit(Ar& ar, RingReleaseReq& m) { ar(m.ticket); }
-template <class Ar> void visit(Ar& ar, RingStatsRsp& m) { ar(m.stats); }
-template <class Ar> void visit(Ar& ar, InjectFaultReq& m) { ar(m.kind); }
+template <class Ar>
+void visit(Ar& ar, OpReply& m) {
+  ar(m.bytes, m.tickets);
+}
+template <class Ar>
+void visit(Ar& ar, HelloMsg& m) {
+  ar(m.state, m.reason, m.info, m.pid);
+}
+template <class Ar>
+void visit(Ar& ar, ReplyMsg& m) {
+  ar(m.code, m.what, m.payload);
+}
+template <class Ar>
+void visit(Ar& ar, InfoRsp& m) {
+  ar(m.info);
+}
+template <class Ar>
+void visit(Ar& ar, InvokeRsp& m) {
+  ar(m.reply);
+}
+template <class Ar>
+void visit(Ar& ar, InvokeReq& m) {
+  ar(m.op, m.in, m.out, m.deadline_ms, m.args);
+}
+template <class Ar>
+void visit(Ar& ar, PutResidentReq& m) {
+  ar(m.name, m.range);
+}
+template <class Ar>
+void visit(Ar& ar, DropResidentReq& m) {
+  ar(m.name);
+}
+template <class Ar>
+void visit(Ar& ar, RingWaitRsp& m) {
+  ar(m.range);
+}
+template <class Ar>
+void visit(Ar& ar, RingWaitReq& m) {
+  ar(m.ticket, m.deadline_ms);
+}
+template <class Ar>
+void visit(Ar& ar, RingReleaseReq& m) {
+  ar(m.ticket);
+}
+template <class Ar>
+void visit(Ar& ar, RingStatsRsp& m) {
+  ar(m.stats);
+}
+template <class Ar>
+void visit(Ar& ar, InjectFaultReq& m) {
+  ar(m.kind);
+}
 
 template <class T>
-inline constexpr bool kIsByteVector = std::is_same_v<T, std::vector<std::byte>> || std::is_same_v<T, std::string>;
+inline constexpr bool kIsByteVector =
+    std::is_same_v<T, std::vector<std::byte>> || std::is_same_v<T, std::string>;
 template <class T>
 struct IsVector : std::false_type {};
 template <class T>
@@ -152,7 +201,8 @@ class Reader {
     std::uint32_t n = 0;
     field(n);
     if (n > b_.size() - pos_) {
-      fail("truncated: a length of " + std::to_string(n) + " with " + std::to_string(b_.size() - pos_) + " bytes left");
+      fail("truncated: a length of " + std::to_string(n) + " with " + std::to_string(b_.size() - pos_) +
+           " bytes left");
       return 0;
     }
     return n;
@@ -206,7 +256,7 @@ Expected<T> decode_payload(std::span<const std::byte> payload) {
 }
 
 // The payload structs of protocol.h, each with its one encode and decode.
-#define FT_PROTO_PAYLOAD(T)                                        \
+#define FT_PROTO_PAYLOAD(T)                                    \
   template std::vector<std::byte> encode_payload<T>(const T&); \
   template Expected<T> decode_payload<T>(std::span<const std::byte>)
 FT_PROTO_PAYLOAD(HelloMsg);
@@ -242,16 +292,19 @@ std::vector<std::byte> encode(const Message& m) {
 
 Expected<Message> decode(std::span<const std::byte> d) {
   if (d.size() < kHeaderBytes)
-    return invalid_argument("protocol: message of " + std::to_string(d.size()) + " bytes is shorter than the header");
+    return invalid_argument("protocol: message of " + std::to_string(d.size()) +
+                            " bytes is shorter than the header");
   if (d.size() > kMaxMessageBytes)
-    return invalid_argument("protocol: message of " + std::to_string(d.size()) + " bytes exceeds the maximum");
+    return invalid_argument("protocol: message of " + std::to_string(d.size()) +
+                            " bytes exceeds the maximum");
   Reader r(d.first(kHeaderBytes));
   Header h;
   r(h);
   if (h.magic != kMagic) return invalid_argument("protocol: bad magic " + std::to_string(h.magic));
   if (h.version != kVersion)
     return invalid_argument("protocol: version " + std::to_string(h.version) + " (this build speaks " +
-                            std::to_string(kVersion) + "); parent and facetrace-gpud come from different builds");
+                            std::to_string(kVersion) +
+                            "); parent and facetrace-gpud come from different builds");
   if (!in_range(static_cast<Cmd>(h.cmd)))
     return invalid_argument("protocol: unknown message type " + std::to_string(h.cmd));
   if (h.length != d.size() - kHeaderBytes)
@@ -266,7 +319,8 @@ Expected<Message> decode(std::span<const std::byte> d) {
 
 Status send_message(int fd, const Message& m) {
   if (m.payload.size() + kHeaderBytes > kMaxMessageBytes)
-    return invalid_argument("protocol: payload of " + std::to_string(m.payload.size()) + " bytes is too large");
+    return invalid_argument("protocol: payload of " + std::to_string(m.payload.size()) +
+                            " bytes is too large");
   const auto bytes = encode(m);
   for (;;) {
     const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -287,17 +341,19 @@ Expected<Message> recv_message(int fd, std::chrono::milliseconds timeout, std::c
     if (!spinning) {
       int wait_ms = -1;
       if (timeout.count() >= 0) {
-        const auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
         wait_ms = static_cast<int>(std::max<long long>(0, left.count()));
       }
       pollfd pfd{fd, POLLIN, 0};
       const int pr = ::poll(&pfd, 1, wait_ms);
       if (pr < 0) {
         if (errno == EINTR) continue;
-        return Status(Code::kDeviceLost, std::string("poll on the GPU child's socket failed: ") + std::strerror(errno));
+        return Status(Code::kDeviceLost,
+                      std::string("poll on the GPU child's socket failed: ") + std::strerror(errno));
       }
-      if (pr == 0) return Status(Code::kTimeout, "no reply within " + std::to_string(timeout.count()) + " ms");
+      if (pr == 0)
+        return Status(Code::kTimeout, "no reply within " + std::to_string(timeout.count()) + " ms");
     }
     const ssize_t n = ::recv(fd, buf.data(), buf.size(), spinning ? MSG_DONTWAIT : 0);
     if (n < 0) {
@@ -305,7 +361,8 @@ Expected<Message> recv_message(int fd, std::chrono::milliseconds timeout, std::c
         if (spinning && std::chrono::steady_clock::now() >= spin_until) spinning = false;
         continue;
       }
-      return Status(Code::kDeviceLost, std::string("recv from the GPU child failed: ") + std::strerror(errno));
+      return Status(Code::kDeviceLost,
+                    std::string("recv from the GPU child failed: ") + std::strerror(errno));
     }
     if (n == 0) return Status(Code::kDeviceLost, "EOF on the GPU child's socket");
     return decode(std::span<const std::byte>(buf.data(), static_cast<std::size_t>(n)));

@@ -95,8 +95,8 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
     const auto tile = static_cast<std::uint32_t>(index);
     const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
     const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
-    nonfinite.fetch_add(detail::trace_tile(params, plane_ptr, x0, x1, y0, y1, scene.width, first_sample, samples,
-                                           film.xyz.data()),
+    nonfinite.fetch_add(detail::trace_tile(params, plane_ptr, x0, x1, y0, y1, scene.width, first_sample,
+                                           samples, film.xyz.data()),
                         std::memory_order_relaxed);
     for (std::uint32_t y = y0; y < y1; ++y)
       for (std::uint32_t x = x0; x < x1; ++x) film.samples[std::size_t{y} * scene.width + x] += samples;

@@ -15,7 +15,8 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kDegToRad = kPi / 180.0;
-constexpr float kGirdleMaxNy = 1e-3f;  // docs/design/tracer.md §4 "Facet finish" (facetrace): girdle facets have |n_y| ≤ 1e-3
+constexpr float kGirdleMaxNy =
+    1e-3f;  // docs/design/tracer.md §4 "Facet finish" (facetrace): girdle facets have |n_y| ≤ 1e-3
 
 physics::Vec3 to_vec(double x, double y, double z) {
   return physics::Vec3{static_cast<float>(x), static_cast<float>(y), static_cast<float>(z)};
@@ -29,7 +30,8 @@ physics::Vec3 orbit_direction(double yaw, double pitch) {
 void white_xyz(std::uint32_t kind, float kelvin, double out[3]) {
   out[0] = out[1] = out[2] = 0.0;
   for (int i = 0; i < physics::kSpectralTableSize; ++i) {
-    const float lambda = physics::kSpectralTableStartNm + physics::kSpectralTableStepNm * static_cast<float>(i);
+    const float lambda =
+        physics::kSpectralTableStartNm + physics::kSpectralTableStepNm * static_cast<float>(i);
     const double s = physics::illuminant(kind, kelvin, lambda);
     out[0] += s * physics::cmf_x_table()[i];
     out[1] += s * physics::cmf_y_table()[i];
@@ -41,7 +43,8 @@ void white_xyz(std::uint32_t kind, float kelvin, double out[3]) {
 
 void mat3_mul(const double a[9], const double b[9], double out[9]) {
   for (int r = 0; r < 3; ++r)
-    for (int c = 0; c < 3; ++c) out[r * 3 + c] = a[r * 3] * b[c] + a[r * 3 + 1] * b[3 + c] + a[r * 3 + 2] * b[6 + c];
+    for (int c = 0; c < 3; ++c)
+      out[r * 3 + c] = a[r * 3] * b[c] + a[r * 3 + 1] * b[3 + c] + a[r * 3 + 2] * b[6 + c];
 }
 
 void mat3_inverse(const double m[9], double out[9]) {
@@ -63,7 +66,8 @@ void mat3_inverse(const double m[9], double out[9]) {
 
 void bradford_to_d65(std::uint32_t illuminant_kind, float planck_kelvin, float out[9]) {
   if (illuminant_kind == static_cast<std::uint32_t>(physics::IlluminantKind::kD65)) {
-    for (int i = 0; i < 9; ++i) out[i] = (i % 4 == 0) ? 1.0f : 0.0f;  // docs/design/tracer.md §8: identity for D65
+    for (int i = 0; i < 9; ++i)
+      out[i] = (i % 4 == 0) ? 1.0f : 0.0f;  // docs/design/tracer.md §8: identity for D65
     return;
   }
   // docs/design/tracer.md §8: Bradford cone matrix M.
@@ -110,7 +114,8 @@ float bounding_radius2(const std::vector<Plane>& planes) {
         cross(planes[k].normal, planes[i].normal, ki);
         double v[3];
         for (int c = 0; c < 3; ++c)
-          v[c] = (-double{planes[i].d} * jk[c] - double{planes[j].d} * ki[c] - double{planes[k].d} * ij[c]) / det;
+          v[c] = (-double{planes[i].d} * jk[c] - double{planes[j].d} * ki[c] - double{planes[k].d} * ij[c]) /
+                 det;
         bool inside = true;
         for (std::size_t m = 0; m < n && inside; ++m) {
           const float* nm = planes[m].normal;
@@ -179,7 +184,8 @@ physics::TraceParams make_trace_params(const Scene& scene) {
   p.glare = scene.surface_glare;
   p.cos_head_shadow = static_cast<float>(std::cos(static_cast<double>(scene.head_shadow_deg) * kDegToRad));
   p.key_dir = orbit_direction(scene.light_yaw, scene.light_pitch);
-  p.fill_dir = orbit_direction(static_cast<double>(scene.light_yaw) + physics::kFillYawOffset, physics::kFillPitch);
+  p.fill_dir =
+      orbit_direction(static_cast<double>(scene.light_yaw) + physics::kFillYawOffset, physics::kFillPitch);
   p.view_dir = to_vec(ex / el, ey / el, ez / el);
   p.rig_floor = rig.floor_level;
   p.rig_ceiling = rig.ceiling_level;
@@ -203,7 +209,7 @@ physics::TraceParams make_trace_params(const Scene& scene) {
   p.band_count = static_cast<std::uint32_t>(bands);
   for (std::size_t i = 0; i < bands; ++i) {
     p.bands[i] = physics::GaussianBand{m.o_ray[i].peak, m.o_ray[i].centre, m.o_ray[i].width,
-                                  static_cast<std::uint32_t>(m.o_ray[i].domain)};
+                                       static_cast<std::uint32_t>(m.o_ray[i].domain)};
   }
   p.path_scale = m.absorption_path_scale;
   p.bound_radius2 = cached_bounding_radius2(scene.planes);
@@ -218,7 +224,8 @@ physics::TraceParams make_trace_params(const Scene& scene) {
 std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene) {
   std::vector<physics::FacetPlane> out;
   out.reserve(scene.planes.size());
-  for (const Plane& pl : scene.planes) out.push_back(physics::FacetPlane{pl.normal[0], pl.normal[1], pl.normal[2], pl.d});
+  for (const Plane& pl : scene.planes)
+    out.push_back(physics::FacetPlane{pl.normal[0], pl.normal[1], pl.normal[2], pl.d});
   return out;
 }
 

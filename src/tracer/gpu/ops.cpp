@@ -36,7 +36,8 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
     if (!h) return h.status();
     handoff = h->data;
   }
-  FT_TRY(launch_trace_chunk(t.chunk, static_cast<float*>(tuples->data), sums_f, counter, handoff, ctx.stream()));
+  FT_TRY(
+      launch_trace_chunk(t.chunk, static_cast<float*>(tuples->data), sums_f, counter, handoff, ctx.stream()));
   auto ticket = ctx.ring().record_copy(sums->data, io_bytes, ctx.stream());
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);

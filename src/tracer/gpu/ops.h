@@ -19,7 +19,7 @@ inline constexpr runtime::OpId kOpTraceChunk = 0x00010001;
 /// (sums continued in ascending sample order, counter = non-finite samples). With kReturnTuples a second
 /// ticket holds every tuple's XYZ (pixel-major, ascending sample), for the per-sample agreement test.
 struct TraceChunkArgs {
-  ChunkArgs chunk;           ///< scene, range and kernel configuration: passed to launch_trace_chunk as they are
+  ChunkArgs chunk;  ///< scene, range and kernel configuration: passed to launch_trace_chunk as they are
   std::uint32_t buffer = 0;  ///< 0/1: device buffer pair (the chunk in flight keeps the other)
   std::uint32_t flags = 0;
   static constexpr std::uint32_t kReturnTuples = 1;

@@ -16,10 +16,10 @@
 namespace facetrace::tracer {
 
 namespace {
-constexpr std::uint64_t kMinTuples = 65536 / 12;     // docs/design/tracer.md §10.2: 64 KiB/12 = 5 461
-constexpr double kEmaAlpha = 0.3;                    // docs/design/tracer.md §10.2
+constexpr std::uint64_t kMinTuples = 65536 / 12;           // docs/design/tracer.md §10.2: 64 KiB/12 = 5 461
+constexpr double kEmaAlpha = 0.3;                          // docs/design/tracer.md §10.2
 constexpr std::uint64_t kTrailer = sizeof(std::uint64_t);  // scratch: the request's non-finite count
-constexpr std::size_t kPooledSums = 2;                       // film-sized sum buffers kept for reuse
+constexpr std::size_t kPooledSums = 2;                     // film-sized sum buffers kept for reuse
 }  // namespace
 
 namespace {
@@ -86,14 +86,15 @@ struct TraceWorkload::InFlight {
   std::chrono::steady_clock::time_point issued;
 };
 
-TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std::uint32_t samples, Film& film,
-                             GpuChunkOptions options)
+TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std::uint32_t samples,
+                             Film& film, GpuChunkOptions options)
     : scene_(scene), first_sample_(first_sample), samples_(samples), film_(film), options_(options) {
   tier_ = validate_scene(scene_);
   if (tier_.ok()) tier_ = tier_features(scene_).status();
   if (tier_.ok() && (film.width != scene.width || film.height != scene.height))
-    tier_ = invalid_argument("film is " + std::to_string(film.width) + "x" + std::to_string(film.height) +
-                             ", scene is " + std::to_string(scene.width) + "x" + std::to_string(scene.height));
+    tier_ =
+        invalid_argument("film is " + std::to_string(film.width) + "x" + std::to_string(film.height) +
+                         ", scene is " + std::to_string(scene.width) + "x" + std::to_string(scene.height));
   if (tier_.ok() && std::uint64_t{first_sample} + samples > 0xFFFFFFFFull)
     tier_ = invalid_argument("sample range exceeds 2^32");
   if (tier_.ok() && samples > kMaxTuplesPerLaunch)
@@ -140,8 +141,10 @@ void TraceWorkload::seed_scratch(std::span<std::byte> scratch) {
 
 std::uint32_t TraceWorkload::next_chunk_pixels() const {
   std::uint64_t tuples = options_.first_chunk_tuples;
-  if (ema_ns_per_tuple_ > 0.0) tuples = static_cast<std::uint64_t>(options_.target_ms * 1e6 / ema_ns_per_tuple_);
-  tuples = std::clamp<std::uint64_t>(tuples, std::max<std::uint64_t>(kMinTuples, samples_), kMaxTuplesPerLaunch);
+  if (ema_ns_per_tuple_ > 0.0)
+    tuples = static_cast<std::uint64_t>(options_.target_ms * 1e6 / ema_ns_per_tuple_);
+  tuples =
+      std::clamp<std::uint64_t>(tuples, std::max<std::uint64_t>(kMinTuples, samples_), kMaxTuplesPerLaunch);
   std::uint64_t pixels = std::max<std::uint64_t>(1, tuples / samples_);
   if (options_.max_chunk_pixels > 0) pixels = std::min<std::uint64_t>(pixels, options_.max_chunk_pixels);
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(pixels, film_.pixels() - next_pixel_));
@@ -151,8 +154,8 @@ Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratc
   if (!in_flight_) return {};
   std::unique_ptr<InFlight> f = std::move(in_flight_);
   const double expected_ms = ema_ns_per_tuple_ * f->pixel_count * samples_ * 1e-6;
-  const auto deadline = std::chrono::milliseconds(
-      static_cast<std::int64_t>(std::max(10000.0, 50.0 * expected_ms)));  // docs/design/runtime.md §6 (facetrace)
+  const auto deadline = std::chrono::milliseconds(static_cast<std::int64_t>(
+      std::max(10000.0, 50.0 * expected_ms)));  // docs/design/runtime.md §6 (facetrace)
   const std::size_t bytes = std::size_t{f->pixel_count} * 12;
   bool short_slot = false;
   Status st = ex.collect(f->sums, deadline, [&](std::span<const std::byte> b) {
@@ -203,7 +206,8 @@ Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::by
   const std::uint32_t pixels = next_chunk_pixels();
   auto block = ex.arena().allocate(chunk_io_bytes(pixels));
   if (!block) return block.status();
-  std::memcpy(block->bytes().data(), film_.xyz.data() + std::size_t{next_pixel_} * 3, std::size_t{pixels} * 12);
+  std::memcpy(block->bytes().data(), film_.xyz.data() + std::size_t{next_pixel_} * 3,
+              std::size_t{pixels} * 12);
   std::memset(block->bytes().data() + std::size_t{pixels} * 12, 0, 4);
 
   auto* a = reinterpret_cast<TraceChunkArgs*>(args_.data());

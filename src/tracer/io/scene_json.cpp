@@ -49,23 +49,15 @@ std::string index_path(const std::string& path, std::size_t i) {
 
 const char* type_name(const json& j) {
   switch (j.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::boolean:
-      return "a boolean";
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::boolean: return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a number";
-    default:
-      return "an unsupported value";
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    default: return "an unsupported value";
   }
 }
 
@@ -152,8 +144,8 @@ std::size_t enum_index(const json& j, const std::string& p, const std::vector<st
   const std::string& got = as_string(j, p);
   for (std::size_t i = 0; i < names.size(); ++i)
     if (fold_name(got) == fold_name(names[i])) return i;
-  fail(p,
-       "unknown value \"" + got + "\"" + did_you_mean(got, names) + "; expected one of: " + list_names(names));
+  fail(p, "unknown value \"" + got + "\"" + did_you_mean(got, names) +
+              "; expected one of: " + list_names(names));
 }
 
 // ---- names ---------------------------------------------------------------------------------------------
@@ -338,7 +330,8 @@ Scene parse_scene(const json& j) {
   s.exposure = get_float(j, "exposure", "", s.exposure);
   s.max_bounces = get_u32(j, "max_bounces", "", s.max_bounces, 1, 128);
   if (const auto it = j.find("lighting_preset"); it != j.end())
-    s.lighting_preset = static_cast<LightingPreset>(enum_index(*it, "lighting_preset", lighting_preset_names()));
+    s.lighting_preset =
+        static_cast<LightingPreset>(enum_index(*it, "lighting_preset", lighting_preset_names()));
   if (const auto it = j.find("environment"); it != j.end()) {
     if (it->is_string() && fold_name(it->get<std::string>()) == "hdr")
       fail("environment", "HDR environment maps are Tier 2 and not yet readable from scene files");

@@ -9,7 +9,8 @@
 
 namespace facetrace::tracer::physics {
 
-inline constexpr int kMaxBands = 8;  // facetrace: bands kept in the trace parameters (docs/design/tracer.md §3)
+inline constexpr int kMaxBands =
+    8;  // facetrace: bands kept in the trace parameters (docs/design/tracer.md §3)
 inline constexpr std::uint32_t kBandWavelength = 0;  // docs/design/tracer.md §3: centre/width in nm
 inline constexpr std::uint32_t kBandWavenumber = 1;  // docs/design/tracer.md §3: centre/width in cm⁻¹, on 1/λ
 inline constexpr float kNmToInvCm = 1.0e7f;          // docs/design/tracer.md §3: 1/λ[cm⁻¹] = 1e7/λ[nm]

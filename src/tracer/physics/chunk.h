@@ -32,12 +32,12 @@ static_assert(std::is_standard_layout_v<FacetPlane> && std::is_trivially_copyabl
 /// Everything trace_sample needs besides the planes. All directions are unit vectors.
 struct TraceParams {
   // Camera (docs/design/tracer.md §5).
-  Vec3 eye;                 ///< camera position d·(cos p sin y, sin p, cos p cos y)
-  Vec3 forward;             ///< f = −eye/|eye|
-  Vec3 right;               ///< r = normalize(f × ŷ)
-  Vec3 up;                  ///< u = r × f
-  float tan_half_fov;       ///< tan 21°
-  float aspect;             ///< W/H
+  Vec3 eye;            ///< camera position d·(cos p sin y, sin p, cos p cos y)
+  Vec3 forward;        ///< f = −eye/|eye|
+  Vec3 right;          ///< r = normalize(f × ŷ)
+  Vec3 up;             ///< u = r × f
+  float tan_half_fov;  ///< tan 21°
+  float aspect;        ///< W/H
   std::uint32_t width, height;
   std::uint32_t max_bounces;
   std::uint32_t plane_count;  ///< ≤ kMaxPlanes; 0 = empty scene
@@ -46,23 +46,24 @@ struct TraceParams {
   std::uint32_t illuminant_kind;  ///< IlluminantKind
   float planck_kelvin;            ///< colour temperature for IlluminantKind::kPlanck
   float exposure;
-  float backdrop;                 ///< Studio only: radiance of bounce-0 misses, × S(λ)
-  float glare;                    ///< surface_glare, 0..1
-  float cos_head_shadow;          ///< cos(head_shadow_deg)
-  std::uint32_t white_balance;    ///< 1 = apply wb (Studio); 0 = skip
-  Vec3 key_dir;                   ///< ℓ from light_yaw / light_pitch
-  Vec3 fill_dir;                  ///< ℓ_fill (environment.h)
-  Vec3 view_dir;                  ///< eye/|eye|: towards the observer (head-shadow axis)
-  float rig_floor, rig_ceiling;   ///< charcoal backdrop levels below / above
+  float backdrop;                     ///< Studio only: radiance of bounce-0 misses, × S(λ)
+  float glare;                        ///< surface_glare, 0..1
+  float cos_head_shadow;              ///< cos(head_shadow_deg)
+  std::uint32_t white_balance;        ///< 1 = apply wb (Studio); 0 = skip
+  Vec3 key_dir;                       ///< ℓ from light_yaw / light_pitch
+  Vec3 fill_dir;                      ///< ℓ_fill (environment.h)
+  Vec3 view_dir;                      ///< eye/|eye|: towards the observer (head-shadow axis)
+  float rig_floor, rig_ceiling;       ///< charcoal backdrop levels below / above
   float rig_key, rig_fill, rig_ring;  ///< lobe weights of the preset
   float ring_sin_elev, ring_cos_elev, ring_cos_radius;
-  float wb[9];                    ///< Bradford white balance, row-major 3×3 (docs/design/tracer.md §8)
+  float wb[9];  ///< Bradford white balance, row-major 3×3 (docs/design/tracer.md §8)
   // Material (docs/design/tracer.md §3).
   DispersionCoeffs dispersion;
-  std::uint32_t band_count;       ///< ≤ kMaxBands
-  float path_scale;               ///< absorption_path_scale
+  std::uint32_t band_count;  ///< ≤ kMaxBands
+  float path_scale;          ///< absorption_path_scale
   GaussianBand bands[kMaxBands];
-  std::uint32_t frosted_mask[kMaxPlanes / 32];  ///< bit i: plane i is Frosted (docs/design/tracer.md §4 "Facet finish")
+  std::uint32_t
+      frosted_mask[kMaxPlanes / 32];  ///< bit i: plane i is Frosted (docs/design/tracer.md §4 "Facet finish")
   float bound_radius2;  ///< squared radius (about the origin) of a sphere holding the stone; 0 = no planes
 };
 static_assert(sizeof(TraceParams) == 392, "TraceParams layout is shared with the device");

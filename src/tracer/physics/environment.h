@@ -15,17 +15,20 @@
 namespace facetrace::tracer::physics {
 
 // Lobe shapes of the Studio rig (docs/design/tracer.md §6 table).
-inline constexpr float kKeyGain = 12.0f;      // docs/design/tracer.md §6: key lobe 12·spot·max(0, ω·ℓ)^28
+inline constexpr float kKeyGain = 12.0f;  // docs/design/tracer.md §6: key lobe 12·spot·max(0, ω·ℓ)^28
 inline constexpr float kKeyExponent = 28.0f;  // docs/design/tracer.md §6
-inline constexpr float kFillGain = 4.5f;      // docs/design/tracer.md §6: fill lobe 4.5·max(0, ω·ℓ_fill)^18
-inline constexpr float kFillExponent = 18.0f; // docs/design/tracer.md §6
-inline constexpr int kRingLights = 16;        // docs/design/tracer.md §6: 16 ring lights
+inline constexpr float kFillGain = 4.5f;  // docs/design/tracer.md §6: fill lobe 4.5·max(0, ω·ℓ_fill)^18
+inline constexpr float kFillExponent = 18.0f;  // docs/design/tracer.md §6
+inline constexpr int kRingLights = 16;         // docs/design/tracer.md §6: 16 ring lights
 
 // facetrace choices (docs/design/tracer.md §6 "remaining Studio constants").
-inline constexpr float kSpotCoreCos = 0.99862953f;   // docs/design/tracer.md §6 (facetrace): spot core radius 3°
-inline constexpr float kSpotCoreGain = 4.0f;         // docs/design/tracer.md §6 (facetrace): spot = 4 in the core, else 1
-inline constexpr float kFillYawOffset = 2.5f;        // docs/design/tracer.md §6 (facetrace): fill yaw = key yaw + 2.5 rad
-inline constexpr float kFillPitch = 0.45f;           // docs/design/tracer.md §6 (facetrace): fill pitch, rad
+inline constexpr float kSpotCoreCos =
+    0.99862953f;  // docs/design/tracer.md §6 (facetrace): spot core radius 3°
+inline constexpr float kSpotCoreGain =
+    4.0f;  // docs/design/tracer.md §6 (facetrace): spot = 4 in the core, else 1
+inline constexpr float kFillYawOffset =
+    2.5f;  // docs/design/tracer.md §6 (facetrace): fill yaw = key yaw + 2.5 rad
+inline constexpr float kFillPitch = 0.45f;  // docs/design/tracer.md §6 (facetrace): fill pitch, rad
 
 /// sin(r·π/8) for r = 0..4, as constants.
 FT_HD float quarter_sin(int r) {
@@ -47,11 +50,16 @@ inline constexpr float kTan3375 = 0.66817864f;  // tan(33.75°): sector edge
 FT_HD int ring_slot(float x, float z) {
   const float ax = fabsf(x), az = fabsf(z);
   int j;  // round(angle from the z axis within the quadrant / 22.5°), 0..4
-  if (ax <= az * kTan1125) j = 0;
-  else if (ax <= az * kTan3375) j = 1;
-  else if (az <= ax * kTan1125) j = 4;
-  else if (az <= ax * kTan3375) j = 3;
-  else j = 2;
+  if (ax <= az * kTan1125)
+    j = 0;
+  else if (ax <= az * kTan3375)
+    j = 1;
+  else if (az <= ax * kTan1125)
+    j = 4;
+  else if (az <= ax * kTan3375)
+    j = 3;
+  else
+    j = 2;
   if (x >= 0.0f) return z >= 0.0f ? j : 8 - j;
   return z >= 0.0f ? (16 - j) & 15 : 8 + j;
 }

@@ -34,7 +34,9 @@ FT_HD bool misses_bound(float r2, Vec3 o, Vec3 dir) {
 
 /// n·D and n·o + d of one plane, the one form both slab tests use. Explicit fmaf (tracer.md conventions): the
 /// same rounding on the CPU and the GPU, and FMA speed on both.
-FT_HD float plane_den(const FacetPlane& pl, Vec3 dir) { return fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z)); }
+FT_HD float plane_den(const FacetPlane& pl, Vec3 dir) {
+  return fmaf(pl.nx, dir.x, fmaf(pl.ny, dir.y, pl.nz * dir.z));
+}
 FT_HD float plane_side(const FacetPlane& pl, Vec3 o) {
   return fmaf(pl.nx, o.x, fmaf(pl.ny, o.y, fmaf(pl.nz, o.z, pl.d)));
 }
@@ -43,7 +45,7 @@ FT_HD float plane_side(const FacetPlane& pl, Vec3 o) {
 FT_HD Hit slab_result(int i_near, float near_num, float near_den, int i_far, float far_num, float far_den) {
   const float t_near = i_near >= 0 ? near_num / near_den : -FLT_MAX;
   const float t_far = i_far >= 0 ? far_num / far_den : FLT_MAX;
-  if (t_near > t_far) return Hit{-1, 0.0f};                        // step 4
+  if (t_near > t_far) return Hit{-1, 0.0f};                         // step 4
   if (t_near > kHitEps && i_near >= 0) return Hit{i_near, t_near};  // step 5
   if (t_far > kHitEps && i_far >= 0) return Hit{i_far, t_far};
   return Hit{-1, 0.0f};

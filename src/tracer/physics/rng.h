@@ -11,8 +11,8 @@
 namespace facetrace::tracer::physics {
 
 // Rotation constants of the per-pixel Cranley–Patterson shifts (docs/design/tracer.md §9).
-inline constexpr std::uint32_t kRotationX = 0xA511E9B3u;  // docs/design/tracer.md §9
-inline constexpr std::uint32_t kRotationY = 0x63D81B23u;  // docs/design/tracer.md §9
+inline constexpr std::uint32_t kRotationX = 0xA511E9B3u;     // docs/design/tracer.md §9
+inline constexpr std::uint32_t kRotationY = 0x63D81B23u;     // docs/design/tracer.md §9
 inline constexpr std::uint32_t kRotationHero = 0x1B873593u;  // docs/design/tracer.md §9
 
 // Sample-seed multipliers (docs/design/tracer.md §9 "Sample identity").
@@ -21,16 +21,16 @@ inline constexpr std::uint32_t kSeedSampleMul = 0x85EBCA6Bu;  // docs/design/tra
 
 // Per-bounce streams (docs/design/tracer.md §9 stream table). The first four are the spec's; the rest are
 // facetrace's own distinct odd constants, frozen by the Tier 1 goldens.
-inline constexpr std::uint32_t kStreamFresnel = 0x9E3779B1u;         // docs/design/tracer.md §9
-inline constexpr std::uint32_t kStreamRoulette = 0x517CC1B7u;        // docs/design/tracer.md §9
-inline constexpr std::uint32_t kStreamBirefringent = 0x2545F491u;    // docs/design/tracer.md §9
-inline constexpr std::uint32_t kStreamModeCoupling = 0xCC9E2D51u;    // docs/design/tracer.md §9
-inline constexpr std::uint32_t kStreamFrostedDir1 = 0x27D4EB2Fu;     // docs/design/tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamFrostedDir2 = 0x165667B1u;     // docs/design/tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamHgDistance = 0xD3A2646Du;      // docs/design/tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamHgDirection = 0xFD7046C5u;     // docs/design/tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamNee = 0xB55A4F09u;             // docs/design/tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamBiaxialMode = 0x68E31DA5u;     // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamFresnel = 0x9E3779B1u;       // docs/design/tracer.md §9
+inline constexpr std::uint32_t kStreamRoulette = 0x517CC1B7u;      // docs/design/tracer.md §9
+inline constexpr std::uint32_t kStreamBirefringent = 0x2545F491u;  // docs/design/tracer.md §9
+inline constexpr std::uint32_t kStreamModeCoupling = 0xCC9E2D51u;  // docs/design/tracer.md §9
+inline constexpr std::uint32_t kStreamFrostedDir1 = 0x27D4EB2Fu;   // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamFrostedDir2 = 0x165667B1u;   // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamHgDistance = 0xD3A2646Du;    // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamHgDirection = 0xFD7046C5u;   // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamNee = 0xB55A4F09u;           // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamBiaxialMode = 0x68E31DA5u;   // docs/design/tracer.md §9 (facetrace)
 
 /// The u32 finaliser hash (docs/design/tracer.md §9): x·=0x85EBCA6B; x^=x≫13; x·=0xC2B2AE35; x^=x≫16.
 FT_HD std::uint32_t hash_u32(std::uint32_t x) {

@@ -11,15 +11,16 @@
 
 namespace facetrace::tracer::physics {
 
-inline constexpr float kLambdaMinNm = 380.0f;   // docs/design/tracer.md §7.1: λ range 380–780 nm
-inline constexpr float kLambdaSpanNm = 400.0f;  // docs/design/tracer.md §7.1
-inline constexpr int kChannels = 8;             // docs/design/tracer.md §7.1: k = 0..7
-inline constexpr float kChannelStepNm = 50.0f;  // docs/design/tracer.md §7.1: 400 nm / 8 channels
+inline constexpr float kLambdaMinNm = 380.0f;     // docs/design/tracer.md §7.1: λ range 380–780 nm
+inline constexpr float kLambdaSpanNm = 400.0f;    // docs/design/tracer.md §7.1
+inline constexpr int kChannels = 8;               // docs/design/tracer.md §7.1: k = 0..7
+inline constexpr float kChannelStepNm = 50.0f;    // docs/design/tracer.md §7.1: 400 nm / 8 channels
 inline constexpr float kCmfYIntegral = 106.856f;  // docs/design/tracer.md §8: ∫ȳ dλ
-inline constexpr float kPlanckRefNm = 560.0f;     // docs/design/tracer.md §6: Planck normalised to 1 at 560 nm
-inline constexpr float kPlanckMin = 0.01f;        // docs/design/tracer.md §6: clamp [0.01, 20]
-inline constexpr float kPlanckMax = 20.0f;        // docs/design/tracer.md §6
-inline constexpr float kPlanckC2NmK = 1.438777e7f;  // docs/design/tracer.md §6: second radiation constant hc/k in nm·K
+inline constexpr float kPlanckRefNm = 560.0f;  // docs/design/tracer.md §6: Planck normalised to 1 at 560 nm
+inline constexpr float kPlanckMin = 0.01f;     // docs/design/tracer.md §6: clamp [0.01, 20]
+inline constexpr float kPlanckMax = 20.0f;     // docs/design/tracer.md §6
+inline constexpr float kPlanckC2NmK =
+    1.438777e7f;  // docs/design/tracer.md §6: second radiation constant hc/k in nm·K
 
 /// Illuminant spectrum kinds (docs/design/tracer.md §6).
 enum class IlluminantKind : std::uint32_t { kD65 = 0, kPlanck = 1 };
@@ -55,8 +56,9 @@ FT_HD float planck_spectrum(float lambda_nm, float temperature_k) {
 
 /// The illuminant S(λ) of an environment (docs/design/tracer.md §6).
 FT_HD float illuminant(std::uint32_t kind, float temperature_k, float lambda_nm) {
-  return kind == static_cast<std::uint32_t>(IlluminantKind::kPlanck) ? planck_spectrum(lambda_nm, temperature_k)
-                                                                      : d65_spectrum(lambda_nm);
+  return kind == static_cast<std::uint32_t>(IlluminantKind::kPlanck)
+             ? planck_spectrum(lambda_nm, temperature_k)
+             : d65_spectrum(lambda_nm);
 }
 
 /// Channel wavelength λ_k = 380 + ((λ_h − 380) + 50k) mod 400 (docs/design/tracer.md §7.1).

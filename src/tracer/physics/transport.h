@@ -20,14 +20,14 @@
 
 namespace facetrace::tracer::physics {
 
-inline constexpr float kProbMin = 0.02f;            // docs/design/tracer.md §7.2 step 7: p clamped to [0.02, 0.98]
-inline constexpr float kProbMax = 0.98f;            // docs/design/tracer.md §7.2 step 7
-inline constexpr float kPdfClampLo = 1e-4f;         // docs/design/tracer.md §7.2 step 7: path_pdf factors clamped
-inline constexpr float kPdfClampHi = 1.0f - 1e-4f;  // docs/design/tracer.md §7.2 step 7
+inline constexpr float kProbMin = 0.02f;     // docs/design/tracer.md §7.2 step 7: p clamped to [0.02, 0.98]
+inline constexpr float kProbMax = 0.98f;     // docs/design/tracer.md §7.2 step 7
+inline constexpr float kPdfClampLo = 1e-4f;  // docs/design/tracer.md §7.2 step 7: path_pdf factors clamped
+inline constexpr float kPdfClampHi = 1.0f - 1e-4f;     // docs/design/tracer.md §7.2 step 7
 inline constexpr float kSameDirection = 1.0f - 1e-6f;  // docs/design/tracer.md §7.4: divergence threshold
-inline constexpr std::uint32_t kRouletteAfter = 4;  // docs/design/tracer.md §7.2 step 10: only when b > 4
-inline constexpr float kRouletteMin = 0.05f;        // docs/design/tracer.md §7.2 step 10: q clamped to [0.05, 1]
-inline constexpr float kMisEpsilon = 1e-12f;        // docs/design/tracer.md §8: MIS fallback threshold
+inline constexpr std::uint32_t kRouletteAfter = 4;     // docs/design/tracer.md §7.2 step 10: only when b > 4
+inline constexpr float kRouletteMin = 0.05f;  // docs/design/tracer.md §7.2 step 10: q clamped to [0.05, 1]
+inline constexpr float kMisEpsilon = 1e-12f;  // docs/design/tracer.md §8: MIS fallback threshold
 inline constexpr float kXyzScale = kChannelStepNm / kCmfYIntegral;  // docs/design/tracer.md §8: 50/106.856
 inline constexpr float kPi = 3.14159265358979323846f;
 
@@ -41,7 +41,9 @@ FT_HD float clampf(float v, float lo, float hi) { return minf(maxf(v, lo), hi); 
 /// True when a Stokes vector is exactly zero — a channel terminated at an earlier refraction (§7.4). A Mueller
 /// matrix or an attenuation maps it to zero again, so that work is skipped (most non-hero channels of a
 /// dispersive stone die at the first refraction).
-FT_HD bool stokes_zero(const float* s) { return s[0] == 0.0f && s[1] == 0.0f && s[2] == 0.0f && s[3] == 0.0f; }
+FT_HD bool stokes_zero(const float* s) {
+  return s[0] == 0.0f && s[1] == 0.0f && s[2] == 0.0f && s[3] == 0.0f;
+}
 
 /// Any unit vector perpendicular to unit v (branchless ONB, Duff et al. 2017).
 FT_HD void orthonormal_basis(Vec3 n, Vec3& t, Vec3& b) {
@@ -208,14 +210,15 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* plan
   // The any-frosted test reads the mask at constant indices (uniform); only stones with frosted facets pay
   // for the per-lane lookup, whose index varies across a warp.
   static_assert(kMaxPlanes / 32 == 4, "any_frosted reads the four mask words");
-  const bool any_frosted = (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
+  const bool any_frosted =
+      (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
   const bool frosted = any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u);
   const bool refract = !frosted && !reflect;  // 8. transmission through a polished facet (§7.4)
   const bool entering = refract && !inside;
 
-  Vec3 t_dir0 = dir;        // the hero's refracted direction (channel 0 runs first)
-  Vec3 entry_dir[K];        // entry only: each channel's refracted direction, compared pairwise below
-  unsigned entry_ok = 0u;   // entry only: bit k = cos t_k ≥ 0
+  Vec3 t_dir0 = dir;       // the hero's refracted direction (channel 0 runs first)
+  Vec3 entry_dir[K];       // entry only: each channel's refracted direction, compared pairwise below
+  unsigned entry_ok = 0u;  // entry only: bit k = cos t_k ≥ 0
   // A channel known to be zero (ps.live) skips everything but its pdf factor and, at an entry, its
   // refracted direction: rotation, absorption, Mueller matrices and exit splits all map a zero Stokes vector
   // to zero (up to the sign of zero, which nothing reads), so its local-memory state is not touched.
@@ -414,7 +417,6 @@ FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
   }
   return out;
 }
-
 
 /// Traces sample s of pixel (x, y) (docs/design/tracer.md §7) and returns its XYZ (§8). planes holds p.plane_count
 /// entries (may be null when 0). Deterministic: bit-identical for the same inputs on one backend (§9 G1), and

@@ -16,9 +16,9 @@
 namespace facetrace::tracer {
 namespace {
 
-constexpr double kTargetRequestMs = 100.0;     // docs/design/tracer.md §10.7
+constexpr double kTargetRequestMs = 100.0;          // docs/design/tracer.md §10.7
 constexpr std::uint32_t kMaxRequestSamples = 2048;  // docs/design/tracer.md §10.7
-constexpr double kMaxGrowth = 4.0;             // docs/design/tracer.md §10.7
+constexpr double kMaxGrowth = 4.0;                  // docs/design/tracer.md §10.7
 
 /// Next request size from the last one's duration: aim at 100 ms, grow at most 4×, cap 2048.
 std::uint32_t next_request_samples(std::uint32_t last, double last_ms, std::uint32_t remaining) {
@@ -47,8 +47,8 @@ runtime::GpuBackend& shared_gpu_backend() {
   return *backend;
 }
 
-Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
-                              const RenderOptions& options) {
+Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples,
+                              Film& film, const RenderOptions& options) {
   FT_TRY(validate_scene(scene));
   if (film.width != scene.width || film.height != scene.height || film.xyz.size() != film.pixels() * 3 ||
       film.samples.size() != film.pixels())
@@ -112,9 +112,12 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
     done += n;
     if (options.progress) options.progress(static_cast<double>(done) / samples);
   }
-  if (report.gpu_samples && report.cpu_samples) report.device = "gpu+cpu";
-  else if (report.gpu_samples) report.device = "gpu: " + gpu->adapter_label().value_or("GPU");
-  else report.device = "cpu";
+  if (report.gpu_samples && report.cpu_samples)
+    report.device = "gpu+cpu";
+  else if (report.gpu_samples)
+    report.device = "gpu: " + gpu->adapter_label().value_or("GPU");
+  else
+    report.device = "cpu";
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

@@ -133,8 +133,9 @@ Expected<Material> material_preset(std::string_view name) {
     if (fold_name(p.name) == key) return p.make();
   std::vector<std::string_view> names;
   for (const auto& p : kMaterialPresets) names.push_back(p.name);
-  return invalid_argument("unknown material preset \"" + std::string(name) + "\"" + did_you_mean(name, names) +
-                          "; expected one of: " + list_names(names) + " (cz = cubic_zirconia)");
+  return invalid_argument("unknown material preset \"" + std::string(name) + "\"" +
+                          did_you_mean(name, names) + "; expected one of: " + list_names(names) +
+                          " (cz = cubic_zirconia)");
 }
 
 std::string_view lighting_preset_name(LightingPreset preset) {
@@ -146,11 +147,13 @@ Expected<LightingPreset> lighting_preset_from_name(std::string_view name) {
   for (std::size_t i = 0; i < kPresetNames.size(); ++i)
     if (fold_name(name) == fold_name(kPresetNames[i])) return static_cast<LightingPreset>(i);
   return invalid_argument("unknown lighting preset \"" + std::string(name) + "\"" +
-                          did_you_mean(name, kPresetNames) + "; expected one of: " + list_names(kPresetNames));
+                          did_you_mean(name, kPresetNames) +
+                          "; expected one of: " + list_names(kPresetNames));
 }
 
 bool lighting_preset_is_tier1(LightingPreset p) {
-  return p == LightingPreset::kDaylight || p == LightingPreset::kRingLights ||  // docs/design/tracer.md §1 Tier 1
+  return p == LightingPreset::kDaylight ||
+         p == LightingPreset::kRingLights ||  // docs/design/tracer.md §1 Tier 1
          p == LightingPreset::kLightTent || p == LightingPreset::kIlluminantA;
 }
 

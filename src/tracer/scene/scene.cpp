@@ -11,16 +11,16 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kDegToRad = kPi / 180.0;
-constexpr std::uint32_t kMaxWidth = 7680;      // docs/design/tracer.md §2
-constexpr std::uint32_t kMaxHeight = 4320;     // docs/design/tracer.md §2
-constexpr std::uint32_t kMaxBounces = 128;     // docs/design/tracer.md §2
-constexpr std::size_t kMaxPlanes = 128;        // docs/design/tracer.md §4
-constexpr std::size_t kMaxBands = 8;           // facetrace: bands kept in the trace parameters
-constexpr double kMaxDistance = 1e4;           // facetrace: larger camera distances are refused as absurd
-constexpr double kUnitTolerance = 1e-3;        // facetrace: |‖n‖ − 1| allowed for plane normals
-constexpr double kOpenTolerance = 1e-3;        // facetrace: recession-direction margin (see planes_bounded)
-constexpr double kIndexMin = 1.0;              // docs/design/tracer.md §3: n in [1, 6]
-constexpr double kIndexMax = 6.0;              // docs/design/tracer.md §3
+constexpr std::uint32_t kMaxWidth = 7680;   // docs/design/tracer.md §2
+constexpr std::uint32_t kMaxHeight = 4320;  // docs/design/tracer.md §2
+constexpr std::uint32_t kMaxBounces = 128;  // docs/design/tracer.md §2
+constexpr std::size_t kMaxPlanes = 128;     // docs/design/tracer.md §4
+constexpr std::size_t kMaxBands = 8;        // facetrace: bands kept in the trace parameters
+constexpr double kMaxDistance = 1e4;        // facetrace: larger camera distances are refused as absurd
+constexpr double kUnitTolerance = 1e-3;     // facetrace: |‖n‖ − 1| allowed for plane normals
+constexpr double kOpenTolerance = 1e-3;     // facetrace: recession-direction margin (see planes_bounded)
+constexpr double kIndexMin = 1.0;           // docs/design/tracer.md §3: n in [1, 6]
+constexpr double kIndexMax = 6.0;           // docs/design/tracer.md §3
 
 std::string num(double v) {
   char buf[64];
@@ -109,7 +109,7 @@ std::vector<Plane> round_brilliant_planes() {
   table.normal[2] = 0.0f;
   table.d = -0.32f;
   planes.push_back(table);
-  for (int m = 0; m < 8; ++m) planes.push_back(gear_plane(15.0, 6 + 12 * m, true, -0.45));   // stars
+  for (int m = 0; m < 8; ++m) planes.push_back(gear_plane(15.0, 6 + 12 * m, true, -0.45));  // stars
   for (int m = 0; m < 8; ++m) planes.push_back(gear_plane(34.5, 12 * m, true, -0.59));      // crown mains
   for (int m = 0; m < 8; ++m) {                                                             // upper girdle
     planes.push_back(gear_plane(41.0, (12 * m + 95) % 96, true, -0.67));
@@ -124,8 +124,8 @@ std::vector<Plane> round_brilliant_planes() {
     g.d = -1.0f;
     planes.push_back(g);
   }
-  for (int m = 0; m < 8; ++m) planes.push_back(gear_plane(41.0, 12 * m, false, -0.67));     // pavilion mains
-  for (int m = 0; m < 8; ++m) {                                                             // lower girdle
+  for (int m = 0; m < 8; ++m) planes.push_back(gear_plane(41.0, 12 * m, false, -0.67));  // pavilion mains
+  for (int m = 0; m < 8; ++m) {                                                          // lower girdle
     planes.push_back(gear_plane(42.5, (12 * m + 95) % 96, false, -0.68));
     planes.push_back(gear_plane(42.5, 12 * m + 1, false, -0.68));
   }
@@ -151,40 +151,59 @@ Scene builtin_diamond_scene() {
 }
 
 Status validate_scene(const Scene& s) {
-  if (s.width == 0 || s.width > kMaxWidth) return bad("width", "must be in 1.." + std::to_string(kMaxWidth) + " (got " + std::to_string(s.width) + ")");
-  if (s.height == 0 || s.height > kMaxHeight) return bad("height", "must be in 1.." + std::to_string(kMaxHeight) + " (got " + std::to_string(s.height) + ")");
+  if (s.width == 0 || s.width > kMaxWidth)
+    return bad("width",
+               "must be in 1.." + std::to_string(kMaxWidth) + " (got " + std::to_string(s.width) + ")");
+  if (s.height == 0 || s.height > kMaxHeight)
+    return bad("height",
+               "must be in 1.." + std::to_string(kMaxHeight) + " (got " + std::to_string(s.height) + ")");
   FT_TRY(check_finite("yaw", s.yaw));
   FT_TRY(check_finite("pitch", s.pitch));
   FT_TRY(check_finite("distance", s.distance));
-  if (!(s.distance > 0.0f) || s.distance > kMaxDistance) return bad("distance", "must be in (0, " + num(kMaxDistance) + "] (got " + num(s.distance) + ")");
+  if (!(s.distance > 0.0f) || s.distance > kMaxDistance)
+    return bad("distance", "must be in (0, " + num(kMaxDistance) + "] (got " + num(s.distance) + ")");
   FT_TRY(check_finite("light_yaw", s.light_yaw));
   FT_TRY(check_finite("light_pitch", s.light_pitch));
   FT_TRY(check_finite("exposure", s.exposure));
   if (s.exposure < 0.0f) return bad("exposure", "must be >= 0 (got " + num(s.exposure) + ")");
-  if (s.max_bounces == 0 || s.max_bounces > kMaxBounces) return bad("max_bounces", "must be in 1.." + std::to_string(kMaxBounces) + " (got " + std::to_string(s.max_bounces) + ")");
-  if (static_cast<unsigned>(s.lighting_preset) > static_cast<unsigned>(LightingPreset::kIlluminantA)) return bad("lighting_preset", "unknown preset index " + std::to_string(static_cast<unsigned>(s.lighting_preset)));
-  if (static_cast<unsigned>(s.environment) > static_cast<unsigned>(EnvironmentKind::kHdr)) return bad("environment", "unknown environment kind " + std::to_string(static_cast<unsigned>(s.environment)));
+  if (s.max_bounces == 0 || s.max_bounces > kMaxBounces)
+    return bad("max_bounces", "must be in 1.." + std::to_string(kMaxBounces) + " (got " +
+                                  std::to_string(s.max_bounces) + ")");
+  if (static_cast<unsigned>(s.lighting_preset) > static_cast<unsigned>(LightingPreset::kIlluminantA))
+    return bad("lighting_preset",
+               "unknown preset index " + std::to_string(static_cast<unsigned>(s.lighting_preset)));
+  if (static_cast<unsigned>(s.environment) > static_cast<unsigned>(EnvironmentKind::kHdr))
+    return bad("environment",
+               "unknown environment kind " + std::to_string(static_cast<unsigned>(s.environment)));
   FT_TRY(check_finite("backdrop", s.backdrop));
   if (s.backdrop < 0.0f) return bad("backdrop", "must be >= 0 (got " + num(s.backdrop) + ")");
   FT_TRY(check_finite("surface_glare", s.surface_glare));
-  if (s.surface_glare < 0.0f || s.surface_glare > 1.0f) return bad("surface_glare", "must be in [0, 1] (got " + num(s.surface_glare) + ")");
+  if (s.surface_glare < 0.0f || s.surface_glare > 1.0f)
+    return bad("surface_glare", "must be in [0, 1] (got " + num(s.surface_glare) + ")");
   FT_TRY(check_finite("head_shadow_deg", s.head_shadow_deg));
-  if (s.head_shadow_deg < 0.0f || s.head_shadow_deg >= 90.0f) return bad("head_shadow_deg", "must be in [0, 90) (got " + num(s.head_shadow_deg) + ")");
+  if (s.head_shadow_deg < 0.0f || s.head_shadow_deg >= 90.0f)
+    return bad("head_shadow_deg", "must be in [0, 90) (got " + num(s.head_shadow_deg) + ")");
 
   // Material (docs/design/tracer.md §3).
   const Material& m = s.material;
   const Dispersion& d = m.dispersion;
-  if (static_cast<unsigned>(d.model) > static_cast<unsigned>(DispersionModel::kCauchy)) return bad("material.dispersion.model", "unknown model " + std::to_string(static_cast<unsigned>(d.model)));
+  if (static_cast<unsigned>(d.model) > static_cast<unsigned>(DispersionModel::kCauchy))
+    return bad("material.dispersion.model",
+               "unknown model " + std::to_string(static_cast<unsigned>(d.model)));
   for (int i = 0; i < 3; ++i) {
     FT_TRY(check_finite("material.dispersion.b[" + std::to_string(i) + "]", d.b[i]));
     FT_TRY(check_finite("material.dispersion.c[" + std::to_string(i) + "]", d.c[i]));
   }
   for (double lambda : {380.0, 589.3, 780.0}) {
     const double n = raw_index(d, lambda);
-    if (!finite(n) || n < kIndexMin || n > kIndexMax) return bad("material.dispersion", "refractive index at " + num(lambda) + " nm is " + num(n) + ", outside [1, 6]");
+    if (!finite(n) || n < kIndexMin || n > kIndexMax)
+      return bad("material.dispersion",
+                 "refractive index at " + num(lambda) + " nm is " + num(n) + ", outside [1, 6]");
   }
   auto check_bands = [](const std::string& field, const std::vector<AbsorptionBand>& bands) -> Status {
-    if (bands.size() > kMaxBands) return bad(field, "at most " + std::to_string(kMaxBands) + " bands (got " + std::to_string(bands.size()) + ")");
+    if (bands.size() > kMaxBands)
+      return bad(field, "at most " + std::to_string(kMaxBands) + " bands (got " +
+                            std::to_string(bands.size()) + ")");
     for (std::size_t i = 0; i < bands.size(); ++i) {
       const AbsorptionBand& b = bands[i];
       const std::string f = field + "[" + std::to_string(i) + "]";
@@ -201,17 +220,23 @@ Status validate_scene(const Scene& s) {
   FT_TRY(check_bands("material.e_ray", m.e_ray));
   FT_TRY(check_bands("material.beta_ray", m.beta_ray));
   FT_TRY(check_finite("material.absorption_path_scale", m.absorption_path_scale));
-  if (m.absorption_path_scale < 0.0f) return bad("material.absorption_path_scale", "must be >= 0 (got " + num(m.absorption_path_scale) + ")");
+  if (m.absorption_path_scale < 0.0f)
+    return bad("material.absorption_path_scale", "must be >= 0 (got " + num(m.absorption_path_scale) + ")");
   FT_TRY(check_finite("material.birefringence_delta", m.birefringence_delta));
   FT_TRY(check_finite("material.scattering_sigma_s", m.scattering_sigma_s));
-  if (m.scattering_sigma_s < 0.0f) return bad("material.scattering_sigma_s", "must be >= 0 (got " + num(m.scattering_sigma_s) + ")");
+  if (m.scattering_sigma_s < 0.0f)
+    return bad("material.scattering_sigma_s", "must be >= 0 (got " + num(m.scattering_sigma_s) + ")");
   FT_TRY(check_finite("material.scattering_g", m.scattering_g));
-  if (m.scattering_g <= -1.0f || m.scattering_g >= 1.0f) return bad("material.scattering_g", "must be in (-1, 1) (got " + num(m.scattering_g) + ")");
+  if (m.scattering_g <= -1.0f || m.scattering_g >= 1.0f)
+    return bad("material.scattering_g", "must be in (-1, 1) (got " + num(m.scattering_g) + ")");
   FT_TRY(check_finite("material.edge_rounding_radius", m.edge_rounding_radius));
-  if (m.edge_rounding_radius < 0.0f) return bad("material.edge_rounding_radius", "must be >= 0 (got " + num(m.edge_rounding_radius) + ")");
+  if (m.edge_rounding_radius < 0.0f)
+    return bad("material.edge_rounding_radius", "must be >= 0 (got " + num(m.edge_rounding_radius) + ")");
 
   // Planes (docs/design/tracer.md §4).
-  if (s.planes.size() > kMaxPlanes) return bad("planes", "at most " + std::to_string(kMaxPlanes) + " planes (got " + std::to_string(s.planes.size()) + ")");
+  if (s.planes.size() > kMaxPlanes)
+    return bad("planes", "at most " + std::to_string(kMaxPlanes) + " planes (got " +
+                             std::to_string(s.planes.size()) + ")");
   for (std::size_t i = 0; i < s.planes.size(); ++i) {
     const Plane& p = s.planes[i];
     const std::string f = "planes[" + std::to_string(i) + "]";
@@ -219,14 +244,17 @@ Status validate_scene(const Scene& s) {
     FT_TRY(check_finite(f + ".d", p.d));
     const double len = std::sqrt(double{p.normal[0]} * p.normal[0] + double{p.normal[1]} * p.normal[1] +
                                  double{p.normal[2]} * p.normal[2]);
-    if (std::fabs(len - 1.0) > kUnitTolerance) return bad(f + ".normal", "must be a unit vector (length " + num(len) + ")");
-    if (!(p.d < 0.0f)) return bad(f + ".d", "must be < 0 so the origin lies inside the stone (got " + num(p.d) + ")");
+    if (std::fabs(len - 1.0) > kUnitTolerance)
+      return bad(f + ".normal", "must be a unit vector (length " + num(len) + ")");
+    if (!(p.d < 0.0f))
+      return bad(f + ".d", "must be < 0 so the origin lies inside the stone (got " + num(p.d) + ")");
     if (static_cast<unsigned>(p.finish) > 1u) return bad(f + ".finish", "unknown finish");
   }
   if (!s.planes.empty()) {
     double dir[3];
     if (s.planes.size() < 4 || !planes_bounded(s.planes, dir)) {
-      return bad("planes", "the planes do not enclose a bounded convex polyhedron (open along (" + num(dir[0]) + ", " + num(dir[1]) + ", " + num(dir[2]) + "))");
+      return bad("planes", "the planes do not enclose a bounded convex polyhedron (open along (" +
+                               num(dir[0]) + ", " + num(dir[1]) + ", " + num(dir[2]) + "))");
     }
     // The camera must be outside the stone.
     const double p = std::fmax(-89.9 * kDegToRad, std::fmin(89.9 * kDegToRad, double{s.pitch}));

@@ -40,9 +40,10 @@ Status TierFeatures::status() const {
   if (tier == 1) return {};
   std::string list;
   for (const std::string& f : features) list += (list.empty() ? "" : ", ") + f;
-  return not_supported("the scene needs " + list +
-                       "; the CPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
-                       "IlluminantA)");
+  return not_supported(
+      "the scene needs " + list +
+      "; the CPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
+      "IlluminantA)");
 }
 
 }  // namespace facetrace::tracer
