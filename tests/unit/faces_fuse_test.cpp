@@ -64,6 +64,14 @@ void add_conv(OnnxBuilder& m, const std::string& x, const std::string& y, std::i
   OnnxBuilder::ints(n, "pads", {pad, pad, pad, pad});
 }
 
+// A 2× nearest Resize (asymmetric, floor: YuNet's) of x into y; "roi" and "scales" must be initialisers of m.
+void add_nearest_resize(OnnxBuilder& m, const std::string& x, const std::string& y, bool set_mode) {
+  auto* n = m.node("Resize", {x, "roi", "scales"}, {y});
+  if (set_mode) OnnxBuilder::str(n, "mode", "nearest");
+  OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
+  OnnxBuilder::str(n, "nearest_mode", "floor");
+}
+
 void add_clip(OnnxBuilder& m, const std::string& x, const std::string& y) {
   auto* n = m.node("Clip", {x}, {y});
   auto* lo = n->add_attribute();
@@ -170,10 +178,7 @@ TEST(FacesFuse, nearest_resize_then_binary_never_stores_the_upscaled_tensor) {
     OnnxBuilder m(11);
     m.input("x", {1, c, h, w}).output("y").init("roi", {0}, {});
     m.init("scales", {4}, {1, 1, 2, 2}).init("o", {1, c, 2 * h, 2 * w}, random_floats(c * 4 * h * w, 6));
-    auto* n = m.node("Resize", {"x", "roi", "scales"}, {"r"});
-    OnnxBuilder::str(n, "mode", "nearest");
-    OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
-    OnnxBuilder::str(n, "nearest_mode", "floor");
+    add_nearest_resize(m, "x", "r", true);
     if (side == 0)
       m.node("Sub", {"r", "o"}, {"y"});
     else
@@ -215,9 +220,7 @@ TEST(FacesFuse, an_intermediate_read_twice_or_kept_as_an_output_is_not_fused) {
   {  // a Binary that reads the Resize output on both sides
     OnnxBuilder m(11);
     m.input("x", {1, 2, 3, 5}).output("y").init("roi", {0}, {}).init("scales", {4}, {1, 1, 2, 2});
-    auto* n = m.node("Resize", {"x", "roi", "scales"}, {"r"});
-    OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
-    OnnxBuilder::str(n, "nearest_mode", "floor");
+    add_nearest_resize(m, "x", "r", false);
     m.node("Mul", {"r", "r"}, {"y"});
     const Program p = lowered(m, {1, 2, 3, 5});
     const std::array<OpKind, 2> seq{OpKind::kResize, OpKind::kBinary};
@@ -279,9 +282,7 @@ TEST(FacesFuse, kind_conditions_beyond_the_op_sequence_are_checked) {
     OnnxBuilder m(11);
     m.input("x", {1, 2, 3, 5}).output("y").init("roi", {0}, {}).init("scales", {4}, {1, 1, 2, 2});
     m.init("o", {1, 2, 1, 10}, random_floats(20, 12));
-    auto* n = m.node("Resize", {"x", "roi", "scales"}, {"r"});
-    OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
-    OnnxBuilder::str(n, "nearest_mode", "floor");
+    add_nearest_resize(m, "x", "r", false);
     m.node("Add", {"r", "o"}, {"y"});
     const Program p = lowered(m, {1, 2, 3, 5});
     const std::array<OpKind, 2> seq{OpKind::kResize, OpKind::kBinary};

@@ -272,6 +272,17 @@ TEST(FacesOps, gemm_and_matmul) {
   const auto x = random_floats(k, 10);
   const auto w = random_floats(static_cast<std::size_t>(k * n), 11);
   const auto c = random_floats(n, 12);
+  // The f64 reference of output j: Σ x_i·w_ij and Σ |x_i·w_ij| (the tolerance's scale).
+  const auto dot_and_magnitude = [&](int j) {
+    double s = 0, a = 0;
+    for (int i = 0; i < k; ++i) {
+      const double t =
+          static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)];
+      s += t;
+      a += std::abs(t);
+    }
+    return std::pair<double, double>{s, a};
+  };
   for (int tb = 0; tb < 2; ++tb)
     for (int with_c = 0; with_c < 2; ++with_c) {
       SCOPED_TRACE(::testing::Message() << "transB " << tb << " C " << with_c);
@@ -289,11 +300,7 @@ TEST(FacesOps, gemm_and_matmul) {
       OnnxBuilder::float1(node, "beta", 2.0f);
       std::vector<double> ref, scale;
       for (int j = 0; j < n; ++j) {
-        double s = 0, a = 0;
-        for (int i = 0; i < k; ++i)
-          s += static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)],
-              a += std::abs(static_cast<double>(x[static_cast<std::size_t>(i)]) *
-                            w[static_cast<std::size_t>(i * n + j)]);
+        const auto [s, a] = dot_and_magnitude(j);
         ref.push_back(0.5 * s + (with_c ? 2.0 * c[static_cast<std::size_t>(j)] : 0.0));
         scale.push_back(0.5 * a + 2.0 * std::abs(c[static_cast<std::size_t>(j)]));
       }
@@ -304,11 +311,7 @@ TEST(FacesOps, gemm_and_matmul) {
   mm.node("MatMul", {"x", "w"}, {"y"});
   std::vector<double> ref, scale;
   for (int j = 0; j < n; ++j) {
-    double s = 0, a = 0;
-    for (int i = 0; i < k; ++i)
-      s += static_cast<double>(x[static_cast<std::size_t>(i)]) * w[static_cast<std::size_t>(i * n + j)],
-          a += std::abs(static_cast<double>(x[static_cast<std::size_t>(i)]) *
-                        w[static_cast<std::size_t>(i * n + j)]);
+    const auto [s, a] = dot_and_magnitude(j);
     ref.push_back(s), scale.push_back(a);
   }
   expect_close(run1(mm.bytes(), x), ref, scale);

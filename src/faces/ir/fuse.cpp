@@ -13,18 +13,15 @@ namespace facetrace::faces::detail {
 namespace {
 
 static_assert(std::variant_size_v<Op> == 10, "OpKind lists every op");
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kConv), Op>, ConvJob>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kUnary), Op>, UnaryOp>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kBinary), Op>, BinaryOp>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kMaxPool), Op>, MaxPoolOp>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kResize), Op>, ResizeOp>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(OpKind::kGemv), Op>, GemvOp>);
+template <OpKind K, class T>
+inline constexpr bool kAlternativeIs =
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(K), Op>, T>;
+static_assert(kAlternativeIs<OpKind::kConv, ConvJob>);
+static_assert(kAlternativeIs<OpKind::kUnary, UnaryOp>);
+static_assert(kAlternativeIs<OpKind::kBinary, BinaryOp>);
+static_assert(kAlternativeIs<OpKind::kMaxPool, MaxPoolOp>);
+static_assert(kAlternativeIs<OpKind::kResize, ResizeOp>);
+static_assert(kAlternativeIs<OpKind::kGemv, GemvOp>);
 
 // Step b reads step a's output exactly once and is its last reader.
 bool feeds_only(const Program& p, std::size_t a, std::size_t b) {

@@ -14,35 +14,17 @@ namespace known {
 
 std::optional<ModelInfo> lookup(std::string_view sha) {
   // docs/design/faces.md §7 table.
+  // One model a row: not reformatted.
+  // clang-format off
   static const ModelInfo kModels[] = {
-      {"SFace 2021dec",
-       "0ba9fbfa01b5270c96627c4ef784da859931e02f04419c829e83484087c34e79",
-       38696353,
-       112,
-       ChannelOrder::kRgb,
-       {0, 0, 0},
-       {1, 1, 1},
-       128,
-       0.55f},
-      {"AuraFace v1 (glintr100)",
-       "a7933ea5330113b01c9b60351d8f4c33003f145d8470ac5f0e52ee2effe25c60",
-       260694151,
-       112,
-       ChannelOrder::kRgb,
-       {127.5f, 127.5f, 127.5f},
-       {127.5f, 127.5f, 127.5f},
-       512,
-       0.40f},
-      {"MobileFaceNet (foamliu, tests only)",
-       "b7120c095d60094f28a4a54ba6a8bf51b297a6273fb40ef6350dfec1f63d9507",
-       3998070,
-       112,
-       ChannelOrder::kRgb,
-       {127.5f, 127.5f, 127.5f},
-       {128.0f, 128.0f, 128.0f},
-       128,
-       0.0f},
-  };
+      {"SFace 2021dec", "0ba9fbfa01b5270c96627c4ef784da859931e02f04419c829e83484087c34e79", 38696353, 112,
+       ChannelOrder::kRgb, {0, 0, 0}, {1, 1, 1}, 128, 0.55f},
+      {"AuraFace v1 (glintr100)", "a7933ea5330113b01c9b60351d8f4c33003f145d8470ac5f0e52ee2effe25c60", 260694151, 112,
+       ChannelOrder::kRgb, {127.5f, 127.5f, 127.5f}, {127.5f, 127.5f, 127.5f}, 512, 0.40f},
+      {"MobileFaceNet (foamliu, tests only)", "b7120c095d60094f28a4a54ba6a8bf51b297a6273fb40ef6350dfec1f63d9507",
+       3998070, 112, ChannelOrder::kRgb, {127.5f, 127.5f, 127.5f}, {128.0f, 128.0f, 128.0f}, 128, 0.0f},
+  };  // clang-format on
+
   for (const auto& m : kModels)
     if (m.sha256 == sha) return m;
   return std::nullopt;

@@ -32,19 +32,12 @@ struct Header {
 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
+// One line per struct (a table): not reformatted.
+// clang-format off
 // --- field lists: the one description of each struct's wire layout ---------------------------------------
-template <class Ar>
-void visit(Ar& ar, Header& m) {
-  ar(m.magic, m.version, m.cmd, m.seq, m.length);
-}
-template <class Ar>
-void visit(Ar& ar, ArenaRange& m) {
-  ar(m.offset, m.size);
-}
-template <class Ar>
-void visit(Ar& ar, RingTicket& m) {
-  ar(m.size_class, m.slot, m.generation, m.byte_len);
-}
+template <class Ar> void visit(Ar& ar, Header& m) { ar(m.magic, m.version, m.cmd, m.seq, m.length); }
+template <class Ar> void visit(Ar& ar, ArenaRange& m) { ar(m.offset, m.size); }
+template <class Ar> void visit(Ar& ar, RingTicket& m) { ar(m.size_class, m.slot, m.generation, m.byte_len); }
 template <class Ar>
 void visit(Ar& ar, RingStats& m) {
   ar(m.dispatches, m.stalls, m.peak_in_flight, m.in_flight, m.slots, m.pinned_bytes, m.budget_bytes,
@@ -55,59 +48,21 @@ void visit(Ar& ar, DeviceInfo& m) {
   ar(m.name, m.cc_major, m.cc_minor, m.total_memory, m.free_memory, m.multiprocessors, m.async_engines,
      m.driver_version, m.runtime_version, m.cudnn_version, m.cublas_version, m.simulated);
 }
-template <class Ar>
-void visit(Ar& ar, OpReply& m) {
-  ar(m.bytes, m.tickets);
-}
-template <class Ar>
-void visit(Ar& ar, HelloMsg& m) {
-  ar(m.state, m.reason, m.info, m.pid);
-}
-template <class Ar>
-void visit(Ar& ar, ReplyMsg& m) {
-  ar(m.code, m.what, m.payload);
-}
-template <class Ar>
-void visit(Ar& ar, InfoRsp& m) {
-  ar(m.info);
-}
-template <class Ar>
-void visit(Ar& ar, InvokeRsp& m) {
-  ar(m.reply);
-}
-template <class Ar>
-void visit(Ar& ar, InvokeReq& m) {
-  ar(m.op, m.in, m.out, m.deadline_ms, m.args);
-}
-template <class Ar>
-void visit(Ar& ar, PutResidentReq& m) {
-  ar(m.name, m.range);
-}
-template <class Ar>
-void visit(Ar& ar, DropResidentReq& m) {
-  ar(m.name);
-}
-template <class Ar>
-void visit(Ar& ar, RingWaitRsp& m) {
-  ar(m.range);
-}
-template <class Ar>
-void visit(Ar& ar, RingWaitReq& m) {
-  ar(m.ticket, m.deadline_ms);
-}
-template <class Ar>
-void visit(Ar& ar, RingReleaseReq& m) {
-  ar(m.ticket);
-}
-template <class Ar>
-void visit(Ar& ar, RingStatsRsp& m) {
-  ar(m.stats);
-}
-template <class Ar>
-void visit(Ar& ar, InjectFaultReq& m) {
-  ar(m.kind);
-}
+template <class Ar> void visit(Ar& ar, OpReply& m) { ar(m.bytes, m.tickets); }
+template <class Ar> void visit(Ar& ar, HelloMsg& m) { ar(m.state, m.reason, m.info, m.pid); }
+template <class Ar> void visit(Ar& ar, ReplyMsg& m) { ar(m.code, m.what, m.payload); }
+template <class Ar> void visit(Ar& ar, InfoRsp& m) { ar(m.info); }
+template <class Ar> void visit(Ar& ar, InvokeRsp& m) { ar(m.reply); }
+template <class Ar> void visit(Ar& ar, InvokeReq& m) { ar(m.op, m.in, m.out, m.deadline_ms, m.args); }
+template <class Ar> void visit(Ar& ar, PutResidentReq& m) { ar(m.name, m.range); }
+template <class Ar> void visit(Ar& ar, DropResidentReq& m) { ar(m.name); }
+template <class Ar> void visit(Ar& ar, RingWaitRsp& m) { ar(m.range); }
+template <class Ar> void visit(Ar& ar, RingWaitReq& m) { ar(m.ticket, m.deadline_ms); }
+template <class Ar> void visit(Ar& ar, RingReleaseReq& m) { ar(m.ticket); }
+template <class Ar> void visit(Ar& ar, RingStatsRsp& m) { ar(m.stats); }
+template <class Ar> void visit(Ar& ar, InjectFaultReq& m) { ar(m.kind); }
 
+// clang-format on
 template <class T>
 inline constexpr bool kIsByteVector =
     std::is_same_v<T, std::vector<std::byte>> || std::is_same_v<T, std::string>;
