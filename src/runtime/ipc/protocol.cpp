@@ -163,6 +163,7 @@ class Reader {
     return n;
   }
   void take(void* p, std::size_t n) {
+    if (n == 0) return;  // an empty string or vector: p may be null, which memcpy/memset must not see
     if (ok() && b_.size() - pos_ < n)
       fail("truncated: " + std::to_string(n) + " bytes needed at offset " + std::to_string(pos_) + " of " +
            std::to_string(b_.size()));
