@@ -43,6 +43,22 @@ double resident_sum(Executor& ex, const std::string& name) {
 
 TEST(IsolatedExecutor, finds_facetrace_gpud) { EXPECT_FALSE(find_gpud(ExecutorOptions{}).empty()); }
 
+// An executor that lives until exit (renderer.cpp's process-wide backend) receives its child's shutdown
+// acknowledgement while static objects are destroyed, after the main thread's thread_local objects: the receive
+// buffer must not be one of those (a use after free that glibc reported as "free(): corrupted unsorted chunks").
+TEST(IsolatedExecutorDeathTest, an_executor_destroyed_at_exit_shuts_its_child_down_cleanly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        static std::unique_ptr<Executor> ex = make_isolated_executor(sim_child_options());
+        if (!ex->start().ok() || !ex->ping().ok()) std::_Exit(3);
+        // Churn the heap the way a test run does, so that a write into a freed block is noticed by malloc.
+        for (int i = 0; i < 64; ++i) static_cast<void>(std::make_unique<std::vector<char>>(70000 + i));
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(IsolatedExecutor, serves_ops_through_the_child_and_the_shared_arena) {
   auto ex = make_isolated_executor(sim_child_options());
   ASSERT_TRUE(ex->start().ok()) << ex->state_reason();

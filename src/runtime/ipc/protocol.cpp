@@ -9,6 +9,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 namespace facetrace::runtime::proto {
@@ -288,7 +289,11 @@ Status send_message(int fd, const Message& m) {
 }
 
 Expected<Message> recv_message(int fd, std::chrono::milliseconds timeout, std::chrono::microseconds spin) {
-  thread_local std::vector<std::byte> buf(kMaxMessageBytes + 1);  // reused: no 64 KiB fill per message
+  // One uninitialised buffer per call (no 64 KiB fill per message). Not thread_local: the executor's destructor
+  // receives the shutdown acknowledgement, and a process-lifetime backend (renderer.cpp's shared backend) is
+  // destroyed at exit after the main thread's thread_local objects, which made this a use after free.
+  const auto buf_owner = std::make_unique_for_overwrite<std::byte[]>(kMaxMessageBytes + 1);
+  const std::span<std::byte> buf(buf_owner.get(), kMaxMessageBytes + 1);
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout;
   const auto spin_until = start + spin;
