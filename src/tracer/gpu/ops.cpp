@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/cuda_check.cuh"
+#include "log.h"
 #include "tracer/transport_launch.h"
 
 namespace facetrace::tracer {
@@ -52,7 +53,9 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
 }  // namespace
 
 void register_tracer_ops(runtime::OpRegistry& registry) {
-  (void)registry.add(kOpTraceChunk, "tracer.trace_chunk", trace_chunk);
+  // An id clash (a second registration) leaves the first handler in place; say so instead of dropping it.
+  if (Status st = registry.add(kOpTraceChunk, "tracer.trace_chunk", trace_chunk); !st.ok())
+    FT_LOG_ERROR("tracer ops: {}", st.to_string());
 }
 
 }  // namespace facetrace::tracer
