@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "facetrace/core/parallel.h"
 #include "facetrace/runtime/executor.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/renderer.h"
@@ -36,16 +37,10 @@ bool same_bits(const Film& a, const Film& b) {
          std::memcmp(a.xyz.data(), b.xyz.data(), a.xyz.size() * sizeof(float)) == 0 && a.samples == b.samples;
 }
 
-/// Runs f(i) for i in [0, n) on all cores.
+/// Runs f(i) for i in [0, n) on all cores (the library's one parallel loop).
 template <class F>
 void parallel_for(std::uint32_t n, F f) {
-  const unsigned t = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned k = 0; k < t; ++k)
-    pool.emplace_back([&, k] {
-      for (std::uint32_t i = k; i < n; i += t) f(i);
-    });
-  for (auto& th : pool) th.join();
+  core::parallel_for(n, 0, [&](std::int64_t i) { f(static_cast<std::uint32_t>(i)); });
 }
 
 TEST(TracerLaunch, feasibility_and_handoff_size_are_functions_of_the_chunk_arguments_alone) {
