@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "facetrace/core/status.h"
+#include "facetrace/faces/accelerator.h"
 #include "facetrace/faces/program.h"
 
 namespace facetrace::faces {
@@ -75,6 +77,20 @@ class Net {
   /// B inputs of one shape; threads go across batch items when B > 1.
   Expected<std::vector<std::vector<NamedTensor>>> run_batch(std::span<const std::span<const float>> inputs,
                                                             const Shape& shape) const;
+
+  /// Checks `acc` against the CPU on a deterministic input (xorshift32 noise, seed 0x2545F491, docs/design/faces.md
+  /// §4) for the declared input shape and attaches it only if every output is within the bar of its precision:
+  /// fp32 max|acc − cpu| ≤ 1e-4 + 1e-3·max|cpu|; tf32/bf16 cosine ≥ 0.999 per output. Otherwise the net stays
+  /// CPU-only and the Status says why (kDeclined when `acc` declined the check input). Attaching replaces any
+  /// previous accelerator. Shared by every copy of this Net.
+  Status attach_checked(std::shared_ptr<Accelerator> acc);
+  /// Back to the CPU only.
+  void detach();
+  /// The attached accelerator's device() ("NVIDIA H200 (sm_90, isolated) fp32"), or nullopt.
+  std::optional<std::string> accelerator() const;
+  /// Why the last accelerator was detached (its first non-OOM error, or a failed re-check after the device was
+  /// replaced); nullopt when none was.
+  std::optional<std::string> detach_reason() const;
 
   struct Impl;
 

@@ -36,6 +36,7 @@ struct ConvJob {
   std::int32_t layer = 0;  ///< index of this conv among the program's convs
   std::int64_t cin = 0, h = 0, w = 0, cout = 0, groups = 1, kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0,
                oh = 0, ow = 0;
+  std::int64_t dh = 1, dw = 1;  ///< dilations: tap (ky,kx) reads x[ci, oy·sh+ky·dh−pt, ox·sw+kx·dw−pl]
   Blob weights;
   Blob bias;  ///< may be null
   /// Multiply-adds at batch 1: cout·oh·ow·(cin/g)·kh·kw.
@@ -43,17 +44,27 @@ struct ConvJob {
   /// A dense 1×1, stride-1, unpadded conv (a matrix product over the plane).
   bool is_pointwise() const {
     return groups == 1 && kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && oh == h &&
-           ow == w;
+           ow == w && dh == 1 && dw == 1;
   }
   /// One input channel per output channel (groups = cin = cout).
   bool is_depthwise() const { return groups == cin && cout == cin; }
 };
 
-enum class UnaryKind : std::uint8_t { kRelu, kSigmoid, kClip };
-/// Element-wise: max(x,0); 1/(1+exp(−x)); min(max(x,lo),hi).
+enum class UnaryKind : std::uint8_t {
+  kRelu,         ///< max(x, 0)
+  kSigmoid,      ///< 1/(1+exp(−x))
+  kClip,         ///< min(max(x, lo), hi)
+  kLeakyRelu,    ///< x ≥ 0 ? x : alpha·x
+  kTanh,         ///< tanh(x)
+  kHardSigmoid,  ///< max(0, min(1, alpha·x + beta))
+  kHardSwish,    ///< x·max(0, min(1, x/6 + 1/2))
+  kSqrt,         ///< sqrt(x) (a negative input gives NaN, which the non-finite check reports)
+};
+/// Element-wise, see UnaryKind.
 struct UnaryOp {
   UnaryKind kind = UnaryKind::kRelu;
-  float lo = 0.0f, hi = 0.0f;  ///< Clip only (±inf when absent)
+  float lo = 0.0f, hi = 0.0f;       ///< Clip only (±inf when absent)
+  float alpha = 0.0f, beta = 0.0f;  ///< LeakyRelu (alpha), HardSigmoid (alpha, beta)
 };
 /// y = x·scale[c] + shift[c]. Args: x, scale (const [channels]), shift (const [channels]).
 struct ChannelAffineOp {
@@ -63,23 +74,52 @@ struct ChannelAffineOp {
 struct ChannelPreluOp {
   std::int64_t channels = 0, plane = 0;
 };
-enum class BinaryKind : std::uint8_t { kAdd, kSub, kMul };
+enum class BinaryKind : std::uint8_t { kAdd, kSub, kMul, kDiv };
 /// out[i] = a[Σ i_k·as_k] ∘ b[Σ i_k·bs_k]; operands right-aligned to rank 4, broadcast axes have stride 0.
 struct BinaryOp {
   BinaryKind kind = BinaryKind::kAdd;
   std::array<std::int64_t, 4> dims{}, a_strides{}, b_strides{};
 };
-/// out[j] = in[Σ j_k·strides[k]]: `dims` are the output dims, `strides` the input stride of each output axis.
+/// A strided copy: out[j] = in[offset + Σ j_k·strides[k]]: `dims` are the output dims, `strides` the input stride
+/// of each output axis (0 = broadcast, negative = reversed). Transpose (offset 0), Slice and Split on data (one step
+/// per output) and Expand lower here.
 struct TransposeOp {
   std::vector<std::int64_t> dims, strides;
+  std::int64_t offset = 0;
 };
-/// Max over kh×kw windows, no padding; `channels` planes of h×w → oh×ow.
+/// Max over kh×kw windows (dilation 1); `channels` planes of h×w → oh×ow. Padded taps (pt/pl before the plane,
+/// anything past it, e.g. from ceil_mode) are skipped; every window holds at least one real tap.
 struct MaxPoolOp {
   std::int64_t channels = 0, h = 0, w = 0, kh = 0, kw = 0, sh = 1, sw = 1, oh = 0, ow = 0;
+  std::int64_t pt = 0, pl = 0;
 };
-/// Integer nearest up-scale: out[c,y,x] = in[c, y/sy, x/sx].
+/// Mean over kh×kw windows, geometry as MaxPoolOp. The divisor is kh·kw when count_include_pad (taps in the
+/// explicit pads count, taps past pads·ceil_mode do not: ONNX), else the number of real taps.
+struct AvgPoolOp {
+  std::int64_t channels = 0, h = 0, w = 0, kh = 0, kw = 0, sh = 1, sw = 1, oh = 0, ow = 0;
+  std::int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  bool count_include_pad = false;
+};
+enum class ResizeMode : std::uint8_t { kNearest, kLinear };
+/// ONNX coordinate_transformation_mode: x_in = f(x_out) for output x_out of an axis scaled by s = out/in.
+enum class ResizeCoord : std::uint8_t {
+  kAsymmetric,        ///< x_out / s
+  kHalfPixel,         ///< (x_out + 0.5)/s − 0.5
+  kPytorchHalfPixel,  ///< out > 1 ? (x_out + 0.5)/s − 0.5 : 0
+  kAlignCorners,      ///< out > 1 ? x_out·(in − 1)/(out − 1) : 0
+};
+/// ONNX nearest_mode (kNearest only).
+enum class ResizeNearest : std::uint8_t { kFloor, kRoundPreferFloor, kRoundPreferCeil, kCeil };
+/// Resize of `channels` planes h×w → oh×ow. sy/sx > 0 mark the integer nearest up-scale out[c,y,x] =
+/// in[c, y/sy, x/sx] (nearest, asymmetric, floor, oh = h·sy), which the fast paths and kResizeBinary fusion take;
+/// 0 otherwise. Linear is bilinear over the two spatial axes, the source coordinate clamped to [0, in − 1].
 struct ResizeOp {
   std::int64_t channels = 0, h = 0, w = 0, sy = 1, sx = 1;
+  std::int64_t oh = 0, ow = 0;
+  ResizeMode mode = ResizeMode::kNearest;
+  ResizeCoord coord = ResizeCoord::kAsymmetric;
+  ResizeNearest nearest = ResizeNearest::kFloor;
+  float scale_y = 0.0f, scale_x = 0.0f;  ///< s per axis as ONNX computes it (from `scales`, or out/in from `sizes`)
 };
 /// y[c] = Σ x[c,·] / plane.
 struct GlobalAverageOp {
@@ -94,8 +134,40 @@ struct GemvOp {
   bool has_bias = false;
 };
 
+/// Softmax along one axis: the value viewed as [outer, axis, inner]; y = exp(x − max)/Σ exp(x − max) per
+/// (outer, inner) line.
+struct SoftmaxOp {
+  std::int64_t outer = 0, axis = 0, inner = 0;
+};
+/// Concatenation along one axis: every operand viewed as [outer, parts[i], inner] (values or constants, in arg
+/// order); out is [outer, Σ parts, inner].
+struct ConcatOp {
+  std::int64_t outer = 0, inner = 0;
+  std::vector<std::int64_t> parts;
+};
+/// Matrix products: for each of `batch` pairs, C[m,n] = Σ_k A[m,k]·B(k,n), B(k,n) = b[n,k] when trans_b, else
+/// b[k,n]. Args: a (value), b (value or const); pair i reads a at i·a_stride and b at i·b_stride (0 = shared, the
+/// numpy broadcast of a 2-D operand); c is contiguous [batch, m, n]. Per image: an ONNX MatMul of rank ≥ 3 or a
+/// Gemm whose A has rows beyond the batch.
+struct MatMulOp {
+  std::int64_t batch = 1, m = 0, k = 0, n = 0, a_stride = 0, b_stride = 0;
+  bool trans_b = false;
+};
+/// Mean over a contiguous run of axes: the value viewed as [outer, len, inner] → [outer, inner]
+/// (ReduceMean over axes that are adjacent after dropping size-1 axes).
+struct ReduceMeanOp {
+  std::int64_t outer = 0, len = 0, inner = 0;
+};
+/// Constant padding of a rank ≤ 4 value (right-aligned like BinaryOp): out dims = in + begin + end (begin/end
+/// ≥ 0; a negative ONNX pad lowers to a slice first); taps outside the input are `value`.
+struct PadOp {
+  std::array<std::int64_t, 4> in_dims{}, begin{}, end{};
+  float value = 0.0f;
+};
+
 using Op = std::variant<ConvJob, UnaryOp, ChannelAffineOp, ChannelPreluOp, BinaryOp, TransposeOp, MaxPoolOp,
-                        ResizeOp, GlobalAverageOp, GemvOp>;
+                        ResizeOp, GlobalAverageOp, GemvOp, AvgPoolOp, SoftmaxOp, ConcatOp, MatMulOp, ReduceMeanOp,
+                        PadOp>;
 
 /// Short name of an op kind ("Conv", "Unary", ...).
 std::string_view op_name(const Op& op);

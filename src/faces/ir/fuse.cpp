@@ -12,7 +12,7 @@
 namespace facetrace::faces::detail {
 namespace {
 
-static_assert(std::variant_size_v<Op> == 10, "OpKind lists every op");
+static_assert(std::variant_size_v<Op> == 16, "OpKind lists every op");
 template <OpKind K, class T>
 inline constexpr bool kAlternativeIs =
     std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(K), Op>, T>;
@@ -22,6 +22,7 @@ static_assert(kAlternativeIs<OpKind::kBinary, BinaryOp>);
 static_assert(kAlternativeIs<OpKind::kMaxPool, MaxPoolOp>);
 static_assert(kAlternativeIs<OpKind::kResize, ResizeOp>);
 static_assert(kAlternativeIs<OpKind::kGemv, GemvOp>);
+static_assert(kAlternativeIs<OpKind::kPad, PadOp>);
 
 // Step b reads step a's output exactly once and is its last reader.
 bool feeds_only(const Program& p, std::size_t a, std::size_t b) {
@@ -141,6 +142,7 @@ Fusion match_resize_binary(const Program& p, std::size_t first) {
   Group g(p, first);
   if (!g.add(OpKind::kResize, [](const Step&) { return true; })) return {};
   const ResizeOp& rs = std::get<ResizeOp>(g.step(0).op);
+  if (rs.sy <= 0 || rs.sx <= 0) return {};  // only the integer nearest up-scale fuses
   const std::int64_t oh = rs.h * rs.sy, ow = rs.w * rs.sx;
   auto dense = [&](const std::array<std::int64_t, 4>& st) {
     return st[1] == oh * ow && st[2] == ow && st[3] == 1;

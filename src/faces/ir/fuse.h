@@ -25,7 +25,13 @@ enum class OpKind : std::uint8_t {
   kMaxPool,
   kResize,
   kGlobalAverage,
-  kGemv
+  kGemv,
+  kAvgPool,
+  kSoftmax,
+  kConcat,
+  kMatMul,
+  kReduceMean,
+  kPad
 };
 
 /// The kind of `op`.

@@ -376,6 +376,10 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
       return unsupported(
           n, "scale " + std::to_string(f[static_cast<std::size_t>(i)]) + " is not a whole number in 1..16");
   ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
+  op.oh = op.h * op.sy;
+  op.ow = op.w * op.sx;
+  op.scale_y = f[2];
+  op.scale_x = f[3];
   return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.h * op.sy, op.w * op.sx});
 }
 

@@ -22,7 +22,9 @@ struct Net::Impl {
 std::string_view op_name(const Op& op) {
   static constexpr std::string_view kNames[] = {"Conv",          "Unary",     "ChannelAffine", "ChannelPrelu",
                                                 "Binary",        "Transpose", "MaxPool",       "Resize",
-                                                "GlobalAverage", "Gemv"};
+                                                "GlobalAverage", "Gemv",      "AvgPool",       "Softmax",
+                                                "Concat",        "MatMul",    "ReduceMean",    "Pad"};
+  static_assert(std::size(kNames) == std::variant_size_v<Op>);
   return kNames[op.index()];
 }
 

@@ -1,0 +1,75 @@
+/// @file
+/// The GPU face program (docs/design/faces.md §8): a lowered Program planned once for one batch size and precision
+/// on one device, then run any number of times on one stream. Host C++ only (no CUDA headers), so the device op
+/// (src/faces/gpu/ops.cpp) and the tests include it; the implementation is cuda/faces/gpu_program.cu.
+///
+/// Planning (GpuProgram::plan) does everything that allocates or measures: the activation arena laid out best-fit
+/// from the IR's liveness (Program::free), one cuDNN descriptor set per conv with its algorithm found once (only
+/// deterministic algorithms; FP32 mode also only CUDNN_FMA_MATH) and compared with the own kernels where they
+/// apply (the faster is kept), the cuBLAS handle, and the CUDA graph of the whole program. run() then only copies
+/// nothing and launches: one graph replay (or the recorded launches when graphs are off).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "facetrace/core/status.h"
+#include "facetrace/faces/accelerator.h"
+#include "facetrace/faces/program.h"
+
+struct CUstream_st;  // cudaStream_t without <cuda_runtime.h>
+
+namespace facetrace::faces::gpu {
+
+using faces::Precision;  // accelerator.h: kFp32 true FP32 (no TF32 anywhere), kTf32 / kBf16 tensor cores
+
+/// Options of GpuProgram::plan.
+struct PlanOptions {
+  int batch = 1;  ///< B: every value holds B·lens[v] floats, image-major
+  Precision precision = Precision::kFp32;
+  bool use_graph = true;  ///< capture the program as a CUDA graph at plan time and replay it
+  bool autotune = true;   ///< time own kernels against cuDNN per conv shape and keep the faster
+  std::uint64_t max_workspace_bytes = std::uint64_t{256} << 20;  ///< cuDNN workspace cap (algorithms above it skipped)
+};
+
+/// Device pointers to the program's constants, indexed like Program::consts (each holds consts[i]->size() floats).
+/// They must stay valid and unchanged while the GpuProgram lives (a captured graph holds them).
+using ConstTable = std::vector<const float*>;
+
+/// What plan chose for one step (benchmarks and `info`).
+struct StepPlan {
+  std::string node;    ///< ONNX node
+  std::string kernel;  ///< e.g. "cudnn:WINOGRAD_NONFUSED", "own:depthwise3x3", "cublas:sgemm", "fused:conv+relu"
+  float us = 0.0f;     ///< measured time of the chosen kernel at plan time (0 when not measured)
+};
+
+/// A program planned for (batch, precision) on the current device. Not thread-safe: one stream, one caller.
+class GpuProgram {
+ public:
+  /// Plans `program` on `stream`. Errors: kDeclined (a step this device cannot express, e.g. a rank > 4
+  /// transpose: the caller runs the CPU), kOutOfMemory (arena, workspace), kDeviceLost (a sticky CUDA error),
+  /// kInvalidArgument (a const count or size that does not match the program).
+  static Expected<std::unique_ptr<GpuProgram>> plan(const Program& program, const ConstTable& consts,
+                                                    const PlanOptions& options, CUstream_st* stream);
+  virtual ~GpuProgram() = default;
+
+  /// Runs the program on B inputs. `input`: device pointer to B·lens[0] floats (image-major). `output`: device
+  /// pointer to output_floats() floats, filled with every Program::outputs entry in order, each B·lens[value]
+  /// floats image-major. Asynchronous on the plan's stream; errors as plan (kDeviceLost for a launch failure).
+  virtual Status run(const float* input, float* output) = 0;
+
+  /// Σ over outputs of B·lens[value].
+  virtual std::uint64_t output_floats() const = 0;
+  /// Device bytes this plan holds (activation arena + workspace + converted weights), not counting the consts.
+  virtual std::uint64_t device_bytes() const = 0;
+  virtual int batch() const = 0;
+  virtual Precision precision() const = 0;
+  /// The choice per step, in step order (fused groups once, under their first step's node).
+  virtual const std::vector<StepPlan>& steps() const = 0;
+};
+
+}  // namespace facetrace::faces::gpu
