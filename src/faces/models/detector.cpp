@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "facetrace/core/file.h"
+#include "facetrace/faces/decode_math.h"
 #include "facetrace/faces/sha256.h"
 
 namespace facetrace::faces {
@@ -127,8 +128,9 @@ std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int n,
       const auto col = static_cast<float>(i % static_cast<std::size_t>(cols));
       const float* b = &bbox->data[4 * i];
       const float cx = (col + b[0]) * fs, cy = (row + b[1]) * fs;
-      const float w = std::exp(std::clamp(b[2], -10.0f, 10.0f)) * fs;
-      const float h = std::exp(std::clamp(b[3], -10.0f, 10.0f)) * fs;
+      // decode_expf, not std::exp: the GPU post-processing computes the same bits (decode_math.h).
+      const float w = decode_expf(std::clamp(b[2], -10.0f, 10.0f)) * fs;
+      const float h = decode_expf(std::clamp(b[3], -10.0f, 10.0f)) * fs;
       Cand c;
       c.score = score;
       c.box[0] = (cx - w / 2) / scale / fw, c.box[1] = (cy - h / 2) / scale / fh;
