@@ -52,7 +52,7 @@ static_assert(sizeof(GpuDetection) == 15 * sizeof(float));
 /// The device result of yunet_decode_nms: counts[b] detections for image b in records[b·capacity ...], best score
 /// first. capacity must be at least min(clamped max_faces, 4000).
 struct DetectionsOut {
-  int* counts = nullptr;           ///< device, batch entries
+  int* counts = nullptr;            ///< device, batch entries
   GpuDetection* records = nullptr;  ///< device, batch·capacity entries
   int capacity = 0;
 };
@@ -92,7 +92,8 @@ std::uint64_t yunet_cells_per_image(const YunetLayout& layout);
 
 /// Decode, filter, sort, cap and NMS (see yunet_decode_nms); scratch at least yunet_post_scratch_bytes.
 Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, const ImageGeom* d_geom,
-                         const PostOptions& options, DeviceScratch scratch, DetectionsOut out, CUstream_st* stream);
+                         const PostOptions& options, DeviceScratch scratch, DetectionsOut out,
+                         CUstream_st* stream);
 
 /// decode_expf (facetrace/faces/decode_math.h) on the device for `count` inputs (the tests compare it with the
 /// host's bits). Asynchronous on `stream`.

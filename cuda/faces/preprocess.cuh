@@ -16,7 +16,7 @@ inline constexpr int kFramesPerLaunch = 32;
 /// One frame of a launch. rx, ry: source/placed size ratio per axis, in double as the CPU's taps() has it.
 struct PrepFrame {
   const std::uint8_t* rgb;
-  int width, height;    // source
+  int width, height;       // source
   int placed_w, placed_h;  // letterbox: the resized size; native: width, height
   double rx, ry;
   float scale;

@@ -26,9 +26,10 @@ Status check_frames(const FrameDesc* frames, int count) {
   for (int i = 0; i < count; ++i) {
     const FrameDesc& f = frames[i];
     if (f.width < 1 || f.height < 1 || f.width > core::kMaxImageSide || f.height > core::kMaxImageSide)
-      return invalid_argument("preprocess: frame " + std::to_string(i) + " is " + std::to_string(f.width) + "x" +
-                              std::to_string(f.height) + ", sides must be in 1..65536");
-    if (f.rgb == nullptr) return invalid_argument("preprocess: frame " + std::to_string(i) + " has no pixels");
+      return invalid_argument("preprocess: frame " + std::to_string(i) + " is " + std::to_string(f.width) +
+                              "x" + std::to_string(f.height) + ", sides must be in 1..65536");
+    if (f.rgb == nullptr)
+      return invalid_argument("preprocess: frame " + std::to_string(i) + " has no pixels");
   }
   return {};
 }
@@ -43,17 +44,19 @@ LetterboxFit letterbox_fit(int width, int height, int n) {
   return {scale, nw, nh};
 }
 
-Status letterbox_batch(const FrameDesc* frames, int count, int n, float* d_out, ImageGeom* d_geom, float* scales,
-                       CUstream_st* stream) {
+Status letterbox_batch(const FrameDesc* frames, int count, int n, float* d_out, ImageGeom* d_geom,
+                       float* scales, CUstream_st* stream) {
   FT_TRY(check_frames(frames, count));
-  if (n < 1 || n > 4096) return invalid_argument("letterbox: input side " + std::to_string(n) + " outside 1..4096");
+  if (n < 1 || n > 4096)
+    return invalid_argument("letterbox: input side " + std::to_string(n) + " outside 1..4096");
   if (count > 0 && (d_out == nullptr || d_geom == nullptr)) return invalid_argument("letterbox: null output");
   std::vector<LetterboxFrame> lf(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     const FrameDesc& f = frames[i];
     const LetterboxFit fit = letterbox_fit(f.width, f.height, n);
     if (scales) scales[i] = fit.scale;
-    lf[static_cast<std::size_t>(i)] = {f.rgb, f.width, f.height, fit.placed_width, fit.placed_height, fit.scale};
+    lf[static_cast<std::size_t>(i)] = {f.rgb,    f.width, f.height, fit.placed_width, fit.placed_height,
+                                       fit.scale};
   }
   if (count == 0) return {};
   return launch_letterbox(lf.data(), count, n, d_out, d_geom, stream);
@@ -62,16 +65,19 @@ Status letterbox_batch(const FrameDesc* frames, int count, int n, float* d_out, 
 Status pad_native_batch(const FrameDesc* frames, int count, int out_width, int out_height, float* d_out,
                         ImageGeom* d_geom, CUstream_st* stream) {
   FT_TRY(check_frames(frames, count));
-  if (out_width < 32 || out_height < 32 || out_width > core::kMaxImageSide || out_height > core::kMaxImageSide ||
-      out_width % 32 != 0 || out_height % 32 != 0)
-    return invalid_argument("native pad: input " + std::to_string(out_width) + "x" + std::to_string(out_height) +
+  if (out_width < 32 || out_height < 32 || out_width > core::kMaxImageSide ||
+      out_height > core::kMaxImageSide || out_width % 32 != 0 || out_height % 32 != 0)
+    return invalid_argument("native pad: input " + std::to_string(out_width) + "x" +
+                            std::to_string(out_height) +
                             " must have sides that are multiples of 32 in 32..65536");
-  if (count > 0 && (d_out == nullptr || d_geom == nullptr)) return invalid_argument("native pad: null output");
+  if (count > 0 && (d_out == nullptr || d_geom == nullptr))
+    return invalid_argument("native pad: null output");
   for (int i = 0; i < count; ++i)
     if (frames[i].width > out_width || frames[i].height > out_height)
-      return invalid_argument("native pad: frame " + std::to_string(i) + " (" + std::to_string(frames[i].width) +
-                              "x" + std::to_string(frames[i].height) + ") does not fit the " +
-                              std::to_string(out_width) + "x" + std::to_string(out_height) + " input");
+      return invalid_argument("native pad: frame " + std::to_string(i) + " (" +
+                              std::to_string(frames[i].width) + "x" + std::to_string(frames[i].height) +
+                              ") does not fit the " + std::to_string(out_width) + "x" +
+                              std::to_string(out_height) + " input");
   if (count == 0) return {};
   return launch_pad_native(frames, count, out_width, out_height, d_out, d_geom, stream);
 }
@@ -89,7 +95,8 @@ Expected<YunetLayout> yunet_layout(std::span<const std::string> names, std::span
   YunetLayout l;
   l.batch = batch, l.input_width = input_width, l.input_height = input_height;
   const std::uint64_t cells = yunet_cells_per_image(l);
-  if (cells >= (std::uint64_t{1} << kKeyCellBits) || cells * static_cast<std::uint64_t>(batch) >= (std::uint64_t{1} << 32))
+  if (cells >= (std::uint64_t{1} << kKeyCellBits) ||
+      cells * static_cast<std::uint64_t>(batch) >= (std::uint64_t{1} << 32))
     return invalid_argument("yunet layout: " + std::to_string(cells) + " cells per image × batch " +
                             std::to_string(batch) + " is too large for one call");
   std::vector<std::uint64_t> start(names.size());
@@ -147,8 +154,9 @@ Status yunet_decode_nms(const float* d_outputs, const YunetLayout& layout, const
   o.max_faces = std::clamp(options.max_faces, 0, 10000);
   const int need = std::min(o.max_faces, kMaxCandidates);
   if (out.capacity < need || (need > 0 && out.records == nullptr))
-    return invalid_argument("yunet post: room for " + std::to_string(out.capacity) + " detections per image, " +
-                            std::to_string(need) + " needed (min(max_faces, 4000))");
+    return invalid_argument("yunet post: room for " + std::to_string(out.capacity) +
+                            " detections per image, " + std::to_string(need) +
+                            " needed (min(max_faces, 4000))");
   const std::uint64_t want = yunet_post_scratch_bytes(layout);
   if (scratch.data == nullptr || scratch.bytes < want)
     return invalid_argument("yunet post: scratch of " + std::to_string(scratch.bytes) + " bytes, " +

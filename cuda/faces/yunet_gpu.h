@@ -34,8 +34,8 @@ LetterboxFit letterbox_fit(int width, int height, int n);
 /// `d_geom[i]` (device, `count` entries) and, when `scales` is not null, the host array scales[i]. Asynchronous
 /// on `stream`. kInvalidArgument for n outside 1..4096, a frame side outside 1..65536 or a null pointer;
 /// kDeviceLost / kInternal for a launch failure.
-Status letterbox_batch(const FrameDesc* frames, int count, int n, float* d_out, ImageGeom* d_geom, float* scales,
-                       CUstream_st* stream);
+Status letterbox_batch(const FrameDesc* frames, int count, int n, float* d_out, ImageGeom* d_geom,
+                       float* scales, CUstream_st* stream);
 
 /// The input side for `--input-size native` (what OpenCV's FaceDetectorYN does for setInputSize(w, h)): `side`
 /// rounded up to a multiple of 32.

@@ -75,8 +75,10 @@ __global__ void segments_kernel(const std::uint64_t* keys, int count, int batch,
   int lo = 0, hi = count;
   while (lo < hi) {
     const int mid = lo + (hi - lo) / 2;
-    if (keys[mid] < want) lo = mid + 1;
-    else hi = mid;
+    if (keys[mid] < want)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   starts[b] = lo;
 }
@@ -116,8 +118,8 @@ __global__ void nms_kernel(PostParams p, const std::uint32_t* ids, const int* st
       const float iy = __fsub_rn(kb.w < y1 ? kb.w : y1, y0 < kb.y ? kb.y : y0);
       if (ix <= 0 || iy <= 0) continue;
       const float inter = __fmul_rn(ix, iy);
-      const float uni =
-          __fsub_rn(__fadd_rn(__fmul_rn(w, h), __fmul_rn(__fsub_rn(kb.z, kb.x), __fsub_rn(kb.w, kb.y))), inter);
+      const float uni = __fsub_rn(
+          __fadd_rn(__fmul_rn(w, h), __fmul_rn(__fsub_rn(kb.z, kb.x), __fsub_rn(kb.w, kb.y))), inter);
       if (__fdiv_rn(inter, uni) > iou_max) drop = true;
     }
     if (__syncthreads_or(drop)) continue;
@@ -149,7 +151,8 @@ __global__ void decode_expf_kernel(const float* x, float* y, std::uint64_t count
 std::uint64_t yunet_cells_per_image(const YunetLayout& l) {
   std::uint64_t t = 0;
   for (int s = 0; s < 3; ++s)
-    t += static_cast<std::uint64_t>(l.input_width / (8 << s)) * static_cast<std::uint64_t>(l.input_height / (8 << s));
+    t += static_cast<std::uint64_t>(l.input_width / (8 << s)) *
+         static_cast<std::uint64_t>(l.input_height / (8 << s));
   return t;
 }
 
@@ -164,7 +167,8 @@ Status thrust_status(const thrust::system_error& e) {
 }  // namespace
 
 Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, const ImageGeom* d_geom,
-                         const PostOptions& options, DeviceScratch scratch, DetectionsOut out, CUstream_st* stream) {
+                         const PostOptions& options, DeviceScratch scratch, DetectionsOut out,
+                         CUstream_st* stream) {
   const int need = std::min(options.max_faces, kMaxCandidates);
   PostParams p{};
   int first = 0;
@@ -200,8 +204,8 @@ Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, cons
   try {
     auto policy = thrust::cuda::par_nosync(alloc).on(stream);
     const auto end = thrust::copy_if(policy, thrust::counting_iterator<std::uint32_t>(0),
-                                     thrust::counting_iterator<std::uint32_t>(static_cast<std::uint32_t>(n)), ids,
-                                     ScorePasses{p});
+                                     thrust::counting_iterator<std::uint32_t>(static_cast<std::uint32_t>(n)),
+                                     ids, ScorePasses{p});
     count = static_cast<int>(end - ids);
     if (count > 0) {
       make_keys_kernel<<<(count + 255) / 256, 256, 0, stream>>>(p, ids, count, keys);
@@ -221,7 +225,7 @@ Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, cons
   FT_CUDA_TRY(cudaFuncSetAttribute(nms_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(shared)));
   nms_kernel<<<layout.batch, kNmsBlock, shared, stream>>>(p, ids, starts, d_geom, options.nms_iou,
-                                                            options.max_faces, out);
+                                                          options.max_faces, out);
   FT_CUDA_LAUNCH_CHECK("nms_kernel", stream);
   return {};
 }

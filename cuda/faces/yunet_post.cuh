@@ -25,9 +25,9 @@ struct PostParams {
   const float* bbox[3];
   const float* kps[3];
   int cols[3];
-  int cells[3];   // per image, per stride
-  int first[3];   // first cell index of each stride within an image
-  int total;      // cells per image
+  int cells[3];  // per image, per stride
+  int first[3];  // first cell index of each stride within an image
+  int total;     // cells per image
   float thr;
 };
 

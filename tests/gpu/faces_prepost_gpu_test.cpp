@@ -153,11 +153,13 @@ TEST(FacesPrepostGpu, letterbox_refuses_bad_arguments) {
   DeviceBuf<ImageGeom> geom(1);
   DeviceBuf<std::uint8_t> px(3);
   FrameDesc zero{px.ptr, 0, 5};
-  EXPECT_EQ(letterbox_batch(&zero, 1, 64, out.ptr, geom.ptr, nullptr, nullptr).code(), Code::kInvalidArgument);
+  EXPECT_EQ(letterbox_batch(&zero, 1, 64, out.ptr, geom.ptr, nullptr, nullptr).code(),
+            Code::kInvalidArgument);
   FrameDesc ok{px.ptr, 1, 1};
   EXPECT_EQ(letterbox_batch(&ok, 1, 0, out.ptr, geom.ptr, nullptr, nullptr).code(), Code::kInvalidArgument);
   FrameDesc null_px{nullptr, 1, 1};
-  EXPECT_EQ(letterbox_batch(&null_px, 1, 64, out.ptr, geom.ptr, nullptr, nullptr).code(), Code::kInvalidArgument);
+  EXPECT_EQ(letterbox_batch(&null_px, 1, 64, out.ptr, geom.ptr, nullptr, nullptr).code(),
+            Code::kInvalidArgument);
   EXPECT_EQ(pad_native_batch(&ok, 1, 33, 64, out.ptr, geom.ptr, nullptr).code(), Code::kInvalidArgument);
   FrameDesc big{px.ptr, 65, 1};
   const Status s = pad_native_batch(&big, 1, 64, 32, out.ptr, geom.ptr, nullptr);
@@ -191,9 +193,10 @@ TEST(FacesPrepostGpu, native_pad_copies_each_frame_top_left_as_bgr_and_zeroes_th
     for (int c = 0; c < 3; ++c)
       for (int y = 0; y < oh; ++y)
         for (int x = 0; x < ow; ++x) {
-          const float want = x < w && y < h
-                                 ? static_cast<float>(frames.host[i][(static_cast<std::size_t>(y) * w + x) * 3 + 2 - c])
-                                 : 0.0f;
+          const float want =
+              x < w && y < h
+                  ? static_cast<float>(frames.host[i][(static_cast<std::size_t>(y) * w + x) * 3 + 2 - c])
+                  : 0.0f;
           bad += got[(i * 3 + c) * plane + static_cast<std::size_t>(y) * ow + x] != want;
         }
     EXPECT_EQ(bad, 0u) << "frame " << i;
@@ -233,7 +236,8 @@ TEST(FacesPrepostGpu, decode_expf_on_the_device_equals_the_host) {
     const std::size_t lo = x.size() * c / chunks, hi = x.size() * (c + 1) / chunks;
     for (std::size_t i = lo; i < hi; ++i) {
       const float want = decode_expf(x[i]);
-      if (std::isnan(want) ? !std::isnan(y[i]) : std::bit_cast<std::uint32_t>(want) != std::bit_cast<std::uint32_t>(y[i]))
+      if (std::isnan(want) ? !std::isnan(y[i])
+                           : std::bit_cast<std::uint32_t>(want) != std::bit_cast<std::uint32_t>(y[i]))
         ++bad[static_cast<std::size_t>(c)];
     }
   });
@@ -247,8 +251,8 @@ TEST(FacesPrepostGpu, decode_expf_on_the_device_equals_the_host) {
   }
 }
 
-const char* kOutputNames[12] = {"cls_8",  "cls_16",  "cls_32",  "obj_8",  "obj_16", "obj_32",
-                                "bbox_8", "bbox_16", "bbox_32", "kps_8",  "kps_16", "kps_32"};
+const char* kOutputNames[12] = {"cls_8",  "cls_16",  "cls_32",  "obj_8", "obj_16", "obj_32",
+                                "bbox_8", "bbox_16", "bbox_32", "kps_8", "kps_16", "kps_32"};
 
 /// YuNet outputs of one image, by name.
 using Outputs = std::vector<NamedTensor>;
@@ -259,16 +263,23 @@ struct PostInput {
   float scale = 1.0f;
 };
 
+/// What the CPU found over a batch: detections, and adjacent pairs of equal score (ties whose order matters).
+struct CpuFound {
+  std::size_t detections = 0;
+  std::size_t ties = 0;
+};
+
 /// Runs the GPU post-processing on `images` (outputs laid out as `order` says, image-major) and expects
-/// decode_yunet's result for each: same count, order and float bits.
+/// decode_yunet's result for each: same count, order and float bits. Adds what the CPU found to `found`.
 void expect_post_matches_cpu(const std::vector<PostInput>& images, int n, const DetectOptions& o,
-                             const std::vector<std::string>& order) {
+                             const std::vector<std::string>& order, CpuFound& found) {
   const int batch = static_cast<int>(images.size());
   std::vector<std::int64_t> lens;
   std::vector<float> flat;
   for (const std::string& name : order) {
     const auto pick = [&](const PostInput& im) -> const NamedTensor& {
-      return *std::find_if(im.outs.begin(), im.outs.end(), [&](const NamedTensor& t) { return t.name == name; });
+      return *std::find_if(im.outs.begin(), im.outs.end(),
+                           [&](const NamedTensor& t) { return t.name == name; });
     };
     lens.push_back(static_cast<std::int64_t>(pick(images[0]).data.size()));
     for (const PostInput& im : images) {
@@ -301,6 +312,8 @@ void expect_post_matches_cpu(const std::vector<PostInput>& images, int n, const 
   for (int b = 0; b < batch; ++b) {
     SCOPED_TRACE(::testing::Message() << "image " << b);
     const auto want = decode_yunet(images[b].outs, n, images[b].scale, images[b].width, images[b].height, o);
+    found.detections += want.size();
+    for (std::size_t i = 1; i < want.size(); ++i) found.ties += want[i].score == want[i - 1].score;
     ASSERT_EQ(c[b], static_cast<int>(want.size()));
     const auto got = to_detections(std::span(r).subspan(static_cast<std::size_t>(b) * cap, c[b]));
     for (std::size_t i = 0; i < want.size(); ++i) {
@@ -354,7 +367,7 @@ TEST(FacesPrepostGpu, decode_nms_equals_decode_yunet_on_synthetic_outputs_with_t
   FT_REQUIRE_GPU();
   // The network's order, and a shuffled one: the layout is found by name.
   std::vector<std::string> order(kOutputNames, kOutputNames + 12);
-  std::vector<std::string> shuffled = {"kps_32", "bbox_8", "cls_16", "obj_8",  "cls_8",  "kps_8",
+  std::vector<std::string> shuffled = {"kps_32", "bbox_8",  "cls_16", "obj_8",  "cls_8",  "kps_8",
                                        "obj_32", "bbox_32", "cls_32", "obj_16", "kps_16", "bbox_16"};
   const std::pair<int, int> photo[] = {{640, 480}, {1000, 20}, {37, 41}, {4000, 3000}, {1, 1}, {480, 640}};
   for (int n : {64, 640}) {
@@ -372,11 +385,27 @@ TEST(FacesPrepostGpu, decode_nms_equals_decode_yunet_on_synthetic_outputs_with_t
     loose.score = 0.3f, loose.nms_iou = 1.0f, loose.max_faces = 300;
     DetectOptions one;
     one.score = 0.69f, one.max_faces = 1;
-    for (const DetectOptions& o : {defaults, all, strict, odd, loose, one}) {
-      SCOPED_TRACE(::testing::Message() << "n " << n << " score " << o.score << " iou " << o.nms_iou << " max "
-                                        << o.max_faces);
-      expect_post_matches_cpu(images, n, o, order);
-      expect_post_matches_cpu(images, n, o, shuffled);
+    const DetectOptions opts[] = {defaults, all, strict, odd, loose, one};
+    for (int k = 0; k < 6; ++k) {
+      const DetectOptions& o = opts[k];
+      SCOPED_TRACE(::testing::Message()
+                   << "n " << n << " score " << o.score << " iou " << o.nms_iou << " max " << o.max_faces);
+      CpuFound found, again;
+      expect_post_matches_cpu(images, n, o, order, found);
+      expect_post_matches_cpu(images, n, o, shuffled, again);
+      if (o.max_faces != 1) {
+        EXPECT_GT(found.detections, images.size());  // not vacuous: faces were kept
+      }
+      if (k == 1 || k == 4) {
+        EXPECT_GT(found.ties, 0u);  // and equal scores among them (all, loose)
+      }
+    }
+    if (n == 640) {  // at score 0 every non-NaN cell is a candidate: well over the 4000 cap
+      std::size_t passing = 0;
+      for (int s = 0; s < 3; ++s)
+        for (std::size_t i = 0; i < images[0].outs[s].data.size(); ++i)
+          passing += !std::isnan(images[0].outs[s].data[i]) && !std::isnan(images[0].outs[3 + s].data[i]);
+      EXPECT_GT(passing, 4000u);
     }
   }
 }
@@ -407,12 +436,14 @@ TEST(FacesPrepostGpu, decode_nms_refuses_bad_layouts_capacity_and_scratch) {
   const std::uint64_t sb = yunet_post_scratch_bytes(*good);
   DeviceBuf<std::uint8_t> scratch(sb);
   const DetectOptions o;
-  EXPECT_EQ(yunet_decode_nms(out.ptr, *good, geom.ptr, o, {scratch.ptr, sb - 1}, {counts.ptr, recs.ptr, 200}, nullptr)
+  EXPECT_EQ(yunet_decode_nms(out.ptr, *good, geom.ptr, o, {scratch.ptr, sb - 1}, {counts.ptr, recs.ptr, 200},
+                             nullptr)
                 .code(),
             Code::kInvalidArgument);
-  EXPECT_EQ(yunet_decode_nms(out.ptr, *good, geom.ptr, o, {scratch.ptr, sb}, {counts.ptr, recs.ptr, 199}, nullptr)
-                .code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      yunet_decode_nms(out.ptr, *good, geom.ptr, o, {scratch.ptr, sb}, {counts.ptr, recs.ptr, 199}, nullptr)
+          .code(),
+      Code::kInvalidArgument);
 }
 
 const char* kPhotos[] = {"astronaut_eileen_collins.png", "obama_portrait_2012.jpg", "obama_congress_2009.jpg",
@@ -452,76 +483,82 @@ TEST(FacesPrepostGpu, letterbox_and_decode_nms_equal_the_cpu_on_the_five_photos)
   all.score = 0.0f, all.nms_iou = 0.3f, all.max_faces = 10000;
   for (const DetectOptions& o : {defaults, low, all}) {
     SCOPED_TRACE(::testing::Message() << "score " << o.score);
-    expect_post_matches_cpu(images, n, o, order);
+    CpuFound found;
+    expect_post_matches_cpu(images, n, o, order, found);
+    EXPECT_GE(found.detections, images.size());
   }
   // Each photo has its one face at the default options (the CPU test's expectation), on the GPU too.
   for (const PostInput& im : images)
     EXPECT_EQ(decode_yunet(im.outs, n, im.scale, im.width, im.height, defaults).size(), 1u);
 
-  // Timing (printed, not asserted): letterbox + post for a batch of 64 (the five photos repeated).
-  const int batch = 64;
-  std::vector<FrameDesc> desc;
-  std::vector<PostInput> many;
-  for (int i = 0; i < batch; ++i) {
-    desc.push_back(frames.desc[i % frames.desc.size()]);
-    many.push_back(images[i % images.size()]);
-  }
-  std::vector<std::int64_t> lens;
-  std::vector<float> flat;
-  for (const std::string& name : order) {
-    for (int b = 0; b < batch; ++b) {
-      const auto& t = *std::find_if(many[b].outs.begin(), many[b].outs.end(),
-                                    [&](const NamedTensor& x) { return x.name == name; });
-      if (b == 0) lens.push_back(static_cast<std::int64_t>(t.data.size()));
-      flat.insert(flat.end(), t.data.begin(), t.data.end());
+  // Timing (printed, not asserted): letterbox + post for batches of 1 and 64 (the five photos repeated).
+  const auto time_batch = [&](int batch) {
+    std::vector<FrameDesc> desc;
+    std::vector<PostInput> many;
+    for (int i = 0; i < batch; ++i) {
+      desc.push_back(frames.desc[i % frames.desc.size()]);
+      many.push_back(images[i % images.size()]);
     }
-  }
-  auto layout = yunet_layout(order, lens, batch, n, n);
-  ASSERT_TRUE(layout.ok());
-  DeviceBuf<float> d_in(static_cast<std::size_t>(batch) * 3 * n * n), d_out(flat.size());
-  ASSERT_TRUE(d_out.upload(flat));
-  DeviceBuf<ImageGeom> d_geom(batch);
-  const std::uint64_t sb = yunet_post_scratch_bytes(*layout);
-  DeviceBuf<std::uint8_t> scratch(sb);
-  DeviceBuf<int> counts(batch);
-  DeviceBuf<GpuDetection> recs(static_cast<std::size_t>(batch) * 200);
-  Stream st;
-  cudaEvent_t e0, e1, e2;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  CUDA_OK(cudaEventCreate(&e2));
-  std::vector<float> pre_ms, post_ms, wall_ms;
-  for (int it = 0; it < 13; ++it) {
-    const auto t0 = std::chrono::steady_clock::now();
-    CUDA_OK(cudaEventRecord(e0, st.s));
-    ASSERT_TRUE(letterbox_batch(desc.data(), batch, n, d_in.ptr, d_geom.ptr, nullptr, st.s).ok());
-    CUDA_OK(cudaEventRecord(e1, st.s));
-    ASSERT_TRUE(yunet_decode_nms(d_out.ptr, *layout, d_geom.ptr, defaults, {scratch.ptr, sb},
-                                 {counts.ptr, recs.ptr, 200}, st.s)
-                    .ok());
-    CUDA_OK(cudaEventRecord(e2, st.s));
-    CUDA_OK(cudaEventSynchronize(e2));
-    const auto t1 = std::chrono::steady_clock::now();
-    float a = 0, b = 0;
-    CUDA_OK(cudaEventElapsedTime(&a, e0, e1));
-    CUDA_OK(cudaEventElapsedTime(&b, e1, e2));
-    if (it >= 3) {
-      pre_ms.push_back(a), post_ms.push_back(b);
-      wall_ms.push_back(std::chrono::duration<float, std::milli>(t1 - t0).count());
+    std::vector<std::int64_t> lens;
+    std::vector<float> flat;
+    for (const std::string& name : order) {
+      for (int b = 0; b < batch; ++b) {
+        const auto& t = *std::find_if(many[b].outs.begin(), many[b].outs.end(),
+                                      [&](const NamedTensor& x) { return x.name == name; });
+        if (b == 0) lens.push_back(static_cast<std::int64_t>(t.data.size()));
+        flat.insert(flat.end(), t.data.begin(), t.data.end());
+      }
     }
-  }
-  const auto median = [](std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    auto layout = yunet_layout(order, lens, batch, n, n);
+    ASSERT_TRUE(layout.ok());
+    DeviceBuf<float> d_in(static_cast<std::size_t>(batch) * 3 * n * n), d_out(flat.size());
+    ASSERT_TRUE(d_out.upload(flat));
+    DeviceBuf<ImageGeom> d_geom(batch);
+    const std::uint64_t sb = yunet_post_scratch_bytes(*layout);
+    DeviceBuf<std::uint8_t> scratch(sb);
+    DeviceBuf<int> counts(batch);
+    DeviceBuf<GpuDetection> recs(static_cast<std::size_t>(batch) * 200);
+    Stream st;
+    cudaEvent_t e0, e1, e2;
+    CUDA_OK(cudaEventCreate(&e0));
+    CUDA_OK(cudaEventCreate(&e1));
+    CUDA_OK(cudaEventCreate(&e2));
+    std::vector<float> pre_ms, post_ms, wall_ms;
+    for (int it = 0; it < 13; ++it) {
+      const auto t0 = std::chrono::steady_clock::now();
+      CUDA_OK(cudaEventRecord(e0, st.s));
+      ASSERT_TRUE(letterbox_batch(desc.data(), batch, n, d_in.ptr, d_geom.ptr, nullptr, st.s).ok());
+      CUDA_OK(cudaEventRecord(e1, st.s));
+      ASSERT_TRUE(yunet_decode_nms(d_out.ptr, *layout, d_geom.ptr, defaults, {scratch.ptr, sb},
+                                   {counts.ptr, recs.ptr, 200}, st.s)
+                      .ok());
+      CUDA_OK(cudaEventRecord(e2, st.s));
+      CUDA_OK(cudaEventSynchronize(e2));
+      const auto t1 = std::chrono::steady_clock::now();
+      float a = 0, b = 0;
+      CUDA_OK(cudaEventElapsedTime(&a, e0, e1));
+      CUDA_OK(cudaEventElapsedTime(&b, e1, e2));
+      if (it >= 3) {
+        pre_ms.push_back(a), post_ms.push_back(b);
+        wall_ms.push_back(std::chrono::duration<float, std::milli>(t1 - t0).count());
+      }
+    }
+    const auto median = [](std::vector<float> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const auto c = counts.download();
+    for (int b = 0; b < batch; ++b) EXPECT_EQ(c[b], 1) << b;
+    std::printf(
+        "[timing] batch %d of the five photos at %d: letterbox %.3f ms, decode+nms %.3f ms (GPU events), "
+        "wall %.3f ms, %.0f images/s (median of 10)\n",
+        batch, n, median(pre_ms), median(post_ms), median(wall_ms), batch / (median(wall_ms) / 1000.0f));
+    static_cast<void>(cudaEventDestroy(e0));
+    static_cast<void>(cudaEventDestroy(e1));
+    static_cast<void>(cudaEventDestroy(e2));
   };
-  const auto c = counts.download();
-  for (int b = 0; b < batch; ++b) EXPECT_EQ(c[b], 1) << b;
-  std::printf("[timing] batch %d of the five photos at %d: letterbox %.3f ms, decode+nms %.3f ms (GPU events), "
-              "wall %.3f ms, %.0f images/s (median of 10)\n",
-              batch, n, median(pre_ms), median(post_ms), median(wall_ms), batch / (median(wall_ms) / 1000.0f));
-  static_cast<void>(cudaEventDestroy(e0));
-  static_cast<void>(cudaEventDestroy(e1));
-  static_cast<void>(cudaEventDestroy(e2));
+  time_batch(1);
+  time_batch(64);
 }
 
 }  // namespace
