@@ -385,16 +385,22 @@ TEST(FacesPrepostGpu, decode_nms_equals_decode_yunet_on_synthetic_outputs_with_t
     loose.score = 0.3f, loose.nms_iou = 1.0f, loose.max_faces = 300;
     DetectOptions one;
     one.score = 0.69f, one.max_faces = 1;
-    const DetectOptions opts[] = {defaults, all, strict, odd, loose, one};
-    for (int k = 0; k < 6; ++k) {
+    DetectOptions odd2;  // non-finite score and IoU take the defaults; max_faces clamps to 10000
+    odd2.score = std::numeric_limits<float>::infinity(),
+    odd2.nms_iou = std::numeric_limits<float>::quiet_NaN();
+    odd2.max_faces = 20000;
+    const DetectOptions opts[] = {defaults, all, strict, odd, loose, one, odd2};
+    for (int k = 0; k < 7; ++k) {
       const DetectOptions& o = opts[k];
       SCOPED_TRACE(::testing::Message()
                    << "n " << n << " score " << o.score << " iou " << o.nms_iou << " max " << o.max_faces);
       CpuFound found, again;
       expect_post_matches_cpu(images, n, o, order, found);
       expect_post_matches_cpu(images, n, o, shuffled, again);
-      if (o.max_faces != 1) {
-        EXPECT_GT(found.detections, images.size());  // not vacuous: faces were kept
+      if (k == 3) {
+        EXPECT_EQ(found.detections, 0u);  // max_faces −3 clamps to 0
+      } else if (k != 5) {
+        EXPECT_GT(found.detections, images.size());  // not vacuous: several faces kept per image
       }
       if (k == 1 || k == 4) {
         EXPECT_GT(found.ties, 0u);  // and equal scores among them (all, loose)
