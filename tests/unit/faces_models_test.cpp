@@ -677,6 +677,38 @@ TEST(FacesNative, finds_the_letterbox_faces_on_the_photos_and_batches_mixed_size
   expect_same_detections(*pair[2], *batch[0]);
 }
 
+TEST(FacesNative, keeps_a_small_face_in_a_big_photo_that_the_letterbox_loses) {
+  // The astronaut photo halved (her face ~45 pixels wide) in a 4000×3000 grey frame: the letterbox shrinks the
+  // frame 6.25× (the face to ~7 pixels, below what YuNet finds); native sees it at 45 pixels.
+  FT_REQUIRE_TEST_DATA(dir);
+  auto photo = core::load_image(dir + "/images/astronaut_eileen_collins.png");
+  ASSERT_TRUE(photo.ok());
+  Similarity half;
+  half.a_re = 0.5;
+  auto small = warp_similarity(*photo, half, 256, 256);
+  ASSERT_TRUE(small.ok()) << small.status().to_string();
+  core::Image frame{4000, 3000, std::vector<std::uint8_t>(std::size_t{4000} * 3000 * 3, 110)};
+  const int ox = 2400, oy = 1700;
+  for (int y = 0; y < 256; ++y)
+    std::memcpy(&frame.rgb[(static_cast<std::size_t>(oy + y) * 4000 + ox) * 3],
+                &small->rgb[static_cast<std::size_t>(y) * 256 * 3], 256 * 3);
+  auto boxed = yunet().detect(frame);
+  ASSERT_TRUE(boxed.ok());
+  EXPECT_TRUE(boxed->empty()) << "letterbox found " << boxed->size() << ", score " << (*boxed)[0].score;
+  DetectOptions native;
+  native.input = DetectInput::kNative;
+  auto own = yunet().detect(frame, native);
+  ASSERT_TRUE(own.ok()) << own.status().to_string();
+  ASSERT_EQ(own->size(), 1u);
+  // where the full-size photo's face lands after halving and the offset
+  auto full = yunet().detect(*photo);
+  ASSERT_TRUE(full.ok() && full->size() == 1u);
+  Detection want = (*full)[0];
+  want.x0 = ox + want.x0 / 2, want.x1 = ox + want.x1 / 2, want.y0 = oy + want.y0 / 2,
+  want.y1 = oy + want.y1 / 2;
+  EXPECT_GT(iou((*own)[0], want), 0.5f);
+}
+
 TEST(FacesEmbed, embed_batch_equals_single_embeds_exactly_and_isolates_a_wrong_face) {
   const Embedder& emb = generated_embedder();
   std::vector<core::Image> faces = {pattern_face(1), pattern_face(2),
