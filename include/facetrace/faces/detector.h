@@ -1,5 +1,6 @@
 /// @file
-/// The YuNet face detector (docs/design/faces.md §5): letterbox, network, anchor-free decode, NMS.
+/// The YuNet face detector (docs/design/faces.md §5): letterbox or native input, network, anchor-free decode,
+/// NMS; one photo or a batch.
 #pragma once
 
 #include <array>
@@ -87,7 +88,9 @@ class Detector {
   int input_size() const { return n_; }
   const Net& net() const { return net_; }
 
-  /// Faces in an RGB photo (sides 1..65536), best score first. kInvalidArgument for a wrong byte count.
+  /// Faces in an RGB photo (sides 1..65536), best score first, with the input of `options.input`.
+  /// kInvalidArgument for a wrong byte count, or (kNative) a padded input over NetLimits::max_tensor_elements or
+  /// activations over max_live_bytes.
   Expected<std::vector<Detection>> detect(std::span<const std::uint8_t> rgb, int width, int height,
                                           const DetectOptions& options = {}) const;
   Expected<std::vector<Detection>> detect(const core::Image& image, const DetectOptions& options = {}) const {
