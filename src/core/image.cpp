@@ -258,7 +258,8 @@ bool decode_jpeg(std::span<const std::uint8_t> bytes, Image& out, std::string& w
 struct PngState {
   jmp_buf jump;
   char message[400];
-  char warning[200];  ///< the first warning, added to an error's message (libpng explains IHDR errors this way)
+  /// The first warning, added to an error's message (libpng explains IHDR errors this way).
+  char warning[200];
   const std::uint8_t* data;
   std::size_t size, pos;
 };
@@ -311,7 +312,8 @@ bool decode_png(std::span<const std::uint8_t> bytes, Image& out, std::string& wh
   }
   png_set_read_fn(png, &st, png_read_memory);
   png_set_user_limits(png, kMaxImageSide, kMaxImageSide);
-  png_set_chunk_malloc_max(png, std::size_t{64} << 20);  // text/ICC chunks; image rows are not chunk allocations
+  // text and ICC chunks; image rows are not chunk allocations
+  png_set_chunk_malloc_max(png, std::size_t{64} << 20);
   png_read_info(png, info);
   const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   if (!size_ok(w, h, why)) {
@@ -362,7 +364,8 @@ Expected<Image> decode_image(std::span<const std::uint8_t> bytes) {
   try {
     ok = jpeg ? decode_jpeg(bytes, im, why) : decode_png(bytes, im, why);
   } catch (const std::bad_alloc&) {
-    return Status(Code::kOutOfMemory, std::string("image: out of memory decoding ") + (jpeg ? "JPEG" : "PNG"));
+    return Status(Code::kOutOfMemory,
+                  std::string("image: out of memory decoding ") + (jpeg ? "JPEG" : "PNG"));
   }
   if (!ok) return invalid_argument("image: " + why);
   return apply_orientation(im, exif_orientation(bytes));
@@ -426,7 +429,8 @@ Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint3
   errno = 0;
   std::string why;
   if (!png_image_write_to_stdio(&png, f, 0, pixels.data(), 0, nullptr))
-    why = std::string(png.message[0] ? png.message : "write failed") + (errno ? std::string(": ") + std::strerror(errno) : "");
+    why = std::string(png.message[0] ? png.message : "write failed") +
+          (errno ? std::string(": ") + std::strerror(errno) : "");
   png_image_free(&png);
   if (std::fflush(f) != 0 && why.empty()) why = std::strerror(errno);
   if (std::ferror(f) && why.empty()) why = "write error";

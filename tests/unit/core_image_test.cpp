@@ -145,7 +145,7 @@ TEST(ImageJpeg, dht_code_counts_summing_past_256_are_an_error_not_an_overflow) {
   // SOI, a baseline SOF0 (8×8, one component), then a DHT whose 16 code-length counts are 17 each: 272 codes,
   // more than the 256 symbols a table holds (the system stb_image 2.27 copied them into a 256-byte array). The
   // segment length covers all 272 values, so only the count check can refuse it.
-  Bytes j = {0xFF, 0xD8,                                                                  // SOI
+  Bytes j = {0xFF, 0xD8,                                                                     // SOI
              0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x08, 0x00, 0x08, 0x01, 0x01, 0x11, 0x00};  // SOF0
   const int count = 17 * 16;
   const int len = 2 + 1 + 16 + count;
@@ -153,7 +153,7 @@ TEST(ImageJpeg, dht_code_counts_summing_past_256_are_an_error_not_an_overflow) {
                      0x00});  // DC table 0
   for (int i = 0; i < 16; ++i) j.push_back(17);
   for (int i = 0; i < count; ++i) j.push_back(static_cast<std::uint8_t>(0x41 + i % 26));  // attacker bytes
-  j.insert(j.end(), {0xFF, 0xDA, 0x00, 0x08, 0x01, 0x01, 0x00, 0x00, 0x3F, 0x00});   // SOS
+  j.insert(j.end(), {0xFF, 0xDA, 0x00, 0x08, 0x01, 0x01, 0x00, 0x00, 0x3F, 0x00});        // SOS
   j.insert(j.end(), 64, 0xAA);
   j.insert(j.end(), {0xFF, 0xD9});
   expect_refused(j, "JPEG: Bogus Huffman table definition");
@@ -165,7 +165,8 @@ TEST(ImageJpeg, rgb_grey_cmyk_and_progressive_decode_to_rgb) {
   EXPECT_EQ(rgb.height, 8);
   expect_flat(rgb, 200, 40, 90, 2);
   expect_flat(decode_ok(encode_jpeg(flat(9, 7, {77}), 9, 7, 1, JCS_GRAYSCALE)), 77, 77, 77, 1);
-  expect_flat(decode_ok(encode_jpeg(flat(16, 16, {10, 250, 128}), 16, 16, 3, JCS_RGB, true)), 10, 250, 128, 2);
+  expect_flat(decode_ok(encode_jpeg(flat(16, 16, {10, 250, 128}), 16, 16, 3, JCS_RGB, true)), 10, 250, 128,
+              2);
   // CMYK as Adobe writes it (libjpeg adds the Adobe marker; values inverted: 255 = no ink). No cyan, full
   // magenta and yellow, no black is red; half black on no ink is mid grey (255·128/255).
   expect_flat(decode_ok(encode_jpeg(flat(8, 8, {255, 0, 0, 255}), 8, 8, 4, JCS_CMYK)), 255, 0, 0, 2);
@@ -204,8 +205,8 @@ TEST(ImageJpeg, huge_declared_dimensions_are_refused_before_decoding) {
 TEST(ImageJpeg, exif_orientation_still_applies) {
   // 2×1: left red, right blue; EXIF orientation 6 (rotate 90° clockwise to view) → 1×2, red on top.
   Bytes j = encode_jpeg(Bytes{255, 0, 0, 0, 0, 255}, 2, 1, 3, JCS_RGB);
-  const Bytes app1 = {0xFF, 0xE1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1,
-                      0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0};
+  const Bytes app1 = {0xFF, 0xE1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8,
+                      0,    1,    0x01, 0x12, 0,   3,   0,   0,   0, 1, 0,   6,   0, 0,  0, 0, 0, 0};
   j.insert(j.begin() + 2, app1.begin(), app1.end());
   ASSERT_EQ(core::exif_orientation(j), 6);
   const core::Image im = decode_ok(j);
@@ -224,8 +225,8 @@ TEST(ImageDecode, unknown_and_empty_data_are_refused) {
 
 TEST(ImagePng, grey_palette_16_bit_alpha_and_interlaced_decode_to_rgb) {
   PngSpec grey{3, 2, PNG_COLOR_TYPE_GRAY, 8, false, {}, {}, {0, 100, 255, 7, 8, 9}};
-  EXPECT_EQ(decode_ok(encode_png(grey)).rgb, (Bytes{0, 0, 0, 100, 100, 100, 255, 255, 255, 7, 7, 7, 8, 8, 8,
-                                                    9, 9, 9}));
+  EXPECT_EQ(decode_ok(encode_png(grey)).rgb,
+            (Bytes{0, 0, 0, 100, 100, 100, 255, 255, 255, 7, 7, 7, 8, 8, 8, 9, 9, 9}));
   PngSpec grey1{8, 1, PNG_COLOR_TYPE_GRAY, 1, false, {}, {}, {0b10100000}};  // 1-bit: 1 → 255
   const core::Image g1 = decode_ok(encode_png(grey1));
   ASSERT_EQ(g1.rgb.size(), 24u);
