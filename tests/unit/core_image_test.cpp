@@ -221,6 +221,49 @@ TEST(ImageDecode, unknown_and_empty_data_are_refused) {
   expect_refused(Bytes{}, "0 bytes");
 }
 
+TEST(ImageJpeg, a_progressive_file_with_thousands_of_scans_is_refused) {
+  // The last scan of a progressive JPEG (an AC refinement) repeated 1100 times: libjpeg only warns about the bogus
+  // progression and would decode every copy; the scan cap ends it.
+  Bytes px;
+  for (int i = 0; i < 16 * 16 * 3; ++i) px.push_back(static_cast<std::uint8_t>(i * 29));
+  const Bytes j = encode_jpeg(px, 16, 16, 3, JCS_RGB, true);
+  std::size_t last_sos = std::string::npos;
+  for (std::size_t i = 2; i + 1 < j.size(); ++i)
+    if (j[i] == 0xFF && j[i + 1] == 0xDA) last_sos = i;
+  ASSERT_NE(last_sos, std::string::npos);
+  const Bytes scan(j.begin() + static_cast<std::ptrdiff_t>(last_sos), j.end() - 2);  // up to EOI
+  Bytes many(j.begin(), j.end() - 2);
+  for (int k = 0; k < 1100; ++k) many.insert(many.end(), scan.begin(), scan.end());
+  many.insert(many.end(), {0xFF, 0xD9});
+  expect_refused(many, "JPEG: more than 1000 progressive scans");
+  Bytes few(j.begin(), j.end() - 2);  // 20 extra copies: decoded (warnings only)
+  for (int k = 0; k < 20; ++k) few.insert(few.end(), scan.begin(), scan.end());
+  few.insert(few.end(), {0xFF, 0xD9});
+  EXPECT_TRUE(core::decode_image(few).ok());
+}
+
+TEST(ImageDecode, flipped_bytes_decode_or_fail_cleanly) {
+  // Every 3rd byte of a baseline and a progressive JPEG and of a PNG inverted, one at a time: each result is an
+  // image or kInvalidArgument (under ASan: no invalid access either).
+  Bytes px;
+  for (int i = 0; i < 20 * 12 * 3; ++i) px.push_back(static_cast<std::uint8_t>((i * 97) ^ (i >> 4)));
+  PngSpec png{20, 12, PNG_COLOR_TYPE_RGB, 8, false, {}, {}, px};
+  const Bytes files[] = {encode_jpeg(px, 20, 12, 3, JCS_RGB), encode_jpeg(px, 20, 12, 3, JCS_RGB, true),
+                         encode_png(png)};
+  for (const Bytes& f : files)
+    for (std::size_t i = 0; i < f.size(); i += 3) {
+      Bytes b = f;
+      b[i] ^= 0xFF;
+      auto im = core::decode_image(b);
+      if (im.ok()) {
+        EXPECT_EQ(im->rgb.size(), static_cast<std::size_t>(im->width) * im->height * 3);
+      } else {
+        EXPECT_EQ(im.status().code(), Code::kInvalidArgument)
+            << "byte " << i << ": " << im.status().to_string();
+      }
+    }
+}
+
 // ---- PNG --------------------------------------------------------------------------------------------
 
 TEST(ImagePng, grey_palette_16_bit_alpha_and_interlaced_decode_to_rgb) {
