@@ -17,40 +17,46 @@ namespace facetrace::faces::gpu {
 namespace {
 
 // The geometry of a conv as plain integers (a ConvJob holds shared pointers, which a kernel cannot take).
+// The geometry of a conv as plain integers (a ConvJob holds shared pointers, which a kernel cannot take), in the
+// index type of the launch: 32-bit when every index fits (64-bit division is many instructions on the GPU).
+template <class I>
 struct ConvGeom {
-  std::int64_t cin, h, w, cout, cin_g, cout_g, kh, kw, sh, sw, pt, pl, oh, ow, dh, dw;
+  I cin, h, w, cout, cin_g, cout_g, kh, kw, sh, sw, pt, pl, oh, ow, dh, dw;
 };
 
-ConvGeom geom_of(const ConvJob& j) {
-  return {j.cin, j.h, j.w, j.cout, j.cin / j.groups, j.cout / j.groups, j.kh, j.kw, j.sh, j.sw, j.pt, j.pl,
-          j.oh, j.ow, j.dh, j.dw};
+template <class I>
+ConvGeom<I> geom_of(const ConvJob& j) {
+  const auto c = [](std::int64_t v) { return static_cast<I>(v); };
+  return {c(j.cin),  c(j.h),  c(j.w),  c(j.cout), c(j.cin / j.groups), c(j.cout / j.groups), c(j.kh), c(j.kw),
+          c(j.sh),   c(j.sw), c(j.pt), c(j.pl),   c(j.oh),              c(j.ow),               c(j.dh), c(j.dw)};
 }
 
 // One output per thread: Σ over the group's input channels and the taps in (ci, ky, kx) order, then bias and
 // activation. KH/KW > 0 fix the window at compile time (unrolled); 0 reads it from g.
-template <int KH, int KW>
-__global__ void conv_direct_kernel(ConvGeom g, const float* __restrict__ x, const float* __restrict__ w,
+template <int KH, int KW, class I>
+__global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, const float* __restrict__ w,
                                    const float* __restrict__ bias, EpilogueAct::Kind act, float lo, float hi,
-                                   float* __restrict__ y, std::int64_t n) {
-  const std::int64_t kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw;
-  FT_FOR_EACH(i, n) {
-    const std::int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, co = (i / (g.ow * g.oh)) % g.cout;
-    const std::int64_t img = i / (g.ow * g.oh * g.cout);
-    const std::int64_t grp = co / g.cout_g;
+                                   float* __restrict__ y, I n) {
+  const I kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I q = i / g.ow, ox = i - q * g.ow;
+    const I r = q / g.oh, oy = q - r * g.oh;
+    const I img = r / g.cout, co = r - img * g.cout;
+    const I grp = co / g.cout_g;
     const float* xb = x + (img * g.cin + grp * g.cin_g) * g.h * g.w;
     const float* wb = w + co * g.cin_g * kh * kw;
-    const std::int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+    const I y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
     float acc = 0.0f;
-    for (std::int64_t ci = 0; ci < g.cin_g; ++ci) {
+    for (I ci = 0; ci < g.cin_g; ++ci) {
       const float* xc = xb + ci * g.h * g.w;
       const float* wc = wb + ci * kh * kw;
 #pragma unroll
-      for (std::int64_t ky = 0; ky < kh; ++ky) {
-        const std::int64_t iy = y0 + ky * g.dh;
+      for (I ky = 0; ky < kh; ++ky) {
+        const I iy = y0 + ky * g.dh;
         if (iy < 0 || iy >= g.h) continue;
 #pragma unroll
-        for (std::int64_t kx = 0; kx < kw; ++kx) {
-          const std::int64_t ix = x0 + kx * g.dw;
+        for (I kx = 0; kx < kw; ++kx) {
+          const I ix = x0 + kx * g.dw;
           if (ix < 0 || ix >= g.w) continue;
           acc = fmaf(xc[iy * g.w + ix], __ldg(wc + ky * kw + kx), acc);
         }
@@ -61,6 +67,18 @@ __global__ void conv_direct_kernel(ConvGeom g, const float* __restrict__ x, cons
     if (act == EpilogueAct::Kind::kClip) acc = fminf(fmaxf(acc, lo), hi);
     y[i] = acc;
   }
+}
+
+template <class I>
+void launch_direct(const ConvJob& j, I n, const float* x, const float* w, const float* bias, EpilogueAct act,
+                   float* y, cudaStream_t s) {
+  const ConvGeom<I> g = geom_of<I>(j);
+  if (g.kh == 3 && g.kw == 3)
+    conv_direct_kernel<3, 3, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
+  else if (g.kh == 1 && g.kw == 1)
+    conv_direct_kernel<1, 1, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
+  else
+    conv_direct_kernel<0, 0, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
 }
 
 std::string shape_text(const ConvJob& j) {
@@ -112,7 +130,157 @@ Expected<float> time_us(F&& f, cudaStream_t s, int reps = 3) {
   return 1000.0f * ms / static_cast<float>(reps);
 }
 
+
+// ---- the tiled implicit GEMM ------------------------------------------------------------------------------
+// C[m, n] = Σ_k W[g·Mg + m, k] · X̂[k, n] per group g: m an output channel of the group, n an output pixel of the
+// whole batch (image-major), k = (ci, ky, kx) of the group's input channels. 64×64 tiles, 16-deep K steps, 256
+// threads of 4×4 outputs each; blockIdx.z = group · splits + split.
+constexpr int kTm = 64, kTn = 64, kTk = 16;
+
+struct IgemmGeom {
+  int cin, h, w, cin_g, cout_g, kh, kw, sh, sw, pt, pl, oh, ow, dh, dw;
+  int m, n, k;        // per group: cout_g, B·oh·ow, cin_g·kh·kw
+  int splits, k_per;  // K slices and the K length of each (a multiple of kTk)
+  int groups;
+};
+
+__global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const float* __restrict__ x,
+                                                         const float* __restrict__ w,
+                                                         const float* __restrict__ bias, EpilogueAct::Kind act,
+                                                         float lo, float hi, float* __restrict__ y,
+                                                         float* __restrict__ partial) {
+  __shared__ __align__(16) float As[kTk][kTm + 4];
+  __shared__ __align__(16) float Bs[kTk][kTn];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int grp = static_cast<int>(blockIdx.z) / g.splits, split = static_cast<int>(blockIdx.z) % g.splits;
+  const int m0 = static_cast<int>(blockIdx.y) * kTm, n0 = static_cast<int>(blockIdx.x) * kTn;
+  const int k_begin = split * g.k_per, k_end = min(g.k, k_begin + g.k_per);
+  const int plane = g.oh * g.ow;
+  // this thread's B column (one output pixel) and its input window origin
+  const int bn = tid % kTn, bk0 = tid / kTn;  // rows bk0, bk0 + 4, bk0 + 8, bk0 + 12 of the K step
+  const int pn = n0 + bn;
+  const bool pix_ok = pn < g.n;
+  const int img = pix_ok ? pn / plane : 0, pp = pix_ok ? pn % plane : 0;
+  const int iy0 = (pp / g.ow) * g.sh - g.pt, ix0 = (pp % g.ow) * g.sw - g.pl;
+  const float* xg = x + (static_cast<std::int64_t>(img) * g.cin + static_cast<std::int64_t>(grp) * g.cin_g) * g.h * g.w;
+  // this thread's A rows (weights): element (am, ak) for idx = tid + r·256
+  const float* wg = w + static_cast<std::int64_t>(grp) * g.cout_g * g.k;
+  const int taps = g.kh * g.kw;
+  const int ty = tid / 16, tx = tid % 16;
+  float acc[4][4] = {};
+  for (int k0 = k_begin; k0 < k_end; k0 += kTk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int idx = tid + r * 256;
+      const int am = idx / kTk, ak = idx % kTk;
+      const int gm = m0 + am, gk = k0 + ak;
+      As[ak][am] = (gm < g.m && gk < k_end) ? __ldg(wg + static_cast<std::int64_t>(gm) * g.k + gk) : 0.0f;
+      const int kk = k0 + bk0 + 4 * r;
+      float v = 0.0f;
+      if (pix_ok && kk < k_end) {
+        const int ci = kk / taps, t = kk - ci * taps;
+        const int ky = t / g.kw, kx = t - ky * g.kw;
+        const int iy = iy0 + ky * g.dh, ix = ix0 + kx * g.dw;
+        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) v = xg[(static_cast<std::int64_t>(ci) * g.h + iy) * g.w + ix];
+      }
+      Bs[bk0 + 4 * r][bn] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTk; ++kk) {
+      const float4 a = *reinterpret_cast<const float4*>(&As[kk][ty * 4]);
+      const float4 b = *reinterpret_cast<const float4*>(&Bs[kk][tx * 4]);
+      const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  const std::int64_t cout = static_cast<std::int64_t>(g.cout_g) * g.groups;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int gm = m0 + ty * 4 + i;
+    if (gm >= g.m) continue;
+    const std::int64_t co = static_cast<std::int64_t>(grp) * g.cout_g + gm;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = n0 + tx * 4 + j;
+      if (n >= g.n) continue;
+      const std::int64_t at = (static_cast<std::int64_t>(n / plane) * cout + co) * plane + n % plane;  // NCHW
+      float v = acc[i][j];
+      if (g.splits > 1) {
+        partial[static_cast<std::int64_t>(split) * cout * g.n + at] = v;
+        continue;
+      }
+      if (bias) v = __fadd_rn(v, __ldg(bias + co));
+      if (act == EpilogueAct::Kind::kRelu) v = v > 0.0f ? v : 0.0f;
+      if (act == EpilogueAct::Kind::kClip) v = fminf(fmaxf(v, lo), hi);
+      y[at] = v;
+    }
+  }
+}
+
+// Σ over the K slices in slice order, then bias and activation.
+__global__ void igemm_reduce_kernel(const float* __restrict__ partial, int splits, std::int64_t total,
+                                    std::int64_t cout, std::int64_t plane, const float* __restrict__ bias,
+                                    EpilogueAct::Kind act, float lo, float hi, float* __restrict__ y) {
+  FT_FOR_EACH(i, total) {
+    float v = partial[i];
+    for (int s = 1; s < splits; ++s) v = __fadd_rn(v, partial[static_cast<std::int64_t>(s) * total + i]);
+    if (bias) v = __fadd_rn(v, __ldg(bias + (i / plane) % cout));
+    if (act == EpilogueAct::Kind::kRelu) v = v > 0.0f ? v : 0.0f;
+    if (act == EpilogueAct::Kind::kClip) v = fminf(fmaxf(v, lo), hi);
+    y[i] = v;
+  }
+}
+
+IgemmGeom igemm_geom(const ConvJob& j, int batch, int splits) {
+  IgemmGeom g{};
+  const auto i = [](std::int64_t v) { return static_cast<int>(v); };
+  g.cin = i(j.cin), g.h = i(j.h), g.w = i(j.w), g.cin_g = i(j.cin / j.groups), g.cout_g = i(j.cout / j.groups);
+  g.kh = i(j.kh), g.kw = i(j.kw), g.sh = i(j.sh), g.sw = i(j.sw), g.pt = i(j.pt), g.pl = i(j.pl);
+  g.oh = i(j.oh), g.ow = i(j.ow), g.dh = i(j.dh), g.dw = i(j.dw), g.groups = i(j.groups);
+  g.m = g.cout_g, g.n = i(batch * j.oh * j.ow), g.k = i(g.cin_g * j.kh * j.kw);
+  g.splits = std::max(1, splits);
+  const int steps = (g.k + kTk - 1) / kTk;
+  g.k_per = ((steps + g.splits - 1) / g.splits) * kTk;
+  g.splits = (g.k + g.k_per - 1) / g.k_per;  // no empty slice
+  return g;
+}
+
 }  // namespace
+
+bool igemm_fits(const ConvJob& j, int batch) {
+  const std::int64_t lim = std::int64_t{1} << 30;
+  return j.cin / j.groups >= 2 && j.cout / j.groups >= 8 && j.cin * j.h * j.w * batch < lim &&
+         j.cout * j.oh * j.ow * batch < lim;
+}
+
+int igemm_splits(const ConvJob& j, int batch, int multiprocessors) {
+  const std::int64_t tiles = ((j.cout / j.groups + kTm - 1) / kTm) * ((batch * j.oh * j.ow + kTn - 1) / kTn) * j.groups;
+  const std::int64_t k = (j.cin / j.groups) * j.kh * j.kw;
+  const std::int64_t want = (2 * multiprocessors + tiles - 1) / tiles;
+  return static_cast<int>(std::clamp<std::int64_t>(want, 1, std::clamp<std::int64_t>(k / (4 * kTk), 1, 16)));
+}
+
+Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x, const float* w,
+                         const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s) {
+  const IgemmGeom g = igemm_geom(j, batch, splits);
+  if (g.splits > 1 && !partial) return internal_error("implicit GEMM with K splits and no partial buffer");
+  const dim3 grid(static_cast<unsigned>((g.n + kTn - 1) / kTn), static_cast<unsigned>((g.m + kTm - 1) / kTm),
+                  static_cast<unsigned>(g.groups * g.splits));
+  conv_igemm_kernel<<<grid, 256, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, partial);
+  FT_CUDA_LAUNCH_CHECK("conv_igemm_kernel", s);
+  if (g.splits > 1) {
+    const std::int64_t total = j.cout * j.oh * j.ow * batch;
+    igemm_reduce_kernel<<<blocks_for(total), kThreads, 0, s>>>(partial, g.splits, total, j.cout, j.oh * j.ow, bias,
+                                                               act.kind, act.lo, act.hi, y);
+    FT_CUDA_LAUNCH_CHECK("igemm_reduce_kernel", s);
+  }
+  return {};
+}
 
 std::string own_conv_kernel(const ConvJob& j) {
   if (j.cin / j.groups == 1 && j.kh == 3 && j.kw == 3) return "own:depthwise3x3";
@@ -122,15 +290,13 @@ std::string own_conv_kernel(const ConvJob& j) {
 
 Status launch_conv_direct(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
                           EpilogueAct act, float* y, cudaStream_t s) {
-  const ConvGeom g = geom_of(j);
-  const std::int64_t n = g.cout * g.oh * g.ow * batch;
+  const std::int64_t n = j.cout * j.oh * j.ow * batch;
   if (n <= 0) return {};
-  if (g.kh == 3 && g.kw == 3)
-    conv_direct_kernel<3, 3><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
-  else if (g.kh == 1 && g.kw == 1)
-    conv_direct_kernel<1, 1><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
+  // 32-bit indices when the largest index (input or output) fits
+  if (std::max(n, j.cin * j.h * j.w * batch) < (std::int64_t{1} << 30))
+    launch_direct<int>(j, static_cast<int>(n), x, w, bias, act, y, s);
   else
-    conv_direct_kernel<0, 0><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
+    launch_direct<std::int64_t>(j, n, x, w, bias, act, y, s);
   FT_CUDA_LAUNCH_CHECK("conv_direct_kernel", s);
   return {};
 }
@@ -202,8 +368,26 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   own.kernel = own_conv_kernel(job);
   const std::int64_t cin_g = job.cin / job.groups, cout_g = job.cout / job.groups;
   const bool own_fits = !cudnn_ok_ || cin_g == 1 || cout_g < 8;
+  // the implicit GEMM: for shapes small enough that cuDNN's tiles leave the device idle
+  ConvAlgo ig;
+  ig.own = true;
+  int sms = 132;
+  FT_CUDA_IGNORE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  ig.splits = igemm_splits(job, batch_, sms);
+  ig.workspace = ig.splits > 1 ? static_cast<std::size_t>(ig.splits) * job.cout * job.oh * job.ow * batch_ * 4 : 0;
+  ig.kernel = "own:igemm" + (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+  const bool ig_fits = setup.autotune && igemm_fits(job, batch_) && job.cout * job.oh * job.ow * batch_ <= (std::int64_t{1} << 22) &&
+                       ig.workspace <= probe.workspace_bytes;
   if (!cudnn_ok_) {
     algo_ = own;
+    if (ig_fits) {
+      auto td = time_us([&] { return run_with(own, probe.x, probe.y, probe.workspace, stream); }, stream);
+      auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!td) return td.status();
+      if (!ti) return ti.status();
+      own.us = *td, ig.us = *ti;
+      algo_ = ig.us < own.us ? ig : own;
+    }
     return {};
   }
   // cuDNN: every algorithm measured on the probe buffers, the fastest deterministic one kept
@@ -252,6 +436,12 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       own.us = *to;
       if (own.us < best.us) best = own;
     }
+    if (ig_fits) {
+      auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!ti) return ti.status().with_context("conv " + shape_text(job));
+      ig.us = *ti;
+      if (ig.us < best.us) best = ig;
+    }
   }
   if (best.fused) best.kernel += "+bias+relu";
   algo_ = best;
@@ -259,6 +449,9 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
 }
 
 Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const {
+  if (a.own && a.splits > 0)
+    return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y, static_cast<float*>(workspace),
+                             stream);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;

@@ -38,6 +38,7 @@ struct ConvSetup {
 /// The choice for one (shape, batch, precision): shared by every conv step of that shape.
 struct ConvAlgo {
   bool own = false;  ///< own kernel instead of cuDNN
+  int splits = 0;    ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   std::size_t workspace = 0;
@@ -86,6 +87,15 @@ class GpuConv {
 /// activation in its epilogue. Specialised for depthwise 3×3.
 Status launch_conv_direct(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
                           EpilogueAct act, float* y, cudaStream_t s);
+/// The own tiled implicit GEMM (64×64 tiles of output channels × output pixels of the whole batch, K = the
+/// group's cin·kh·kw): with splits > 1 each K slice writes its partial sums to `partial` (splits·B·cout·oh·ow
+/// floats) and a second kernel adds them in slice order with bias and activation, so the result does not depend
+/// on the schedule. False `fits` when the shape is outside its 32-bit indexing.
+Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x, const float* w,
+                         const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s);
+bool igemm_fits(const ConvJob& j, int batch);
+/// The K splits that fill the device with tiles for this shape (1 when the tiles alone do).
+int igemm_splits(const ConvJob& j, int batch, int multiprocessors);
 /// The kernel name launch_conv_direct uses for `j` ("own:depthwise3x3", "own:depthwise", "own:direct").
 std::string own_conv_kernel(const ConvJob& j);
 

@@ -6,6 +6,8 @@
 #include "common/cuda_check.cuh"
 #include "faces/launch.cuh"
 
+#include <cstdlib>
+
 namespace facetrace::faces::gpu {
 namespace {
 
@@ -28,23 +30,25 @@ __global__ void unary_kernel(UnaryKind k, float lo, float hi, float alpha, float
   FT_FOR_EACH(i, n) y[i] = unary_value(k, x[i], lo, hi, alpha, beta);
 }
 
+template <class I>
 __global__ void affine_kernel(const float* __restrict__ x, const float* __restrict__ sc,
-                              const float* __restrict__ sh, float* __restrict__ y, std::int64_t channels,
-                              std::int64_t plane, std::int64_t n) {
-  FT_FOR_EACH(i, n) {
-    const std::int64_t c = (i / plane) % channels;
+                              const float* __restrict__ sh, float* __restrict__ y, I channels, I plane, I n) {
+  FT_FOR_EACH_T(I, i, n) {
+    const I c = (i / plane) % channels;
     y[i] = __fadd_rn(__fmul_rn(x[i], sc[c]), sh[c]);  // x·scale + shift, two roundings like the CPU
   }
 }
 
-__device__ inline float with_bias(float v, const OperandBias& b, std::int64_t i) {
-  return b.bias ? __fadd_rn(v, b.bias[(i / b.plane) % b.channels]) : v;
+template <class I>
+__device__ inline float with_bias(float v, const OperandBias& b, I i) {
+  return b.bias ? __fadd_rn(v, b.bias[(i / static_cast<I>(b.plane)) % static_cast<I>(b.channels)]) : v;
 }
 
+template <class I>
 __global__ void prelu_kernel(const float* __restrict__ x, const float* __restrict__ sl, float* __restrict__ y,
-                             std::int64_t channels, std::int64_t plane, std::int64_t n, OperandBias bias) {
-  FT_FOR_EACH(i, n) {
-    const float v = with_bias(x[i], bias, i);
+                             I channels, I plane, I n, OperandBias bias) {
+  FT_FOR_EACH_T(I, i, n) {
+    const float v = with_bias<I>(x[i], bias, i);
     y[i] = v >= 0.0f ? v : __fmul_rn(sl[(i / plane) % channels], v);
   }
 }
@@ -53,20 +57,23 @@ struct Dims4 {
   std::int64_t d[4], as[4], bs[4];
 };
 
-__global__ void binary_kernel(BinaryKind k, Dims4 g, const float* __restrict__ a, std::int64_t abs_,
-                              const float* __restrict__ b, std::int64_t bbs, float* __restrict__ y,
-                              std::int64_t per_image, std::int64_t n, OperandBias a_bias, OperandBias b_bias) {
-  FT_FOR_EACH(i, n) {
-    const std::int64_t img = i / per_image;
-    std::int64_t r = i - img * per_image;
-    std::int64_t ia = 0, ib = 0;  // per-image offsets
+template <class I>
+__global__ void binary_kernel(BinaryKind k, Dims4 g, const float* __restrict__ a, I abs_, const float* __restrict__ b,
+                              I bbs, float* __restrict__ y, I per_image, I n, OperandBias a_bias, OperandBias b_bias) {
+  I d[4], as[4], bs[4];
+  for (int ax = 0; ax < 4; ++ax) d[ax] = static_cast<I>(g.d[ax]), as[ax] = static_cast<I>(g.as[ax]), bs[ax] = static_cast<I>(g.bs[ax]);
+  FT_FOR_EACH_T(I, i, n) {
+    const I img = i / per_image;
+    I r = i - img * per_image;
+    I ia = 0, ib = 0;  // per-image offsets
+#pragma unroll
     for (int ax = 3; ax >= 0; --ax) {
-      const std::int64_t q = r / g.d[ax], j = r - q * g.d[ax];
-      ia += j * g.as[ax];
-      ib += j * g.bs[ax];
+      const I q = r / d[ax], j = r - q * d[ax];
+      ia += j * as[ax];
+      ib += j * bs[ax];
       r = q;
     }
-    const float u = with_bias(a[img * abs_ + ia], a_bias, ia), v = with_bias(b[img * bbs + ib], b_bias, ib);
+    const float u = with_bias<I>(a[img * abs_ + ia], a_bias, ia), v = with_bias<I>(b[img * bbs + ib], b_bias, ib);
     float o;
     switch (k) {
       case BinaryKind::kAdd: o = __fadd_rn(u, v); break;
@@ -131,9 +138,10 @@ __global__ void concat_kernel(std::int64_t part, std::int64_t inner, std::int64_
   }
 }
 
-__global__ void bias_act_kernel(float* __restrict__ y, const float* __restrict__ bias, std::int64_t channels,
-                                std::int64_t plane, EpilogueAct::Kind k, float lo, float hi, std::int64_t n) {
-  FT_FOR_EACH(i, n) {
+template <class I>
+__global__ void bias_act_kernel(float* __restrict__ y, const float* __restrict__ bias, I channels, I plane,
+                                EpilogueAct::Kind k, float lo, float hi, I n) {
+  FT_FOR_EACH_T(I, i, n) {
     float v = y[i];
     if (bias) v = __fadd_rn(v, bias[(i / plane) % channels]);
     if (k == EpilogueAct::Kind::kRelu) v = v > 0.0f ? v : 0.0f;
@@ -171,7 +179,11 @@ Status launch_unary(const UnaryOp& u, const float* x, float* y, std::int64_t n, 
 Status launch_channel_affine(const ChannelAffineOp& a, int batch, const float* x, const float* scale,
                              const float* shift, float* y, cudaStream_t s) {
   const std::int64_t n = a.channels * a.plane * batch;
-  affine_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, a.channels, a.plane, n);
+  if (small_index(n))
+    affine_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, static_cast<int>(a.channels),
+                                                          static_cast<int>(a.plane), static_cast<int>(n));
+  else
+    affine_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, a.channels, a.plane, n);
   FT_CUDA_LAUNCH_CHECK("affine_kernel", s);
   return {};
 }
@@ -179,7 +191,11 @@ Status launch_channel_affine(const ChannelAffineOp& a, int batch, const float* x
 Status launch_channel_prelu(const ChannelPreluOp& p, int batch, const float* x, const float* slope, float* y,
                             cudaStream_t s, OperandBias bias) {
   const std::int64_t n = p.channels * p.plane * batch;
-  prelu_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, slope, y, p.channels, p.plane, n, bias);
+  if (small_index(n))
+    prelu_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(x, slope, y, static_cast<int>(p.channels),
+                                                         static_cast<int>(p.plane), static_cast<int>(n), bias);
+  else
+    prelu_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(x, slope, y, p.channels, p.plane, n, bias);
   FT_CUDA_LAUNCH_CHECK("prelu_kernel", s);
   return {};
 }
@@ -196,8 +212,16 @@ Status launch_binary(const BinaryOp& op, int batch, const float* a, std::int64_t
   }
   if (per <= 0) return {};
   const std::int64_t n = per * batch;
-  binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, a_bstride, b, b_bstride, y, per, n, a_bias,
-                                                   b_bias);
+  // 32-bit when the output and both operands' reach stay small (strides may be large or negative: check them)
+  std::int64_t reach = n + std::max(a_bstride, b_bstride) * batch;
+  for (int ax = 0; ax < 4; ++ax) reach += (g.d[ax] + 1) * (std::abs(g.as[ax]) + std::abs(g.bs[ax]));
+  if (small_index(reach))
+    binary_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, static_cast<int>(a_bstride), b,
+                                                          static_cast<int>(b_bstride), y, static_cast<int>(per),
+                                                          static_cast<int>(n), a_bias, b_bias);
+  else
+    binary_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, a_bstride, b, b_bstride, y, per,
+                                                                   n, a_bias, b_bias);
   FT_CUDA_LAUNCH_CHECK("binary_kernel", s);
   return {};
 }
@@ -248,7 +272,13 @@ Status launch_concat_part(std::int64_t outer, std::int64_t part, std::int64_t in
 Status launch_bias_act(float* y, const float* bias, std::int64_t channels, std::int64_t plane, int batch,
                        EpilogueAct act, cudaStream_t s) {
   const std::int64_t n = channels * plane * batch;
-  bias_act_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, bias, channels, plane, act.kind, act.lo, act.hi, n);
+  if (small_index(n))
+    bias_act_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(y, bias, static_cast<int>(channels),
+                                                            static_cast<int>(plane), act.kind, act.lo, act.hi,
+                                                            static_cast<int>(n));
+  else
+    bias_act_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(y, bias, channels, plane, act.kind, act.lo,
+                                                                     act.hi, n);
   FT_CUDA_LAUNCH_CHECK("bias_act_kernel", s);
   return {};
 }

@@ -87,13 +87,14 @@ __global__ void softmax_kernel(SoftmaxOp m, const float* __restrict__ x, float* 
     const std::int64_t base = o * m.axis * m.inner + in_i;
     float mx = x[base];
     for (std::int64_t k = 1; k < m.axis; ++k) mx = fmaxf(mx, x[base + k * m.inner]);
-    float sum = 0.0f;
+    double sum = 0.0;  // in double, as the CPU interpreter
     for (std::int64_t k = 0; k < m.axis; ++k) {
       const float e = expf(x[base + k * m.inner] - mx);
       y[base + k * m.inner] = e;
       sum += e;
     }
-    for (std::int64_t k = 0; k < m.axis; ++k) y[base + k * m.inner] = y[base + k * m.inner] / sum;
+    const auto inv = static_cast<float>(sum);
+    for (std::int64_t k = 0; k < m.axis; ++k) y[base + k * m.inner] = y[base + k * m.inner] / inv;
   }
 }
 

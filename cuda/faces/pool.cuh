@@ -19,7 +19,7 @@ Status launch_avgpool(const AvgPoolOp& a, int batch, const float* x, float* y, c
 Status launch_global_average(const GlobalAverageOp& g, int batch, const float* x, float* y, cudaStream_t s);
 /// One thread per (image, outer, inner): a double sum over len, in order.
 Status launch_reduce_mean(const ReduceMeanOp& r, int batch, const float* x, float* y, cudaStream_t s);
-/// One thread per (image, outer, inner) line: max, exp(x − max), sum, divide.
+/// One thread per (image, outer, inner) line: max, exp(x − max), their double sum, divide.
 Status launch_softmax(const SoftmaxOp& m, int batch, const float* x, float* y, cudaStream_t s);
 
 }  // namespace facetrace::faces::gpu

@@ -57,9 +57,11 @@ __global__ void resize_kernel(ResizeOp r, float sy, float sx, const float* __res
       const auto y0 = static_cast<std::int64_t>(floorf(fy)), x0 = static_cast<std::int64_t>(floorf(fx));
       const std::int64_t y1 = y0 + 1 < r.h ? y0 + 1 : r.h - 1, x1 = x0 + 1 < r.w ? x0 + 1 : r.w - 1;
       const float ly = fy - static_cast<float>(y0), lx = fx - static_cast<float>(x0);
-      const float top = (1.0f - lx) * in[y0 * r.w + x0] + lx * in[y0 * r.w + x1];
-      const float bot = (1.0f - lx) * in[y1 * r.w + x0] + lx * in[y1 * r.w + x1];
-      y[i] = (1.0f - ly) * top + ly * bot;
+      // the CPU interpreter's lerps (src/faces/cpu/ops.cpp), rounded the same way
+      const float v00 = in[y0 * r.w + x0], v01 = in[y0 * r.w + x1], v10 = in[y1 * r.w + x0], v11 = in[y1 * r.w + x1];
+      const float top = __fadd_rn(v00, __fmul_rn(__fsub_rn(v01, v00), lx));
+      const float bot = __fadd_rn(v10, __fmul_rn(__fsub_rn(v11, v10), lx));
+      y[i] = __fadd_rn(top, __fmul_rn(__fsub_rn(bot, top), ly));
     }
   }
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "compare.h"
+#include "faces/conv.cuh"
 #include "faces/gpu_program.h"
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/net.h"
@@ -417,6 +418,7 @@ void expect_matches(FacesGpu& t, const Program& p, const Outputs& got, const std
   ASSERT_EQ(got.size(), in.size()) << what;
   std::vector<std::span<const float>> spans(in.begin(), in.end());
   auto cpu = run_program_cpu(p, spans, 1);
+  EXPECT_TRUE(cpu.ok()) << what << ": the CPU interpreter: " << cpu.status().to_string();
   for (std::size_t b = 0; b < in.size(); ++b) {
     const auto want = Naive::run(p, in[b]);
     ASSERT_EQ(got[b].size(), want.size());
@@ -425,10 +427,11 @@ void expect_matches(FacesGpu& t, const Program& p, const Outputs& got, const std
       EXPECT_TRUE(testing::all_close(std::span<const float>(got[b][k]), std::span<const float>(want[k]),
                                      {rel * m + 1e-7, rel}))
           << what << ": image " << b << " output " << k << " vs the definition";
-      if (cpu)
+      if (cpu) {
         EXPECT_TRUE(testing::all_close(std::span<const float>(got[b][k]), std::span<const float>((*cpu)[b][k]),
                                        {rel * m + 1e-7, rel}))
             << what << ": image " << b << " output " << k << " vs the CPU interpreter";
+      }
     }
   }
   static_cast<void>(t);
@@ -548,6 +551,11 @@ TEST_F(FacesGpu, ResizeModes) {
     ResizeOp half{2, 5, 7, 0, 0, 10, 14, ResizeMode::kNearest, ResizeCoord::kAsymmetric, nm, 2.0f, 2.0f};
     outs.push_back(b.step(half, {Arg::value(0)}, {1, 2, 10, 14}));
   }
+  for (auto& st : b.p.steps) {  // ONNX's scales (out/in from `sizes`), as the lowering records them
+    auto& r = std::get<ResizeOp>(st.op);
+    if (r.scale_y == 0.0f) r.scale_y = static_cast<float>(r.oh) / static_cast<float>(r.h);
+    if (r.scale_x == 0.0f) r.scale_x = static_cast<float>(r.ow) / static_cast<float>(r.w);
+  }
   check_op(*this, b.done(outs), "resize");
 }
 
@@ -601,6 +609,45 @@ TEST_F(FacesGpu, ConvShapes) {
     PlanOptions own;
     own.autotune = false;  // cuDNN's choice alone (the autotuned run may have kept the own kernel)
     check_op(*this, p, "conv (no autotune)", 1e-5, -2.0f, 2.0f, own);
+  }
+}
+
+// The own implicit GEMM with forced K splits (autotune may not pick it for these shapes) vs the definition.
+TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
+  struct C {
+    std::int64_t cin, cout, g, k, s, p, h, w, dil;
+  };
+  for (const C& c : {C{64, 64, 1, 3, 1, 1, 14, 14, 1}, C{16, 32, 4, 3, 2, 1, 33, 20, 1}, C{8, 130, 1, 5, 1, 2, 23, 19, 1},
+                     C{12, 20, 1, 3, 1, 2, 17, 15, 2}, C{48, 72, 1, 1, 1, 0, 9, 7, 1}}) {
+    const ConvJob j = conv_job(c.cin, c.cout, c.g, c.k, c.s, c.p, c.h, c.w, 900, c.dil);
+    Builder b(Shape{1, c.cin, c.h, c.w});
+    const auto y = b.step(j, {Arg::value(0)}, {1, c.cout, j.oh, j.ow});
+    const Program p = b.done({y});
+    const int batch = 3;
+    const auto in = inputs_for(p, batch, 901);
+    std::vector<float> flat;
+    for (const auto& v : in) flat.insert(flat.end(), v.begin(), v.end());
+    const float* dx = upload(flat);
+    const float* dw = upload(*j.weights);
+    const float* db = upload(*j.bias);
+    const std::size_t out = static_cast<std::size_t>(c.cout * j.oh * j.ow);
+    for (int splits : {1, 3, 7}) {
+      float* dy = upload(std::vector<float>(out * batch, NAN));
+      float* part = upload(std::vector<float>(out * batch * splits, 0.0f));
+      const gpu::EpilogueAct relu{gpu::EpilogueAct::Kind::kRelu};
+      const Status st = gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_CUDA(cudaStreamSynchronize(stream_));
+      std::vector<float> got(out * batch);
+      ASSERT_CUDA(cudaMemcpy(got.data(), dy, got.size() * 4, cudaMemcpyDeviceToHost));
+      for (int i = 0; i < batch; ++i) {
+        auto want = Naive::run(p, in[static_cast<std::size_t>(i)])[0];
+        for (auto& v : want) v = v > 0 ? v : 0;
+        const std::span<const float> g(got.data() + out * static_cast<std::size_t>(i), out);
+        EXPECT_TRUE(testing::all_close(g, std::span<const float>(want), {1e-5 * max_abs(want) + 1e-7, 1e-5}))
+            << "igemm cin " << c.cin << " cout " << c.cout << " splits " << splits << " image " << i;
+      }
+    }
   }
 }
 
