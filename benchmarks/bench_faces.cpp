@@ -184,7 +184,7 @@ std::string kernel_summary(const gpu::GpuProgram& g) {
   std::map<std::string, int> n;
   for (const auto& s : g.steps())
     if (s.kernel.rfind("own:", 0) != 0 || s.kernel.find("depthwise") != std::string::npos ||
-        s.kernel.find("direct") != std::string::npos)
+        s.kernel.find("direct") != std::string::npos || s.kernel.find("igemm") != std::string::npos)
       ++n[s.kernel];
   std::ostringstream os;
   for (const auto& [k, c] : n) os << (os.tellp() > 0 ? ", " : "") << k << "x" << c;

@@ -35,8 +35,7 @@ ConvGeom<I> geom_of(const ConvJob& j) {
 // activation. KH/KW > 0 fix the window at compile time (unrolled); 0 reads it from g.
 template <int KH, int KW, class I>
 __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, const float* __restrict__ w,
-                                   const float* __restrict__ bias, EpilogueAct::Kind act, float lo, float hi,
-                                   float* __restrict__ y, I n) {
+                                   const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y, I n) {
   const I kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * blockDim.x) {
     const I q = i / g.ow, ox = i - q * g.ow;
@@ -63,9 +62,7 @@ __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, c
       }
     }
     if (bias) acc = __fadd_rn(acc, __ldg(bias + co));
-    if (act == EpilogueAct::Kind::kRelu) acc = acc > 0.0f ? acc : 0.0f;
-    if (act == EpilogueAct::Kind::kClip) acc = fminf(fmaxf(acc, lo), hi);
-    y[i] = acc;
+    y[i] = apply_epilogue(act, acc, co, img, i - img * g.cout * g.oh * g.ow);
   }
 }
 
@@ -74,11 +71,11 @@ void launch_direct(const ConvJob& j, I n, const float* x, const float* w, const 
                    float* y, cudaStream_t s) {
   const ConvGeom<I> g = geom_of<I>(j);
   if (g.kh == 3 && g.kw == 3)
-    conv_direct_kernel<3, 3, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
+    conv_direct_kernel<3, 3, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
   else if (g.kh == 1 && g.kw == 1)
-    conv_direct_kernel<1, 1, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
+    conv_direct_kernel<1, 1, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
   else
-    conv_direct_kernel<0, 0, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, n);
+    conv_direct_kernel<0, 0, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
 }
 
 std::string shape_text(const ConvJob& j) {
@@ -146,8 +143,8 @@ struct IgemmGeom {
 
 __global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const float* __restrict__ x,
                                                          const float* __restrict__ w,
-                                                         const float* __restrict__ bias, EpilogueAct::Kind act,
-                                                         float lo, float hi, float* __restrict__ y,
+                                                         const float* __restrict__ bias, EpilogueAct act,
+                                                         float* __restrict__ y,
                                                          float* __restrict__ partial) {
   __shared__ __align__(16) float As[kTk][kTm + 4];
   __shared__ __align__(16) float Bs[kTk][kTn];
@@ -215,9 +212,7 @@ __global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const floa
         continue;
       }
       if (bias) v = __fadd_rn(v, __ldg(bias + co));
-      if (act == EpilogueAct::Kind::kRelu) v = v > 0.0f ? v : 0.0f;
-      if (act == EpilogueAct::Kind::kClip) v = fminf(fmaxf(v, lo), hi);
-      y[at] = v;
+      y[at] = apply_epilogue(act, v, co, n / plane, at - static_cast<std::int64_t>(n / plane) * cout * plane);
     }
   }
 }
@@ -225,14 +220,13 @@ __global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const floa
 // Σ over the K slices in slice order, then bias and activation.
 __global__ void igemm_reduce_kernel(const float* __restrict__ partial, int splits, std::int64_t total,
                                     std::int64_t cout, std::int64_t plane, const float* __restrict__ bias,
-                                    EpilogueAct::Kind act, float lo, float hi, float* __restrict__ y) {
+                                    EpilogueAct act, float* __restrict__ y) {
   FT_FOR_EACH(i, total) {
     float v = partial[i];
     for (int s = 1; s < splits; ++s) v = __fadd_rn(v, partial[static_cast<std::int64_t>(s) * total + i]);
-    if (bias) v = __fadd_rn(v, __ldg(bias + (i / plane) % cout));
-    if (act == EpilogueAct::Kind::kRelu) v = v > 0.0f ? v : 0.0f;
-    if (act == EpilogueAct::Kind::kClip) v = fminf(fmaxf(v, lo), hi);
-    y[i] = v;
+    const std::int64_t img = i / (cout * plane), at = i - img * cout * plane, co = at / plane;
+    if (bias) v = __fadd_rn(v, __ldg(bias + co));
+    y[i] = apply_epilogue(act, v, co, img, at);
   }
 }
 
@@ -271,12 +265,12 @@ Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x
   if (g.splits > 1 && !partial) return internal_error("implicit GEMM with K splits and no partial buffer");
   const dim3 grid(static_cast<unsigned>((g.n + kTn - 1) / kTn), static_cast<unsigned>((g.m + kTm - 1) / kTm),
                   static_cast<unsigned>(g.groups * g.splits));
-  conv_igemm_kernel<<<grid, 256, 0, s>>>(g, x, w, bias, act.kind, act.lo, act.hi, y, partial);
+  conv_igemm_kernel<<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
   FT_CUDA_LAUNCH_CHECK("conv_igemm_kernel", s);
   if (g.splits > 1) {
     const std::int64_t total = j.cout * j.oh * j.ow * batch;
     igemm_reduce_kernel<<<blocks_for(total), kThreads, 0, s>>>(partial, g.splits, total, j.cout, j.oh * j.ow, bias,
-                                                               act.kind, act.lo, act.hi, y);
+                                                               act, y);
     FT_CUDA_LAUNCH_CHECK("igemm_reduce_kernel", s);
   }
   return {};
@@ -353,7 +347,7 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
           CUDNN_NOT_PROPAGATE_NAN, act.kind == EpilogueAct::Kind::kRelu ? 0.0 : static_cast<double>(act.hi)));
   }
   cudnn_ok_ = expressible;
-  const bool fusable = cudnn_ok_ && bias != nullptr &&
+  const bool fusable = cudnn_ok_ && bias != nullptr && !act.has_residual &&
                        (act.kind == EpilogueAct::Kind::kRelu ||
                         (act.kind == EpilogueAct::Kind::kClip && act.lo == 0.0f && std::isfinite(act.hi)));
   if (known) {
@@ -462,12 +456,13 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
   }
   FT_CUDNN_TRY(cudnnConvolutionForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo, workspace, a.workspace, &zero,
                                        y_, y));
-  if (b_dev_ || act_.kind != EpilogueAct::Kind::kNone)
+  if (b_dev_ || act_.kind != EpilogueAct::Kind::kNone || act_.residual)
     FT_TRY(launch_bias_act(y, b_dev_, job_.cout, job_.oh * job_.ow, batch_, act_, stream));
   return {};
 }
 
-Status GpuConv::run(const float* x, float* y, void* workspace, cudaStream_t stream) const {
+Status GpuConv::run(const float* x, float* y, void* workspace, cudaStream_t stream, const float* residual) {
+  act_.residual = residual;
   return run_with(algo_, x, y, workspace, stream);
 }
 

@@ -61,8 +61,9 @@ class GpuConv {
   Status setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup& setup, EpilogueAct act,
                const float* weights, const float* bias, const ConvAlgo* known, const ConvProbe& probe,
                cudaStream_t stream);
-  /// Runs on the plan's stream; `workspace` holds at least algo().workspace bytes.
-  Status run(const float* x, float* y, void* workspace, cudaStream_t stream) const;
+  /// Runs on the plan's stream; `workspace` holds at least algo().workspace bytes; `residual` binds the
+  /// epilogue's residual operand when it was planned with one.
+  Status run(const float* x, float* y, void* workspace, cudaStream_t stream, const float* residual = nullptr);
   const ConvAlgo& algo() const { return algo_; }
 
  private:

@@ -140,13 +140,13 @@ __global__ void concat_kernel(std::int64_t part, std::int64_t inner, std::int64_
 
 template <class I>
 __global__ void bias_act_kernel(float* __restrict__ y, const float* __restrict__ bias, I channels, I plane,
-                                EpilogueAct::Kind k, float lo, float hi, I n) {
+                                EpilogueAct e, I n) {
+  const I per_image = channels * plane;
   FT_FOR_EACH_T(I, i, n) {
     float v = y[i];
-    if (bias) v = __fadd_rn(v, bias[(i / plane) % channels]);
-    if (k == EpilogueAct::Kind::kRelu) v = v > 0.0f ? v : 0.0f;
-    if (k == EpilogueAct::Kind::kClip) v = fminf(fmaxf(v, lo), hi);
-    y[i] = v;
+    const I img = i / per_image, at = i - img * per_image, c = at / plane;
+    if (bias) v = __fadd_rn(v, bias[c]);
+    y[i] = apply_epilogue(e, v, c, img, at);
   }
 }
 
@@ -272,13 +272,11 @@ Status launch_concat_part(std::int64_t outer, std::int64_t part, std::int64_t in
 Status launch_bias_act(float* y, const float* bias, std::int64_t channels, std::int64_t plane, int batch,
                        EpilogueAct act, cudaStream_t s) {
   const std::int64_t n = channels * plane * batch;
-  if (small_index(n))
+  if (small_index(n) && small_index(act.residual_bstride * batch))
     bias_act_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(y, bias, static_cast<int>(channels),
-                                                            static_cast<int>(plane), act.kind, act.lo, act.hi,
-                                                            static_cast<int>(n));
+                                                            static_cast<int>(plane), act, static_cast<int>(n));
   else
-    bias_act_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(y, bias, channels, plane, act.kind, act.lo,
-                                                                     act.hi, n);
+    bias_act_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(y, bias, channels, plane, act, n);
   FT_CUDA_LAUNCH_CHECK("bias_act_kernel", s);
   return {};
 }

@@ -16,12 +16,34 @@
 
 namespace facetrace::faces::gpu {
 
-/// The activation of a conv epilogue (a fused Relu/Clip step, docs/design/faces.md §3 kConvAct).
+/// The epilogue of a conv (docs/design/faces.md §8.1): after the bias, the activation of a fused Relu/Clip step
+/// (kConvAct) or of the ChannelPrelu that is the conv's one reader, then the other operand of the residual Add
+/// that is its one reader. Each is the separate step's arithmetic (one rounding each), so the fused result has
+/// the unfused bits.
 struct EpilogueAct {
-  enum class Kind : std::uint8_t { kNone, kRelu, kClip };
+  enum class Kind : std::uint8_t { kNone, kRelu, kClip, kPrelu };
   Kind kind = Kind::kNone;
   float lo = 0.0f, hi = 0.0f;
+  const float* slope = nullptr;     ///< kPrelu: one per output channel
+  const float* residual = nullptr;  ///< added last: residual[image·residual_bstride + offset in the image]
+  std::int64_t residual_bstride = 0;
+  bool has_residual = false;  ///< planned with a residual (the pointer is bound at run time)
 };
+
+#ifdef __CUDACC__
+/// The epilogue applied to v (bias already added) of output channel co at offset `at` of image img.
+__device__ inline float apply_epilogue(const EpilogueAct& e, float v, std::int64_t co, std::int64_t img,
+                                       std::int64_t at) {
+  switch (e.kind) {
+    case EpilogueAct::Kind::kRelu: v = v > 0.0f ? v : 0.0f; break;
+    case EpilogueAct::Kind::kClip: v = fminf(fmaxf(v, e.lo), e.hi); break;
+    case EpilogueAct::Kind::kPrelu: v = v >= 0.0f ? v : __fmul_rn(e.slope[co], v); break;
+    default: break;
+  }
+  if (e.residual) v = __fadd_rn(v, e.residual[img * e.residual_bstride + at]);
+  return v;
+}
+#endif
 
 /// y = u(x) over n floats.
 Status launch_unary(const UnaryOp& u, const float* x, float* y, std::int64_t n, cudaStream_t s);

@@ -48,7 +48,16 @@ struct Unit {
   std::size_t first = 0, last = 0;
   std::int32_t out = 0;
   EpilogueAct act;
+  std::size_t extra = kNoStep;  ///< a conv's one reader (PReLU / residual Add) run in its epilogue
+  Arg residual;                 ///< the residual Add's other operand (act.has_residual)
+  static constexpr std::size_t kNoStep = ~std::size_t{0};
 };
+
+Unit make_unit(Unit::Kind kind, std::size_t first, std::size_t last, std::int32_t out, EpilogueAct act = {}) {
+  Unit u;
+  u.kind = kind, u.first = first, u.last = last, u.out = out, u.act = act;
+  return u;
+}
 
 // Splits the steps into units as their fusion marks say (docs/design/faces.md §3 and §8).
 Expected<std::vector<Unit>> units_of(const Program& p) {
@@ -61,11 +70,11 @@ Expected<std::vector<Unit>> units_of(const Program& p) {
       const Step& t = p.steps[i + 1];
       const auto act = act_of(t);
       if (act && t.args.size() == 1 && t.args[0].kind == Arg::Kind::kValue && t.args[0].id == s.out) {
-        units.push_back(Unit{Unit::Kind::kConvAct, i, i + 1, t.out, *act});
+        units.push_back(make_unit(Unit::Kind::kConvAct, i, i + 1, t.out, *act));
         return i + 2;
       }
     }
-    units.push_back(Unit{Unit::Kind::kStep, i, i, s.out, {}});
+    units.push_back(make_unit(Unit::Kind::kStep, i, i, s.out));
     return i + 1;
   };
   for (std::size_t i = 0; i < n;) {
@@ -86,9 +95,9 @@ Expected<std::vector<Unit>> units_of(const Program& p) {
                              std::holds_alternative<BinaryOp>(p.steps[i + 1].op) &&
                              (s.fusion.side == 0 || s.fusion.side == 1);
         if (fusable) {
-          units.push_back(Unit{Unit::Kind::kResizeBinary, i, i + 1, p.steps[i + 1].out, {}});
+          units.push_back(make_unit(Unit::Kind::kResizeBinary, i, i + 1, p.steps[i + 1].out));
         } else {
-          for (std::size_t j = i; j < i + len; ++j) units.push_back(Unit{Unit::Kind::kStep, j, j, p.steps[j].out, {}});
+          for (std::size_t j = i; j < i + len; ++j) units.push_back(make_unit(Unit::Kind::kStep, j, j, p.steps[j].out));
         }
         i += len;
         break;
@@ -125,6 +134,7 @@ class Plan final : public GpuProgram {
     auto u = units_of(p);
     if (!u) return u.status();
     units_ = std::move(*u);
+    merge_epilogues();
     find_bias_deferrals();
     plan_arena();
     FT_CUDNN_TRY(cudnnCreate(&cudnn_));
@@ -236,6 +246,71 @@ class Plan final : public GpuProgram {
     return {};
   }
 
+  // Epilogue fusion (docs/design/faces.md §8.1): a conv whose one reader is a ChannelPrelu (no activation of its
+  // own) or a residual Add without broadcasting whose other operand exists before the conv runs takes that step
+  // into its epilogue; the reader's output is written by the conv, at the conv's place in the order.
+  void merge_epilogues() {
+    const std::size_t nv = p_.lens.size();
+    std::vector<int> reads(nv, 0);
+    std::vector<std::size_t> reader(nv, Unit::kNoStep), producer(nv, 0);
+    for (std::size_t i = 0; i < p_.steps.size(); ++i) {
+      producer[static_cast<std::size_t>(p_.steps[i].out)] = i;
+      for (const auto& a : p_.steps[i].args)
+        if (a.kind == Arg::Kind::kValue) ++reads[static_cast<std::size_t>(a.id)], reader[static_cast<std::size_t>(a.id)] = i;
+    }
+    for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;
+    std::map<std::size_t, std::size_t> alone;  // step → its kStep unit
+    for (std::size_t k = 0; k < units_.size(); ++k)
+      if (units_[k].kind == Unit::Kind::kStep) alone[units_[k].first] = k;
+    std::vector<bool> gone(units_.size(), false);
+    for (auto& u : units_) {
+      if (!std::holds_alternative<ConvJob>(p_.steps[u.first].op) || u.kind == Unit::Kind::kResizeBinary) continue;
+      const auto v = static_cast<std::size_t>(u.out);
+      if (reads[v] != 1) continue;
+      const std::size_t r = reader[v];
+      const auto ru = alone.find(r);
+      if (ru == alone.end() || gone[ru->second]) continue;
+      const Step& rs = p_.steps[r];
+      if (const auto* pr = std::get_if<ChannelPreluOp>(&rs.op)) {
+        if (u.act.kind != EpilogueAct::Kind::kNone || rs.args.size() < 2 || rs.args[1].kind != Arg::Kind::kConst)
+          continue;
+        static_cast<void>(pr);
+        u.act.kind = EpilogueAct::Kind::kPrelu;
+        u.act.slope = consts_[static_cast<std::size_t>(rs.args[1].id)];
+      } else if (const auto* b = std::get_if<BinaryOp>(&rs.op)) {
+        if (b->kind != BinaryKind::kAdd || rs.args.size() < 2) continue;
+        // contiguous strides on both sides (no broadcasting), over the conv's whole output
+        std::int64_t st = 1;
+        bool dense = true;
+        for (int ax = 3; ax >= 0; --ax) {
+          const auto k = static_cast<std::size_t>(ax);
+          dense = dense && b->a_strides[k] == st && b->b_strides[k] == st;
+          st *= b->dims[k];
+        }
+        if (!dense || st != p_.lens[v]) continue;
+        const Arg other = rs.args[0].kind == Arg::Kind::kValue && rs.args[0].id == u.out ? rs.args[1] : rs.args[0];
+        if (other.kind == Arg::Kind::kValue &&
+            (other.id == u.out || (other.id != kInputValue && producer[static_cast<std::size_t>(other.id)] >= u.first)))
+          continue;
+        if (other.kind == Arg::Kind::kConst &&
+            static_cast<std::int64_t>(p_.consts[static_cast<std::size_t>(other.id)]->size()) != st)
+          continue;
+        u.act.has_residual = true;
+        u.act.residual_bstride = bstride(other);
+        u.residual = other;
+      } else {
+        continue;
+      }
+      u.extra = r;
+      u.out = rs.out;
+      gone[ru->second] = true;
+    }
+    std::vector<Unit> kept;
+    for (std::size_t k = 0; k < units_.size(); ++k)
+      if (!gone[k]) kept.push_back(units_[k]);
+    units_ = std::move(kept);
+  }
+
   // Bias deferral (docs/design/faces.md §8.1): a conv with a bias and no activation whose one reader is a
   // ChannelPrelu or a Binary run alone leaves its bias to that reader, which adds it (the same rounding as the
   // epilogue) on its way through, saving the epilogue's pass over the conv output.
@@ -252,7 +327,9 @@ class Plan final : public GpuProgram {
           if (a.kind == Arg::Kind::kValue) alone[a.id] = units_[k].first;
     for (const auto& u : units_) {
       const auto* j = std::get_if<ConvJob>(&p_.steps[u.first].op);
-      if (!j || !j->bias || u.kind != Unit::Kind::kStep || reads[static_cast<std::size_t>(u.out)] != 1) continue;
+      if (!j || !j->bias || u.kind != Unit::Kind::kStep || u.extra != Unit::kNoStep ||
+          reads[static_cast<std::size_t>(u.out)] != 1)
+        continue;
       const auto r = alone.find(u.out);
       if (r == alone.end()) continue;
       const Step& reader = p_.steps[r->second];
@@ -306,9 +383,12 @@ class Plan final : public GpuProgram {
     place(kInputValue);
     for (const auto& u : units_) {
       place(u.out);
-      for (std::size_t i = u.first; i <= u.last; ++i)
+      auto free_of = [&](std::size_t i) {
         for (auto v : p_.free[i])
           if (v >= 0 && static_cast<std::size_t>(v) < p_.lens.size() && v != u.out) release(v);
+      };
+      for (std::size_t i = u.first; i <= u.last; ++i) free_of(i);
+      if (u.extra != Unit::kNoStep) free_of(u.extra);
     }
     activation_bytes_ = end;
   }
@@ -392,7 +472,7 @@ class Plan final : public GpuProgram {
       }
       const std::vector<std::int64_t> key{j->cin, j->h, j->w, j->cout, j->groups, j->kh, j->kw, j->sh, j->sw,
                                           j->pt, j->pl, j->oh, j->ow, j->dh, j->dw, b != nullptr,
-                                          static_cast<std::int64_t>(u.act.kind)};
+                                          static_cast<std::int64_t>(u.act.kind), u.act.has_residual};
       auto conv = std::make_unique<GpuConv>();
       const auto hit = cache.find(key);
       st = conv->setup(cudnn_, *j, cs, u.act, w, b, hit == cache.end() ? nullptr : &hit->second, probe, stream_);
@@ -480,9 +560,10 @@ class Plan final : public GpuProgram {
       return Launch([=](cudaStream_t st) { return launch_resize_binary(r, kind, side, B, x, o, obs, y, st); });
     }
     if (std::holds_alternative<ConvJob>(s.op)) {
-      const GpuConv* c = convs_[conv_of_unit_.at(u.first)].get();
+      GpuConv* c = convs_[conv_of_unit_.at(u.first)].get();
       void* ws = static_cast<char*>(arena_) + ws_at_;
-      return Launch([=](cudaStream_t st) { return c->run(x, y, ws, st); });
+      const float* res = u.act.has_residual ? ptr(u.residual) : nullptr;
+      return Launch([=](cudaStream_t st) { return c->run(x, y, ws, st, res); });
     }
     const std::int64_t len = p_.lens[static_cast<std::size_t>(s.out)];
     if (const auto* op = std::get_if<UnaryOp>(&s.op)) {
@@ -600,7 +681,8 @@ class Plan final : public GpuProgram {
   std::string kernel_of(const Unit& u, const Step& s, const GpuConv* c) const {
     if (c)
       return c->algo().kernel + (u.kind == Unit::Kind::kConvAct && !c->algo().fused ? "+act" : "") +
-             (deferred_.count(u.out) ? "+bias-deferred" : "");
+             (deferred_.count(u.out) ? "+bias-deferred" : "") +
+             (u.act.kind == EpilogueAct::Kind::kPrelu ? "+prelu" : "") + (u.act.has_residual ? "+add" : "");
     if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
     if (std::holds_alternative<GemvOp>(s.op)) return "cublas:sgemm";
     if (std::holds_alternative<MatMulOp>(s.op)) return "cublas:sgemm_strided_batched";
@@ -609,11 +691,16 @@ class Plan final : public GpuProgram {
 
   Status build_launches() {
     for (const auto& u : units_) {
-      for (std::size_t i = u.first; i <= u.last; ++i)
-        for (const auto& a : p_.steps[i].args)
-          if (a.kind == Arg::Kind::kValue && !val_[static_cast<std::size_t>(a.id)] &&
-              !(i > u.first && a.id == p_.steps[u.first].out))
-            return invalid_argument("node '" + p_.steps[i].node + "' reads a value inside a fused group");
+      std::vector<std::size_t> members;
+      for (std::size_t i = u.first; i <= u.last; ++i) members.push_back(i);
+      if (u.extra != Unit::kNoStep) members.push_back(u.extra);
+      for (std::size_t k = 0; k < members.size(); ++k)
+        for (const auto& a : p_.steps[members[k]].args) {
+          bool inner = false;  // produced by an earlier member of the unit (never stored)
+          for (std::size_t q = 0; q < k; ++q) inner = inner || (a.kind == Arg::Kind::kValue && a.id == p_.steps[members[q]].out);
+          if (a.kind == Arg::Kind::kValue && !val_[static_cast<std::size_t>(a.id)] && !inner)
+            return invalid_argument("node '" + p_.steps[members[k]].node + "' reads a value inside a fused group");
+        }
       if (!val_[static_cast<std::size_t>(u.out)]) return internal_error("unplaced output of '" + p_.steps[u.first].node + "'");
       auto l = launch_of(u);
       if (!l) return l.status();

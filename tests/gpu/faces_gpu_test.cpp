@@ -704,6 +704,35 @@ TEST_F(FacesGpu, FusedConvActEqualsUnfused) {
   }
 }
 
+// Convs whose one reader is a PReLU or a residual Add (the planner runs those in the conv epilogue; the
+// shortcut conv after the main conv takes the Add, as in an IResNet downsampling block), with batch 1 and 7.
+TEST_F(FacesGpu, ConvEpiloguePreluAndResidualAdd) {
+  for (bool big : {false, true}) {  // small: own kernels likely; big: cuDNN likely
+    const std::int64_t c = big ? 64 : 12, hw = big ? 28 : 9;
+    Builder b(Shape{1, c, hw, hw});
+    const auto sl = b.constant(random_floats(static_cast<std::size_t>(2 * c), 61));
+    const auto c1 = b.step(conv_job(c, 2 * c, 1, 3, 1, 1, hw, hw, 62), {Arg::value(0)}, {1, 2 * c, hw, hw});
+    const auto p1 = b.step(ChannelPreluOp{2 * c, hw * hw}, {Arg::value(c1), Arg::constant(sl)}, {1, 2 * c, hw, hw});
+    const std::int64_t oh = (hw - 1) / 2 + 1, n = 2 * c * oh * oh;
+    const auto c2 = b.step(conv_job(2 * c, 2 * c, 1, 3, 2, 1, hw, hw, 63), {Arg::value(p1)}, {1, 2 * c, oh, oh});
+    const auto sc = b.step(conv_job(c, 2 * c, 1, 1, 2, 0, hw, hw, 64), {Arg::value(0)}, {1, 2 * c, oh, oh});
+    BinaryOp add{BinaryKind::kAdd, {1, 2 * c, oh, oh}, {n, oh * oh, oh, 1}, {n, oh * oh, oh, 1}};
+    const auto y = b.step(add, {Arg::value(c2), Arg::value(sc)}, {1, 2 * c, oh, oh});
+    const auto c3 = b.step(conv_job(2 * c, 2 * c, 1, 3, 1, 1, oh, oh, 65), {Arg::value(y)}, {1, 2 * c, oh, oh});
+    const auto r3 = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(c3)}, {1, 2 * c, oh, oh});
+    const auto z = b.step(add, {Arg::value(y), Arg::value(r3)}, {1, 2 * c, oh, oh});
+    Program p = b.done({z});
+    p.steps[static_cast<std::size_t>(c3 - 1)].fusion = Fusion{FusionKind::kConvAct, 2};
+    check_op(*this, p, "conv epilogue");
+    auto g = plan(p);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    std::string kernels;
+    for (const auto& s : (*g)->steps()) kernels += s.kernel + " ";
+    EXPECT_NE(kernels.find("+prelu"), std::string::npos) << kernels;
+    EXPECT_NE(kernels.find("+add"), std::string::npos) << kernels;
+  }
+}
+
 TEST_F(FacesGpu, FusedBandAndResizeBinaryEqualUnfused) {
   {  // 1×1 conv → ReLU → depthwise 3×3 → ReLU → MaxPool (kConvBand)
     Builder b(Shape{1, 8, 21, 19});
