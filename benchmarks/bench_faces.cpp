@@ -191,6 +191,26 @@ std::string kernel_summary(const gpu::GpuProgram& g) {
   return os.str();
 }
 
+// The `n` slowest steps of a plan's timed pass, "node kernel us; ...", and the share of time by kernel family.
+std::string top_steps(const gpu::GpuProgram& g, std::size_t n) {
+  std::vector<const gpu::StepPlan*> s;
+  double total = 0;
+  std::map<std::string, double> family;
+  for (const auto& p : g.steps()) {
+    s.push_back(&p);
+    total += p.us;
+    family[p.kernel.substr(0, p.kernel.find_first_of("+/"))] += p.us;
+  }
+  std::sort(s.begin(), s.end(), [](auto* a, auto* b) { return a->us > b->us; });
+  std::ostringstream os;
+  os.precision(4);
+  os << "total " << total << " us;";
+  for (std::size_t i = 0; i < std::min(n, s.size()); ++i) os << " " << s[i]->node << " " << s[i]->kernel << " " << s[i]->us << ";";
+  os << " by kernel:";
+  for (const auto& [k, us] : family) os << " " << k << " " << us;
+  return os.str();
+}
+
 // Plans `program` at each batch and precision, times run() with CUDA events, one JSON line + table row each.
 bool gpu_rows(const char* name, const char* unit, const Program& program, const std::vector<int>& batches,
               const std::vector<Precision>& precisions, std::uint64_t workspace_mb, int warmup, int iters,
@@ -259,6 +279,7 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       j["workspace_cap_mb"] = workspace_mb;
       j["device_mb"] = bench::rounded(static_cast<double>((*g)->device_bytes()) / (1 << 20), 1);
       j["kernels"] = kernel_summary(**g);
+      j["top_steps"] = top_steps(**g, 8);
       bench::emit(std::move(j), context);
       table.add({cas + " " + prec_name(prec), "gpu", bench::cell("%.3f", s.median_ms),
                  bench::cell("%.3f", s.p10_ms), bench::cell("%.3f", s.p90_ms),

@@ -141,13 +141,16 @@ struct IgemmGeom {
   int groups;
 };
 
+// kPipe: the next K step's global loads are issued into registers before the current step's FMAs, into a second
+// shared buffer after them (one barrier per step); the same products in the same order either way.
+template <bool kPipe>
 __global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const float* __restrict__ x,
                                                          const float* __restrict__ w,
                                                          const float* __restrict__ bias, EpilogueAct act,
                                                          float* __restrict__ y,
                                                          float* __restrict__ partial) {
-  __shared__ __align__(16) float As[kTk][kTm + 4];
-  __shared__ __align__(16) float Bs[kTk][kTn];
+  __shared__ __align__(16) float As[2][kTk][kTm + 4];
+  __shared__ __align__(16) float Bs[2][kTk][kTn];
   const int tid = static_cast<int>(threadIdx.x);
   const int grp = static_cast<int>(blockIdx.z) / g.splits, split = static_cast<int>(blockIdx.z) % g.splits;
   const int m0 = static_cast<int>(blockIdx.y) * kTm, n0 = static_cast<int>(blockIdx.x) * kTn;
@@ -165,13 +168,14 @@ __global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const floa
   const int taps = g.kh * g.kw;
   const int ty = tid / 16, tx = tid % 16;
   float acc[4][4] = {};
-  for (int k0 = k_begin; k0 < k_end; k0 += kTk) {
+  float ra[4], rb[4];
+  auto load = [&](int k0) {
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int idx = tid + r * 256;
       const int am = idx / kTk, ak = idx % kTk;
       const int gm = m0 + am, gk = k0 + ak;
-      As[ak][am] = (gm < g.m && gk < k_end) ? __ldg(wg + static_cast<std::int64_t>(gm) * g.k + gk) : 0.0f;
+      ra[r] = (gm < g.m && gk < k_end) ? __ldg(wg + static_cast<std::int64_t>(gm) * g.k + gk) : 0.0f;
       const int kk = k0 + bk0 + 4 * r;
       float v = 0.0f;
       if (pix_ok && kk < k_end) {
@@ -180,20 +184,52 @@ __global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const floa
         const int iy = iy0 + ky * g.dh, ix = ix0 + kx * g.dw;
         if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) v = xg[(static_cast<std::int64_t>(ci) * g.h + iy) * g.w + ix];
       }
-      Bs[bk0 + 4 * r][bn] = v;
+      rb[r] = v;
     }
-    __syncthreads();
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int idx = tid + r * 256;
+      As[buf][idx % kTk][idx / kTk] = ra[r];
+      Bs[buf][bk0 + 4 * r][bn] = rb[r];
+    }
+  };
+  auto compute = [&](int buf) {
 #pragma unroll
     for (int kk = 0; kk < kTk; ++kk) {
-      const float4 a = *reinterpret_cast<const float4*>(&As[kk][ty * 4]);
-      const float4 b = *reinterpret_cast<const float4*>(&Bs[kk][tx * 4]);
+      const float4 a = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
+      const float4 b = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
       const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
     }
+  };
+  if (!kPipe) {
+    for (int k0 = k_begin; k0 < k_end; k0 += kTk) {
+      load(k0);
+      store(0);
+      __syncthreads();
+      compute(0);
+      __syncthreads();
+    }
+  } else {
+    if (k_begin < k_end) {
+      load(k_begin);
+      store(0);
+    }
     __syncthreads();
+    int buf = 0;
+    for (int k0 = k_begin; k0 < k_end; k0 += kTk) {
+      const bool more = k0 + kTk < k_end;
+      if (more) load(k0 + kTk);
+      compute(buf);
+      if (more) store(buf ^ 1);  // last read in the previous step, before its barrier
+      __syncthreads();
+      buf ^= 1;
+    }
   }
   const std::int64_t cout = static_cast<std::int64_t>(g.cout_g) * g.groups;
 #pragma unroll
@@ -260,12 +296,16 @@ int igemm_splits(const ConvJob& j, int batch, int multiprocessors) {
 }
 
 Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x, const float* w,
-                         const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s) {
+                         const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s,
+                         bool pipelined) {
   const IgemmGeom g = igemm_geom(j, batch, splits);
   if (g.splits > 1 && !partial) return internal_error("implicit GEMM with K splits and no partial buffer");
   const dim3 grid(static_cast<unsigned>((g.n + kTn - 1) / kTn), static_cast<unsigned>((g.m + kTm - 1) / kTm),
                   static_cast<unsigned>(g.groups * g.splits));
-  conv_igemm_kernel<<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+  if (pipelined)
+    conv_igemm_kernel<true><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+  else
+    conv_igemm_kernel<false><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
   FT_CUDA_LAUNCH_CHECK("conv_igemm_kernel", s);
   if (g.splits > 1) {
     const std::int64_t total = j.cout * j.oh * j.ow * batch;
@@ -376,11 +416,18 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
     algo_ = own;
     if (ig_fits) {
       auto td = time_us([&] { return run_with(own, probe.x, probe.y, probe.workspace, stream); }, stream);
-      auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
       if (!td) return td.status();
-      if (!ti) return ti.status();
-      own.us = *td, ig.us = *ti;
-      algo_ = ig.us < own.us ? ig : own;
+      own.us = *td;
+      for (bool pipe : {false, true}) {
+        ig.pipelined = pipe;
+        ig.kernel = (pipe ? "own:igemm2" : "own:igemm") +
+                    (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+        auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
+        if (!ti) return ti.status();
+        ig.us = *ti;
+        if (ig.us < algo_.us || algo_.us == 0.0f) algo_ = ig;
+      }
+      if (own.us < algo_.us) algo_ = own;
     }
     return {};
   }
@@ -431,10 +478,15 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       if (own.us < best.us) best = own;
     }
     if (ig_fits) {
-      auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
-      if (!ti) return ti.status().with_context("conv " + shape_text(job));
-      ig.us = *ti;
-      if (ig.us < best.us) best = ig;
+      for (bool pipe : {false, true}) {
+        ig.pipelined = pipe;
+        ig.kernel = (pipe ? "own:igemm2" : "own:igemm") +
+                    (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+        auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
+        if (!ti) return ti.status().with_context("conv " + shape_text(job));
+        ig.us = *ti;
+        if (ig.us < best.us) best = ig;
+      }
     }
   }
   if (best.fused) best.kernel += "+bias+relu";
@@ -445,7 +497,7 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
 Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const {
   if (a.own && a.splits > 0)
     return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y, static_cast<float*>(workspace),
-                             stream);
+                             stream, a.pipelined);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;

@@ -39,6 +39,7 @@ struct ConvSetup {
 struct ConvAlgo {
   bool own = false;  ///< own kernel instead of cuDNN
   int splits = 0;    ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits
+  bool pipelined = false;  ///< the implicit GEMM's double-buffered form
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   std::size_t workspace = 0;
@@ -93,7 +94,8 @@ Status launch_conv_direct(const ConvJob& j, int batch, const float* x, const flo
 /// floats) and a second kernel adds them in slice order with bias and activation, so the result does not depend
 /// on the schedule. False `fits` when the shape is outside its 32-bit indexing.
 Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x, const float* w,
-                         const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s);
+                         const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s,
+                         bool pipelined = false);
 bool igemm_fits(const ConvJob& j, int batch);
 /// The K splits that fill the device with tiles for this shape (1 when the tiles alone do).
 int igemm_splits(const ConvJob& j, int batch, int multiprocessors);

@@ -147,6 +147,7 @@ class Plan final : public GpuProgram {
     // one eager run first: every kernel is loaded and every launch checked before anything is captured
     FT_TRY(launch_all());
     FT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    FT_TRY(time_units());
     if (o_.use_graph && stream_ != nullptr) FT_TRY(capture());
     FT_CUDA_TRY(cudaStreamSynchronize(stream_));
     return {};
@@ -718,6 +719,32 @@ class Plan final : public GpuProgram {
       if (Status st = launches_[k](stream_); !st.ok())
         return st.with_context("node '" + p_.steps[units_[k].first].node + "'");
     return {};
+  }
+
+  // One eager pass with an event pair around every unit: StepPlan::us of every step as it runs in the plan
+  // (benchmarks rank the steps by it). Not part of a run; the graph replays without the events.
+  Status time_units() {
+    if (stream_ == nullptr) return {};
+    cudaEvent_t a = nullptr, b = nullptr;
+    FT_CUDA_TRY(cudaEventCreate(&a));
+    if (const cudaError_t e = cudaEventCreate(&b); e != cudaSuccess) {
+      FT_CUDA_IGNORE(cudaEventDestroy(a));
+      return runtime::cuda_call_status(e, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    Status st;
+    for (std::size_t k = 0; k < launches_.size() && st.ok(); ++k) {
+      float ms = 0.0f;
+      cudaError_t e = cudaEventRecord(a, stream_);
+      if (e == cudaSuccess) st = launches_[k](stream_);
+      if (e == cudaSuccess && st.ok()) e = cudaEventRecord(b, stream_);
+      if (e == cudaSuccess && st.ok()) e = cudaEventSynchronize(b);
+      if (e == cudaSuccess && st.ok()) e = cudaEventElapsedTime(&ms, a, b);
+      if (e != cudaSuccess) st = runtime::cuda_call_status(e, "timing a step", __FILE__, __LINE__);
+      plans_[k].us = 1000.0f * ms;
+    }
+    FT_CUDA_IGNORE(cudaEventDestroy(a));
+    FT_CUDA_IGNORE(cudaEventDestroy(b));
+    return st;
   }
 
   Status capture() {

@@ -49,7 +49,7 @@ using ConstTable = std::vector<const float*>;
 struct StepPlan {
   std::string node;    ///< ONNX node
   std::string kernel;  ///< e.g. "cudnn:WINOGRAD_NONFUSED", "own:depthwise3x3", "cublas:sgemm", "fused:conv+relu"
-  float us = 0.0f;     ///< measured time of the chosen kernel at plan time (0 when not measured)
+  float us = 0.0f;     ///< measured time of the step (group) in one eager pass at plan time
 };
 
 /// A program planned for (batch, precision) on the current device. Not thread-safe: one stream, one caller.

@@ -631,11 +631,13 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
     const float* dw = upload(*j.weights);
     const float* db = upload(*j.bias);
     const std::size_t out = static_cast<std::size_t>(c.cout * j.oh * j.ow);
-    for (int splits : {1, 3, 7}) {
+    for (int v = 0; v < 6; ++v) {
+      const int splits = v % 3 == 0 ? 1 : v % 3 == 1 ? 3 : 7;
+      const bool pipelined = v >= 3;
       float* dy = upload(std::vector<float>(out * batch, NAN));
       float* part = upload(std::vector<float>(out * batch * splits, 0.0f));
       const gpu::EpilogueAct relu{gpu::EpilogueAct::Kind::kRelu};
-      const Status st = gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_);
+      const Status st = gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_, pipelined);
       ASSERT_TRUE(st.ok()) << st.to_string();
       ASSERT_CUDA(cudaStreamSynchronize(stream_));
       std::vector<float> got(out * batch);
@@ -645,7 +647,8 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
         for (auto& v : want) v = v > 0 ? v : 0;
         const std::span<const float> g(got.data() + out * static_cast<std::size_t>(i), out);
         EXPECT_TRUE(testing::all_close(g, std::span<const float>(want), {1e-5 * max_abs(want) + 1e-7, 1e-5}))
-            << "igemm cin " << c.cin << " cout " << c.cout << " splits " << splits << " image " << i;
+            << "igemm cin " << c.cin << " cout " << c.cout << " splits " << splits << " pipelined " << pipelined
+            << " image " << i;
       }
     }
   }
