@@ -49,6 +49,8 @@ __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, c
     for (I ci = 0; ci < g.cin_g; ++ci) {
       const float* xc = xb + ci * g.h * g.w;
       const float* wc = wb + ci * kh * kw;
+      const bool has_ib = act.in_bias != nullptr;
+      const float ib = has_ib ? __ldg(act.in_bias + grp * g.cin_g + ci) : 0.0f;
 #pragma unroll
       for (I ky = 0; ky < kh; ++ky) {
         const I iy = y0 + ky * g.dh;
@@ -57,12 +59,64 @@ __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, c
         for (I kx = 0; kx < kw; ++kx) {
           const I ix = x0 + kx * g.dw;
           if (ix < 0 || ix >= g.w) continue;
-          acc = fmaf(xc[iy * g.w + ix], __ldg(wc + ky * kw + kx), acc);
+          const float xv = has_ib ? __fadd_rn(xc[iy * g.w + ix], ib) : xc[iy * g.w + ix];
+          acc = fmaf(xv, __ldg(wc + ky * kw + kx), acc);
         }
       }
     }
     if (bias) acc = __fadd_rn(acc, __ldg(bias + co));
     y[i] = apply_epilogue(act, acc, co, img, i - img * g.cout * g.oh * g.ow);
+  }
+}
+
+// Depthwise 3×3 (dilation 1, stride SW ∈ {1, 2}), four adjacent outputs of a row per thread: the input taps the
+// four windows share are loaded once. Per output the same products in the same (ky, kx) order as
+// conv_direct_kernel, so both give the same bits.
+template <int SW>
+__global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
+                                const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y, int n) {
+  constexpr int kSpan = 3 * SW + 3;  // input columns of four windows
+  const int ow4 = (g.ow + 3) / 4;
+  FT_FOR_EACH_T(int, i, n) {
+    const int q = i / ow4, ox0 = (i - q * ow4) * 4;
+    const int r = q / g.oh, oy = q - r * g.oh;
+    const int img = r / g.cout, co = r - img * g.cout;
+    const float* xc = x + (static_cast<std::int64_t>(img) * g.cin + co) * g.h * g.w;
+    const float* wc = w + co * 9;
+    const bool has_ib = act.in_bias != nullptr;
+    const float ib = has_ib ? __ldg(act.in_bias + co) : 0.0f;
+    const int y0 = oy * g.sh - g.pt, x0 = ox0 * SW - g.pl;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int ky = 0; ky < 3; ++ky) {
+      const int iy = y0 + ky;
+      if (iy < 0 || iy >= g.h) continue;
+      float v[kSpan];
+      bool in[kSpan];
+#pragma unroll
+      for (int t = 0; t < kSpan; ++t) {
+        const int ix = x0 + t;
+        in[t] = ix >= 0 && ix < g.w;
+        const float raw = in[t] ? xc[iy * g.w + ix] : 0.0f;
+        v[t] = has_ib ? __fadd_rn(raw, ib) : raw;
+      }
+#pragma unroll
+      for (int kx = 0; kx < 3; ++kx) {
+        const float wv = __ldg(wc + ky * 3 + kx);
+#pragma unroll
+        for (int o = 0; o < 4; ++o)
+          if (in[o * SW + kx]) acc[o] = fmaf(v[o * SW + kx], wv, acc[o]);
+      }
+    }
+    const int per_image = g.cout * g.oh * g.ow;
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+      if (ox0 + o >= g.ow) break;
+      float a = acc[o];
+      if (bias) a = __fadd_rn(a, __ldg(bias + co));
+      const int at = (co * g.oh + oy) * g.ow + ox0 + o;
+      y[static_cast<std::int64_t>(img) * per_image + at] = apply_epilogue(act, a, co, img, at);
+    }
   }
 }
 
@@ -182,7 +236,10 @@ __global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const floa
         const int ci = kk / taps, t = kk - ci * taps;
         const int ky = t / g.kw, kx = t - ky * g.kw;
         const int iy = iy0 + ky * g.dh, ix = ix0 + kx * g.dw;
-        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) v = xg[(static_cast<std::int64_t>(ci) * g.h + iy) * g.w + ix];
+        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) {
+          v = xg[(static_cast<std::int64_t>(ci) * g.h + iy) * g.w + ix];
+          if (act.in_bias) v = __fadd_rn(v, __ldg(act.in_bias + grp * g.cin_g + ci));
+        }
       }
       rb[r] = v;
     }
@@ -313,6 +370,25 @@ Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x
                                                                act, y);
     FT_CUDA_LAUNCH_CHECK("igemm_reduce_kernel", s);
   }
+  return {};
+}
+
+bool dw3x3_x4_fits(const ConvJob& j, int batch) {
+  return j.cin / j.groups == 1 && j.kh == 3 && j.kw == 3 && j.dh == 1 && j.dw == 1 && (j.sw == 1 || j.sw == 2) &&
+         j.cout == j.cin && small_index(std::max(j.cout * j.oh * j.ow, j.cin * j.h * j.w) * batch);
+}
+
+Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
+                       EpilogueAct act, float* y, cudaStream_t s) {
+  if (!dw3x3_x4_fits(j, batch)) return internal_error("dw3x3_x4 on a shape it does not take");
+  const ConvGeom<int> g = geom_of<int>(j);
+  const int n = static_cast<int>(j.cout * j.oh * ((j.ow + 3) / 4) * batch);
+  if (n <= 0) return {};
+  if (j.sw == 1)
+    dw3x3_x4_kernel<1><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  else
+    dw3x3_x4_kernel<2><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  FT_CUDA_LAUNCH_CHECK("dw3x3_x4_kernel", s);
   return {};
 }
 
@@ -477,6 +553,15 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       own.us = *to;
       if (own.us < best.us) best = own;
     }
+    if (dw3x3_x4_fits(job, batch_)) {
+      ConvAlgo d4 = own;
+      d4.splits = -1;
+      d4.kernel = "own:depthwise3x3x4";
+      auto t4 = time_us([&] { return run_with(d4, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!t4) return t4.status().with_context("conv " + shape_text(job));
+      d4.us = *t4;
+      if (d4.us < best.us) best = d4;
+    }
     if (ig_fits) {
       for (bool pipe : {false, true}) {
         ig.pipelined = pipe;
@@ -498,6 +583,7 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
   if (a.own && a.splits > 0)
     return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y, static_cast<float*>(workspace),
                              stream, a.pipelined);
+  if (a.own && a.splits < 0) return launch_dw3x3_x4(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;

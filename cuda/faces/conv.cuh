@@ -38,7 +38,8 @@ struct ConvSetup {
 /// The choice for one (shape, batch, precision): shared by every conv step of that shape.
 struct ConvAlgo {
   bool own = false;  ///< own kernel instead of cuDNN
-  int splits = 0;    ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits
+  int splits = 0;  ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits,
+                   ///< −1 = the depthwise 3×3 kernel of four outputs per thread
   bool pipelined = false;  ///< the implicit GEMM's double-buffered form
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
@@ -66,6 +67,14 @@ class GpuConv {
   /// epilogue's residual operand when it was planned with one.
   Status run(const float* x, float* y, void* workspace, cudaStream_t stream, const float* residual = nullptr);
   const ConvAlgo& algo() const { return algo_; }
+  /// Input-bias deferral (docs/design/faces.md §8.1): the producer gives its bias away (its epilogue pass is
+  /// skipped when nothing else remains), the consumer (own kernels only) adds it to its input taps.
+  const float* take_bias() {
+    const float* b = b_dev_;
+    b_dev_ = nullptr;
+    return b;
+  }
+  void set_input_bias(const float* bias) { act_.in_bias = bias; }
 
  private:
   Status run_with(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const;
@@ -99,6 +108,11 @@ Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x
 bool igemm_fits(const ConvJob& j, int batch);
 /// The K splits that fill the device with tiles for this shape (1 when the tiles alone do).
 int igemm_splits(const ConvJob& j, int batch, int multiprocessors);
+/// Depthwise 3×3, dilation 1, stride-x 1 or 2: four outputs of a row per thread (the same bits as the direct
+/// kernel). `fits` says whether the shape is one it takes.
+bool dw3x3_x4_fits(const ConvJob& j, int batch);
+Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
+                       EpilogueAct act, float* y, cudaStream_t s);
 /// The kernel name launch_conv_direct uses for `j` ("own:depthwise3x3", "own:depthwise", "own:direct").
 std::string own_conv_kernel(const ConvJob& j);
 

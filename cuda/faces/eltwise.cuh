@@ -28,6 +28,10 @@ struct EpilogueAct {
   const float* residual = nullptr;  ///< added last: residual[image·residual_bstride + offset in the image]
   std::int64_t residual_bstride = 0;
   bool has_residual = false;  ///< planned with a residual (the pointer is bound at run time)
+  /// Own conv kernels only, a prologue rather than an epilogue: the producing conv's bias, deferred to this conv
+  /// and added (one rounding, as the producer's epilogue would have) to every in-bounds input tap of channel c;
+  /// padded taps stay 0, as they were in the stored tensor.
+  const float* in_bias = nullptr;
 };
 
 #ifdef __CUDACC__

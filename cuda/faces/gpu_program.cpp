@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 namespace facetrace::faces::gpu {
@@ -141,6 +142,7 @@ class Plan final : public GpuProgram {
     FT_CUDNN_TRY(cudnnSetStream(cudnn_, stream_));
     FT_TRY(upload_conv_weights());
     FT_TRY(setup_convs());
+    defer_biases_into_convs();
     FT_TRY(allocate_arena());
     FT_TRY(setup_cublas());
     FT_TRY(build_launches());
@@ -492,6 +494,38 @@ class Plan final : public GpuProgram {
     return st;
   }
 
+  // Input-bias deferral (docs/design/faces.md §8.1): a conv with a bias and nothing else in its epilogue whose one
+  // reader is a conv running an own kernel gives that reader its bias, added to the reader's in-bounds input taps
+  // (exact: padded taps were zeros in the stored tensor too), and skips its epilogue pass.
+  void defer_biases_into_convs() {
+    const std::size_t nv = p_.lens.size();
+    std::vector<int> reads(nv, 0);
+    for (const auto& s : p_.steps)
+      for (const auto& a : s.args)
+        if (a.kind == Arg::Kind::kValue) ++reads[static_cast<std::size_t>(a.id)];
+    for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;
+    std::map<std::int32_t, std::size_t> conv_reading;  // value → the conv unit (first step) reading it
+    for (const auto& u : units_)
+      if (std::holds_alternative<ConvJob>(p_.steps[u.first].op) && p_.steps[u.first].args[0].kind == Arg::Kind::kValue)
+        conv_reading[p_.steps[u.first].args[0].id] = u.first;
+    for (const auto& u : units_) {
+      const auto cp = conv_of_unit_.find(u.first);
+      if (cp == conv_of_unit_.end() || u.kind != Unit::Kind::kStep || u.extra != Unit::kNoStep ||
+          u.act.kind != EpilogueAct::Kind::kNone || reads[static_cast<std::size_t>(u.out)] != 1 || deferred_.count(u.out))
+        continue;
+      const auto r = conv_reading.find(u.out);
+      if (r == conv_reading.end()) continue;
+      GpuConv& consumer = *convs_[conv_of_unit_.at(r->second)];
+      GpuConv& producer = *convs_[cp->second];
+      if (!consumer.algo().own || producer.algo().fused) continue;
+      const float* b = producer.take_bias();
+      if (!b) continue;
+      consumer.set_input_bias(b);
+      bias_moved_from_.insert(u.first);
+      bias_moved_to_.insert(r->second);
+    }
+  }
+
   Status allocate_arena() {
     needs_cublas_ = std::any_of(p_.steps.begin(), p_.steps.end(), [](const Step& s) {
       return std::holds_alternative<GemvOp>(s.op) || std::holds_alternative<MatMulOp>(s.op);
@@ -683,7 +717,8 @@ class Plan final : public GpuProgram {
     if (c)
       return c->algo().kernel + (u.kind == Unit::Kind::kConvAct && !c->algo().fused ? "+act" : "") +
              (deferred_.count(u.out) ? "+bias-deferred" : "") +
-             (u.act.kind == EpilogueAct::Kind::kPrelu ? "+prelu" : "") + (u.act.has_residual ? "+add" : "");
+             (u.act.kind == EpilogueAct::Kind::kPrelu ? "+prelu" : "") + (u.act.has_residual ? "+add" : "") +
+             (bias_moved_from_.count(u.first) ? "+bias-to-next" : "") + (bias_moved_to_.count(u.first) ? "+in-bias" : "");
     if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
     if (std::holds_alternative<GemvOp>(s.op)) return "cublas:sgemm";
     if (std::holds_alternative<MatMulOp>(s.op)) return "cublas:sgemm_strided_batched";
@@ -784,6 +819,7 @@ class Plan final : public GpuProgram {
   std::vector<std::unique_ptr<GpuConv>> convs_;
   std::map<std::size_t, std::size_t> conv_of_unit_;
   std::map<std::int32_t, OperandBias> deferred_;  // conv output → its bias, added by its one reader
+  std::set<std::size_t> bias_moved_from_, bias_moved_to_;  // conv units of an input-bias deferral
   std::vector<Launch> launches_;
   std::vector<StepPlan> plans_;
   cudaGraph_t graph_ = nullptr;

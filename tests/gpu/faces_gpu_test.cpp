@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -654,6 +655,44 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
   }
 }
 
+// The depthwise 3×3 kernel of four outputs per thread: the definition, and the same bits as the direct kernel.
+TEST_F(FacesGpu, Depthwise3x3FourWideMatchesDirectKernel) {
+  struct C {
+    std::int64_t c, s, p, h, w;
+  };
+  for (const C& c : {C{32, 1, 1, 30, 31}, C{40, 2, 1, 19, 21}, C{24, 2, 0, 17, 13}, C{5, 1, 1, 7, 3}}) {
+    const ConvJob j = conv_job(c.c, c.c, c.c, 3, c.s, c.p, c.h, c.w, 950);
+    ASSERT_TRUE(gpu::dw3x3_x4_fits(j, 3));
+    Builder b(Shape{1, c.c, c.h, c.w});
+    const auto y = b.step(j, {Arg::value(0)}, {1, c.c, j.oh, j.ow});
+    const Program p = b.done({y});
+    const int batch = 3;
+    const auto in = inputs_for(p, batch, 951);
+    std::vector<float> flat;
+    for (const auto& v : in) flat.insert(flat.end(), v.begin(), v.end());
+    const float* dx = upload(flat);
+    const float* dw = upload(*j.weights);
+    const float* db = upload(*j.bias);
+    const std::size_t out = static_cast<std::size_t>(c.c * j.oh * j.ow);
+    float* d4 = upload(std::vector<float>(out * batch, NAN));
+    float* d1 = upload(std::vector<float>(out * batch, NAN));
+    const gpu::EpilogueAct clip{gpu::EpilogueAct::Kind::kClip, -0.5f, 0.5f};
+    ASSERT_TRUE(gpu::launch_dw3x3_x4(j, batch, dx, dw, db, clip, d4, stream_).ok());
+    ASSERT_TRUE(gpu::launch_conv_direct(j, batch, dx, dw, db, clip, d1, stream_).ok());
+    ASSERT_CUDA(cudaStreamSynchronize(stream_));
+    std::vector<float> g4(out * batch), g1(out * batch);
+    ASSERT_CUDA(cudaMemcpy(g4.data(), d4, g4.size() * 4, cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(g1.data(), d1, g1.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(testing::bit_identical(g4, g1)) << "channels " << c.c << " stride " << c.s;
+    for (int i = 0; i < batch; ++i) {
+      auto want = Naive::run(p, in[static_cast<std::size_t>(i)])[0];
+      for (auto& v : want) v = std::min(std::max(v, -0.5f), 0.5f);
+      const std::span<const float> g(g4.data() + out * static_cast<std::size_t>(i), out);
+      EXPECT_TRUE(testing::all_close(g, std::span<const float>(want), {1e-6, 1e-5})) << "image " << i;
+    }
+  }
+}
+
 TEST_F(FacesGpu, ConvTf32IsCloseAndMarked) {
   const ConvJob j = conv_job(64, 64, 1, 3, 1, 1, 28, 28, 9);
   Builder b(Shape{1, 64, 28, 28});
@@ -734,6 +773,21 @@ TEST_F(FacesGpu, ConvEpiloguePreluAndResidualAdd) {
     EXPECT_NE(kernels.find("+prelu"), std::string::npos) << kernels;
     EXPECT_NE(kernels.find("+add"), std::string::npos) << kernels;
   }
+}
+
+// A 1×1 conv with a bias and no activation feeding a padded depthwise conv (YuNet's blocks): when the depthwise
+// runs an own kernel the planner moves the bias into its input taps, which must leave the padding at zero.
+TEST_F(FacesGpu, ConvBiasIntoNextConvKeepsPaddingZero) {
+  Builder b(Shape{1, 8, 17, 13});
+  const auto pw = b.step(conv_job(8, 24, 1, 1, 1, 0, 17, 13, 71), {Arg::value(0)}, {1, 24, 17, 13});
+  ConvJob dwj = conv_job(24, 24, 24, 3, 1, 1, 17, 13, 72);
+  const auto dw = b.step(dwj, {Arg::value(pw)}, {1, 24, 17, 13});
+  const auto dw2 = b.step(conv_job(24, 24, 24, 3, 2, 1, 17, 13, 73), {Arg::value(dw)}, {1, 24, 9, 7});
+  const Program p = b.done({dw2});
+  check_op(*this, p, "conv bias into the next conv");
+  auto g = plan(p);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  for (const auto& s : (*g)->steps()) std::printf("  %s %s\n", s.node.c_str(), s.kernel.c_str());
 }
 
 TEST_F(FacesGpu, FusedBandAndResizeBinaryEqualUnfused) {
