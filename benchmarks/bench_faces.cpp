@@ -65,7 +65,6 @@ bool measure(const char* cas, int threads, int warmup, int iters, const char* un
   return true;
 }
 
-
 #ifdef FT_HAVE_CUDA_FACES
 // ---- GPU rows: the GPU face program planned in-process ------------------------------------------------------
 
@@ -101,7 +100,8 @@ struct ProgramBuilder {
     p.lens.push_back(count(out));
     p.shapes.push_back(out);
     if (std::holds_alternative<ConvJob>(op)) ++p.conv_count;
-    p.steps.push_back(Step{std::move(op), std::move(args), v, "n" + std::to_string(p.steps.size()), Fusion{}});
+    p.steps.push_back(
+        Step{std::move(op), std::move(args), v, "n" + std::to_string(p.steps.size()), Fusion{}});
     return v;
   }
   // conv k×k stride s, pad k/2, with a bias (a folded BatchNorm)
@@ -168,13 +168,16 @@ Program iresnet100() {
   return b.finish(fc);
 }
 
-std::string prec_name(Precision p) { return p == Precision::kFp32 ? "fp32" : p == Precision::kTf32 ? "tf32" : "bf16"; }
+std::string prec_name(Precision p) {
+  return p == Precision::kFp32 ? "fp32" : p == Precision::kTf32 ? "tf32" : "bf16";
+}
 
 std::optional<bench::GpuFacts> cuda_facts() {
   cudaDeviceProp prop{};
   int drv = 0, rt = 0;
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return std::nullopt;
-  if (cudaDriverGetVersion(&drv) != cudaSuccess || cudaRuntimeGetVersion(&rt) != cudaSuccess) return std::nullopt;
+  if (cudaDriverGetVersion(&drv) != cudaSuccess || cudaRuntimeGetVersion(&rt) != cudaSuccess)
+    return std::nullopt;
   auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
   return bench::GpuFacts{prop.name, ver(drv), ver(rt)};
 }
@@ -205,7 +208,8 @@ std::string top_steps(const gpu::GpuProgram& g, std::size_t n) {
   std::ostringstream os;
   os.precision(4);
   os << "total " << total << " us;";
-  for (std::size_t i = 0; i < std::min(n, s.size()); ++i) os << " " << s[i]->node << " " << s[i]->kernel << " " << s[i]->us << ";";
+  for (std::size_t i = 0; i < std::min(n, s.size()); ++i)
+    os << " " << s[i]->node << " " << s[i]->kernel << " " << s[i]->us << ";";
   os << " by kernel:";
   for (const auto& [k, us] : family) os << " " << k << " " << us;
   return os.str();
@@ -229,7 +233,8 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
     void* d = nullptr;
     if (cudaMalloc(&d, std::max<std::size_t>(4, c->size() * 4)) != cudaSuccess) return fail("const upload");
     owned.push_back(d);
-    if (cudaMemcpy(d, c->data(), c->size() * 4, cudaMemcpyHostToDevice) != cudaSuccess) return fail("const upload");
+    if (cudaMemcpy(d, c->data(), c->size() * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+      return fail("const upload");
     consts.push_back(static_cast<const float*>(d));
   }
   if (cudaDeviceSynchronize() != cudaSuccess) return fail("const upload");
@@ -241,11 +246,14 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       o.max_workspace_bytes = workspace_mb << 20;
       const auto t0 = std::chrono::steady_clock::now();
       auto g = gpu::GpuProgram::plan(program, consts, o, stream);
-      const double plan_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double plan_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (!g) return fail(g.status().to_string());
       void *in = nullptr, *out = nullptr;
-      const std::size_t in_floats = static_cast<std::size_t>(program.lens[0]) * static_cast<std::size_t>(batch);
-      if (cudaMalloc(&in, in_floats * 4) != cudaSuccess || cudaMalloc(&out, (*g)->output_floats() * 4) != cudaSuccess)
+      const std::size_t in_floats =
+          static_cast<std::size_t>(program.lens[0]) * static_cast<std::size_t>(batch);
+      if (cudaMalloc(&in, in_floats * 4) != cudaSuccess ||
+          cudaMalloc(&out, (*g)->output_floats() * 4) != cudaSuccess)
         return fail("input/output buffers");
       owned.push_back(in);
       owned.push_back(out);
@@ -326,8 +334,9 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
     std::fprintf(stderr, "bench_faces: %s\n", yp.status().to_string().c_str());
     return 1;
   }
-  if (!gpu_rows("yunet_640_network", "images_per_s", *yp, batches, precs, workspace_mb, warmup, iters, context,
-                table)) return 1;
+  if (!gpu_rows("yunet_640_network", "images_per_s", *yp, batches, precs, workspace_mb, warmup, iters,
+                context, table))
+    return 1;
   Program emb;
   if (!model.empty()) {
     auto net = Net::load(model);
@@ -344,10 +353,11 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
   } else {
     emb = iresnet100();
   }
-  std::fprintf(stderr, "embedder %s: %.2f G MACs per face\n", model.empty() ? "IResNet-100 (synthetic)" : model.c_str(),
+  std::fprintf(stderr, "embedder %s: %.2f G MACs per face\n",
+               model.empty() ? "IResNet-100 (synthetic)" : model.c_str(),
                static_cast<double>(emb.macs()) / 1e9);
-  if (!gpu_rows(model.empty() ? "iresnet100_112" : "embedder", "faces_per_s", emb, batches, precs, workspace_mb,
-                warmup, iters, context, table))
+  if (!gpu_rows(model.empty() ? "iresnet100_112" : "embedder", "faces_per_s", emb, batches, precs,
+                workspace_mb, warmup, iters, context, table))
     return 1;
   table.print();
   return 0;
@@ -369,7 +379,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu, gpu (the GPU face program in-process) or all (default cpu)");
   app.add_option("--precision", precision, "GPU rows: fp32, tf32 or all (default fp32)");
   app.add_option("--model", model, "GPU rows: an ONNX embedder instead of the synthetic IResNet-100");
-  app.add_option("--workspace-mb", workspace_mb, "GPU rows: cuDNN workspace cap per plan in MiB (default 4096)");
+  app.add_option("--workspace-mb", workspace_mb,
+                 "GPU rows: cuDNN workspace cap per plan in MiB (default 4096)");
 #else
   app.add_option("--device", device, "cpu (the only device of this build; default cpu)");
 #endif
@@ -380,7 +391,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 #ifdef FT_HAVE_CUDA_FACES
   if (device == "gpu" || device == "all") {
-    if (const int rc = run_gpu_rows(model, precision, workspace_mb, short_run); rc != 0 || device == "gpu") return rc;
+    if (const int rc = run_gpu_rows(model, precision, workspace_mb, short_run); rc != 0 || device == "gpu")
+      return rc;
   } else if (device != "cpu") {
     std::fprintf(stderr, "bench_faces: unknown device '%s' (cpu, gpu or all)\n", device.c_str());
     return 2;

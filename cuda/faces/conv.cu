@@ -27,17 +27,33 @@ struct ConvGeom {
 template <class I>
 ConvGeom<I> geom_of(const ConvJob& j) {
   const auto c = [](std::int64_t v) { return static_cast<I>(v); };
-  return {c(j.cin),  c(j.h),  c(j.w),  c(j.cout), c(j.cin / j.groups), c(j.cout / j.groups), c(j.kh), c(j.kw),
-          c(j.sh),   c(j.sw), c(j.pt), c(j.pl),   c(j.oh),              c(j.ow),               c(j.dh), c(j.dw)};
+  return {c(j.cin),
+          c(j.h),
+          c(j.w),
+          c(j.cout),
+          c(j.cin / j.groups),
+          c(j.cout / j.groups),
+          c(j.kh),
+          c(j.kw),
+          c(j.sh),
+          c(j.sw),
+          c(j.pt),
+          c(j.pl),
+          c(j.oh),
+          c(j.ow),
+          c(j.dh),
+          c(j.dw)};
 }
 
 // One output per thread: Σ over the group's input channels and the taps in (ci, ky, kx) order, then bias and
 // activation. KH/KW > 0 fix the window at compile time (unrolled); 0 reads it from g.
 template <int KH, int KW, class I>
 __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, const float* __restrict__ w,
-                                   const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y, I n) {
+                                   const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
+                                   I n) {
   const I kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw;
-  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * blockDim.x) {
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
     const I q = i / g.ow, ox = i - q * g.ow;
     const I r = q / g.oh, oy = q - r * g.oh;
     const I img = r / g.cout, co = r - img * g.cout;
@@ -74,7 +90,8 @@ __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, c
 // conv_direct_kernel, so both give the same bits.
 template <int SW>
 __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
-                                const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y, int n) {
+                                const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
+                                int n) {
   constexpr int kSpan = 3 * SW + 3;  // input columns of four windows
   const int ow4 = (g.ow + 3) / 4;
   FT_FOR_EACH_T(int, i, n) {
@@ -181,7 +198,6 @@ Expected<float> time_us(F&& f, cudaStream_t s, int reps = 3) {
   return 1000.0f * ms / static_cast<float>(reps);
 }
 
-
 // ---- the tiled implicit GEMM ------------------------------------------------------------------------------
 // C[m, n] = Σ_k W[g·Mg + m, k] · X̂[k, n] per group g: m an output channel of the group, n an output pixel of the
 // whole batch (image-major), k = (ci, ky, kx) of the group's input channels. 64×64 tiles, 16-deep K steps, 256
@@ -198,11 +214,10 @@ struct IgemmGeom {
 // kPipe: the next K step's global loads are issued into registers before the current step's FMAs, into a second
 // shared buffer after them (one barrier per step); the same products in the same order either way.
 template <bool kPipe>
-__global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const float* __restrict__ x,
-                                                         const float* __restrict__ w,
-                                                         const float* __restrict__ bias, EpilogueAct act,
-                                                         float* __restrict__ y,
-                                                         float* __restrict__ partial) {
+__global__ void __launch_bounds__(256)
+    conv_igemm_kernel(IgemmGeom g, const float* __restrict__ x, const float* __restrict__ w,
+                      const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
+                      float* __restrict__ partial) {
   __shared__ __align__(16) float As[2][kTk][kTm + 4];
   __shared__ __align__(16) float Bs[2][kTk][kTn];
   const int tid = static_cast<int>(threadIdx.x);
@@ -216,7 +231,8 @@ __global__ void __launch_bounds__(256) conv_igemm_kernel(IgemmGeom g, const floa
   const bool pix_ok = pn < g.n;
   const int img = pix_ok ? pn / plane : 0, pp = pix_ok ? pn % plane : 0;
   const int iy0 = (pp / g.ow) * g.sh - g.pt, ix0 = (pp % g.ow) * g.sw - g.pl;
-  const float* xg = x + (static_cast<std::int64_t>(img) * g.cin + static_cast<std::int64_t>(grp) * g.cin_g) * g.h * g.w;
+  const float* xg =
+      x + (static_cast<std::int64_t>(img) * g.cin + static_cast<std::int64_t>(grp) * g.cin_g) * g.h * g.w;
   // this thread's A rows (weights): element (am, ak) for idx = tid + r·256
   const float* wg = w + static_cast<std::int64_t>(grp) * g.cout_g * g.k;
   const int taps = g.kh * g.kw;
@@ -326,7 +342,8 @@ __global__ void igemm_reduce_kernel(const float* __restrict__ partial, int split
 IgemmGeom igemm_geom(const ConvJob& j, int batch, int splits) {
   IgemmGeom g{};
   const auto i = [](std::int64_t v) { return static_cast<int>(v); };
-  g.cin = i(j.cin), g.h = i(j.h), g.w = i(j.w), g.cin_g = i(j.cin / j.groups), g.cout_g = i(j.cout / j.groups);
+  g.cin = i(j.cin), g.h = i(j.h), g.w = i(j.w), g.cin_g = i(j.cin / j.groups),
+  g.cout_g = i(j.cout / j.groups);
   g.kh = i(j.kh), g.kw = i(j.kw), g.sh = i(j.sh), g.sw = i(j.sw), g.pt = i(j.pt), g.pl = i(j.pl);
   g.oh = i(j.oh), g.ow = i(j.ow), g.dh = i(j.dh), g.dw = i(j.dw), g.groups = i(j.groups);
   g.m = g.cout_g, g.n = i(batch * j.oh * j.ow), g.k = i(g.cin_g * j.kh * j.kw);
@@ -346,7 +363,8 @@ bool igemm_fits(const ConvJob& j, int batch) {
 }
 
 int igemm_splits(const ConvJob& j, int batch, int multiprocessors) {
-  const std::int64_t tiles = ((j.cout / j.groups + kTm - 1) / kTm) * ((batch * j.oh * j.ow + kTn - 1) / kTn) * j.groups;
+  const std::int64_t tiles =
+      ((j.cout / j.groups + kTm - 1) / kTm) * ((batch * j.oh * j.ow + kTn - 1) / kTn) * j.groups;
   const std::int64_t k = (j.cin / j.groups) * j.kh * j.kw;
   const std::int64_t want = (2 * multiprocessors + tiles - 1) / tiles;
   return static_cast<int>(std::clamp<std::int64_t>(want, 1, std::clamp<std::int64_t>(k / (4 * kTk), 1, 16)));
@@ -366,16 +384,17 @@ Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x
   FT_CUDA_LAUNCH_CHECK("conv_igemm_kernel", s);
   if (g.splits > 1) {
     const std::int64_t total = j.cout * j.oh * j.ow * batch;
-    igemm_reduce_kernel<<<blocks_for(total), kThreads, 0, s>>>(partial, g.splits, total, j.cout, j.oh * j.ow, bias,
-                                                               act, y);
+    igemm_reduce_kernel<<<blocks_for(total), kThreads, 0, s>>>(partial, g.splits, total, j.cout, j.oh * j.ow,
+                                                               bias, act, y);
     FT_CUDA_LAUNCH_CHECK("igemm_reduce_kernel", s);
   }
   return {};
 }
 
 bool dw3x3_x4_fits(const ConvJob& j, int batch) {
-  return j.cin / j.groups == 1 && j.kh == 3 && j.kw == 3 && j.dh == 1 && j.dw == 1 && (j.sw == 1 || j.sw == 2) &&
-         j.cout == j.cin && small_index(std::max(j.cout * j.oh * j.ow, j.cin * j.h * j.w) * batch);
+  return j.cin / j.groups == 1 && j.kh == 3 && j.kw == 3 && j.dh == 1 && j.dw == 1 &&
+         (j.sw == 1 || j.sw == 2) && j.cout == j.cin &&
+         small_index(std::max(j.cout * j.oh * j.ow, j.cin * j.h * j.w) * batch);
 }
 
 Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
@@ -459,7 +478,8 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
                       (act.kind == EpilogueAct::Kind::kClip && act.lo == 0.0f && std::isfinite(act.hi));
     if (relu)
       FT_CUDNN_TRY(cudnnSetActivationDescriptor(
-          act_desc_, act.kind == EpilogueAct::Kind::kRelu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_CLIPPED_RELU,
+          act_desc_,
+          act.kind == EpilogueAct::Kind::kRelu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_CLIPPED_RELU,
           CUDNN_NOT_PROPAGATE_NAN, act.kind == EpilogueAct::Kind::kRelu ? 0.0 : static_cast<double>(act.hi)));
   }
   cudnn_ok_ = expressible;
@@ -468,7 +488,8 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
                         (act.kind == EpilogueAct::Kind::kClip && act.lo == 0.0f && std::isfinite(act.hi)));
   if (known) {
     algo_ = *known;
-    if (!algo_.own && !cudnn_ok_) return internal_error("conv " + shape_text(job) + ": cached cuDNN algorithm");
+    if (!algo_.own && !cudnn_ok_)
+      return internal_error("conv " + shape_text(job) + ": cached cuDNN algorithm");
     algo_.fused = algo_.fused && fusable;
     if (!algo_.own) FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, algo_.math));
     return {};
@@ -484,9 +505,11 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   int sms = 132;
   FT_CUDA_IGNORE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   ig.splits = igemm_splits(job, batch_, sms);
-  ig.workspace = ig.splits > 1 ? static_cast<std::size_t>(ig.splits) * job.cout * job.oh * job.ow * batch_ * 4 : 0;
+  ig.workspace =
+      ig.splits > 1 ? static_cast<std::size_t>(ig.splits) * job.cout * job.oh * job.ow * batch_ * 4 : 0;
   ig.kernel = "own:igemm" + (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
-  const bool ig_fits = setup.autotune && igemm_fits(job, batch_) && job.cout * job.oh * job.ow * batch_ <= (std::int64_t{1} << 22) &&
+  const bool ig_fits = setup.autotune && igemm_fits(job, batch_) &&
+                       job.cout * job.oh * job.ow * batch_ <= (std::int64_t{1} << 22) &&
                        ig.workspace <= probe.workspace_bytes;
   if (!cudnn_ok_) {
     algo_ = own;
@@ -512,8 +535,9 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
   int returned = 0;
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
-  FT_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, probe.x, w_, weights, c_, y_, probe.y, kAlgos,
-                                                      &returned, perf, probe.workspace, probe.workspace_bytes));
+  FT_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, probe.x, w_, weights, c_, y_, probe.y,
+                                                      kAlgos, &returned, perf, probe.workspace,
+                                                      probe.workspace_bytes));
   std::vector<ConvAlgo> candidates;
   for (int k = 0; k < returned; ++k) {
     const auto& p = perf[k];
@@ -539,7 +563,8 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
     ConvAlgo f = best;
     f.fused = true;
     algo_ = f;
-    if (run_with(f, probe.x, probe.y, probe.workspace, stream).ok() && cudaStreamSynchronize(stream) == cudaSuccess)
+    if (run_with(f, probe.x, probe.y, probe.workspace, stream).ok() &&
+        cudaStreamSynchronize(stream) == cudaSuccess)
       best = f;
     FT_CUDA_IGNORE(cudaGetLastError());
   }
@@ -579,21 +604,23 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   return {};
 }
 
-Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const {
+Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* workspace,
+                         cudaStream_t stream) const {
   if (a.own && a.splits > 0)
-    return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y, static_cast<float*>(workspace),
-                             stream, a.pipelined);
+    return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y,
+                             static_cast<float*>(workspace), stream, a.pipelined);
   if (a.own && a.splits < 0) return launch_dw3x3_x4(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;
   if (a.fused) {
-    FT_CUDNN_TRY(cudnnConvolutionBiasActivationForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo, workspace,
-                                                       a.workspace, &zero, y_, y, b_, b_dev_, act_desc_, y_, y));
+    FT_CUDNN_TRY(cudnnConvolutionBiasActivationForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo,
+                                                       workspace, a.workspace, &zero, y_, y, b_, b_dev_,
+                                                       act_desc_, y_, y));
     return {};
   }
-  FT_CUDNN_TRY(cudnnConvolutionForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo, workspace, a.workspace, &zero,
-                                       y_, y));
+  FT_CUDNN_TRY(cudnnConvolutionForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo, workspace, a.workspace,
+                                       &zero, y_, y));
   if (b_dev_ || act_.kind != EpilogueAct::Kind::kNone || act_.residual)
     FT_TRY(launch_bias_act(y, b_dev_, job_.cout, job_.oh * job_.ow, batch_, act_, stream));
   return {};

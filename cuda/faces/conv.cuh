@@ -38,8 +38,8 @@ struct ConvSetup {
 /// The choice for one (shape, batch, precision): shared by every conv step of that shape.
 struct ConvAlgo {
   bool own = false;  ///< own kernel instead of cuDNN
-  int splits = 0;  ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits,
-                   ///< −1 = the depthwise 3×3 kernel of four outputs per thread
+  int splits = 0;    ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits,
+                     ///< −1 = the depthwise 3×3 kernel of four outputs per thread
   bool pipelined = false;  ///< the implicit GEMM's double-buffered form
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;

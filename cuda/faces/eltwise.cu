@@ -25,8 +25,8 @@ __device__ inline float unary_value(UnaryKind k, float x, float lo, float hi, fl
   return x;
 }
 
-__global__ void unary_kernel(UnaryKind k, float lo, float hi, float alpha, float beta, const float* __restrict__ x,
-                             float* __restrict__ y, std::int64_t n) {
+__global__ void unary_kernel(UnaryKind k, float lo, float hi, float alpha, float beta,
+                             const float* __restrict__ x, float* __restrict__ y, std::int64_t n) {
   FT_FOR_EACH(i, n) y[i] = unary_value(k, x[i], lo, hi, alpha, beta);
 }
 
@@ -58,10 +58,12 @@ struct Dims4 {
 };
 
 template <class I>
-__global__ void binary_kernel(BinaryKind k, Dims4 g, const float* __restrict__ a, I abs_, const float* __restrict__ b,
-                              I bbs, float* __restrict__ y, I per_image, I n, OperandBias a_bias, OperandBias b_bias) {
+__global__ void binary_kernel(BinaryKind k, Dims4 g, const float* __restrict__ a, I abs_,
+                              const float* __restrict__ b, I bbs, float* __restrict__ y, I per_image, I n,
+                              OperandBias a_bias, OperandBias b_bias) {
   I d[4], as[4], bs[4];
-  for (int ax = 0; ax < 4; ++ax) d[ax] = static_cast<I>(g.d[ax]), as[ax] = static_cast<I>(g.as[ax]), bs[ax] = static_cast<I>(g.bs[ax]);
+  for (int ax = 0; ax < 4; ++ax)
+    d[ax] = static_cast<I>(g.d[ax]), as[ax] = static_cast<I>(g.as[ax]), bs[ax] = static_cast<I>(g.bs[ax]);
   FT_FOR_EACH_T(I, i, n) {
     const I img = i / per_image;
     I r = i - img * per_image;
@@ -73,7 +75,8 @@ __global__ void binary_kernel(BinaryKind k, Dims4 g, const float* __restrict__ a
       ib += j * bs[ax];
       r = q;
     }
-    const float u = with_bias<I>(a[img * abs_ + ia], a_bias, ia), v = with_bias<I>(b[img * bbs + ib], b_bias, ib);
+    const float u = with_bias<I>(a[img * abs_ + ia], a_bias, ia),
+                v = with_bias<I>(b[img * bbs + ib], b_bias, ib);
     float o;
     switch (k) {
       case BinaryKind::kAdd: o = __fadd_rn(u, v); break;
@@ -183,7 +186,8 @@ Status launch_channel_affine(const ChannelAffineOp& a, int batch, const float* x
     affine_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, static_cast<int>(a.channels),
                                                           static_cast<int>(a.plane), static_cast<int>(n));
   else
-    affine_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, a.channels, a.plane, n);
+    affine_kernel<std::int64_t>
+        <<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, a.channels, a.plane, n);
   FT_CUDA_LAUNCH_CHECK("affine_kernel", s);
   return {};
 }
@@ -192,8 +196,8 @@ Status launch_channel_prelu(const ChannelPreluOp& p, int batch, const float* x, 
                             cudaStream_t s, OperandBias bias) {
   const std::int64_t n = p.channels * p.plane * batch;
   if (small_index(n))
-    prelu_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(x, slope, y, static_cast<int>(p.channels),
-                                                         static_cast<int>(p.plane), static_cast<int>(n), bias);
+    prelu_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(
+        x, slope, y, static_cast<int>(p.channels), static_cast<int>(p.plane), static_cast<int>(n), bias);
   else
     prelu_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(x, slope, y, p.channels, p.plane, n, bias);
   FT_CUDA_LAUNCH_CHECK("prelu_kernel", s);
@@ -201,7 +205,8 @@ Status launch_channel_prelu(const ChannelPreluOp& p, int batch, const float* x, 
 }
 
 Status launch_binary(const BinaryOp& op, int batch, const float* a, std::int64_t a_bstride, const float* b,
-                     std::int64_t b_bstride, float* y, cudaStream_t s, OperandBias a_bias, OperandBias b_bias) {
+                     std::int64_t b_bstride, float* y, cudaStream_t s, OperandBias a_bias,
+                     OperandBias b_bias) {
   Dims4 g{};
   std::int64_t per = 1;
   for (int ax = 0; ax < 4; ++ax) {
@@ -216,12 +221,12 @@ Status launch_binary(const BinaryOp& op, int batch, const float* a, std::int64_t
   std::int64_t reach = n + std::max(a_bstride, b_bstride) * batch;
   for (int ax = 0; ax < 4; ++ax) reach += (g.d[ax] + 1) * (std::abs(g.as[ax]) + std::abs(g.bs[ax]));
   if (small_index(reach))
-    binary_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, static_cast<int>(a_bstride), b,
-                                                          static_cast<int>(b_bstride), y, static_cast<int>(per),
-                                                          static_cast<int>(n), a_bias, b_bias);
+    binary_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(
+        op.kind, g, a, static_cast<int>(a_bstride), b, static_cast<int>(b_bstride), y, static_cast<int>(per),
+        static_cast<int>(n), a_bias, b_bias);
   else
-    binary_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, a_bstride, b, b_bstride, y, per,
-                                                                   n, a_bias, b_bias);
+    binary_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, a_bstride, b, b_bstride, y,
+                                                                   per, n, a_bias, b_bias);
   FT_CUDA_LAUNCH_CHECK("binary_kernel", s);
   return {};
 }
@@ -230,7 +235,8 @@ Status launch_strided_copy(const TransposeOp& op, int batch, const float* x, std
                            cudaStream_t s) {
   const std::size_t rank = op.dims.size();
   if (rank > 4 || op.strides.size() != rank)
-    return Status(Code::kDeclined, "strided copy of rank " + std::to_string(rank) + " (the GPU takes rank <= 4)");
+    return Status(Code::kDeclined,
+                  "strided copy of rank " + std::to_string(rank) + " (the GPU takes rank <= 4)");
   Copy4 g{};
   align4(op.dims, op.strides, rank, g.d, g.s);
   const std::int64_t per = g.d[0] * g.d[1] * g.d[2] * g.d[3];
@@ -241,7 +247,8 @@ Status launch_strided_copy(const TransposeOp& op, int batch, const float* x, std
   return {};
 }
 
-Status launch_pad(const PadOp& op, int batch, const float* x, std::int64_t x_bstride, float* y, cudaStream_t s) {
+Status launch_pad(const PadOp& op, int batch, const float* x, std::int64_t x_bstride, float* y,
+                  cudaStream_t s) {
   Pad4 g{};
   std::int64_t per = 1;
   for (int ax = 0; ax < 4; ++ax) {
@@ -264,7 +271,8 @@ Status launch_concat_part(std::int64_t outer, std::int64_t part, std::int64_t in
   const std::int64_t per_in = outer * part * inner, per_out = outer * total * inner;
   if (per_in <= 0) return {};
   const std::int64_t n = per_in * batch;
-  concat_kernel<<<blocks_for(n), kThreads, 0, s>>>(part, inner, total, at, x, x_bstride, y, per_in, per_out, n);
+  concat_kernel<<<blocks_for(n), kThreads, 0, s>>>(part, inner, total, at, x, x_bstride, y, per_in, per_out,
+                                                   n);
   FT_CUDA_LAUNCH_CHECK("concat_kernel", s);
   return {};
 }
@@ -273,8 +281,8 @@ Status launch_bias_act(float* y, const float* bias, std::int64_t channels, std::
                        EpilogueAct act, cudaStream_t s) {
   const std::int64_t n = channels * plane * batch;
   if (small_index(n) && small_index(act.residual_bstride * batch))
-    bias_act_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(y, bias, static_cast<int>(channels),
-                                                            static_cast<int>(plane), act, static_cast<int>(n));
+    bias_act_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(
+        y, bias, static_cast<int>(channels), static_cast<int>(plane), act, static_cast<int>(n));
   else
     bias_act_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(y, bias, channels, plane, act, n);
   FT_CUDA_LAUNCH_CHECK("bias_act_kernel", s);

@@ -73,7 +73,8 @@ Status launch_binary(const BinaryOp& op, int batch, const float* a, std::int64_t
 Status launch_strided_copy(const TransposeOp& op, int batch, const float* x, std::int64_t x_bstride, float* y,
                            cudaStream_t s);
 /// Constant padding (rank ≤ 4, right-aligned), B images.
-Status launch_pad(const PadOp& op, int batch, const float* x, std::int64_t x_bstride, float* y, cudaStream_t s);
+Status launch_pad(const PadOp& op, int batch, const float* x, std::int64_t x_bstride, float* y,
+                  cudaStream_t s);
 /// Copies one Concat operand ([outer, part, inner] per image) into its slot at `at` of out ([outer, total, inner]).
 Status launch_concat_part(std::int64_t outer, std::int64_t part, std::int64_t inner, std::int64_t total,
                           std::int64_t at, int batch, const float* x, std::int64_t x_bstride, float* y,

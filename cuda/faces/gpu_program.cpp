@@ -81,7 +81,8 @@ Expected<std::vector<Unit>> units_of(const Program& p) {
   for (std::size_t i = 0; i < n;) {
     const Step& s = p.steps[i];
     const auto len = static_cast<std::size_t>(std::max<std::int32_t>(1, s.fusion.steps));
-    if (i + len > n) return invalid_argument("step " + std::to_string(i) + " ('" + s.node + "'): fusion past the end");
+    if (i + len > n)
+      return invalid_argument("step " + std::to_string(i) + " ('" + s.node + "'): fusion past the end");
     switch (s.fusion.kind) {
       case FusionKind::kNone: i = add_conv_or_step(i, i + 1); break;
       case FusionKind::kConvAct: i = add_conv_or_step(i, i + 2); break;
@@ -98,7 +99,8 @@ Expected<std::vector<Unit>> units_of(const Program& p) {
         if (fusable) {
           units.push_back(make_unit(Unit::Kind::kResizeBinary, i, i + 1, p.steps[i + 1].out));
         } else {
-          for (std::size_t j = i; j < i + len; ++j) units.push_back(make_unit(Unit::Kind::kStep, j, j, p.steps[j].out));
+          for (std::size_t j = i; j < i + len; ++j)
+            units.push_back(make_unit(Unit::Kind::kStep, j, j, p.steps[j].out));
         }
         i += len;
         break;
@@ -158,7 +160,8 @@ class Plan final : public GpuProgram {
   Status run(const float* input, float* output) override {
     const std::uint64_t B = static_cast<std::uint64_t>(o_.batch);
     if (!input || !output) return invalid_argument("null input or output pointer");
-    FT_CUDA_TRY(cudaMemcpyAsync(val_[0], input, B * lens(0) * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    FT_CUDA_TRY(
+        cudaMemcpyAsync(val_[0], input, B * lens(0) * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
     if (exec_) {
       FT_CUDA_TRY(cudaGraphLaunch(exec_, stream_));
     } else {
@@ -185,7 +188,9 @@ class Plan final : public GpuProgram {
   const std::vector<StepPlan>& steps() const override { return plans_; }
 
  private:
-  std::uint64_t lens(std::int32_t v) const { return static_cast<std::uint64_t>(p_.lens[static_cast<std::size_t>(v)]); }
+  std::uint64_t lens(std::int32_t v) const {
+    return static_cast<std::uint64_t>(p_.lens[static_cast<std::size_t>(v)]);
+  }
 
   // Consts from the table; conv weights (and biases) too when the table holds them after the consts (wire
   // order: Program::consts, then each Conv step's weights and bias), else uploaded by upload_conv_weights.
@@ -195,9 +200,9 @@ class Plan final : public GpuProgram {
     for (const auto& s : p_.steps)
       if (const auto* j = std::get_if<ConvJob>(&s.op)) conv_blobs += j->bias ? 2 : 1;
     if (consts.size() != nc && consts.size() != nc + conv_blobs)
-      return invalid_argument("const table holds " + std::to_string(consts.size()) + " pointers, the program has " +
-                              std::to_string(nc) + " constants (" + std::to_string(nc + conv_blobs) +
-                              " with its conv weights)");
+      return invalid_argument("const table holds " + std::to_string(consts.size()) +
+                              " pointers, the program has " + std::to_string(nc) + " constants (" +
+                              std::to_string(nc + conv_blobs) + " with its conv weights)");
     for (std::size_t i = 0; i < consts.size(); ++i)
       if (!consts[i]) return invalid_argument("const table entry " + std::to_string(i) + " is null");
     for (std::size_t i = 0; i < nc; ++i)
@@ -219,14 +224,17 @@ class Plan final : public GpuProgram {
   Status validate() const {
     const auto nv = static_cast<std::int32_t>(p_.lens.size());
     for (const auto& s : p_.steps) {
-      if (s.out <= 0 || s.out >= nv) return invalid_argument("node '" + s.node + "': output value out of range");
+      if (s.out <= 0 || s.out >= nv)
+        return invalid_argument("node '" + s.node + "': output value out of range");
       if (s.args.empty()) return invalid_argument("node '" + s.node + "': no operands");
       for (const auto& a : s.args) {
-        const bool bad = a.kind == Arg::Kind::kValue ? (a.id < 0 || a.id >= nv)
-                                                     : (a.id < 0 || a.id >= static_cast<std::int32_t>(p_.consts.size()));
+        const bool bad = a.kind == Arg::Kind::kValue
+                             ? (a.id < 0 || a.id >= nv)
+                             : (a.id < 0 || a.id >= static_cast<std::int32_t>(p_.consts.size()));
         if (bad) return invalid_argument("node '" + s.node + "': operand out of range");
       }
-      const bool any_const_ok = std::holds_alternative<BinaryOp>(s.op) || std::holds_alternative<ConcatOp>(s.op);
+      const bool any_const_ok =
+          std::holds_alternative<BinaryOp>(s.op) || std::holds_alternative<ConcatOp>(s.op);
       if (!any_const_ok && s.args[0].kind == Arg::Kind::kConst)
         return Status(Code::kDeclined, "node '" + s.node + "': a constant first operand");
       if (const auto* j = std::get_if<ConvJob>(&s.op)) {
@@ -259,7 +267,8 @@ class Plan final : public GpuProgram {
     for (std::size_t i = 0; i < p_.steps.size(); ++i) {
       producer[static_cast<std::size_t>(p_.steps[i].out)] = i;
       for (const auto& a : p_.steps[i].args)
-        if (a.kind == Arg::Kind::kValue) ++reads[static_cast<std::size_t>(a.id)], reader[static_cast<std::size_t>(a.id)] = i;
+        if (a.kind == Arg::Kind::kValue)
+          ++reads[static_cast<std::size_t>(a.id)], reader[static_cast<std::size_t>(a.id)] = i;
     }
     for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;
     std::map<std::size_t, std::size_t> alone;  // step → its kStep unit
@@ -267,7 +276,8 @@ class Plan final : public GpuProgram {
       if (units_[k].kind == Unit::Kind::kStep) alone[units_[k].first] = k;
     std::vector<bool> gone(units_.size(), false);
     for (auto& u : units_) {
-      if (!std::holds_alternative<ConvJob>(p_.steps[u.first].op) || u.kind == Unit::Kind::kResizeBinary) continue;
+      if (!std::holds_alternative<ConvJob>(p_.steps[u.first].op) || u.kind == Unit::Kind::kResizeBinary)
+        continue;
       const auto v = static_cast<std::size_t>(u.out);
       if (reads[v] != 1) continue;
       const std::size_t r = reader[v];
@@ -275,7 +285,8 @@ class Plan final : public GpuProgram {
       if (ru == alone.end() || gone[ru->second]) continue;
       const Step& rs = p_.steps[r];
       if (const auto* pr = std::get_if<ChannelPreluOp>(&rs.op)) {
-        if (u.act.kind != EpilogueAct::Kind::kNone || rs.args.size() < 2 || rs.args[1].kind != Arg::Kind::kConst)
+        if (u.act.kind != EpilogueAct::Kind::kNone || rs.args.size() < 2 ||
+            rs.args[1].kind != Arg::Kind::kConst)
           continue;
         static_cast<void>(pr);
         u.act.kind = EpilogueAct::Kind::kPrelu;
@@ -291,9 +302,11 @@ class Plan final : public GpuProgram {
           st *= b->dims[k];
         }
         if (!dense || st != p_.lens[v]) continue;
-        const Arg other = rs.args[0].kind == Arg::Kind::kValue && rs.args[0].id == u.out ? rs.args[1] : rs.args[0];
+        const Arg other =
+            rs.args[0].kind == Arg::Kind::kValue && rs.args[0].id == u.out ? rs.args[1] : rs.args[0];
         if (other.kind == Arg::Kind::kValue &&
-            (other.id == u.out || (other.id != kInputValue && producer[static_cast<std::size_t>(other.id)] >= u.first)))
+            (other.id == u.out ||
+             (other.id != kInputValue && producer[static_cast<std::size_t>(other.id)] >= u.first)))
           continue;
         if (other.kind == Arg::Kind::kConst &&
             static_cast<std::int64_t>(p_.consts[static_cast<std::size_t>(other.id)]->size()) != st)
@@ -338,7 +351,8 @@ class Plan final : public GpuProgram {
       const Step& reader = p_.steps[r->second];
       const bool prelu = std::holds_alternative<ChannelPreluOp>(reader.op) && reader.args[0].id == u.out &&
                          reader.args[0].kind == Arg::Kind::kValue;
-      if (prelu || std::holds_alternative<BinaryOp>(reader.op)) deferred_[u.out] = {nullptr, j->cout, j->oh * j->ow};
+      if (prelu || std::holds_alternative<BinaryOp>(reader.op))
+        deferred_[u.out] = {nullptr, j->cout, j->oh * j->ow};
     }
   }
   OperandBias deferred_bias(const Arg& a) const {
@@ -365,7 +379,8 @@ class Plan final : public GpuProgram {
       std::size_t best = free_regions.size();
       for (std::size_t k = 0; k < free_regions.size(); ++k) {
         const auto b = free_regions[k].bytes;
-        if (b >= need && b <= 2 * need && (best == free_regions.size() || b < free_regions[best].bytes)) best = k;
+        if (b >= need && b <= 2 * need && (best == free_regions.size() || b < free_regions[best].bytes))
+          best = k;
       }
       if (best < free_regions.size()) {
         offset_[static_cast<std::size_t>(v)] = free_regions[best].offset;
@@ -401,7 +416,8 @@ class Plan final : public GpuProgram {
     std::uint64_t total = 0;
     for (const auto& s : p_.steps)
       if (const auto* j = std::get_if<ConvJob>(&s.op))
-        total += aligned(j->weights->size() * sizeof(float)) + (j->bias ? aligned(j->bias->size() * sizeof(float)) : 0);
+        total += aligned(j->weights->size() * sizeof(float)) +
+                 (j->bias ? aligned(j->bias->size() * sizeof(float)) : 0);
     if (total == 0) return {};
     FT_CUDA_TRY(cudaMalloc(&weights_, total));
     weight_bytes_ = total;
@@ -458,9 +474,10 @@ class Plan final : public GpuProgram {
       ws /= 2;
       if (ws < (std::uint64_t{1} << 20)) ws = 0;
     }
-    ConvProbe probe{static_cast<float*>(probe_xy),
-                    reinterpret_cast<float*>(static_cast<char*>(probe_xy) + aligned(B * max_x * sizeof(float))),
-                    probe_ws, ws};
+    ConvProbe probe{
+        static_cast<float*>(probe_xy),
+        reinterpret_cast<float*>(static_cast<char*>(probe_xy) + aligned(B * max_x * sizeof(float))), probe_ws,
+        ws};
     ConvSetup cs{o_.batch, o_.precision == Precision::kTf32, o_.autotune, o_.max_workspace_bytes};
     std::map<std::vector<std::int64_t>, ConvAlgo> cache;
     Status st;
@@ -473,12 +490,28 @@ class Plan final : public GpuProgram {
         d->second.bias = b;  // the reader adds it
         b = nullptr;
       }
-      const std::vector<std::int64_t> key{j->cin, j->h, j->w, j->cout, j->groups, j->kh, j->kw, j->sh, j->sw,
-                                          j->pt, j->pl, j->oh, j->ow, j->dh, j->dw, b != nullptr,
-                                          static_cast<std::int64_t>(u.act.kind), u.act.has_residual};
+      const std::vector<std::int64_t> key{j->cin,
+                                          j->h,
+                                          j->w,
+                                          j->cout,
+                                          j->groups,
+                                          j->kh,
+                                          j->kw,
+                                          j->sh,
+                                          j->sw,
+                                          j->pt,
+                                          j->pl,
+                                          j->oh,
+                                          j->ow,
+                                          j->dh,
+                                          j->dw,
+                                          b != nullptr,
+                                          static_cast<std::int64_t>(u.act.kind),
+                                          u.act.has_residual};
       auto conv = std::make_unique<GpuConv>();
       const auto hit = cache.find(key);
-      st = conv->setup(cudnn_, *j, cs, u.act, w, b, hit == cache.end() ? nullptr : &hit->second, probe, stream_);
+      st = conv->setup(cudnn_, *j, cs, u.act, w, b, hit == cache.end() ? nullptr : &hit->second, probe,
+                       stream_);
       if (!st.ok()) {
         st = st.with_context("node '" + s.node + "'");
         break;
@@ -506,12 +539,14 @@ class Plan final : public GpuProgram {
     for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;
     std::map<std::int32_t, std::size_t> conv_reading;  // value → the conv unit (first step) reading it
     for (const auto& u : units_)
-      if (std::holds_alternative<ConvJob>(p_.steps[u.first].op) && p_.steps[u.first].args[0].kind == Arg::Kind::kValue)
+      if (std::holds_alternative<ConvJob>(p_.steps[u.first].op) &&
+          p_.steps[u.first].args[0].kind == Arg::Kind::kValue)
         conv_reading[p_.steps[u.first].args[0].id] = u.first;
     for (const auto& u : units_) {
       const auto cp = conv_of_unit_.find(u.first);
       if (cp == conv_of_unit_.end() || u.kind != Unit::Kind::kStep || u.extra != Unit::kNoStep ||
-          u.act.kind != EpilogueAct::Kind::kNone || reads[static_cast<std::size_t>(u.out)] != 1 || deferred_.count(u.out))
+          u.act.kind != EpilogueAct::Kind::kNone || reads[static_cast<std::size_t>(u.out)] != 1 ||
+          deferred_.count(u.out))
         continue;
       const auto r = conv_reading.find(u.out);
       if (r == conv_reading.end()) continue;
@@ -554,7 +589,8 @@ class Plan final : public GpuProgram {
   }
 
   const float* ptr(const Arg& a) const {
-    return a.kind == Arg::Kind::kConst ? consts_[static_cast<std::size_t>(a.id)] : val_[static_cast<std::size_t>(a.id)];
+    return a.kind == Arg::Kind::kConst ? consts_[static_cast<std::size_t>(a.id)]
+                                       : val_[static_cast<std::size_t>(a.id)];
   }
   std::int64_t bstride(const Arg& a) const {
     return a.kind == Arg::Kind::kConst ? 0 : p_.lens[static_cast<std::size_t>(a.id)];
@@ -563,16 +599,17 @@ class Plan final : public GpuProgram {
   // Row-major C[m,n] = A[m,k]·B(k,n) for `count` pairs (strides in floats) through column-major cuBLAS:
   // Cᵀ = B(k,n)ᵀ·Aᵀ.
   Status sgemm(std::int64_t count, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-               std::int64_t sa, const float* b, std::int64_t sb, bool trans_b, float alpha, float beta, float* c,
-               std::int64_t sc) const {
+               std::int64_t sa, const float* b, std::int64_t sb, bool trans_b, float alpha, float beta,
+               float* c, std::int64_t sc) const {
     const auto i = [](std::int64_t v) { return static_cast<int>(v); };
     const cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int ldb = i(trans_b ? k : n);
     if (count == 1) {
-      FT_CUBLAS_TRY(cublasSgemm(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, ldb, a, i(k), &beta, c, i(n)));
+      FT_CUBLAS_TRY(
+          cublasSgemm(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, ldb, a, i(k), &beta, c, i(n)));
     } else {
-      FT_CUBLAS_TRY(cublasSgemmStridedBatched(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, ldb, sb, a,
-                                              i(k), sa, &beta, c, i(n), sc, i(count)));
+      FT_CUBLAS_TRY(cublasSgemmStridedBatched(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, ldb, sb,
+                                              a, i(k), sa, &beta, c, i(n), sc, i(count)));
     }
     return {};
   }
@@ -592,7 +629,8 @@ class Plan final : public GpuProgram {
       const BinaryKind kind = std::get<BinaryOp>(bs.op).kind;
       const float* o = ptr(other);
       const std::int64_t obs = bstride(other);
-      return Launch([=](cudaStream_t st) { return launch_resize_binary(r, kind, side, B, x, o, obs, y, st); });
+      return Launch(
+          [=](cudaStream_t st) { return launch_resize_binary(r, kind, side, B, x, o, obs, y, st); });
     }
     if (std::holds_alternative<ConvJob>(s.op)) {
       GpuConv* c = convs_[conv_of_unit_.at(u.first)].get();
@@ -661,7 +699,8 @@ class Plan final : public GpuProgram {
       return Launch([=](cudaStream_t st) { return launch_pad(v, B, x, xs, y, st); });
     }
     if (const auto* op = std::get_if<ConcatOp>(&s.op)) {
-      if (op->parts.size() != s.args.size()) return invalid_argument("node '" + s.node + "': Concat operands");
+      if (op->parts.size() != s.args.size())
+        return invalid_argument("node '" + s.node + "': Concat operands");
       std::int64_t total = 0;
       for (auto q : op->parts) total += q;
       std::vector<std::pair<const float*, std::int64_t>> srcs;
@@ -670,7 +709,8 @@ class Plan final : public GpuProgram {
       return Launch([=](cudaStream_t st) -> Status {
         std::int64_t at = 0;
         for (std::size_t k = 0; k < srcs.size(); ++k) {
-          FT_TRY(launch_concat_part(v.outer, v.parts[k], v.inner, total, at, B, srcs[k].first, srcs[k].second, y, st));
+          FT_TRY(launch_concat_part(v.outer, v.parts[k], v.inner, total, at, B, srcs[k].first, srcs[k].second,
+                                    y, st));
           at += v.parts[k];
         }
         return {};
@@ -681,7 +721,8 @@ class Plan final : public GpuProgram {
       const float* w = ptr(s.args[1]);
       const float* bias = g.has_bias ? ptr(s.args[2]) : nullptr;
       const std::int64_t xs = bstride(s.args[0]);
-      if (xs != g.k) return Status(Code::kDeclined, "node '" + s.node + "': Gemm input of another length than k");
+      if (xs != g.k)
+        return Status(Code::kDeclined, "node '" + s.node + "': Gemm input of another length than k");
       return Launch([=, this](cudaStream_t st) -> Status {
         if (bias) FT_TRY(launch_fill_rows(y, bias, g.n, B, st));
         // Y[B,n] = α·X[B,k]·W(k,n) + β·bias
@@ -695,7 +736,8 @@ class Plan final : public GpuProgram {
       const std::int64_t out_len = m.batch * m.m * m.n;
       // the whole batch as one strided batch when every image's pairs continue the previous image's
       const bool fold_a = m.batch == 1 ? true : m.a_stride * m.batch == xa;
-      const bool fold_b = xb == 0 ? (m.b_stride == 0 || m.batch == 1) : (m.batch == 1 || m.b_stride * m.batch == xb);
+      const bool fold_b =
+          xb == 0 ? (m.b_stride == 0 || m.batch == 1) : (m.batch == 1 || m.b_stride * m.batch == xb);
       if (fold_a && fold_b) {
         const std::int64_t sa = m.batch == 1 ? xa : m.a_stride;
         const std::int64_t sb = xb == 0 ? 0 : (m.batch == 1 ? xb : m.b_stride);
@@ -705,8 +747,8 @@ class Plan final : public GpuProgram {
       }
       return Launch([=, this](cudaStream_t) -> Status {
         for (int img = 0; img < B; ++img)
-          FT_TRY(sgemm(m.batch, m.m, m.n, m.k, x + img * xa, m.a_stride, b + img * xb, m.b_stride, m.trans_b, 1.0f,
-                       0.0f, y + img * out_len, m.m * m.n));
+          FT_TRY(sgemm(m.batch, m.m, m.n, m.k, x + img * xa, m.a_stride, b + img * xb, m.b_stride, m.trans_b,
+                       1.0f, 0.0f, y + img * out_len, m.m * m.n));
         return {};
       });
     }
@@ -718,7 +760,8 @@ class Plan final : public GpuProgram {
       return c->algo().kernel + (u.kind == Unit::Kind::kConvAct && !c->algo().fused ? "+act" : "") +
              (deferred_.count(u.out) ? "+bias-deferred" : "") +
              (u.act.kind == EpilogueAct::Kind::kPrelu ? "+prelu" : "") + (u.act.has_residual ? "+add" : "") +
-             (bias_moved_from_.count(u.first) ? "+bias-to-next" : "") + (bias_moved_to_.count(u.first) ? "+in-bias" : "");
+             (bias_moved_from_.count(u.first) ? "+bias-to-next" : "") +
+             (bias_moved_to_.count(u.first) ? "+in-bias" : "");
     if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
     if (std::holds_alternative<GemvOp>(s.op)) return "cublas:sgemm";
     if (std::holds_alternative<MatMulOp>(s.op)) return "cublas:sgemm_strided_batched";
@@ -733,11 +776,14 @@ class Plan final : public GpuProgram {
       for (std::size_t k = 0; k < members.size(); ++k)
         for (const auto& a : p_.steps[members[k]].args) {
           bool inner = false;  // produced by an earlier member of the unit (never stored)
-          for (std::size_t q = 0; q < k; ++q) inner = inner || (a.kind == Arg::Kind::kValue && a.id == p_.steps[members[q]].out);
+          for (std::size_t q = 0; q < k; ++q)
+            inner = inner || (a.kind == Arg::Kind::kValue && a.id == p_.steps[members[q]].out);
           if (a.kind == Arg::Kind::kValue && !val_[static_cast<std::size_t>(a.id)] && !inner)
-            return invalid_argument("node '" + p_.steps[members[k]].node + "' reads a value inside a fused group");
+            return invalid_argument("node '" + p_.steps[members[k]].node +
+                                    "' reads a value inside a fused group");
         }
-      if (!val_[static_cast<std::size_t>(u.out)]) return internal_error("unplaced output of '" + p_.steps[u.first].node + "'");
+      if (!val_[static_cast<std::size_t>(u.out)])
+        return internal_error("unplaced output of '" + p_.steps[u.first].node + "'");
       auto l = launch_of(u);
       if (!l) return l.status();
       launches_.push_back(std::move(*l));

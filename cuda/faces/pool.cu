@@ -9,9 +9,11 @@
 namespace facetrace::faces::gpu {
 namespace {
 
-__global__ void maxpool_kernel(MaxPoolOp m, const float* __restrict__ x, float* __restrict__ y, std::int64_t n) {
+__global__ void maxpool_kernel(MaxPoolOp m, const float* __restrict__ x, float* __restrict__ y,
+                               std::int64_t n) {
   FT_FOR_EACH(i, n) {
-    const std::int64_t ox = i % m.ow, oy = (i / m.ow) % m.oh, pc = i / (m.ow * m.oh);  // pc: image·channels + c
+    const std::int64_t ox = i % m.ow, oy = (i / m.ow) % m.oh,
+                       pc = i / (m.ow * m.oh);  // pc: image·channels + c
     const float* in = x + pc * m.h * m.w;
     const std::int64_t y0 = oy * m.sh - m.pt, x0 = ox * m.sw - m.pl;
     bool any = false;
@@ -31,7 +33,8 @@ __global__ void maxpool_kernel(MaxPoolOp m, const float* __restrict__ x, float* 
   }
 }
 
-__global__ void avgpool_kernel(AvgPoolOp a, const float* __restrict__ x, float* __restrict__ y, std::int64_t n) {
+__global__ void avgpool_kernel(AvgPoolOp a, const float* __restrict__ x, float* __restrict__ y,
+                               std::int64_t n) {
   FT_FOR_EACH(i, n) {
     const std::int64_t ox = i % a.ow, oy = (i / a.ow) % a.oh, pc = i / (a.ow * a.oh);
     const float* in = x + pc * a.h * a.w;
@@ -56,7 +59,8 @@ __global__ void avgpool_kernel(AvgPoolOp a, const float* __restrict__ x, float* 
 
 constexpr int kReduceThreads = 256;
 
-__global__ void global_average_kernel(const float* __restrict__ x, float* __restrict__ y, std::int64_t plane) {
+__global__ void global_average_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                      std::int64_t plane) {
   __shared__ double part[kReduceThreads];
   const float* in = x + static_cast<std::int64_t>(blockIdx.x) * plane;
   double s = 0.0;
@@ -81,7 +85,8 @@ __global__ void reduce_mean_kernel(ReduceMeanOp r, const float* __restrict__ x, 
   }
 }
 
-__global__ void softmax_kernel(SoftmaxOp m, const float* __restrict__ x, float* __restrict__ y, std::int64_t n) {
+__global__ void softmax_kernel(SoftmaxOp m, const float* __restrict__ x, float* __restrict__ y,
+                               std::int64_t n) {
   FT_FOR_EACH(i, n) {
     const std::int64_t in_i = i % m.inner, o = i / m.inner;
     const std::int64_t base = o * m.axis * m.inner + in_i;

@@ -10,7 +10,8 @@ namespace facetrace::faces::gpu {
 namespace {
 
 // x_in of output coordinate o on an axis of `in` → `out` samples at scale s (ResizeCoord).
-__device__ inline float source_coord(ResizeCoord c, std::int64_t o, float s, std::int64_t in, std::int64_t out) {
+__device__ inline float source_coord(ResizeCoord c, std::int64_t o, float s, std::int64_t in,
+                                     std::int64_t out) {
   const float xo = static_cast<float>(o);
   switch (c) {
     case ResizeCoord::kAsymmetric: return xo / s;
@@ -36,8 +37,8 @@ __device__ inline std::int64_t nearest_index(ResizeNearest m, float x, std::int6
 
 __device__ inline float clampf(float v, float lo, float hi) { return fminf(fmaxf(v, lo), hi); }
 
-__global__ void resize_kernel(ResizeOp r, float sy, float sx, const float* __restrict__ x, float* __restrict__ y,
-                              std::int64_t n) {
+__global__ void resize_kernel(ResizeOp r, float sy, float sx, const float* __restrict__ x,
+                              float* __restrict__ y, std::int64_t n) {
   FT_FOR_EACH(i, n) {
     const std::int64_t ox = i % r.ow, oy = (i / r.ow) % r.oh, pc = i / (r.ow * r.oh);
     const float* in = x + pc * r.h * r.w;
@@ -58,7 +59,8 @@ __global__ void resize_kernel(ResizeOp r, float sy, float sx, const float* __res
       const std::int64_t y1 = y0 + 1 < r.h ? y0 + 1 : r.h - 1, x1 = x0 + 1 < r.w ? x0 + 1 : r.w - 1;
       const float ly = fy - static_cast<float>(y0), lx = fx - static_cast<float>(x0);
       // the CPU interpreter's lerps (src/faces/cpu/ops.cpp), rounded the same way
-      const float v00 = in[y0 * r.w + x0], v01 = in[y0 * r.w + x1], v10 = in[y1 * r.w + x0], v11 = in[y1 * r.w + x1];
+      const float v00 = in[y0 * r.w + x0], v01 = in[y0 * r.w + x1], v10 = in[y1 * r.w + x0],
+                  v11 = in[y1 * r.w + x1];
       const float top = __fadd_rn(v00, __fmul_rn(__fsub_rn(v01, v00), lx));
       const float bot = __fadd_rn(v10, __fmul_rn(__fsub_rn(v11, v10), lx));
       y[i] = __fadd_rn(top, __fmul_rn(__fsub_rn(bot, top), ly));

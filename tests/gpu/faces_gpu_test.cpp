@@ -65,21 +65,25 @@ struct Builder {
     const auto v = static_cast<std::int32_t>(p.lens.size());
     p.lens.push_back(count_of(out));
     p.shapes.push_back(out);
-    p.steps.push_back(Step{std::move(op), std::move(args), v, "n" + std::to_string(p.steps.size()), Fusion{}});
+    p.steps.push_back(
+        Step{std::move(op), std::move(args), v, "n" + std::to_string(p.steps.size()), Fusion{}});
     if (std::holds_alternative<ConvJob>(p.steps.back().op)) ++p.conv_count;
     return v;
   }
   // Marks every value as program output when it is `outs`, and computes the free lists from last readers.
   Program done(std::vector<std::int32_t> outs) {
-    for (auto v : outs) p.outputs.push_back(ProgramOutput{"y" + std::to_string(v), v, p.shapes[static_cast<std::size_t>(v)]});
+    for (auto v : outs)
+      p.outputs.push_back(ProgramOutput{"y" + std::to_string(v), v, p.shapes[static_cast<std::size_t>(v)]});
     std::vector<std::int32_t> last(p.lens.size(), -1);
     for (std::size_t i = 0; i < p.steps.size(); ++i)
       for (const auto& a : p.steps[i].args)
         if (a.kind == Arg::Kind::kValue) last[static_cast<std::size_t>(a.id)] = static_cast<std::int32_t>(i);
     p.free.assign(p.steps.size(), {});
     for (std::size_t v = 0; v < last.size(); ++v) {
-      const bool out = std::any_of(outs.begin(), outs.end(), [&](auto o) { return o == static_cast<std::int32_t>(v); });
-      if (last[v] >= 0 && !out) p.free[static_cast<std::size_t>(last[v])].push_back(static_cast<std::int32_t>(v));
+      const bool out =
+          std::any_of(outs.begin(), outs.end(), [&](auto o) { return o == static_cast<std::int32_t>(v); });
+      if (last[v] >= 0 && !out)
+        p.free[static_cast<std::size_t>(last[v])].push_back(static_cast<std::int32_t>(v));
     }
     return p;
   }
@@ -89,7 +93,8 @@ ConvJob conv_job(std::int64_t cin, std::int64_t cout, std::int64_t g, std::int64
                  std::int64_t pad, std::int64_t h, std::int64_t w, std::uint32_t seed, std::int64_t dil = 1,
                  bool bias = true, std::int64_t pad_r = -1) {
   ConvJob j;
-  j.cin = cin, j.cout = cout, j.groups = g, j.kh = j.kw = k, j.sh = j.sw = s, j.pt = j.pl = pad, j.h = h, j.w = w;
+  j.cin = cin, j.cout = cout, j.groups = g, j.kh = j.kw = k, j.sh = j.sw = s, j.pt = j.pl = pad, j.h = h,
+  j.w = w;
   j.dh = j.dw = dil;
   const std::int64_t pr = pad_r < 0 ? pad : pad_r;  // bottom/right pad (asymmetric when it differs)
   j.oh = (h + pad + pr - dil * (k - 1) - 1) / s + 1;
@@ -157,7 +162,8 @@ struct Naive {
             for (std::int64_t ci = 0; ci < cg; ++ci)
               for (std::int64_t ky = 0; ky < j->kh; ++ky)
                 for (std::int64_t kx = 0; kx < j->kw; ++kx) {
-                  const std::int64_t iy = oy * j->sh + ky * j->dh - j->pt, ix = ox * j->sw + kx * j->dw - j->pl;
+                  const std::int64_t iy = oy * j->sh + ky * j->dh - j->pt,
+                                     ix = ox * j->sw + kx * j->dw - j->pl;
                   if (iy < 0 || iy >= j->h || ix < 0 || ix >= j->w) continue;
                   acc += static_cast<double>(x[((co / og) * cg + ci) * j->h * j->w + iy * j->w + ix]) *
                          (*j->weights)[static_cast<std::size_t>(((co * cg + ci) * j->kh + ky) * j->kw + kx)];
@@ -205,7 +211,8 @@ struct Naive {
             for (std::int64_t ky = 0; ky < m->kh; ++ky)
               for (std::int64_t kx = 0; kx < m->kw; ++kx) {
                 const std::int64_t iy = oy * m->sh + ky - m->pt, ix = ox * m->sw + kx - m->pl;
-                if (iy >= 0 && iy < m->h && ix >= 0 && ix < m->w) best = std::max(best, x[(c * m->h + iy) * m->w + ix]);
+                if (iy >= 0 && iy < m->h && ix >= 0 && ix < m->w)
+                  best = std::max(best, x[(c * m->h + iy) * m->w + ix]);
               }
             y[static_cast<std::size_t>((c * m->oh + oy) * m->ow + ox)] = best;
           }
@@ -238,9 +245,12 @@ struct Naive {
               out = in[nearest(r->nearest, coord(r->coord, oy, sy, r->h, r->oh), r->h) * r->w +
                        nearest(r->nearest, coord(r->coord, ox, sx, r->w, r->ow), r->w)];
             } else {
-              const double fy = std::clamp(coord(r->coord, oy, sy, r->h, r->oh), 0.0f, static_cast<float>(r->h - 1));
-              const double fx = std::clamp(coord(r->coord, ox, sx, r->w, r->ow), 0.0f, static_cast<float>(r->w - 1));
-              const auto y0 = static_cast<std::int64_t>(std::floor(fy)), x0 = static_cast<std::int64_t>(std::floor(fx));
+              const double fy =
+                  std::clamp(coord(r->coord, oy, sy, r->h, r->oh), 0.0f, static_cast<float>(r->h - 1));
+              const double fx =
+                  std::clamp(coord(r->coord, ox, sx, r->w, r->ow), 0.0f, static_cast<float>(r->w - 1));
+              const auto y0 = static_cast<std::int64_t>(std::floor(fy)),
+                         x0 = static_cast<std::int64_t>(std::floor(fx));
               const std::int64_t y1 = std::min(y0 + 1, r->h - 1), x1 = std::min(x0 + 1, r->w - 1);
               const double ly = fy - y0, lx = fx - x0;
               out = static_cast<float>((1 - ly) * ((1 - lx) * in[y0 * r->w + x0] + lx * in[y0 * r->w + x1]) +
@@ -258,7 +268,8 @@ struct Naive {
       const float* w = arg(s.args[1]);
       for (std::int64_t jn = 0; jn < gm->n; ++jn) {
         double acc = 0;
-        for (std::int64_t i = 0; i < gm->k; ++i) acc += static_cast<double>(x[i]) * (gm->trans_b ? w[jn * gm->k + i] : w[i * gm->n + jn]);
+        for (std::int64_t i = 0; i < gm->k; ++i)
+          acc += static_cast<double>(x[i]) * (gm->trans_b ? w[jn * gm->k + i] : w[i * gm->n + jn]);
         y[static_cast<std::size_t>(jn)] =
             static_cast<float>(gm->alpha * acc + (gm->has_bias ? gm->beta * arg(s.args[2])[jn] : 0.0));
       }
@@ -280,7 +291,8 @@ struct Naive {
         const float* src = arg(s.args[k]);
         for (std::int64_t o = 0; o < ct->outer; ++o)
           for (std::int64_t q = 0; q < ct->parts[k] * ct->inner; ++q)
-            y[static_cast<std::size_t>((o * total + off) * ct->inner + q)] = src[o * ct->parts[k] * ct->inner + q];
+            y[static_cast<std::size_t>((o * total + off) * ct->inner + q)] =
+                src[o * ct->parts[k] * ct->inner + q];
         off += ct->parts[k];
       }
     } else if (const auto* mm = std::get_if<MatMulOp>(&s.op)) {
@@ -299,7 +311,8 @@ struct Naive {
         for (std::int64_t in = 0; in < rm->inner; ++in) {
           double sum = 0;
           for (std::int64_t k = 0; k < rm->len; ++k) sum += x[(o * rm->len + k) * rm->inner + in];
-          y[static_cast<std::size_t>(o * rm->inner + in)] = static_cast<float>(sum / static_cast<double>(rm->len));
+          y[static_cast<std::size_t>(o * rm->inner + in)] =
+              static_cast<float>(sum / static_cast<double>(rm->len));
         }
     } else if (const auto* pd = std::get_if<PadOp>(&s.op)) {
       std::array<std::int64_t, 4> od{};
@@ -309,10 +322,13 @@ struct Naive {
         for (std::int64_t a1 = 0; a1 < od[1]; ++a1)
           for (std::int64_t a2 = 0; a2 < od[2]; ++a2)
             for (std::int64_t a3 = 0; a3 < od[3]; ++a3) {
-              const std::int64_t j[4] = {a0 - pd->begin[0], a1 - pd->begin[1], a2 - pd->begin[2], a3 - pd->begin[3]};
+              const std::int64_t j[4] = {a0 - pd->begin[0], a1 - pd->begin[1], a2 - pd->begin[2],
+                                         a3 - pd->begin[3]};
               bool in = true;
               for (int k = 0; k < 4; ++k) in = in && j[k] >= 0 && j[k] < pd->in_dims[k];
-              y[q++] = in ? x[((j[0] * pd->in_dims[1] + j[1]) * pd->in_dims[2] + j[2]) * pd->in_dims[3] + j[3]] : pd->value;
+              y[q++] =
+                  in ? x[((j[0] * pd->in_dims[1] + j[1]) * pd->in_dims[2] + j[2]) * pd->in_dims[3] + j[3]]
+                     : pd->value;
             }
     }
     return y;
@@ -379,7 +395,8 @@ class FacesGpu : public ::testing::Test {
     for (const auto& o : p.outputs) {
       const auto len = static_cast<std::size_t>(p.lens[static_cast<std::size_t>(o.value)]);
       for (std::size_t b = 0; b < inputs.size(); ++b) {
-        out[b].emplace_back(host.begin() + static_cast<std::ptrdiff_t>(at), host.begin() + static_cast<std::ptrdiff_t>(at + len));
+        out[b].emplace_back(host.begin() + static_cast<std::ptrdiff_t>(at),
+                            host.begin() + static_cast<std::ptrdiff_t>(at + len));
         at += len;
       }
     }
@@ -402,7 +419,8 @@ class FacesGpu : public ::testing::Test {
 std::vector<std::vector<float>> inputs_for(const Program& p, int batch, std::uint32_t seed, float lo = -2.0f,
                                            float hi = 2.0f) {
   std::vector<std::vector<float>> in;
-  for (int b = 0; b < batch; ++b) in.push_back(random_floats(static_cast<std::size_t>(p.lens[0]), seed + 17u * b, lo, hi));
+  for (int b = 0; b < batch; ++b)
+    in.push_back(random_floats(static_cast<std::size_t>(p.lens[0]), seed + 17u * b, lo, hi));
   return in;
 }
 
@@ -414,8 +432,8 @@ double max_abs(std::span<const float> v) {
 
 // GPU vs the plain definition (and vs the CPU interpreter where it runs the program) at batch 1 and 7:
 // |gpu − ref| ≤ rel·(|ref| + max|ref|) per output.
-void expect_matches(FacesGpu& t, const Program& p, const Outputs& got, const std::vector<std::vector<float>>& in,
-                    double rel, const char* what) {
+void expect_matches(FacesGpu& t, const Program& p, const Outputs& got,
+                    const std::vector<std::vector<float>>& in, double rel, const char* what) {
   ASSERT_EQ(got.size(), in.size()) << what;
   std::vector<std::span<const float>> spans(in.begin(), in.end());
   auto cpu = run_program_cpu(p, spans, 1);
@@ -429,8 +447,8 @@ void expect_matches(FacesGpu& t, const Program& p, const Outputs& got, const std
                                      {rel * m + 1e-7, rel}))
           << what << ": image " << b << " output " << k << " vs the definition";
       if (cpu) {
-        EXPECT_TRUE(testing::all_close(std::span<const float>(got[b][k]), std::span<const float>((*cpu)[b][k]),
-                                       {rel * m + 1e-7, rel}))
+        EXPECT_TRUE(testing::all_close(std::span<const float>(got[b][k]),
+                                       std::span<const float>((*cpu)[b][k]), {rel * m + 1e-7, rel}))
             << what << ": image " << b << " output " << k << " vs the CPU interpreter";
       }
     }
@@ -438,8 +456,8 @@ void expect_matches(FacesGpu& t, const Program& p, const Outputs& got, const std
   static_cast<void>(t);
 }
 
-void check_op(FacesGpu& t, const Program& p, const char* what, double rel = 1e-5, float lo = -2.0f, float hi = 2.0f,
-              PlanOptions o = {}) {
+void check_op(FacesGpu& t, const Program& p, const char* what, double rel = 1e-5, float lo = -2.0f,
+              float hi = 2.0f, PlanOptions o = {}) {
   for (int batch : {1, 7}) {
     const auto in = inputs_for(p, batch, 1234u + static_cast<std::uint32_t>(batch), lo, hi);
     const Outputs got = t.plan_run(p, in, o);
@@ -474,7 +492,8 @@ TEST_F(FacesGpu, UnaryEveryKind) {
 TEST_F(FacesGpu, ChannelAffineAndPrelu) {
   const Shape s{1, 6, 5, 11};
   Builder b(s);
-  const auto sc = b.constant(random_floats(6, 3)), sh = b.constant(random_floats(6, 4)), sl = b.constant(random_floats(6, 5));
+  const auto sc = b.constant(random_floats(6, 3)), sh = b.constant(random_floats(6, 4)),
+             sl = b.constant(random_floats(6, 5));
   const auto a = b.step(ChannelAffineOp{6, 55}, {Arg::value(0), Arg::constant(sc), Arg::constant(sh)}, s);
   const auto p = b.step(ChannelPreluOp{6, 55}, {Arg::value(a), Arg::constant(sl)}, s);
   check_op(*this, b.done({a, p}), "affine+prelu");
@@ -504,16 +523,18 @@ TEST_F(FacesGpu, BinaryBroadcastEveryKind) {
 
 TEST_F(FacesGpu, StridedCopyTransposeSliceReverseExpand) {
   Builder b(Shape{1, 4, 6, 5});
-  const auto t = b.step(TransposeOp{{1, 5, 4, 6}, {120, 1, 30, 5}, 0}, {Arg::value(0)}, {1, 5, 4, 6});   // NCHW→NWCH
-  const auto s = b.step(TransposeOp{{2, 3, 2}, {30, 5, 2}, 31}, {Arg::value(0)}, {2, 3, 2});              // slice
-  const auto r = b.step(TransposeOp{{4, 6, 5}, {30, 5, -1}, 4}, {Arg::value(0)}, {4, 6, 5});              // reverse W
-  const auto e = b.step(TransposeOp{{3, 4, 5}, {0, 30, 1}, 0}, {Arg::value(0)}, {3, 4, 5});               // expand
+  const auto t =
+      b.step(TransposeOp{{1, 5, 4, 6}, {120, 1, 30, 5}, 0}, {Arg::value(0)}, {1, 5, 4, 6});   // NCHW→NWCH
+  const auto s = b.step(TransposeOp{{2, 3, 2}, {30, 5, 2}, 31}, {Arg::value(0)}, {2, 3, 2});  // slice
+  const auto r = b.step(TransposeOp{{4, 6, 5}, {30, 5, -1}, 4}, {Arg::value(0)}, {4, 6, 5});  // reverse W
+  const auto e = b.step(TransposeOp{{3, 4, 5}, {0, 30, 1}, 0}, {Arg::value(0)}, {3, 4, 5});   // expand
   check_op(*this, b.done({t, s, r, e}), "strided copy");
 }
 
 TEST_F(FacesGpu, StridedCopyOfRankFiveIsDeclined) {
   Builder b(Shape{1, 2, 3, 4, 5});
-  const auto t = b.step(TransposeOp{{1, 2, 3, 5, 4}, {120, 60, 20, 1, 5}, 0}, {Arg::value(0)}, {1, 2, 3, 5, 4});
+  const auto t =
+      b.step(TransposeOp{{1, 2, 3, 5, 4}, {120, 60, 20, 1, 5}, 0}, {Arg::value(0)}, {1, 2, 3, 5, 4});
   const Program p = b.done({t});
   auto g = plan(p);
   ASSERT_FALSE(g.ok());
@@ -540,13 +561,15 @@ TEST_F(FacesGpu, ResizeModes) {
   Builder b(Shape{1, 2, 5, 7});
   ResizeOp up{2, 5, 7, 2, 2, 10, 14};  // integer nearest
   outs.push_back(b.step(up, {Arg::value(0)}, {1, 2, 10, 14}));
-  for (auto coord : {ResizeCoord::kAsymmetric, ResizeCoord::kHalfPixel, ResizeCoord::kPytorchHalfPixel, ResizeCoord::kAlignCorners}) {
+  for (auto coord : {ResizeCoord::kAsymmetric, ResizeCoord::kHalfPixel, ResizeCoord::kPytorchHalfPixel,
+                     ResizeCoord::kAlignCorners}) {
     ResizeOp lin{2, 5, 7, 0, 0, 9, 12, ResizeMode::kLinear, coord};
     outs.push_back(b.step(lin, {Arg::value(0)}, {1, 2, 9, 12}));
     ResizeOp down{2, 5, 7, 0, 0, 3, 4, ResizeMode::kLinear, coord};
     outs.push_back(b.step(down, {Arg::value(0)}, {1, 2, 3, 4}));
   }
-  for (auto nm : {ResizeNearest::kFloor, ResizeNearest::kRoundPreferFloor, ResizeNearest::kRoundPreferCeil, ResizeNearest::kCeil}) {
+  for (auto nm : {ResizeNearest::kFloor, ResizeNearest::kRoundPreferFloor, ResizeNearest::kRoundPreferCeil,
+                  ResizeNearest::kCeil}) {
     ResizeOp near{2, 5, 7, 0, 0, 8, 11, ResizeMode::kNearest, ResizeCoord::kHalfPixel, nm};
     outs.push_back(b.step(near, {Arg::value(0)}, {1, 2, 8, 11}));
     ResizeOp half{2, 5, 7, 0, 0, 10, 14, ResizeMode::kNearest, ResizeCoord::kAsymmetric, nm, 2.0f, 2.0f};
@@ -567,7 +590,8 @@ TEST_F(FacesGpu, ReductionsSoftmaxConcatPad) {
   const auto s2 = b.step(SoftmaxOp{54, 13, 1}, {Arg::value(0)}, {1, 6, 9, 13});
   const auto r = b.step(ReduceMeanOp{6, 9, 13}, {Arg::value(0)}, {1, 6, 13});
   const auto c0 = b.constant(random_floats(6 * 2 * 13, 77));
-  const auto cc = b.step(ConcatOp{6, 13, {9, 2, 9}}, {Arg::value(0), Arg::constant(c0), Arg::value(s1)}, {1, 6, 20, 13});
+  const auto cc =
+      b.step(ConcatOp{6, 13, {9, 2, 9}}, {Arg::value(0), Arg::constant(c0), Arg::value(s1)}, {1, 6, 20, 13});
   PadOp pd{{1, 6, 9, 13}, {0, 1, 2, 0}, {0, 0, 1, 3}, 0.25f};
   const auto p = b.step(pd, {Arg::value(0)}, {1, 7, 12, 16});
   check_op(*this, b.done({g, s1, s2, r, cc, p}), "reductions");
@@ -577,14 +601,18 @@ TEST_F(FacesGpu, GemvAndMatMul) {
   Builder b(Shape{1, 37});
   const auto w1 = b.constant(random_floats(37 * 19, 5)), w2 = b.constant(random_floats(19 * 37, 6)),
              bias = b.constant(random_floats(19, 7));
-  const auto g1 = b.step(GemvOp{37, 19, false, 1.0f, 1.0f, true}, {Arg::value(0), Arg::constant(w1), Arg::constant(bias)}, {1, 19});
-  const auto g2 = b.step(GemvOp{37, 19, true, 0.5f, 2.0f, true}, {Arg::value(0), Arg::constant(w2), Arg::constant(bias)}, {1, 19});
-  const auto g3 = b.step(GemvOp{37, 19, true, 1.0f, 1.0f, false}, {Arg::value(0), Arg::constant(w2)}, {1, 19});
+  const auto g1 = b.step(GemvOp{37, 19, false, 1.0f, 1.0f, true},
+                         {Arg::value(0), Arg::constant(w1), Arg::constant(bias)}, {1, 19});
+  const auto g2 = b.step(GemvOp{37, 19, true, 0.5f, 2.0f, true},
+                         {Arg::value(0), Arg::constant(w2), Arg::constant(bias)}, {1, 19});
+  const auto g3 =
+      b.step(GemvOp{37, 19, true, 1.0f, 1.0f, false}, {Arg::value(0), Arg::constant(w2)}, {1, 19});
   check_op(*this, b.done({g1, g2, g3}), "gemv");
 
   Builder m(Shape{1, 3, 5, 8});  // batched MatMul: [3,5,8]·[8,6] shared const, [3,5,8]·[3,8,5]ᵀ value
   const auto bc = m.constant(random_floats(8 * 6, 8));
-  const auto y1 = m.step(MatMulOp{3, 5, 8, 6, 40, 0, false}, {Arg::value(0), Arg::constant(bc)}, {1, 3, 5, 6});
+  const auto y1 =
+      m.step(MatMulOp{3, 5, 8, 6, 40, 0, false}, {Arg::value(0), Arg::constant(bc)}, {1, 3, 5, 6});
   const auto y2 = m.step(MatMulOp{3, 5, 8, 5, 40, 40, true}, {Arg::value(0), Arg::value(0)}, {1, 3, 5, 5});
   const auto y3 = m.step(MatMulOp{1, 15, 8, 6, 0, 0, false}, {Arg::value(0), Arg::constant(bc)}, {1, 15, 6});
   check_op(*this, m.done({y1, y2, y3}), "matmul");
@@ -596,10 +624,12 @@ TEST_F(FacesGpu, ConvShapes) {
     std::int64_t cin, cout, g, k, s, p, h, w, dil = 1, pad_r = -1;
     bool bias = true;
   };
-  const std::vector<C> cases{{3, 16, 1, 3, 2, 1, 41, 37},   {64, 64, 1, 3, 1, 1, 28, 28},  {32, 32, 32, 3, 1, 1, 30, 31},
-                             {16, 32, 4, 3, 2, 1, 33, 20},  {48, 72, 1, 1, 1, 0, 50, 45},  {8, 130, 1, 5, 1, 2, 23, 19},
-                             {12, 20, 1, 3, 1, 2, 17, 15, 2}, {6, 6, 1, 3, 2, 0, 16, 16, 1, 1}, {24, 12, 6, 3, 1, 1, 9, 13},
-                             {10, 5, 1, 3, 1, 1, 11, 7, 1, -1, false}, {40, 40, 40, 5, 2, 2, 19, 21}};
+  const std::vector<C> cases{{3, 16, 1, 3, 2, 1, 41, 37},     {64, 64, 1, 3, 1, 1, 28, 28},
+                             {32, 32, 32, 3, 1, 1, 30, 31},   {16, 32, 4, 3, 2, 1, 33, 20},
+                             {48, 72, 1, 1, 1, 0, 50, 45},    {8, 130, 1, 5, 1, 2, 23, 19},
+                             {12, 20, 1, 3, 1, 2, 17, 15, 2}, {6, 6, 1, 3, 2, 0, 16, 16, 1, 1},
+                             {24, 12, 6, 3, 1, 1, 9, 13},     {10, 5, 1, 3, 1, 1, 11, 7, 1, -1, false},
+                             {40, 40, 40, 5, 2, 2, 19, 21}};
   std::uint32_t seed = 100;
   for (const auto& c : cases) {
     const ConvJob j = conv_job(c.cin, c.cout, c.g, c.k, c.s, c.p, c.h, c.w, seed++, c.dil, c.bias, c.pad_r);
@@ -618,8 +648,9 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
   struct C {
     std::int64_t cin, cout, g, k, s, p, h, w, dil;
   };
-  for (const C& c : {C{64, 64, 1, 3, 1, 1, 14, 14, 1}, C{16, 32, 4, 3, 2, 1, 33, 20, 1}, C{8, 130, 1, 5, 1, 2, 23, 19, 1},
-                     C{12, 20, 1, 3, 1, 2, 17, 15, 2}, C{48, 72, 1, 1, 1, 0, 9, 7, 1}}) {
+  for (const C& c :
+       {C{64, 64, 1, 3, 1, 1, 14, 14, 1}, C{16, 32, 4, 3, 2, 1, 33, 20, 1}, C{8, 130, 1, 5, 1, 2, 23, 19, 1},
+        C{12, 20, 1, 3, 1, 2, 17, 15, 2}, C{48, 72, 1, 1, 1, 0, 9, 7, 1}}) {
     const ConvJob j = conv_job(c.cin, c.cout, c.g, c.k, c.s, c.p, c.h, c.w, 900, c.dil);
     Builder b(Shape{1, c.cin, c.h, c.w});
     const auto y = b.step(j, {Arg::value(0)}, {1, c.cout, j.oh, j.ow});
@@ -638,7 +669,8 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
       float* dy = upload(std::vector<float>(out * batch, NAN));
       float* part = upload(std::vector<float>(out * batch * splits, 0.0f));
       const gpu::EpilogueAct relu{gpu::EpilogueAct::Kind::kRelu};
-      const Status st = gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_, pipelined);
+      const Status st =
+          gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_, pipelined);
       ASSERT_TRUE(st.ok()) << st.to_string();
       ASSERT_CUDA(cudaStreamSynchronize(stream_));
       std::vector<float> got(out * batch);
@@ -648,8 +680,8 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
         for (auto& v : want) v = v > 0 ? v : 0;
         const std::span<const float> g(got.data() + out * static_cast<std::size_t>(i), out);
         EXPECT_TRUE(testing::all_close(g, std::span<const float>(want), {1e-5 * max_abs(want) + 1e-7, 1e-5}))
-            << "igemm cin " << c.cin << " cout " << c.cout << " splits " << splits << " pipelined " << pipelined
-            << " image " << i;
+            << "igemm cin " << c.cin << " cout " << c.cout << " splits " << splits << " pipelined "
+            << pipelined << " image " << i;
       }
     }
   }
@@ -731,7 +763,8 @@ void check_fused(FacesGpu& t, const Program& fused, const char* what) {
 }
 
 TEST_F(FacesGpu, FusedConvActEqualsUnfused) {
-  for (const auto& act : {UnaryOp{UnaryKind::kRelu}, UnaryOp{UnaryKind::kClip, 0.0f, 6.0f}, UnaryOp{UnaryKind::kClip, -0.5f, 0.5f}}) {
+  for (const auto& act : {UnaryOp{UnaryKind::kRelu}, UnaryOp{UnaryKind::kClip, 0.0f, 6.0f},
+                          UnaryOp{UnaryKind::kClip, -0.5f, 0.5f}}) {
     Builder b(Shape{1, 16, 19, 17});
     const auto c = b.step(conv_job(16, 24, 1, 3, 1, 1, 19, 17, 31), {Arg::value(0)}, {1, 24, 19, 17});
     const auto y = b.step(act, {Arg::value(c)}, {1, 24, 19, 17});
@@ -754,13 +787,16 @@ TEST_F(FacesGpu, ConvEpiloguePreluAndResidualAdd) {
     Builder b(Shape{1, c, hw, hw});
     const auto sl = b.constant(random_floats(static_cast<std::size_t>(2 * c), 61));
     const auto c1 = b.step(conv_job(c, 2 * c, 1, 3, 1, 1, hw, hw, 62), {Arg::value(0)}, {1, 2 * c, hw, hw});
-    const auto p1 = b.step(ChannelPreluOp{2 * c, hw * hw}, {Arg::value(c1), Arg::constant(sl)}, {1, 2 * c, hw, hw});
+    const auto p1 =
+        b.step(ChannelPreluOp{2 * c, hw * hw}, {Arg::value(c1), Arg::constant(sl)}, {1, 2 * c, hw, hw});
     const std::int64_t oh = (hw - 1) / 2 + 1, n = 2 * c * oh * oh;
-    const auto c2 = b.step(conv_job(2 * c, 2 * c, 1, 3, 2, 1, hw, hw, 63), {Arg::value(p1)}, {1, 2 * c, oh, oh});
+    const auto c2 =
+        b.step(conv_job(2 * c, 2 * c, 1, 3, 2, 1, hw, hw, 63), {Arg::value(p1)}, {1, 2 * c, oh, oh});
     const auto sc = b.step(conv_job(c, 2 * c, 1, 1, 2, 0, hw, hw, 64), {Arg::value(0)}, {1, 2 * c, oh, oh});
     BinaryOp add{BinaryKind::kAdd, {1, 2 * c, oh, oh}, {n, oh * oh, oh, 1}, {n, oh * oh, oh, 1}};
     const auto y = b.step(add, {Arg::value(c2), Arg::value(sc)}, {1, 2 * c, oh, oh});
-    const auto c3 = b.step(conv_job(2 * c, 2 * c, 1, 3, 1, 1, oh, oh, 65), {Arg::value(y)}, {1, 2 * c, oh, oh});
+    const auto c3 =
+        b.step(conv_job(2 * c, 2 * c, 1, 3, 1, 1, oh, oh, 65), {Arg::value(y)}, {1, 2 * c, oh, oh});
     const auto r3 = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(c3)}, {1, 2 * c, oh, oh});
     const auto z = b.step(add, {Arg::value(y), Arg::value(r3)}, {1, 2 * c, oh, oh});
     Program p = b.done({z});
@@ -810,8 +846,9 @@ TEST_F(FacesGpu, FusedBandAndResizeBinaryEqualUnfused) {
       const auto sm = b.step(MaxPoolOp{3, 8, 10, 2, 2, 2, 2, 4, 5}, {Arg::value(0)}, {1, 3, 4, 5});
       const auto up = b.step(ResizeOp{3, 4, 5, 2, 2, 8, 10}, {Arg::value(sm)}, {1, 3, 8, 10});
       BinaryOp add{BinaryKind::kSub, {1, 3, 8, 10}, {240, 80, 10, 1}, {240, 80, 10, 1}};
-      const auto y = b.step(add, side == 0 ? std::vector<Arg>{Arg::value(up), Arg::value(0)}
-                                           : std::vector<Arg>{Arg::value(0), Arg::value(up)},
+      const auto y = b.step(add,
+                            side == 0 ? std::vector<Arg>{Arg::value(up), Arg::value(0)}
+                                      : std::vector<Arg>{Arg::value(0), Arg::value(up)},
                             {1, 3, 8, 10});
       Program p = b.done({y});
       Fusion f{FusionKind::kResizeBinary, 2};
@@ -883,8 +920,8 @@ TEST_F(FacesGpu, YunetBatch16EqualsSixteenSingleRuns) {
     for (std::size_t k = 0; k < p->outputs.size(); ++k) {
       const double m = max_abs(single[0][k]);
       // the same kernels per image; cuDNN may pick another algorithm at batch 16, so close rather than equal
-      EXPECT_TRUE(testing::all_close(std::span<const float>(batched[b][k]), std::span<const float>(single[0][k]),
-                                     {1e-5 * m + 1e-6, 1e-5}))
+      EXPECT_TRUE(testing::all_close(std::span<const float>(batched[b][k]),
+                                     std::span<const float>(single[0][k]), {1e-5 * m + 1e-6, 1e-5}))
           << "image " << b << " output " << k;
     }
   }
