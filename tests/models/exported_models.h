@@ -1,0 +1,213 @@
+/// @file
+/// Test support: the face networks exported with PyTorch's own ONNX exporter (tests/models/make_models.py, layout in
+/// tests/models/README.md) and the check of a Net against PyTorch's reference outputs. The CPU test
+/// (tests/unit/faces_exported_test.cpp) and a GPU variant share `check_exported_case`: it takes the Net, so a test
+/// that attached an accelerator first runs the same comparison on the device.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "facetrace/faces/net.h"
+#include "facetrace/faces/sha256.h"
+
+#ifndef FT_EXPORTED_MODELS_DIR
+#error "FT_EXPORTED_MODELS_DIR (tests/models) must be defined by the build"
+#endif
+
+namespace facetrace::testing {
+
+/// One output of a reference case: the whole batch, as PyTorch computed it.
+struct ExportedOutput {
+  std::string name;
+  faces::Shape shape;  ///< [B, ...]
+  std::vector<float> data;
+  double max_abs = 0.0;  ///< max |ref| over the batch: the scale of the tolerance
+};
+
+/// One batch size of one model.
+struct ExportedCase {
+  int batch = 0;
+  faces::Shape input_shape;  ///< [B, C, H, W]
+  std::vector<float> input;
+  std::vector<ExportedOutput> outputs;
+};
+
+struct ExportedModel {
+  std::string name;
+  std::string model_path;
+  std::string sha256;
+  std::vector<ExportedCase> cases;
+};
+
+/// The folder of the committed models (tests/models).
+inline std::string exported_models_dir() { return FT_EXPORTED_MODELS_DIR; }
+
+/// The committed models: every sub-folder of tests/models holding a manifest.json, sorted by name.
+inline std::vector<std::string> exported_model_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(exported_models_dir(), ec))
+    if (e.is_directory() && std::filesystem::exists(e.path() / "manifest.json"))
+      names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace detail {
+
+inline bool read_bytes(const std::string& path, std::vector<std::uint8_t>& out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  out.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return true;
+}
+
+inline std::int64_t elements(const faces::Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+/// Raw little-endian float32 (the machines the tests run on are little-endian).
+inline ::testing::AssertionResult read_f32(const std::string& path, std::int64_t count, std::vector<float>& out) {
+  std::vector<std::uint8_t> bytes;
+  if (!read_bytes(path, bytes)) return ::testing::AssertionFailure() << "cannot read " << path;
+  if (static_cast<std::int64_t>(bytes.size()) != count * 4)
+    return ::testing::AssertionFailure() << path << ": " << bytes.size() << " bytes, want " << count * 4;
+  out.resize(static_cast<std::size_t>(count));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace detail
+
+/// Reads tests/models/<name>/manifest.json and every file it names; checks the model's sha256 against the manifest
+/// (a model regenerated without its references fails here, not with a numeric mismatch).
+inline ::testing::AssertionResult load_exported_model(const std::string& name, ExportedModel& m) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(exported_models_dir()) / name;
+  std::vector<std::uint8_t> bytes;
+  if (!detail::read_bytes((dir / "manifest.json").string(), bytes))
+    return ::testing::AssertionFailure() << "cannot read " << (dir / "manifest.json");
+  const auto j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (j.is_discarded()) return ::testing::AssertionFailure() << name << ": manifest.json is not JSON";
+  try {
+    m.name = j.at("name").get<std::string>();
+    m.model_path = (dir / j.at("model").get<std::string>()).string();
+    m.sha256 = j.at("sha256").get<std::string>();
+    std::vector<std::uint8_t> model;
+    if (!detail::read_bytes(m.model_path, model)) return ::testing::AssertionFailure() << "cannot read " << m.model_path;
+    const std::string got = faces::sha256_hex(model);
+    if (got != m.sha256)
+      return ::testing::AssertionFailure() << m.model_path << ": sha256 " << got << ", the manifest says " << m.sha256;
+    for (const auto& jc : j.at("cases")) {
+      ExportedCase c;
+      c.batch = jc.at("batch").get<int>();
+      c.input_shape = jc.at("input_shape").get<faces::Shape>();
+      auto r = detail::read_f32((dir / jc.at("input").get<std::string>()).string(), detail::elements(c.input_shape),
+                                c.input);
+      if (!r) return r;
+      for (const auto& jo : jc.at("outputs")) {
+        ExportedOutput o;
+        o.name = jo.at("name").get<std::string>();
+        o.shape = jo.at("shape").get<faces::Shape>();
+        r = detail::read_f32((dir / jo.at("file").get<std::string>()).string(), detail::elements(o.shape), o.data);
+        if (!r) return r;
+        for (float v : o.data) o.max_abs = std::max(o.max_abs, static_cast<double>(std::abs(v)));
+        c.outputs.push_back(std::move(o));
+      }
+      m.cases.push_back(std::move(c));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return ::testing::AssertionFailure() << name << ": manifest.json: " << e.what();
+  }
+  if (m.cases.empty()) return ::testing::AssertionFailure() << name << ": no cases in manifest.json";
+  return ::testing::AssertionSuccess();
+}
+
+/// The bar of issue 11 for exported models: every element within 1e-4 + 1e-4·max|ref| of PyTorch.
+inline double exported_tolerance(const ExportedOutput& o) { return 1e-4 + 1e-4 * o.max_abs; }
+
+/// Runs `c` through `net` and compares every output with PyTorch's. Batch 1 goes through Net::run, batch B > 1
+/// through Net::run_batch (B images of shape [1, C, H, W]); image b of each output is compared with slice b of the
+/// reference. The failure message names the model, batch, output, image and the worst element.
+inline ::testing::AssertionResult check_exported_case(const faces::Net& net, const ExportedModel& m,
+                                                      const ExportedCase& c) {
+  const std::int64_t b_count = c.batch;
+  faces::Shape one = c.input_shape;
+  one[0] = 1;
+  const auto per_image = static_cast<std::size_t>(detail::elements(one));
+  if (c.input.size() != per_image * static_cast<std::size_t>(b_count))
+    return ::testing::AssertionFailure() << m.name << ": input holds " << c.input.size() << " floats";
+  std::vector<std::vector<faces::NamedTensor>> got;
+  if (b_count == 1) {
+    auto r = net.run(c.input, one);
+    if (!r) return ::testing::AssertionFailure() << m.name << " B=1: Net::run failed: " << r.status().to_string();
+    got.push_back(std::move(*r));
+  } else {
+    std::vector<std::span<const float>> inputs;
+    for (std::int64_t b = 0; b < b_count; ++b)
+      inputs.emplace_back(c.input.data() + static_cast<std::size_t>(b) * per_image, per_image);
+    auto r = net.run_batch(inputs, one);
+    if (!r)
+      return ::testing::AssertionFailure() << m.name << " B=" << b_count
+                                           << ": Net::run_batch failed: " << r.status().to_string();
+    got = std::move(*r);
+  }
+  if (static_cast<std::int64_t>(got.size()) != b_count)
+    return ::testing::AssertionFailure() << m.name << ": " << got.size() << " results for " << b_count << " inputs";
+  std::ostringstream report;
+  bool ok = true;
+  for (std::int64_t b = 0; b < b_count; ++b) {
+    if (got[b].size() != c.outputs.size()) {
+      report << " image " << b << ": " << got[b].size() << " outputs, want " << c.outputs.size() << ";";
+      ok = false;
+      continue;
+    }
+    for (std::size_t o = 0; o < c.outputs.size(); ++o) {
+      const ExportedOutput& want = c.outputs[o];
+      const faces::NamedTensor& t = got[b][o];
+      faces::Shape want_shape = want.shape;
+      want_shape[0] = 1;
+      if (t.name != want.name || t.shape != want_shape) {
+        report << " image " << b << " output " << o << ": got '" << t.name << "' of " << ::testing::PrintToString(t.shape)
+               << ", want '" << want.name << "' of " << ::testing::PrintToString(want_shape) << ";";
+        ok = false;
+        continue;
+      }
+      const std::size_t n = want.data.size() / static_cast<std::size_t>(b_count);
+      const std::span<const float> ref(want.data.data() + static_cast<std::size_t>(b) * n, n);
+      const double tol = exported_tolerance(want);
+      double worst = 0.0;
+      std::size_t worst_i = 0;
+      for (std::size_t i = 0; i < n && i < t.data.size(); ++i) {
+        const double d = std::abs(static_cast<double>(t.data[i]) - static_cast<double>(ref[i]));
+        if (!(d <= worst)) worst = d, worst_i = i;  // NaN counts as the worst
+      }
+      if (t.data.size() != n || !(worst <= tol)) {
+        report << " B=" << b_count << " image " << b << " '" << want.name << "': max |got - ref| " << worst << " at "
+               << worst_i << " (got " << (worst_i < t.data.size() ? t.data[worst_i] : NAN) << ", ref " << ref[worst_i]
+               << "), allowed " << tol << ", " << t.data.size() << " values for " << n << ";";
+        ok = false;
+      }
+    }
+  }
+  if (ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << m.name << ":" << report.str();
+}
+
+}  // namespace facetrace::testing

@@ -1,0 +1,47 @@
+// The face networks exported with PyTorch's own ONNX exporter (tests/models/README.md): each committed model loads
+// with Net::load and its CPU outputs at batch 1 (Net::run) and batch 4 (Net::run_batch) are within
+// 1e-4 + 1e-4·max|ref| of PyTorch's (issue 11; docs/design/faces.md §2 lists the operators they use).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "facetrace/faces/net.h"
+#include "models/exported_models.h"
+
+namespace facetrace::faces {
+namespace {
+
+using ::facetrace::testing::check_exported_case;
+using ::facetrace::testing::exported_model_names;
+using ::facetrace::testing::ExportedModel;
+using ::facetrace::testing::load_exported_model;
+
+// The models make_models.py commits; a missing folder fails rather than shrinking the suite silently.
+const std::vector<std::string> kCommitted = {"iresnet18_w8",      "iresnet50_w16", "mobilefacenet_w05",
+                                             "retinaface_mnet025", "scrfd_small",   "yunet_style"};
+
+TEST(FacesExported, EveryCommittedModelIsPresent) {
+  const auto names = exported_model_names();
+  for (const auto& n : kCommitted)
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n << " missing from tests/models";
+}
+
+class FacesExported : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FacesExported, CpuMatchesPyTorch) {
+  ExportedModel m;
+  ASSERT_TRUE(load_exported_model(GetParam(), m));
+  auto net = Net::load(m.model_path);
+  ASSERT_TRUE(net) << m.name << ": Net::load refused it: " << net.status().to_string();
+  for (const auto& c : m.cases) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch));
+    EXPECT_TRUE(check_exported_case(*net, m, c));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Committed, FacesExported, ::testing::ValuesIn(kCommitted),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace facetrace::faces
