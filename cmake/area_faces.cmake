@@ -62,3 +62,10 @@ if(FT_BUILD_TESTS)
   target_include_directories(faces_exported_test PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(faces_exported_test PRIVATE FT_EXPORTED_MODELS_DIR="${PROJECT_SOURCE_DIR}/tests/models")
 endif()
+
+# The ONNX project's backend test cases (tests/data/onnx_backend/SOURCES.md) against the loader and interpreter.
+if(FT_BUILD_TESTS)
+  ft_add_test(faces_conformance_test cpu
+    SOURCES tests/unit/faces_conformance_test.cpp
+    LIBS ft_faces onnx_proto protobuf::libprotobuf nlohmann_json::nlohmann_json)
+endif()
