@@ -24,6 +24,7 @@ import io
 import json
 import os
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -417,15 +418,25 @@ def init_weights(model, seed):
             p.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, p.shape)))  # e.g. SCRFD's box scales
 
 
-def export_onnx(model, example, input_name, output_names):
+def export_onnx(model, example, input_name, output_names, exporter):
+    """The bytes of the exported model."""
     kwargs = dict(input_names=[input_name], output_names=output_names, opset_version=OPSET,
-                  do_constant_folding=True,
                   dynamic_axes={n: {0: "batch"} for n in [input_name] + output_names})
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kwargs["dynamo"] = False  # the TorchScript exporter, the one torch 1.13 has
-    buf = io.BytesIO()
-    torch.onnx.export(model, example, buf, **kwargs)
-    return buf.getvalue()
+    knows_dynamo = "dynamo" in inspect.signature(torch.onnx.export).parameters
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        if exporter == "torchscript":
+            if knows_dynamo:
+                kwargs["dynamo"] = False  # the TorchScript exporter, the one torch 1.13 has
+            torch.onnx.export(model, (example,), path, do_constant_folding=True, **kwargs)
+        else:
+            if not knows_dynamo:
+                raise SystemExit(f"torch {torch.__version__} has no dynamo exporter")
+            prog = torch.onnx.export(model, (example,), dynamo=True, external_data=False, **kwargs)
+            if prog is not None:
+                prog.save(path)
+        with open(path, "rb") as f:
+            return f.read()
 
 
 def onnx_summary(data):
@@ -445,14 +456,14 @@ def write_f32(path, array):
     np.ascontiguousarray(array, dtype="<f4").tofile(path)
 
 
-def make(name, out_root, check_size):
+def make(name, out_root, check_size, exporter):
     builder, chw, output_names, committed = MODELS[name]
     torch.manual_seed(0)
     model = builder().eval()
     init_weights(model, seed_of(name))
     input_name = "input"
     rng = np.random.RandomState(seed_of(name) ^ 0x5EED)
-    data = export_onnx(model, torch.zeros((1,) + chw), input_name, output_names)
+    data = export_onnx(model, torch.zeros((1,) + chw), input_name, output_names, exporter)
     if check_size and committed and len(data) > MAX_COMMITTED_BYTES:
         raise SystemExit(f"{name}: {len(data)} bytes, over the {MAX_COMMITTED_BYTES} B limit for committed models")
     out = os.path.join(out_root, name)
@@ -466,6 +477,7 @@ def make(name, out_root, check_size):
         "bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
         "torch": torch.__version__,
+        "exporter": exporter,
         "opset": OPSET,
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "ops": onnx_summary(data),
@@ -505,6 +517,9 @@ def main():
     ap.add_argument("--arch", choices=["r18", "r50", "r100"], help="a full-size IResNet (same as --only iresnetNN)")
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)), help="output folder")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript",
+                    help="torch.onnx.export with dynamo=False (default; the exporter the committed models come from) "
+                         "or dynamo=True (torch >= 2.5, needs onnxscript), for a torch that has dropped the former")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
     if args.list:
@@ -523,7 +538,7 @@ def main():
         ap.error(f"unknown model(s) {unknown}; --list shows them")
     print(f"torch {torch.__version__}, opset {OPSET}")
     for n in names:
-        make(n, args.out, check_size=not args.only and not args.arch)
+        make(n, args.out, check_size=not args.only and not args.arch, exporter=args.exporter)
     return 0
 
 
