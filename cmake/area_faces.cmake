@@ -8,11 +8,14 @@ add_library(ft_faces STATIC
   src/faces/ir/lower.cpp
   src/faces/ir/lower_ops.cpp
   src/faces/ir/lower_aliases.cpp
+  src/faces/ir/lower_shape.cpp
+  src/faces/ir/lower_nn.cpp
   src/faces/ir/fuse.cpp
   src/faces/cpu/interpreter.cpp
   src/faces/cpu/conv.cpp
   src/faces/cpu/depthwise.cpp
   src/faces/cpu/eltwise.cpp
+  src/faces/cpu/ops.cpp
   src/faces/cpu/gemm.cpp
   src/faces/cpu/buffers.cpp
   src/faces/cpu/cpu_features.cpp
