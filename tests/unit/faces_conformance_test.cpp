@@ -117,7 +117,7 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
 }
 
 // Tolerances of ONNX's own runner (onnx/backend/test/loader: rtol 1e-3, atol 1e-7, a case's data.json may set
-// others): |got − want| ≤ atol + rtol·|want|.
+// others): |got − want| ≤ atol + rtol·|want|, NaN equal to NaN (numpy.testing.assert_allclose).
 void case_tolerance(const fs::path& dir, double& rtol, double& atol) {
   rtol = 1e-3;
   atol = 1e-7;
@@ -228,7 +228,9 @@ CaseResult run_data_set(const std::string& id, const std::string& model_bytes, c
     std::size_t bad = 0, worst = 0;
     double worst_d = -1.0;
     for (std::size_t i = 0; i < want.size(); ++i) {
-      const double d = std::abs(static_cast<double>(got.data[i]) - want[i]);
+      const double g = static_cast<double>(got.data[i]);
+      if (std::isnan(g) && std::isnan(want[i])) continue;  // numpy's assert_allclose: equal_nan
+      const double d = std::abs(g - want[i]);
       if (!(d <= atol + rtol * std::abs(want[i]))) {
         ++bad;
         if (!(d <= worst_d)) worst_d = d, worst = i;
