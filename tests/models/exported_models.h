@@ -142,69 +142,89 @@ inline ::testing::AssertionResult load_exported_model(const std::string& name, E
 /// The bar of issue 11 for exported models: every element within 1e-4 + 1e-4·max|ref| of PyTorch.
 inline double exported_tolerance(const ExportedOutput& o) { return 1e-4 + 1e-4 * o.max_abs; }
 
-/// Runs `c` through `net` and compares every output with PyTorch's. Batch 1 goes through Net::run, batch B > 1
-/// through Net::run_batch (B images of shape [1, C, H, W]); image b of each output is compared with slice b of the
-/// reference. The failure message names the model, batch, output, image and the worst element.
+namespace detail {
+
+/// Compares `got` (the outputs of `count` images starting at image `first` of case `c`, batch first) with the
+/// reference slice; appends what is off to `report`.
+inline bool compare_slice(std::ostringstream& report, const std::string& label,
+                          const std::vector<faces::NamedTensor>& got, const ExportedCase& c, std::int64_t first,
+                          std::int64_t count) {
+  if (got.size() != c.outputs.size()) {
+    report << " " << label << ": " << got.size() << " outputs, want " << c.outputs.size() << ";";
+    return false;
+  }
+  bool ok = true;
+  for (std::size_t o = 0; o < c.outputs.size(); ++o) {
+    const ExportedOutput& want = c.outputs[o];
+    const faces::NamedTensor& t = got[o];
+    faces::Shape want_shape = want.shape;
+    want_shape[0] = count;
+    if (t.name != want.name || t.shape != want_shape) {
+      report << " " << label << " output " << o << ": got '" << t.name << "' of " << ::testing::PrintToString(t.shape)
+             << ", want '" << want.name << "' of " << ::testing::PrintToString(want_shape) << ";";
+      ok = false;
+      continue;
+    }
+    const std::size_t n1 = want.data.size() / static_cast<std::size_t>(c.batch);
+    const std::size_t n = n1 * static_cast<std::size_t>(count);
+    const std::span<const float> ref(want.data.data() + static_cast<std::size_t>(first) * n1, n);
+    const double tol = exported_tolerance(want);
+    double worst = 0.0;
+    std::size_t worst_i = 0;
+    for (std::size_t i = 0; i < n && i < t.data.size(); ++i) {
+      const double d = std::abs(static_cast<double>(t.data[i]) - static_cast<double>(ref[i]));
+      if (!(d <= worst)) worst = d, worst_i = i;  // NaN counts as the worst
+    }
+    if (t.data.size() != n || !(worst <= tol)) {
+      report << " " << label << " '" << want.name << "': max |got - ref| " << worst << " at " << worst_i << " (got "
+             << (worst_i < t.data.size() ? t.data[worst_i] : NAN) << ", ref " << ref[worst_i] << "), allowed " << tol
+             << ", " << t.data.size() << " values for " << n << ";";
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace detail
+
+/// Runs `c` through `net` and compares every output with PyTorch's. Batch 1 goes through Net::run; batch B > 1
+/// through Net::run_batch (B images of shape [1, C, H, W], each compared with its slice of the reference) and through
+/// Net::run with the batch shape [B, C, H, W] (the outputs [B, ...] compared whole). The failure message names the
+/// model, the path, the image, the output and the worst element.
 inline ::testing::AssertionResult check_exported_case(const faces::Net& net, const ExportedModel& m,
                                                       const ExportedCase& c) {
   const std::int64_t b_count = c.batch;
   faces::Shape one = c.input_shape;
   one[0] = 1;
   const auto per_image = static_cast<std::size_t>(detail::elements(one));
-  if (c.input.size() != per_image * static_cast<std::size_t>(b_count))
+  if (b_count < 1 || c.input.size() != per_image * static_cast<std::size_t>(b_count))
     return ::testing::AssertionFailure() << m.name << ": input holds " << c.input.size() << " floats";
-  std::vector<std::vector<faces::NamedTensor>> got;
-  if (b_count == 1) {
-    auto r = net.run(c.input, one);
-    if (!r) return ::testing::AssertionFailure() << m.name << " B=1: Net::run failed: " << r.status().to_string();
-    got.push_back(std::move(*r));
-  } else {
+  std::ostringstream report;
+  bool ok = true;
+  const std::string tag = "B=" + std::to_string(b_count);
+  if (b_count > 1) {
     std::vector<std::span<const float>> inputs;
     for (std::int64_t b = 0; b < b_count; ++b)
       inputs.emplace_back(c.input.data() + static_cast<std::size_t>(b) * per_image, per_image);
     auto r = net.run_batch(inputs, one);
-    if (!r)
-      return ::testing::AssertionFailure() << m.name << " B=" << b_count
-                                           << ": Net::run_batch failed: " << r.status().to_string();
-    got = std::move(*r);
-  }
-  if (static_cast<std::int64_t>(got.size()) != b_count)
-    return ::testing::AssertionFailure() << m.name << ": " << got.size() << " results for " << b_count << " inputs";
-  std::ostringstream report;
-  bool ok = true;
-  for (std::int64_t b = 0; b < b_count; ++b) {
-    if (got[b].size() != c.outputs.size()) {
-      report << " image " << b << ": " << got[b].size() << " outputs, want " << c.outputs.size() << ";";
+    if (!r) {
+      report << " " << tag << " Net::run_batch failed: " << r.status().to_string() << ";";
       ok = false;
-      continue;
+    } else if (static_cast<std::int64_t>(r->size()) != b_count) {
+      report << " " << tag << " Net::run_batch: " << r->size() << " results;";
+      ok = false;
+    } else {
+      for (std::int64_t b = 0; b < b_count; ++b)
+        ok &= detail::compare_slice(report, tag + " run_batch image " + std::to_string(b), (*r)[b], c, b, 1);
     }
-    for (std::size_t o = 0; o < c.outputs.size(); ++o) {
-      const ExportedOutput& want = c.outputs[o];
-      const faces::NamedTensor& t = got[b][o];
-      faces::Shape want_shape = want.shape;
-      want_shape[0] = 1;
-      if (t.name != want.name || t.shape != want_shape) {
-        report << " image " << b << " output " << o << ": got '" << t.name << "' of " << ::testing::PrintToString(t.shape)
-               << ", want '" << want.name << "' of " << ::testing::PrintToString(want_shape) << ";";
-        ok = false;
-        continue;
-      }
-      const std::size_t n = want.data.size() / static_cast<std::size_t>(b_count);
-      const std::span<const float> ref(want.data.data() + static_cast<std::size_t>(b) * n, n);
-      const double tol = exported_tolerance(want);
-      double worst = 0.0;
-      std::size_t worst_i = 0;
-      for (std::size_t i = 0; i < n && i < t.data.size(); ++i) {
-        const double d = std::abs(static_cast<double>(t.data[i]) - static_cast<double>(ref[i]));
-        if (!(d <= worst)) worst = d, worst_i = i;  // NaN counts as the worst
-      }
-      if (t.data.size() != n || !(worst <= tol)) {
-        report << " B=" << b_count << " image " << b << " '" << want.name << "': max |got - ref| " << worst << " at "
-               << worst_i << " (got " << (worst_i < t.data.size() ? t.data[worst_i] : NAN) << ", ref " << ref[worst_i]
-               << "), allowed " << tol << ", " << t.data.size() << " values for " << n << ";";
-        ok = false;
-      }
-    }
+  }
+  auto r = net.run(c.input, c.input_shape);
+  if (!r) {
+    report << " " << tag << " Net::run " << ::testing::PrintToString(c.input_shape)
+           << " failed: " << r.status().to_string() << ";";
+    ok = false;
+  } else {
+    ok &= detail::compare_slice(report, tag + " run", *r, c, 0, b_count);
   }
   if (ok) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << m.name << ":" << report.str();
