@@ -56,11 +56,11 @@ struct ExportedModel {
 /// The folder of the committed models (tests/models).
 inline std::string exported_models_dir() { return FT_EXPORTED_MODELS_DIR; }
 
-/// The committed models: every sub-folder of tests/models holding a manifest.json, sorted by name.
-inline std::vector<std::string> exported_model_names() {
+/// The models in `root` (default tests/models): every sub-folder holding a manifest.json, sorted by name.
+inline std::vector<std::string> exported_model_names(const std::string& root = exported_models_dir()) {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(exported_models_dir(), ec))
+  for (const auto& e : std::filesystem::directory_iterator(root, ec))
     if (e.is_directory() && std::filesystem::exists(e.path() / "manifest.json"))
       names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
@@ -95,11 +95,12 @@ inline ::testing::AssertionResult read_f32(const std::string& path, std::int64_t
 
 }  // namespace detail
 
-/// Reads tests/models/<name>/manifest.json and every file it names; checks the model's sha256 against the manifest
-/// (a model regenerated without its references fails here, not with a numeric mismatch).
-inline ::testing::AssertionResult load_exported_model(const std::string& name, ExportedModel& m) {
+/// Reads <root>/<name>/manifest.json (root default tests/models) and every file it names; checks the model's sha256
+/// against the manifest (a model regenerated without its references fails here, not with a numeric mismatch).
+inline ::testing::AssertionResult load_exported_model(const std::string& name, ExportedModel& m,
+                                                      const std::string& root = exported_models_dir()) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(exported_models_dir()) / name;
+  const fs::path dir = fs::path(root) / name;
   std::vector<std::uint8_t> bytes;
   if (!detail::read_bytes((dir / "manifest.json").string(), bytes))
     return ::testing::AssertionFailure() << "cannot read " << (dir / "manifest.json");

@@ -3,6 +3,8 @@
 // 1e-4 + 1e-4·max|ref| of PyTorch's (issue 11; docs/design/faces.md §2 lists the operators they use).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,23 @@ TEST_P(FacesExported, CpuMatchesPyTorch) {
   for (const auto& c : m.cases) {
     SCOPED_TRACE("batch " + std::to_string(c.batch));
     EXPECT_TRUE(check_exported_case(*net, m, c));
+  }
+}
+
+// Models generated on demand (`make_models.py --only iresnet100 --out DIR`): FACETRACE_EXPORTED_MODELS=DIR runs every
+// model folder in DIR through the same check; skipped when the variable is unset.
+TEST(FacesExported, OnDemandModelsFromEnvironment) {
+  const char* root = std::getenv("FACETRACE_EXPORTED_MODELS");
+  if (root == nullptr || *root == '\0') GTEST_SKIP() << "FACETRACE_EXPORTED_MODELS is not set";
+  const auto names = exported_model_names(root);
+  ASSERT_FALSE(names.empty()) << "no model folder (with manifest.json) in " << root;
+  for (const auto& n : names) {
+    SCOPED_TRACE(n);
+    ExportedModel m;
+    ASSERT_TRUE(load_exported_model(n, m, root));
+    auto net = Net::load(m.model_path);
+    ASSERT_TRUE(net) << m.name << ": Net::load refused it: " << net.status().to_string();
+    for (const auto& c : m.cases) EXPECT_TRUE(check_exported_case(*net, m, c));
   }
 }
 
