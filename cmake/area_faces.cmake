@@ -62,7 +62,6 @@ if(FT_BUILD_TESTS)
   ft_add_test(faces_exported_test cpu
     SOURCES tests/unit/faces_exported_test.cpp
     LIBS ft_faces nlohmann_json::nlohmann_json)
-  target_include_directories(faces_exported_test PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(faces_exported_test PRIVATE FT_EXPORTED_MODELS_DIR="${PROJECT_SOURCE_DIR}/tests/models")
 endif()
 

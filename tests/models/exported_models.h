@@ -2,7 +2,8 @@
 /// Test support: the face networks exported with PyTorch's own ONNX exporter (tests/models/make_models.py, layout in
 /// tests/models/README.md) and the check of a Net against PyTorch's reference outputs. The CPU test
 /// (tests/unit/faces_exported_test.cpp) and a GPU variant share `check_exported_case`: it takes the Net, so a test
-/// that attached an accelerator first runs the same comparison on the device.
+/// that attached an accelerator first runs the same comparison on the device. A test includes it as
+/// "../models/exported_models.h" and defines FT_EXPORTED_MODELS_DIR (cmake/area_faces.cmake, faces_exported_test).
 #pragma once
 
 #include <gtest/gtest.h>

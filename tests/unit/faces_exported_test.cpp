@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "facetrace/faces/net.h"
-#include "models/exported_models.h"
+#include "../models/exported_models.h"
 
 namespace facetrace::faces {
 namespace {
