@@ -167,6 +167,7 @@ __attribute__((target_clones("avx2", "default"))) void binary(const BinaryOp& op
 }
 
 void transpose(const TransposeOp& op, const float* x, float* y) {
+  x += op.offset;  // a strided copy (Slice, Split, Gather, Expand): docs/design/faces.md §3
   const std::size_t r = op.dims.size();
   if (r == 0) {
     y[0] = x[0];
