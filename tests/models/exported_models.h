@@ -47,11 +47,19 @@ struct ExportedCase {
   std::vector<ExportedOutput> outputs;
 };
 
+/// One exported file of a model (the same weights at one opset).
+struct ExportedFile {
+  std::int64_t opset = 0;
+  std::string path;
+  std::string sha256;
+};
+
 struct ExportedModel {
   std::string name;
-  std::string model_path;
+  std::string model_path;  ///< files[0].path, the default opset
   std::string sha256;
-  std::vector<ExportedCase> cases;
+  std::vector<ExportedFile> files;  ///< the default opset first, then the manifest's "also" (other opsets)
+  std::vector<ExportedCase> cases;  ///< shared by every file
 };
 
 /// The folder of the committed models (tests/models).
@@ -109,13 +117,20 @@ inline ::testing::AssertionResult load_exported_model(const std::string& name, E
   if (j.is_discarded()) return ::testing::AssertionFailure() << name << ": manifest.json is not JSON";
   try {
     m.name = j.at("name").get<std::string>();
-    m.model_path = (dir / j.at("model").get<std::string>()).string();
-    m.sha256 = j.at("sha256").get<std::string>();
-    std::vector<std::uint8_t> model;
-    if (!detail::read_bytes(m.model_path, model)) return ::testing::AssertionFailure() << "cannot read " << m.model_path;
-    const std::string got = faces::sha256_hex(model);
-    if (got != m.sha256)
-      return ::testing::AssertionFailure() << m.model_path << ": sha256 " << got << ", the manifest says " << m.sha256;
+    m.files.push_back({j.at("opset").get<std::int64_t>(), (dir / j.at("model").get<std::string>()).string(),
+                       j.at("sha256").get<std::string>()});
+    for (const auto& a : j.value("also", nlohmann::json::array()))
+      m.files.push_back({a.at("opset").get<std::int64_t>(), (dir / a.at("model").get<std::string>()).string(),
+                         a.at("sha256").get<std::string>()});
+    m.model_path = m.files[0].path;
+    m.sha256 = m.files[0].sha256;
+    for (const auto& f : m.files) {
+      std::vector<std::uint8_t> model;
+      if (!detail::read_bytes(f.path, model)) return ::testing::AssertionFailure() << "cannot read " << f.path;
+      const std::string got = faces::sha256_hex(model);
+      if (got != f.sha256)
+        return ::testing::AssertionFailure() << f.path << ": sha256 " << got << ", the manifest says " << f.sha256;
+    }
     for (const auto& jc : j.at("cases")) {
       ExportedCase c;
       c.batch = jc.at("batch").get<int>();

@@ -32,6 +32,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 OPSET = 17  # the TorchScript exporter's default in torch 2.x; torch 1.13 knows it too
+# Also exported at opset 11, the opset of insightface's torch2onnx.py and of many published RetinaFace / SCRFD / YuNet
+# exports (Resize with an roi input, Squeeze/Unsqueeze with axes attributes, Split with a split attribute).
+EXTRA_OPSETS = {"iresnet18_w8": (11,), "retinaface_mnet025": (11,), "scrfd_small": (11,), "yunet_style": (11,)}
 MAX_COMMITTED_BYTES = 2 * 1024 * 1024
 
 
@@ -418,9 +421,9 @@ def init_weights(model, seed):
             p.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, p.shape)))  # e.g. SCRFD's box scales
 
 
-def export_onnx(model, example, input_name, output_names, exporter):
+def export_onnx(model, example, input_name, output_names, exporter, opset=OPSET):
     """The bytes of the exported model."""
-    kwargs = dict(input_names=[input_name], output_names=output_names, opset_version=OPSET,
+    kwargs = dict(input_names=[input_name], output_names=output_names, opset_version=opset,
                   dynamic_axes={n: {0: "batch"} for n in [input_name] + output_names})
     knows_dynamo = "dynamo" in inspect.signature(torch.onnx.export).parameters
     with tempfile.TemporaryDirectory() as tmp:
@@ -456,7 +459,7 @@ def write_f32(path, array):
     np.ascontiguousarray(array, dtype="<f4").tofile(path)
 
 
-def make(name, out_root, check_size, exporter):
+def make(name, out_root, check_size, exporter, extra_opsets=()):
     builder, chw, output_names, committed = MODELS[name]
     torch.manual_seed(0)
     model = builder().eval()
@@ -470,6 +473,19 @@ def make(name, out_root, check_size, exporter):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "model.onnx"), "wb") as f:
         f.write(data)
+    also = []
+    for opset in sorted(set(EXTRA_OPSETS.get(name, ())) | set(extra_opsets)):
+        if opset == OPSET:
+            continue
+        d = export_onnx(model, torch.zeros((1,) + chw), input_name, output_names, exporter, opset)
+        if check_size and committed and len(d) > MAX_COMMITTED_BYTES:
+            raise SystemExit(f"{name} opset {opset}: {len(d)} bytes, over the limit for committed models")
+        fname = f"model_opset{opset}.onnx"
+        with open(os.path.join(out, fname), "wb") as f:
+            f.write(d)
+        also.append({"opset": opset, "model": fname, "bytes": len(d), "sha256": hashlib.sha256(d).hexdigest(),
+                     "ops": onnx_summary(d)})
+        print(f"{name} opset {opset}: {len(d)} B, ops {also[-1]['ops']}")
     ref = copy.deepcopy(model).double().eval()
     manifest = {
         "name": name,
@@ -481,6 +497,7 @@ def make(name, out_root, check_size, exporter):
         "opset": OPSET,
         "parameters": int(sum(p.numel() for p in model.parameters())),
         "ops": onnx_summary(data),
+        "also": also,  # the same model exported at other opsets; same inputs and references
         "input": {"name": input_name, "shape": ["batch"] + list(chw)},
         "reference": "PyTorch in float64 from the float32 weights, rounded to float32",
         "cases": [],
@@ -520,6 +537,8 @@ def main():
     ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript",
                     help="torch.onnx.export with dynamo=False (default; the exporter the committed models come from) "
                          "or dynamo=True (torch >= 2.5, needs onnxscript), for a torch that has dropped the former")
+    ap.add_argument("--opset", type=int, action="append", default=[],
+                    help=f"also export at this opset (repeatable; {OPSET} is always written)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
     if args.list:
@@ -538,7 +557,7 @@ def main():
         ap.error(f"unknown model(s) {unknown}; --list shows them")
     print(f"torch {torch.__version__}, opset {OPSET}")
     for n in names:
-        make(n, args.out, check_size=not args.only and not args.arch, exporter=args.exporter)
+        make(n, args.out, check_size=not args.only and not args.arch, exporter=args.exporter, extra_opsets=args.opset)
     return 0
 
 
