@@ -431,13 +431,18 @@ def export_onnx(model, example, input_name, output_names, exporter, opset=OPSET)
         if exporter == "torchscript":
             if knows_dynamo:
                 kwargs["dynamo"] = False  # the TorchScript exporter, the one torch 1.13 has
-            torch.onnx.export(model, (example,), path, do_constant_folding=True, **kwargs)
+            try:
+                torch.onnx.export(model, (example,), path, do_constant_folding=True, **kwargs)
+            except Exception as e:
+                raise SystemExit(f"torch {torch.__version__}: the TorchScript exporter failed ({e}); "
+                                 "try --exporter dynamo") from e
         else:
             if not knows_dynamo:
                 raise SystemExit(f"torch {torch.__version__} has no dynamo exporter")
-            prog = torch.onnx.export(model, (example,), dynamo=True, external_data=False, **kwargs)
-            if prog is not None:
-                prog.save(path)
+            try:
+                torch.onnx.export(model, (example,), path, dynamo=True, external_data=False, **kwargs)
+            except TypeError:  # a torch before the external_data argument
+                torch.onnx.export(model, (example,), path, dynamo=True, **kwargs)
         with open(path, "rb") as f:
             return f.read()
 
