@@ -71,6 +71,24 @@ Status Lowerer::resolve_pads(const Node& n, Window& w, std::int64_t h, std::int6
   return {};
 }
 
+Node Lowerer::widen_1d(const Node& n) {
+  Node n2 = n;
+  auto widen = [&](const char* name, std::int64_t lead, bool pads) {
+    auto it = n2.attrs.find(name);
+    if (it == n2.attrs.end() || it->second.type != Attr::Type::kInts) return;
+    auto& v = it->second.ints;
+    if (pads && v.size() == 2)
+      v = {0, v[0], 0, v[1]};
+    else if (!pads && v.size() == 1)
+      v = {lead, v[0]};
+  };
+  widen("kernel_shape", 1, false);
+  widen("strides", 1, false);
+  widen("dilations", 1, false);
+  widen("pads", 0, true);
+  return n2;
+}
+
 Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   if (!has_input(n, 1)) return err(n, "no weights (input 1)");
   auto w = const_float(n, 1, "weights");
@@ -79,21 +97,10 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   Shape ws = (*w)->dims;
   // a 1-D conv ([N,C,L], weights [co,ci,k]) runs as a 2-D conv of height 1 (docs/design/faces.md §2)
   const bool one_d = xs.size() == 3 && ws.size() == 3;
-  Node n2 = n;  // the 1-D attributes widened to 2-D
+  const Node n2 = one_d ? widen_1d(n) : n;  // the 1-D attributes widened to 2-D
   if (one_d) {
     xs.insert(xs.begin() + 2, 1);
     ws.insert(ws.begin() + 2, 1);
-    auto widen = [&](const char* name, std::int64_t lead, bool pads) {
-      auto it = n2.attrs.find(name);
-      if (it == n2.attrs.end() || it->second.type != Attr::Type::kInts) return;
-      auto& v = it->second.ints;
-      if (pads && v.size() == 2) v = {0, v[0], 0, v[1]};
-      else if (!pads && v.size() == 1) v = {lead, v[0]};
-    };
-    widen("kernel_shape", 1, false);
-    widen("strides", 1, false);
-    widen("dilations", 1, false);
-    widen("pads", 0, true);
   }
   if (xs.size() != 4) return unsupported(n, "input rank " + std::to_string(x.shape.size()) + " (only 1-D and 2-D conv)");
   if (ws.size() != 4) return unsupported(n, "weights rank " + std::to_string((*w)->dims.size()) + " (only 1-D and 2-D conv)");
@@ -218,6 +225,12 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
     sb *= bd[i];
   }
   Shape out(op.dims.begin() + static_cast<std::ptrdiff_t>(4 - rank), op.dims.end());
+  for (const auto* e : {&*a, &*b}) {  // per image, dim 0 of the result must be the values' batch
+    const Shape es = shape_of(*e);
+    if (!e->is_const() && es.size() != rank) mixes(n, "broadcasts a value of lower rank across the batch");
+    if (e->is_const() && !(a->is_const() && b->is_const()) && es.size() == rank && rank > 0 && es[0] != 1)
+      mixes(n, "broadcasts a constant along dim 0");
+  }
   if (ints) {  // integer shape arithmetic, folded (Div truncates toward zero, as onnxruntime)
     auto c = std::make_shared<ConstTensor>();
     c->dims = out;
@@ -336,7 +349,11 @@ Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
     const Shape& as0 = a.shape;
     std::int64_t ta = 0;
     FT_TRY(take(attr_int(n, "transA", 0), ta));
-    if (as0.size() == 2 && as0[0] > 1 && ta == 0) return lower_matmul(n, a);  // A rows beyond the batch
+    // A rows beyond the batch, a transposed A, a non-constant B or C: MatMulOp (+ Mul/Add steps)
+    const auto be = input(n, 1);
+    const auto ce = has_input(n, 2) ? input(n, 2) : be;
+    if ((as0.size() == 2 && as0[0] > 1) || ta != 0 || (be && !be->is_const()) || (ce && !ce->is_const()))
+      return lower_matmul(n, a);
   }
   auto b = const_float(n, 1, "B");
   if (!b) return b.status();
@@ -412,6 +429,7 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   }
   std::vector<std::int64_t> in_strides(r, 1);
   for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * s[i];
+  if (!x.is_const() && r > 0 && perm[0] != 0) mixes(n, "moves dim 0");
   if (x.is_const()) {  // fold
     Shape dims(r);
     std::vector<std::int64_t> st(r);
@@ -431,9 +449,12 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   return emit(n, std::move(op), {Arg::value(x.value)}, out);
 }
 
-Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
-  const Shape& s = x.shape;
-  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 2-D pooling)");
+Status Lowerer::lower_maxpool(const Node& n0, const Entry& x) {
+  const bool one_d = x.shape.size() == 3;  // [N,C,L] as a plane of height 1
+  const Node n = one_d ? widen_1d(n0) : n0;
+  Shape s = x.shape;
+  if (one_d) s.insert(s.begin() + 2, 1);
+  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
   auto win = window(n, {});
   if (!win) return win.status();
   std::int64_t ceil = 0, storage_order = 0;
@@ -457,6 +478,7 @@ Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
     return err(n, "kernel larger than the input");
   op.oh = pool_out(op.h, op.kh, op.sh, pads[0], pads[2], ceil != 0);
   op.ow = pool_out(op.w, op.kw, op.sw, pads[1], pads[3], ceil != 0);
+  if (one_d) return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.ow});
   return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
 }
 
