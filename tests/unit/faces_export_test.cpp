@@ -630,6 +630,37 @@ TEST(FacesExport, neg_sum_gemm_trans_a_and_1d_pools) {
   }
 }
 
+TEST(FacesExport, prelu_with_a_broadcast_slope_and_resize_axes_given_w_first) {
+  const auto x = random_floats(2 * 3 * 4, 79);
+  {  // slope [4] along the last axis
+    const std::vector<float> sl{0.1f, -0.5f, 2.0f, 0.0f};
+    OnnxBuilder m(13);
+    m.input("x", {1, 2, 3, 4}).output("y").init("s", {4}, sl);
+    m.node("PRelu", {"x", "s"}, {"y"});
+    std::vector<double> ref;
+    for (std::size_t i = 0; i < x.size(); ++i) ref.push_back(x[i] >= 0 ? x[i] : static_cast<double>(sl[i % 4]) * x[i]);
+    const auto got = run1(m.bytes(), x);
+    EXPECT_TRUE(all_close(got, ref, kTol));
+    for (std::size_t i = 0; i < got.size(); ++i)  // exactly x ≥ 0 ? x : slope·x
+      EXPECT_EQ(got[i], x[i] >= 0 ? x[i] : sl[i % 4] * x[i]) << i;
+  }
+  {  // Resize with axes [3,2]: sizes (W, H) = (8, 6), nearest asymmetric floor
+    OnnxBuilder m(18);
+    m.input("x", {1, 2, 3, 4}).output("y").init("roi", {0}, {}).init("sc", {0}, {}).init_i64("sz", {2}, {8, 6});
+    auto* n = m.node("Resize", {"x", "roi", "sc", "sz"}, {"y"});
+    OnnxBuilder::ints(n, "axes", {3, 2});
+    OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
+    OnnxBuilder::str(n, "nearest_mode", "floor");
+    std::vector<double> ref;
+    for (int c = 0; c < 2; ++c)
+      for (int oy = 0; oy < 6; ++oy)
+        for (int ox = 0; ox < 8; ++ox) ref.push_back(x[static_cast<std::size_t>((c * 3 + oy / 2) * 4 + ox / 2)]);
+    Shape os;
+    EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol));
+    EXPECT_EQ(os, (Shape{1, 2, 6, 8}));
+  }
+}
+
 TEST(FacesExport, reduce_mean_axes_and_keepdims) {
   const auto x = random_floats(2 * 3 * 4, 81);
   auto model = [&](int opset, std::vector<std::int64_t> axes, int keep) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "ir/lowerer.h"
 
@@ -295,9 +296,22 @@ Status Lowerer::lower_prelu(const Node& n, const Entry& x) {
       const std::size_t axis = xs.size() - ss.size() + i;
       ok = axis == 1 ? ss[i] == ch : ss[i] == 1;
     }
-    if (!ok)
-      return unsupported(
-          n, "slope " + shape_str(ss) + " is neither per channel nor a scalar for input " + shape_str(xs));
+    // before opset 7 a 1-D slope of C values is per channel (the legacy broadcast)
+    if (!ok && g_.opset > 0 && g_.opset < 7 && ss.size() == 1 && ss[0] == ch) ok = true;
+    if (!ok) {
+      // any other broadcastable slope: relu(x) − slope·relu(−x), which is x ≥ 0 ? x : slope·x exactly
+      const std::string neg = n.name + "#neg", rn = n.name + "#reluneg", m = n.name + "#slope", rp = n.name + "#relu";
+      Node t{n.name, "PRelu", {n.inputs[0]}, {neg}, {}};
+      FT_TRY(lower_neg(t, x));
+      t.inputs = {neg}, t.outputs = {rn};
+      FT_TRY(lower_unary(t, names_[neg], UnaryKind::kRelu));
+      t.inputs = {rn, n.inputs[1]}, t.outputs = {m};
+      FT_TRY(lower_binary(t, Entry{}, BinaryKind::kMul));
+      t.inputs = {n.inputs[0]}, t.outputs = {rp};
+      FT_TRY(lower_unary(t, x, UnaryKind::kRelu));
+      t.inputs = {rp, m}, t.outputs = {n.outputs[0]};
+      return lower_binary(t, Entry{}, BinaryKind::kSub);
+    }
     slope = (*s)->f;
   }
   const std::int32_t id = add_const(std::move(slope));
@@ -503,7 +517,9 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
     return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest and linear)");
   std::vector<std::int64_t> axes;
   FT_TRY(take(attr_ints(n, "axes", {}), axes));
-  if (!axes.empty() && axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
+  bool swapped = false;  // axes [3,2]: the scales or sizes are given W first
+  if (axes == std::vector<std::int64_t>{3, 2} || axes == std::vector<std::int64_t>{-1, -2}) swapped = true;
+  if (!axes.empty() && !swapped && axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
     return unsupported(n, "attribute 'axes' other than the two spatial axes");
   // the output size: constant scales, or (opset ≥ 11) constant sizes
   float f[4] = {1, 1, 1, 1};
@@ -517,6 +533,7 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
       const std::size_t off = axes.empty() ? 0 : 2;
       if ((*sc)->count() != static_cast<std::int64_t>(4 - off)) return err(n, "scales must hold 4 values");
       for (std::size_t i = 0; i < 4 - off; ++i) f[i + off] = (*sc)->f[i];
+      if (swapped) std::swap(f[2], f[3]);
       have_scales = true;
     }
   }
@@ -524,7 +541,10 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
     if (have_scales) return err(n, "both scales and sizes are given");
     std::vector<std::int64_t> sz;
     FT_TRY(take(const_ints(n, 3, "sizes"), sz));
-    if (!axes.empty() && sz.size() == 2) sz.insert(sz.begin(), {s[0], s[1]});
+    if (!axes.empty() && sz.size() == 2) {
+      if (swapped) std::swap(sz[0], sz[1]);
+      sz.insert(sz.begin(), {s[0], s[1]});
+    }
     if (sz.size() != 4) return err(n, "sizes must hold 4 values");
     if (sz[0] != s[0] && !is_batch_dim(sz[0])) return unsupported(n, "sizes for N must be the input's");
     if (sz[1] != s[1]) return unsupported(n, "sizes for C must be the input's");
