@@ -128,6 +128,60 @@ TEST(FacesExport, reshape_to_the_declared_batch_means_the_batch) {
   EXPECT_TRUE(all_close(y, ref, kTol));
 }
 
+TEST(FacesExport, a_graph_that_computes_across_dim_0_is_lowered_whole) {
+  const auto x = random_floats(2 * 3, 6, -2.0f, 2.0f);
+  {  // Softmax over dim 0 of a declared [2,3]: not a batch of two images
+    OnnxBuilder m(13);
+    m.input("x", {2, 3}).output("y");
+    OnnxBuilder::int1(m.node("Softmax", {"x"}, {"y"}), "axis", 0);
+    auto net = Net::create(m.bytes());
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto p = net->program({2, 3});
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->input_shape, (Shape{2, 3}));
+    auto y = net->run(x);
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape, (Shape{2, 3}));
+    std::vector<double> ref;
+    for (std::size_t r = 0; r < 2; ++r)
+      for (std::size_t c = 0; c < 3; ++c) {
+        const double a = std::exp(static_cast<double>(x[c])), b = std::exp(static_cast<double>(x[3 + c]));
+        ref.push_back((r == 0 ? a : b) / (a + b));
+      }
+    EXPECT_TRUE(all_close((*y)[0].data, ref, kTol));
+    EXPECT_FALSE(net->validate_input({1, 3}).ok());  // whole: dim 0 is the declared 2
+  }
+  {  // a constant with dim 0 = 2 against a symbolic batch, asked at batch 2: whole
+    OnnxBuilder m(13);
+    m.input("x", {-1, 3}).output("y").init("k", {2, 3}, {1, 2, 3, 4, 5, 6});
+    m.node("Mul", {"x", "k"}, {"y"});
+    auto net = Net::create(m.bytes());
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto y = net->run(x, {2, 3});
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape, (Shape{2, 3}));
+    std::vector<double> ref;
+    for (std::size_t i = 0; i < 6; ++i) ref.push_back(static_cast<double>(x[i]) * static_cast<double>(i + 1));
+    EXPECT_TRUE(all_close((*y)[0].data, ref, kTol));
+  }
+  {  // x.view(-1) of a symbolic batch, asked at batch 2: the batch flattens with the rest
+    OnnxBuilder m(13);
+    m.input("x", {-1, 3}).output("y").init_i64("s", {1}, {-1});
+    m.node("Reshape", {"x", "s"}, {"r"});
+    OnnxBuilder::int1(m.node("Softmax", {"r"}, {"y"}), "axis", 0);
+    auto net = Net::create(m.bytes());
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto y = net->run(x, {2, 3});
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape, (Shape{6}));
+    double s = 0;
+    for (float v : x) s += std::exp(static_cast<double>(v));
+    std::vector<double> ref;
+    for (float v : x) ref.push_back(std::exp(static_cast<double>(v)) / s);
+    EXPECT_TRUE(all_close((*y)[0].data, ref, kTol));
+  }
+}
+
 TEST(FacesExport, interpolate_size_from_a_shape_subgraph) {
   // F.interpolate(x, size=(H*2, W*3), mode="nearest"): Shape → Slice[2:4] → Mul [2,3] → Cast → Concat(N,C) →
   // Resize(sizes)
@@ -519,6 +573,94 @@ TEST(FacesExport, matmul_2d_batched_and_gemm_with_rows) {
   }
 }
 
+TEST(FacesExport, neg_sum_gemm_trans_a_and_1d_pools) {
+  const auto x = random_floats(12, 77);
+  {  // Sum(x, −x, x) = x
+    OnnxBuilder m(13);
+    m.input("x", {1, 12}).output("y");
+    m.node("Neg", {"x"}, {"n"});
+    m.node("Sum", {"x", "n", "x"}, {"y"});
+    EXPECT_TRUE(all_close(run1(m.bytes(), x), std::vector<double>(x.begin(), x.end()), kTol));
+  }
+  {  // Gemm(A = x viewed [3,4], transA): Aᵀ [4,3] · B [3,2] + C (a graph value [4,2]) · beta
+    const auto b = random_floats(6, 78);
+    OnnxBuilder m(13);
+    m.input("x", {1, 12}).output("y").init("b", {3, 2}, b).init_i64("s", {2}, {3, 4}).init_i64("s2", {2}, {4, 2});
+    m.init_i64("st", {1}, {0}).init_i64("en", {1}, {8}).init_i64("ax", {1}, {1});
+    m.node("Reshape", {"x", "s"}, {"a"});
+    m.node("Slice", {"x", "st", "en", "ax"}, {"c8"});
+    m.node("Reshape", {"c8", "s2"}, {"c"});
+    auto* g = m.node("Gemm", {"a", "b", "c"}, {"y"});
+    OnnxBuilder::int1(g, "transA", 1);
+    OnnxBuilder::float1(g, "beta", 0.5f);
+    std::vector<double> ref;
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t j = 0; j < 2; ++j) {
+        double t = 0.5 * x[i * 2 + j];
+        for (std::size_t k = 0; k < 3; ++k) t += static_cast<double>(x[k * 4 + i]) * b[k * 2 + j];
+        ref.push_back(t);
+      }
+    EXPECT_TRUE(all_close(run1(m.bytes(), x), ref, kTol));
+  }
+  {  // MaxPool1d / AvgPool1d (k 3, s 2, pad 1) on [1,2,6]
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      OnnxBuilder m(13);
+      m.input("x", {1, 2, 6}).output("y");
+      auto* n = m.node(op, {"x"}, {"y"});
+      OnnxBuilder::ints(n, "kernel_shape", {3});
+      OnnxBuilder::ints(n, "strides", {2});
+      OnnxBuilder::ints(n, "pads", {1, 1});
+      std::vector<double> ref;
+      for (int c = 0; c < 2; ++c)
+        for (int o = 0; o < 3; ++o) {
+          double best = -1e300, sum = 0;
+          int cnt = 0;
+          for (int k = 0; k < 3; ++k) {
+            const int i = 2 * o + k - 1;
+            if (i < 0 || i >= 6) continue;
+            best = std::max(best, static_cast<double>(x[static_cast<std::size_t>(c * 6 + i)]));
+            sum += x[static_cast<std::size_t>(c * 6 + i)], ++cnt;
+          }
+          ref.push_back(std::string(op) == "MaxPool" ? best : sum / cnt);
+        }
+      Shape os;
+      EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol)) << op;
+      EXPECT_EQ(os, (Shape{1, 2, 3}));
+    }
+  }
+}
+
+TEST(FacesExport, prelu_with_a_broadcast_slope_and_resize_axes_given_w_first) {
+  const auto x = random_floats(2 * 3 * 4, 79);
+  {  // slope [4] along the last axis
+    const std::vector<float> sl{0.1f, -0.5f, 2.0f, 0.0f};
+    OnnxBuilder m(13);
+    m.input("x", {1, 2, 3, 4}).output("y").init("s", {4}, sl);
+    m.node("PRelu", {"x", "s"}, {"y"});
+    std::vector<double> ref;
+    for (std::size_t i = 0; i < x.size(); ++i) ref.push_back(x[i] >= 0 ? x[i] : static_cast<double>(sl[i % 4]) * x[i]);
+    const auto got = run1(m.bytes(), x);
+    EXPECT_TRUE(all_close(got, ref, kTol));
+    for (std::size_t i = 0; i < got.size(); ++i)  // exactly x ≥ 0 ? x : slope·x
+      EXPECT_EQ(got[i], x[i] >= 0 ? x[i] : sl[i % 4] * x[i]) << i;
+  }
+  {  // Resize with axes [3,2]: sizes (W, H) = (8, 6), nearest asymmetric floor
+    OnnxBuilder m(18);
+    m.input("x", {1, 2, 3, 4}).output("y").init("roi", {0}, {}).init("sc", {0}, {}).init_i64("sz", {2}, {8, 6});
+    auto* n = m.node("Resize", {"x", "roi", "sc", "sz"}, {"y"});
+    OnnxBuilder::ints(n, "axes", {3, 2});
+    OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
+    OnnxBuilder::str(n, "nearest_mode", "floor");
+    std::vector<double> ref;
+    for (int c = 0; c < 2; ++c)
+      for (int oy = 0; oy < 6; ++oy)
+        for (int ox = 0; ox < 8; ++ox) ref.push_back(x[static_cast<std::size_t>((c * 3 + oy / 2) * 4 + ox / 2)]);
+    Shape os;
+    EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol));
+    EXPECT_EQ(os, (Shape{1, 2, 6, 8}));
+  }
+}
+
 TEST(FacesExport, reduce_mean_axes_and_keepdims) {
   const auto x = random_floats(2 * 3 * 4, 81);
   auto model = [&](int opset, std::vector<std::int64_t> axes, int keep) {
@@ -635,13 +777,14 @@ TEST(FacesExport, resize_nearest_modes_and_fractional_scales) {
     OnnxBuilder::str(n, "coordinate_transformation_mode", c.ctm);
     OnnxBuilder::str(n, "nearest_mode", c.nm);
     const int oh = static_cast<int>(std::floor(h * c.sy)), ow = static_cast<int>(std::floor(w * c.sx));
-    // ONNX's definition in float (as onnxruntime): the source coordinate, rounded by nearest_mode, clamped
+    // ONNX's definition in float (as onnxruntime): the source coordinate (align_corners over the unrounded length
+    // in·scale), rounded by nearest_mode, clamped
     auto src = [&](int o, int in, int out, float s) {
       const std::string ctm = c.ctm, nm = c.nm;
       const auto of = static_cast<float>(o);
       const float v = ctm == "asymmetric" ? of / s
                       : ctm == "align_corners"
-                          ? (out > 1 ? of * static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f)
+                          ? (out > 1 ? of * static_cast<float>(in - 1) / (static_cast<float>(in) * s - 1.0f) : 0.0f)
                       : ctm == "pytorch_half_pixel" && out == 1 ? 0.0f
                                                                  : (of + 0.5f) / s - 0.5f;
       const float r = nm == "floor" ? std::floor(v) : nm == "ceil" ? std::ceil(v)
@@ -774,13 +917,32 @@ TEST(FacesExport, split_forms_gather_and_expand_on_data) {
     ASSERT_EQ(r.size(), 1u);
     EXPECT_TRUE(all_close(r[0], ref, kTol));
   }
-  {  // Gather with uneven indices on a graph value is refused by name
+  {  // Gather with uneven 2-D indices on a graph value: [[4,0],[1,1]] along axis 1 → [1,2,2,2,3]
     OnnxBuilder m(13);
-    m.input("x", {1, 5, 2, 3}).output("y").init_i64("i", {3}, {0, 1, 3});
-    auto* n = m.node("Gather", {"x", "i"}, {"y"});
-    n->set_name("gath");
-    OnnxBuilder::int1(n, "axis", 1);
-    expect_refused(m.bytes(), "node 'gath' (Gather): indices on a graph value must step evenly");
+    m.input("x", {1, 5, 2, 3}).output("y").init_i64("i", {2, 2}, {4, 0, 1, 1});
+    OnnxBuilder::int1(m.node("Gather", {"x", "i"}, {"y"}), "axis", 1);
+    std::vector<double> ref;
+    for (int c : {4, 0, 1, 1}) {
+      const auto p = plane(c, c + 1);
+      ref.insert(ref.end(), p.begin(), p.end());
+    }
+    Shape os;
+    EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol));
+    EXPECT_EQ(os, (Shape{1, 2, 2, 2, 3}));
+  }
+  {  // Tile [1,5,2,3] by [1,1,2,1] → rows repeated
+    OnnxBuilder m(13);
+    m.input("x", {1, 5, 2, 3}).output("y").init_i64("r", {4}, {1, 1, 2, 2});
+    m.node("Tile", {"x", "r"}, {"y"});
+    std::vector<double> ref;
+    for (int c = 0; c < 5; ++c)
+      for (int ry = 0; ry < 2; ++ry)
+        for (int yy = 0; yy < 2; ++yy)
+          for (int rx = 0; rx < 2; ++rx)
+            for (int xx = 0; xx < 3; ++xx) ref.push_back(x[static_cast<std::size_t>((c * 2 + yy) * 3 + xx)]);
+    Shape os;
+    EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol));
+    EXPECT_EQ(os, (Shape{1, 5, 4, 6}));
   }
 }
 

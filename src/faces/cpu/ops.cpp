@@ -92,7 +92,8 @@ void avgpool(const AvgPoolOp& a, const float* x, float* y, int threads) {
 
 namespace {
 
-// The source coordinate of output index o of an axis (docs/design/faces.md §3), in float as onnxruntime.
+// The source coordinate of output index o of an axis (docs/design/faces.md §3), in float as onnxruntime. Align
+// corners divides by in·scale − 1 (the unrounded output length, as ONNX: out − 1 when the size was given).
 float source_coord(ResizeCoord c, std::int64_t o, std::int64_t in, std::int64_t out, float scale) {
   const auto of = static_cast<float>(o);
   switch (c) {
@@ -100,7 +101,7 @@ float source_coord(ResizeCoord c, std::int64_t o, std::int64_t in, std::int64_t 
     case ResizeCoord::kHalfPixel: return (of + 0.5f) / scale - 0.5f;
     case ResizeCoord::kPytorchHalfPixel: return out > 1 ? (of + 0.5f) / scale - 0.5f : 0.0f;
     case ResizeCoord::kAlignCorners:
-      return out > 1 ? of * static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+      return out > 1 ? of * static_cast<float>(in - 1) / (static_cast<float>(in) * scale - 1.0f) : 0.0f;
   }
   return 0.0f;
 }

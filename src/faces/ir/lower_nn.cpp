@@ -17,6 +17,7 @@ Status Lowerer::lower_softmax(const Node& n, const Entry& x) {
   if (s.empty()) return err(n, "scalar input");
   std::size_t axis = 0;
   FT_TRY(take(norm_axis(n, axis_attr, s.size()), axis));
+  if (axis == 0) mixes(n, "normalises along dim 0");
   SoftmaxOp op{1, 1, 1};
   for (std::size_t k = 0; k < s.size(); ++k) {
     if (k < axis) op.outer *= s[k];
@@ -26,9 +27,12 @@ Status Lowerer::lower_softmax(const Node& n, const Entry& x) {
   return emit(n, op, {Arg::value(x.value)}, s);
 }
 
-Status Lowerer::lower_avgpool(const Node& n, const Entry& x) {
-  const Shape& s = x.shape;
-  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 2-D pooling)");
+Status Lowerer::lower_avgpool(const Node& n0, const Entry& x) {
+  const bool one_d = x.shape.size() == 3;  // [N,C,L] as a plane of height 1
+  const Node n = one_d ? widen_1d(n0) : n0;
+  Shape s = x.shape;
+  if (one_d) s.insert(s.begin() + 2, 1);
+  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
   auto win = window(n, {});
   if (!win) return win.status();
   std::int64_t ceil = 0, cip = 0;
@@ -51,6 +55,7 @@ Status Lowerer::lower_avgpool(const Node& n, const Entry& x) {
     return err(n, "attribute 'pads' must be smaller than the kernel");
   op.oh = pool_out(op.h, op.kh, op.sh, op.pt, op.pb, ceil != 0);
   op.ow = pool_out(op.w, op.kw, op.sw, op.pl, op.pr, ceil != 0);
+  if (one_d) return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.ow});
   return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
 }
 
@@ -97,6 +102,7 @@ Status Lowerer::lower_pad(const Node& n, const Entry& x) {
   }
   bool any = false;
   for (std::size_t k = 0; k < r; ++k) any = any || begin[k] != 0 || end[k] != 0;
+  if (r > 0 && (begin[0] != 0 || end[0] != 0)) mixes(n, "pads dim 0");
   if (!any) {
     define_alias(n, x, s);
     return {};
@@ -167,6 +173,7 @@ Status Lowerer::lower_reduce_mean(const Node& n, const Entry& x) {
     FT_TRY(take(norm_axis(n, a, s.size()), k));
     red[k] = true;
   }
+  if (!red.empty() && red[0]) mixes(n, "reduces dim 0");
   // the reduced axes (size-1 axes dropped) must be one contiguous run
   std::int64_t first = -1, last = -1;
   for (std::size_t k = 0; k < s.size(); ++k)
@@ -195,11 +202,27 @@ Status Lowerer::lower_reduce_mean(const Node& n, const Entry& x) {
   return emit(n, op, {Arg::value(x.value)}, out);
 }
 
-Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
+Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
   const bool gemm = n.op == "Gemm";
   auto be = input(n, 1);
   if (!be) return be.status();
   if (be->is_const() && be->c->is_int) return err(n, "INT64 operand");
+  Entry a = a_in;
+  if (gemm) {  // transA: a transposing copy first
+    std::int64_t ta = 0;
+    FT_TRY(take(attr_int(n, "transA", 0), ta));
+    if (ta != 0 && ta != 1) return err(n, "attribute 'transA' must be 0 or 1");
+    if (ta == 1) {
+      if (a.shape.size() != 2) return err(n, "A must be 2-D");
+      mixes(n, "transposes A across dim 0");
+      TransposeOp t;
+      t.dims = {a.shape[1], a.shape[0]};
+      t.strides = {1, a.shape[1]};
+      std::int32_t id = -1;
+      FT_TRY(emit(n, std::move(t), {Arg::value(a.value)}, t.dims, n.outputs.size(), &id));
+      a = Entry{nullptr, id, {a_in.shape[1], a_in.shape[0]}};
+    }
+  }
   Shape as = a.shape, bs = shape_of(*be);
   bool trans_b = false;
   float alpha = 1.0f, beta = 1.0f;
@@ -247,6 +270,9 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
   Shape out = batch;
   if (!a1) out.push_back(op.m);
   if (!b1) out.push_back(op.n);
+  if (a1 || as.size() < out.size()) mixes(n, "multiplies across dim 0");
+  if (!be->is_const() && (bs.size() != out.size() || out.size() < 3)) mixes(n, "multiplies by a value across dim 0");
+  if (be->is_const() && bs.size() == out.size() && out.size() >= 3 && bs[0] != 1) mixes(n, "broadcasts a constant along dim 0");
   const Arg barg = be->is_const() ? Arg::constant(const_id(be->c)) : Arg::value(be->value);
   if (!gemm || (!has_input(n, 2) && alpha == 1.0f)) return emit(n, op, {Arg::value(a.value), barg}, out);
   // Gemm: alpha·(A·B) + beta·C as MatMul, then Mul and Add steps with constants
@@ -264,6 +290,21 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
     return emit(n, b, {Arg::value(v), Arg::constant(cid)}, out, last ? 0 : hidden, &id);
   };
   if (alpha != 1.0f) FT_TRY(bin(BinaryKind::kMul, id, {alpha}, !has_input(n, 2)));
+  if (has_input(n, 2) && !input(n, 2)->is_const()) {  // C a graph value: (beta·C) + the product, as Binary steps
+    const std::string ab = n.name + "#ab", bc = n.name + "#betac", k = n.name + "#beta";
+    names_[ab] = Entry{nullptr, id, out};
+    std::string c_name = n.inputs[2];
+    if (beta != 1.0f) {
+      auto c = std::make_shared<ConstTensor>();
+      c->f = {beta};
+      names_[k] = Entry{c, -1, {}};
+      Node mul{n.name, "Mul", {n.inputs[2], k}, {bc}, {}};
+      FT_TRY(lower_binary(mul, Entry{}, BinaryKind::kMul));
+      c_name = bc;
+    }
+    Node add{n.name, "Add", {ab, c_name}, {n.outputs[0]}, {}};
+    return lower_binary(add, Entry{}, BinaryKind::kAdd);
+  }
   if (has_input(n, 2)) {
     auto c = const_float(n, 2, "C");
     if (!c) return c.status();
@@ -281,6 +322,36 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
     if (!ok) return err(n, "C " + shape_str(cs) + " does not broadcast to " + shape_str(out));
     for (float& v : cv) v *= beta;
     FT_TRY(bin(BinaryKind::kAdd, id, std::move(cv), true));
+  }
+  return {};
+}
+
+Status Lowerer::lower_neg(const Node& n, const Entry& x) {
+  // −x as x·(−1) (exact): a Binary step with a scalar constant
+  auto k = std::make_shared<ConstTensor>();
+  k->f = {-1.0f};
+  const std::string kn = n.name + "#minus1";
+  names_[kn] = Entry{k, -1, {}};
+  Node mul{n.name, "Neg", {n.inputs[0], kn}, {n.outputs[0]}, {}};
+  (void)x;
+  return lower_binary(mul, Entry{}, BinaryKind::kMul);
+}
+
+Status Lowerer::lower_sum(const Node& n, const Entry&) {
+  // Sum of k operands: k − 1 Adds in operand order
+  if (n.inputs.empty()) return err(n, "no operands");
+  if (n.inputs.size() == 1) {
+    auto x = input(n, 0);
+    if (!x) return x.status();
+    define_alias(n, *x, shape_of(*x));
+    return {};
+  }
+  std::string acc = n.inputs[0];
+  for (std::size_t i = 1; i < n.inputs.size(); ++i) {
+    const std::string o = i + 1 == n.inputs.size() ? n.outputs[0] : n.name + "#sum" + std::to_string(i);
+    Node add{n.name, "Sum", {acc, n.inputs[i]}, {o}, {}};
+    FT_TRY(lower_binary(add, Entry{}, BinaryKind::kAdd));
+    acc = o;
   }
   return {};
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "ir/lowerer.h"
 
@@ -71,6 +72,24 @@ Status Lowerer::resolve_pads(const Node& n, Window& w, std::int64_t h, std::int6
   return {};
 }
 
+Node Lowerer::widen_1d(const Node& n) {
+  Node n2 = n;
+  auto widen = [&](const char* name, std::int64_t lead, bool pads) {
+    auto it = n2.attrs.find(name);
+    if (it == n2.attrs.end() || it->second.type != Attr::Type::kInts) return;
+    auto& v = it->second.ints;
+    if (pads && v.size() == 2)
+      v = {0, v[0], 0, v[1]};
+    else if (!pads && v.size() == 1)
+      v = {lead, v[0]};
+  };
+  widen("kernel_shape", 1, false);
+  widen("strides", 1, false);
+  widen("dilations", 1, false);
+  widen("pads", 0, true);
+  return n2;
+}
+
 Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   if (!has_input(n, 1)) return err(n, "no weights (input 1)");
   auto w = const_float(n, 1, "weights");
@@ -79,21 +98,10 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   Shape ws = (*w)->dims;
   // a 1-D conv ([N,C,L], weights [co,ci,k]) runs as a 2-D conv of height 1 (docs/design/faces.md §2)
   const bool one_d = xs.size() == 3 && ws.size() == 3;
-  Node n2 = n;  // the 1-D attributes widened to 2-D
+  const Node n2 = one_d ? widen_1d(n) : n;  // the 1-D attributes widened to 2-D
   if (one_d) {
     xs.insert(xs.begin() + 2, 1);
     ws.insert(ws.begin() + 2, 1);
-    auto widen = [&](const char* name, std::int64_t lead, bool pads) {
-      auto it = n2.attrs.find(name);
-      if (it == n2.attrs.end() || it->second.type != Attr::Type::kInts) return;
-      auto& v = it->second.ints;
-      if (pads && v.size() == 2) v = {0, v[0], 0, v[1]};
-      else if (!pads && v.size() == 1) v = {lead, v[0]};
-    };
-    widen("kernel_shape", 1, false);
-    widen("strides", 1, false);
-    widen("dilations", 1, false);
-    widen("pads", 0, true);
   }
   if (xs.size() != 4) return unsupported(n, "input rank " + std::to_string(x.shape.size()) + " (only 1-D and 2-D conv)");
   if (ws.size() != 4) return unsupported(n, "weights rank " + std::to_string((*w)->dims.size()) + " (only 1-D and 2-D conv)");
@@ -218,6 +226,12 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
     sb *= bd[i];
   }
   Shape out(op.dims.begin() + static_cast<std::ptrdiff_t>(4 - rank), op.dims.end());
+  for (const auto* e : {&*a, &*b}) {  // per image, dim 0 of the result must be the values' batch
+    const Shape es = shape_of(*e);
+    if (!e->is_const() && es.size() != rank) mixes(n, "broadcasts a value of lower rank across the batch");
+    if (e->is_const() && !(a->is_const() && b->is_const()) && es.size() == rank && rank > 0 && es[0] != 1)
+      mixes(n, "broadcasts a constant along dim 0");
+  }
   if (ints) {  // integer shape arithmetic, folded (Div truncates toward zero, as onnxruntime)
     auto c = std::make_shared<ConstTensor>();
     c->dims = out;
@@ -282,9 +296,22 @@ Status Lowerer::lower_prelu(const Node& n, const Entry& x) {
       const std::size_t axis = xs.size() - ss.size() + i;
       ok = axis == 1 ? ss[i] == ch : ss[i] == 1;
     }
-    if (!ok)
-      return unsupported(
-          n, "slope " + shape_str(ss) + " is neither per channel nor a scalar for input " + shape_str(xs));
+    // before opset 7 a 1-D slope of C values is per channel (the legacy broadcast)
+    if (!ok && g_.opset > 0 && g_.opset < 7 && ss.size() == 1 && ss[0] == ch) ok = true;
+    if (!ok) {
+      // any other broadcastable slope: relu(x) − slope·relu(−x), which is x ≥ 0 ? x : slope·x exactly
+      const std::string neg = n.name + "#neg", rn = n.name + "#reluneg", m = n.name + "#slope", rp = n.name + "#relu";
+      Node t{n.name, "PRelu", {n.inputs[0]}, {neg}, {}};
+      FT_TRY(lower_neg(t, x));
+      t.inputs = {neg}, t.outputs = {rn};
+      FT_TRY(lower_unary(t, names_[neg], UnaryKind::kRelu));
+      t.inputs = {rn, n.inputs[1]}, t.outputs = {m};
+      FT_TRY(lower_binary(t, Entry{}, BinaryKind::kMul));
+      t.inputs = {n.inputs[0]}, t.outputs = {rp};
+      FT_TRY(lower_unary(t, x, UnaryKind::kRelu));
+      t.inputs = {rp, m}, t.outputs = {n.outputs[0]};
+      return lower_binary(t, Entry{}, BinaryKind::kSub);
+    }
     slope = (*s)->f;
   }
   const std::int32_t id = add_const(std::move(slope));
@@ -336,7 +363,11 @@ Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
     const Shape& as0 = a.shape;
     std::int64_t ta = 0;
     FT_TRY(take(attr_int(n, "transA", 0), ta));
-    if (as0.size() == 2 && as0[0] > 1 && ta == 0) return lower_matmul(n, a);  // A rows beyond the batch
+    // A rows beyond the batch, a transposed A, a non-constant B or C: MatMulOp (+ Mul/Add steps)
+    const auto be = input(n, 1);
+    const auto ce = has_input(n, 2) ? input(n, 2) : be;
+    if ((as0.size() == 2 && as0[0] > 1) || ta != 0 || (be && !be->is_const()) || (ce && !ce->is_const()))
+      return lower_matmul(n, a);
   }
   auto b = const_float(n, 1, "B");
   if (!b) return b.status();
@@ -412,6 +443,7 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   }
   std::vector<std::int64_t> in_strides(r, 1);
   for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * s[i];
+  if (!x.is_const() && r > 0 && perm[0] != 0) mixes(n, "moves dim 0");
   if (x.is_const()) {  // fold
     Shape dims(r);
     std::vector<std::int64_t> st(r);
@@ -431,9 +463,12 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   return emit(n, std::move(op), {Arg::value(x.value)}, out);
 }
 
-Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
-  const Shape& s = x.shape;
-  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 2-D pooling)");
+Status Lowerer::lower_maxpool(const Node& n0, const Entry& x) {
+  const bool one_d = x.shape.size() == 3;  // [N,C,L] as a plane of height 1
+  const Node n = one_d ? widen_1d(n0) : n0;
+  Shape s = x.shape;
+  if (one_d) s.insert(s.begin() + 2, 1);
+  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
   auto win = window(n, {});
   if (!win) return win.status();
   std::int64_t ceil = 0, storage_order = 0;
@@ -457,6 +492,7 @@ Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
     return err(n, "kernel larger than the input");
   op.oh = pool_out(op.h, op.kh, op.sh, pads[0], pads[2], ceil != 0);
   op.ow = pool_out(op.w, op.kw, op.sw, pads[1], pads[3], ceil != 0);
+  if (one_d) return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.ow});
   return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
 }
 
@@ -481,7 +517,9 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
     return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest and linear)");
   std::vector<std::int64_t> axes;
   FT_TRY(take(attr_ints(n, "axes", {}), axes));
-  if (!axes.empty() && axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
+  bool swapped = false;  // axes [3,2]: the scales or sizes are given W first
+  if (axes == std::vector<std::int64_t>{3, 2} || axes == std::vector<std::int64_t>{-1, -2}) swapped = true;
+  if (!axes.empty() && !swapped && axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
     return unsupported(n, "attribute 'axes' other than the two spatial axes");
   // the output size: constant scales, or (opset ≥ 11) constant sizes
   float f[4] = {1, 1, 1, 1};
@@ -495,6 +533,7 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
       const std::size_t off = axes.empty() ? 0 : 2;
       if ((*sc)->count() != static_cast<std::int64_t>(4 - off)) return err(n, "scales must hold 4 values");
       for (std::size_t i = 0; i < 4 - off; ++i) f[i + off] = (*sc)->f[i];
+      if (swapped) std::swap(f[2], f[3]);
       have_scales = true;
     }
   }
@@ -502,7 +541,10 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
     if (have_scales) return err(n, "both scales and sizes are given");
     std::vector<std::int64_t> sz;
     FT_TRY(take(const_ints(n, 3, "sizes"), sz));
-    if (!axes.empty() && sz.size() == 2) sz.insert(sz.begin(), {s[0], s[1]});
+    if (!axes.empty() && sz.size() == 2) {
+      if (swapped) std::swap(sz[0], sz[1]);
+      sz.insert(sz.begin(), {s[0], s[1]});
+    }
     if (sz.size() != 4) return err(n, "sizes must hold 4 values");
     if (sz[0] != s[0] && !is_batch_dim(sz[0])) return unsupported(n, "sizes for N must be the input's");
     if (sz[1] != s[1]) return unsupported(n, "sizes for C must be the input's");

@@ -157,15 +157,40 @@ Status Lowerer::lower_gather(const Node& n, const Entry& x) {
     define_const(n, std::move(c));
     return {};
   }
-  // a value: the indices must step evenly (a strided copy); one index drops the axis
+  if (axis == 0 && !x.is_const()) mixes(n, "gathers along dim 0");
+  // a value: evenly stepping indices are one strided copy (one index drops the axis); any others are one copy
+  // per index concatenated along the axis
   const std::int64_t step = idx.size() > 1 ? idx[1] - idx[0] : 0;
-  for (std::size_t k = 1; k < idx.size(); ++k)
-    if (idx[k] - idx[k - 1] != step) return unsupported(n, "indices on a graph value must step evenly");
-  offset = idx[0] * st[axis];
-  if (!ishape.empty()) {
-    if (ishape.size() != 1) return unsupported(n, "indices of rank above 1 on a graph value");
-    strides.push_back(step * st[axis]);
+  bool even = ishape.size() <= 1;
+  for (std::size_t k = 1; even && k < idx.size(); ++k) even = idx[k] - idx[k - 1] == step;
+  if (!even) {
+    if (idx.size() > 64) return unsupported(n, "more than 64 uneven indices on a graph value");
+    ConcatOp cat;
+    cat.outer = 1, cat.inner = 1;
+    for (std::size_t k = 0; k < axis; ++k) cat.outer *= s[k];
+    for (std::size_t k = axis + 1; k < s.size(); ++k) cat.inner *= s[k];
+    std::vector<Arg> args;
+    Shape one = s;
+    one[axis] = 1;
+    for (auto i : idx) {
+      std::int32_t id = -1;
+      TransposeOp t;
+      t.dims = one;
+      t.strides = st;
+      t.offset = i * st[axis];
+      FT_TRY(emit(n, std::move(t), {Arg::value(x.value)}, one, n.outputs.size(), &id));
+      args.push_back(Arg::value(id));
+      cat.parts.push_back(1);
+    }
+    Shape cs = s;
+    cs[axis] = static_cast<std::int64_t>(idx.size());
+    std::int32_t id = -1;
+    FT_TRY(emit(n, std::move(cat), std::move(args), cs, n.outputs.size(), &id));
+    define_alias(n, Entry{nullptr, id, cs}, out);
+    return {};
   }
+  offset = idx[0] * st[axis];
+  if (!ishape.empty()) strides.push_back(step * st[axis]);
   strides.insert(strides.end(), st.begin() + static_cast<std::ptrdiff_t>(axis) + 1, st.end());
   return strided(n, x, out, strides, offset);
 }
@@ -188,6 +213,7 @@ Status Lowerer::lower_unsqueeze(const Node& n, const Entry& x) {
   Shape out;
   std::size_t j = 0;
   for (std::size_t k = 0; k < r; ++k) out.push_back(is_new[k] ? 1 : s[j++]);
+  if (!x.is_const() && !is_new.empty() && is_new[0]) mixes(n, "inserts an axis before dim 0");
   define_alias(n, x, out);
   return {};
 }
@@ -211,6 +237,7 @@ Status Lowerer::lower_squeeze(const Node& n, const Entry& x) {
   Shape out;
   for (std::size_t k = 0; k < s.size(); ++k)
     if (!drop[k]) out.push_back(s[k]);
+  if (!x.is_const() && !drop.empty() && drop[0]) mixes(n, "removes dim 0");
   define_alias(n, x, out);
   return {};
 }
@@ -265,6 +292,7 @@ Status Lowerer::lower_concat(const Node& n, const Entry&) {
     define_const(n, std::move(c));
     return {};
   }
+  if (axis == 0) mixes(n, "concatenates along dim 0");
   std::vector<Arg> args;
   std::vector<std::int64_t> parts;
   for (std::size_t i = 0; i < ins.size(); ++i) {
@@ -319,6 +347,8 @@ Status Lowerer::lower_slice(const Node& n, const Entry& x) {
     std::int64_t first = 0, cnt = 0;
     slice_axis(s[a], sat(starts[k]), sat(ends[k]), sat(steps[k]), &first, &cnt);
     if (cnt <= 0) return unsupported(n, "empty slice on axis " + std::to_string(a));
+    if (a == 0 && !x.is_const() && !(first == 0 && steps[k] == 1 && ends[k] >= (std::int64_t{1} << 31)))
+      mixes(n, "slices dim 0");
     out[a] = cnt;
     offset += first * st[a];
     strides[a] = steps[k] * st[a];
@@ -433,7 +463,41 @@ Status Lowerer::lower_expand(const Node& n, const Entry& x) {
     out[k] = std::max(in[k], tg[k]);
     strides[k] = in[k] == 1 ? 0 : st[k];
   }
+  if (!x.is_const() && (s.size() != r || (r > 0 && out[0] != 1))) mixes(n, "expands along dim 0");
   return strided(n, x, out, strides, 0);
+}
+
+Status Lowerer::lower_tile(const Node& n, const Entry& x) {
+  std::vector<std::int64_t> reps;
+  FT_TRY(take(const_ints(n, 1, "repeats"), reps));
+  const Shape s = shape_of(x);
+  if (reps.size() != s.size()) return err(n, "repeats hold " + std::to_string(reps.size()) + " values for rank " + std::to_string(s.size()));
+  // [r0, d0, r1, d1, ...] with stride 0 on the repeat axes, then seen as [r0·d0, r1·d1, ...]
+  const auto st = strides_of(s);
+  Shape dims, out;
+  std::vector<std::int64_t> strides;
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    if (reps[k] < 1) return unsupported(n, "repeat " + std::to_string(reps[k]));
+    dims.push_back(reps[k]);
+    strides.push_back(0);
+    dims.push_back(s[k]);
+    strides.push_back(st[k]);
+    out.push_back(reps[k] * s[k]);
+  }
+  if (!x.is_const() && !reps.empty() && reps[0] != 1) mixes(n, "repeats dim 0");
+  if (x.is_const()) {
+    FT_TRY(strided(n, x, dims, strides, 0));
+    auto it = names_.find(n.outputs[0]);
+    define_alias(n, it->second, out);
+    return {};
+  }
+  std::int32_t id = -1;
+  TransposeOp t;
+  t.dims = dims;
+  t.strides = strides;
+  FT_TRY(emit(n, std::move(t), {Arg::value(x.value)}, dims, n.outputs.size(), &id));
+  define_alias(n, Entry{nullptr, id, dims}, out);
+  return {};
 }
 
 Status Lowerer::lower_split(const Node& n, const Entry& x) {
@@ -463,6 +527,7 @@ Status Lowerer::lower_split(const Node& n, const Entry& x) {
     sum += p;
   }
   if (sum != dim) return err(n, "split sizes sum to " + std::to_string(sum) + ", the axis has " + std::to_string(dim));
+  if (axis == 0 && !x.is_const()) mixes(n, "splits dim 0");
   const auto st = strides_of(s);
   std::int64_t at = 0;
   for (std::size_t k = 0; k < parts.size(); ++k) {

@@ -16,7 +16,13 @@ struct Net::Impl {
   NetOptions options;
   std::shared_ptr<const Program> declared;  // lowered for the declared shape (batch 0 → 1), when concrete
   Shape declared_shape;
+  bool per_image = false;  // `declared` is per image and right for any batch (docs/design/faces.md §2)
   std::atomic<int> threads{0};
+  // The declared program serves `s`: the declared shape, or any batch of it when per image.
+  bool fits(const Shape& s) const {
+    return declared && (s == declared_shape || (per_image && !s.empty() && s.size() == declared_shape.size() &&
+                                                std::equal(s.begin() + 1, s.end(), declared_shape.begin() + 1)));
+  }
 };
 
 std::string_view op_name(const Op& op) {
@@ -46,11 +52,11 @@ Expected<Net> Net::create(std::span<const std::uint8_t> bytes, const NetOptions&
     return not_supported("ONNX graph: " + std::to_string(impl->graph.inputs.size()) +
                          " inputs (exactly one is supported)");
   Shape s = impl->graph.inputs[0].dims;
-  if (!s.empty()) s[0] = 1;  // the program is per image (docs/design/faces.md §2)
+  if (!s.empty() && s[0] == 0) s[0] = 1;
   bool concrete = !s.empty();
   for (auto d : s) concrete = concrete && d > 0;
   if (concrete) {
-    auto p = detail::lower_graph(impl->graph, s, options.limits);
+    auto p = detail::lower_graph(impl->graph, s, options.limits, &impl->per_image);
     if (!p) return p.status();
     impl->declared = std::make_shared<const Program>(std::move(*p));
     impl->declared_shape = s;
@@ -79,12 +85,12 @@ int Net::threads() const { return impl_->threads.load(); }
 void Net::set_threads(int threads) { impl_->threads = threads < 0 ? 0 : threads; }
 
 Expected<Program> Net::program(const Shape& shape) const {
-  if (impl_->declared && shape == impl_->declared_shape) return *impl_->declared;
+  if (impl_->fits(shape)) return *impl_->declared;
   return detail::lower_graph(impl_->graph, shape, impl_->options.limits);
 }
 
 Status Net::validate_input(const Shape& shape) const {
-  if (impl_->declared && shape == impl_->declared_shape) return {};
+  if (impl_->fits(shape)) return {};
   auto p = detail::lower_graph(impl_->graph, shape, impl_->options.limits);
   return p ? Status{} : p.status();
 }
@@ -92,7 +98,7 @@ Status Net::validate_input(const Shape& shape) const {
 Expected<std::vector<std::vector<NamedTensor>>> Net::run_batch(std::span<const std::span<const float>> inputs,
                                                                const Shape& shape) const {
   std::shared_ptr<const Program> prog;
-  if (impl_->declared && shape == impl_->declared_shape) {
+  if (impl_->fits(shape)) {
     prog = impl_->declared;
   } else {
     auto p = detail::lower_graph(impl_->graph, shape, impl_->options.limits);
@@ -109,7 +115,19 @@ Expected<std::vector<std::vector<NamedTensor>>> Net::run_batch(std::span<const s
 }
 
 Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const Shape& shape) const {
-  if (!shape.empty() && shape[0] > 1) {  // a batch of shape[0] images (docs/design/faces.md §2): run per image
+  // A batch of shape[0] > 1 runs as that many images when the program is per image, else as one item
+  // (docs/design/faces.md §2).
+  bool split = false;
+  if (!shape.empty() && shape[0] > 1) {
+    if (impl_->fits(shape)) {
+      split = impl_->declared->input_shape[0] == 1;
+    } else {
+      auto p = detail::lower_graph(impl_->graph, shape, impl_->options.limits);
+      if (!p) return p.status();
+      split = p->input_shape[0] == 1;
+    }
+  }
+  if (split) {
     const auto b = static_cast<std::size_t>(shape[0]);
     if (input.size() % b != 0)
       return invalid_argument("input holds " + std::to_string(input.size()) + " values, not a batch of " +
@@ -117,9 +135,7 @@ Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const 
     const std::size_t per = input.size() / b;
     std::vector<std::span<const float>> items;
     for (std::size_t i = 0; i < b; ++i) items.push_back(input.subspan(i * per, per));
-    Shape one = shape;
-    one[0] = 1;
-    auto r = run_batch(items, one);
+    auto r = run_batch(items, shape);
     if (!r) return r.status();
     std::vector<NamedTensor> out = std::move((*r)[0]);
     for (std::size_t o = 0; o < out.size(); ++o) {
@@ -138,9 +154,7 @@ Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const 
 
 Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input) const {
   if (!impl_->declared) return invalid_argument("the model's input shape is symbolic; pass a shape");
-  Shape s = impl_->graph.inputs[0].dims;  // the declared batch
-  if (!s.empty() && s[0] == 0) s[0] = 1;
-  return run(input, s);
+  return run(input, impl_->declared_shape);
 }
 
 }  // namespace facetrace::faces
