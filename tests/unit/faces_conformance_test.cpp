@@ -42,6 +42,7 @@ struct CaseResult {
   std::string id;  // suite/case
   Verdict verdict = Verdict::kPass;
   bool single_input = true;
+  bool float_io = true;  // the data inputs and every output are float32 tensors
   std::string why;
 };
 
@@ -152,6 +153,11 @@ CaseResult run_data_set(const std::string& id, const std::string& model_bytes, c
     return res;
   }
   res.single_input = data_inputs.size() == 1;
+  auto is_float = [](const onnx::ValueInfoProto& v) {
+    return v.type().has_tensor_type() && v.type().tensor_type().elem_type() == onnx::TensorProto_DataType_FLOAT;
+  };
+  res.float_io = is_float(model.graph().input(data_inputs[0]));
+  for (const auto& o : model.graph().output()) res.float_io = res.float_io && is_float(o);
   // input_k.pb is the k-th graph input that is not an initializer
   onnx::TensorProto in0;
   if (!read_tensor(set_dir / "input_0.pb", in0)) {
@@ -278,6 +284,7 @@ CaseResult run_case(const std::string& suite, const fs::path& dir) {
       return r;
     }
     res.single_input = r.single_input;
+    res.float_io = r.float_io;
   }
   return res;
 }
@@ -317,7 +324,7 @@ TEST(FacesConformance, OnnxBackendCases) {
     int pass = 0, refused = 0, wrong = 0;
   };
   std::map<std::string, Count> per_suite;
-  Count single, multi, all;
+  Count single, multi, single_float, all;
   std::set<std::string> seen;
   for (const auto& r : results) {
     seen.insert(r.id);
@@ -325,7 +332,9 @@ TEST(FacesConformance, OnnxBackendCases) {
     const char* tag = r.verdict == Verdict::kPass ? "PASS   " : r.verdict == Verdict::kRefused ? "REFUSED" : "WRONG  ";
     std::cout << tag << ' ' << r.id << (r.single_input ? "" : " (multi-input)") << (r.why.empty() ? "" : ": ")
               << r.why << '\n';
-    for (Count* c : {&per_suite[suite], r.single_input ? &single : &multi, &all}) {
+    std::vector<Count*> counts = {&per_suite[suite], r.single_input ? &single : &multi, &all};
+    if (r.single_input && r.float_io) counts.push_back(&single_float);
+    for (Count* c : counts) {
       if (r.verdict == Verdict::kPass) {
         ++c->pass;
       } else if (r.verdict == Verdict::kRefused) {
@@ -347,9 +356,11 @@ TEST(FacesConformance, OnnxBackendCases) {
   std::cout << "ONNX backend conformance:\n";
   for (const auto& [s, c] : per_suite) std::cout << "  " << s << ": " << line(c) << '\n';
   std::cout << "  single-input cases: " << line(single) << '\n';
+  std::cout << "  single-input float32 cases (float32 input and outputs): " << line(single_float) << '\n';
   std::cout << "  multi-input cases (extra inputs bound as initializers): " << line(multi) << '\n';
   std::cout << "  all: " << line(all) << " (expected_pass.txt lists " << expected.size() << ")\n";
   RecordProperty("onnx_backend_pass", all.pass);
+  RecordProperty("onnx_backend_single_float_pass", single_float.pass);
   RecordProperty("onnx_backend_cases", static_cast<int>(results.size()));
 }
 
