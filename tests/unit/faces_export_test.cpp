@@ -996,5 +996,72 @@ TEST(FacesExport, refusals_name_the_node_and_reason) {
   }
 }
 
+// An exporter-style model (shape subgraph, Resize sizes, Slice, Concat, Softmax, Pad, pools): every 3rd
+// truncation is refused with a reason (but one that ends exactly after the graph), and every single-byte flip (every byte, several values) and every
+// small-integer rewrite of a varint either loads and runs or is refused; none crashes.
+std::vector<std::uint8_t> exporter_model() {
+  OnnxBuilder m(13);
+  m.input("x", {-1, 2, 4, 4}).output("y");
+  m.init("w", {2, 2, 3, 3}, random_floats(36, 171)).init("roi", {0}, {}).init("sc", {0}, {});
+  m.init_i64("st", {1}, {2}).init_i64("en", {1}, {4}).init_i64("two", {1}, {2}).init_i64("nc", {2}, {1, 2});
+  m.init_i64("p", {8}, {0, 0, 1, 0, 0, 0, 0, 1}).init_i64("i0", {}, {0}).init_i64("m1", {1}, {-1}).init_i64("ax", {1}, {0});
+  auto* c = m.node("Conv", {"x", "w"}, {"c"});
+  OnnxBuilder::ints(c, "dilations", {2, 2});
+  OnnxBuilder::ints(c, "pads", {2, 2, 2, 2});
+  m.node("Shape", {"c"}, {"s"});
+  m.node("Slice", {"s", "st", "en"}, {"hw"});
+  m.node("Mul", {"hw", "two"}, {"hw2"});
+  OnnxBuilder::int1(m.node("Concat", {"nc", "hw2"}, {"sz"}), "axis", 0);
+  OnnxBuilder::str(m.node("Resize", {"c", "roi", "sc", "sz"}, {"r"}), "mode", "linear");
+  m.node("Pad", {"r", "p"}, {"q"});
+  auto* ap = m.node("AveragePool", {"q"}, {"a"});
+  OnnxBuilder::ints(ap, "kernel_shape", {3, 3});
+  OnnxBuilder::int1(ap, "ceil_mode", 1);
+  OnnxBuilder::ints(ap, "strides", {2, 2});
+  m.node("Shape", {"a"}, {"s2"});
+  OnnxBuilder::int1(m.node("Gather", {"s2", "i0"}, {"n"}), "axis", 0);
+  m.node("Unsqueeze", {"n", "ax"}, {"n1"});
+  OnnxBuilder::int1(m.node("Concat", {"n1", "m1"}, {"shp"}), "axis", 0);
+  m.node("Reshape", {"a", "shp"}, {"f"});
+  OnnxBuilder::int1(m.node("Softmax", {"f"}, {"y"}), "axis", 1);
+  return m.bytes();
+}
+
+TEST(FacesExport, truncated_and_corrupted_exporter_model_never_crashes) {
+  const auto bytes = exporter_model();
+  const std::vector<float> x(2 * 32, 0.25f);
+  {
+    auto net = Net::create(bytes);
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto y = net->run(std::vector<float>(64, 0.5f), {2, 2, 4, 4});
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape, (Shape{2, 2 * 4 * 4}));  // 4×4 → 8×8 resized, padded to 9×9, pooled (ceil) to 4×4
+  }
+  int refused = 0, cuts = 0;
+  for (std::size_t len = 0; len < bytes.size(); len += 3, ++cuts) {
+    const std::vector<std::uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(len));
+    auto n = Net::create(cut);
+    if (!n) {  // (a cut just past the graph, before opset_import, is a valid model)
+      ASSERT_FALSE(n.status().what().empty());
+      ++refused;
+      continue;
+    }
+    (void)n->run(x, {2, 2, 4, 4});
+  }
+  EXPECT_GE(refused, cuts - 2);
+  for (std::size_t pos = 0; pos < bytes.size(); ++pos)
+    for (std::uint8_t v : {std::uint8_t{0x00}, std::uint8_t{0x7f}, std::uint8_t{0x01}, std::uint8_t{0xff}}) {
+      auto bad = bytes;
+      bad[pos] = v;
+      auto n = Net::create(bad);
+      if (!n) {
+        ASSERT_FALSE(n.status().what().empty());
+        continue;
+      }
+      (void)n->run(x, {2, 2, 4, 4});  // either result is fine; it must not crash
+      (void)n->run(std::vector<float>(32, 0.25f), {1, 2, 4, 4});
+    }
+}
+
 }  // namespace
 }  // namespace facetrace::faces

@@ -95,6 +95,8 @@ Status Lowerer::lower_pad(const Node& n, const Entry& x) {
     return err(n, "pads hold " + std::to_string(pads.size()) + " values for " + std::to_string(axes.size()) +
                       " axes");
   if (!std::isfinite(value)) return err(n, "non-finite constant_value");
+  for (auto q : pads)
+    if (q < -(std::int64_t{1} << 31) || q > (std::int64_t{1} << 31)) return err(n, "pad " + std::to_string(q));
   std::vector<std::int64_t> begin(r, 0), end(r, 0);
   for (std::size_t k = 0; k < axes.size(); ++k) {
     begin[static_cast<std::size_t>(axes[k])] = pads[k];
@@ -376,7 +378,8 @@ Status Lowerer::lower_upsample(const Node& n, const Entry& x) {
   if (mode != "nearest" && mode != "linear" && mode != "bilinear")
     return unsupported(n, "attribute 'mode' = " + mode);
   for (int i = 2; i < 4; ++i)
-    if (!(f[static_cast<std::size_t>(i)] > 0.0f) || !std::isfinite(f[static_cast<std::size_t>(i)]))
+    if (!(f[static_cast<std::size_t>(i)] > 0.0f) || !std::isfinite(f[static_cast<std::size_t>(i)]) ||
+        static_cast<double>(s[static_cast<std::size_t>(i)]) * f[static_cast<std::size_t>(i)] > 1e9)
       return err(n, "scale " + std::to_string(f[static_cast<std::size_t>(i)]));
   const auto oh = static_cast<std::int64_t>(std::floor(static_cast<double>(s[2]) * f[2]));
   const auto ow = static_cast<std::int64_t>(std::floor(static_cast<double>(s[3]) * f[3]));

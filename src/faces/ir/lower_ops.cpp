@@ -2,6 +2,7 @@
 /// The lowering rules of the operators that become steps (docs/design/faces.md §2): conv, the element-wise and per-channel
 /// ops, GEMM/MatMul, transpose, pooling, resize and global average. Constant operands fold here.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -245,9 +246,12 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
             const std::int64_t y = b->c->i[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] +
                                                                     i2 * op.b_strides[2] + i3 * op.b_strides[3])];
             if (kind == BinaryKind::kDiv && y == 0) return err(n, "integer division by zero");
-            c->i.push_back(kind == BinaryKind::kAdd   ? x + y
-                           : kind == BinaryKind::kSub ? x - y
-                           : kind == BinaryKind::kMul ? x * y
+            // in unsigned arithmetic (wraps instead of overflowing); INT64_MIN / −1 wraps too
+            const auto ux = static_cast<std::uint64_t>(x), uy = static_cast<std::uint64_t>(y);
+            c->i.push_back(kind == BinaryKind::kAdd   ? static_cast<std::int64_t>(ux + uy)
+                           : kind == BinaryKind::kSub ? static_cast<std::int64_t>(ux - uy)
+                           : kind == BinaryKind::kMul ? static_cast<std::int64_t>(ux * uy)
+                           : y == -1                  ? static_cast<std::int64_t>(0 - ux)
                                                       : x / y);
           }
     define_const(n, std::move(c));
@@ -557,7 +561,8 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   } else {
     if (f[0] != 1.0f || f[1] != 1.0f) return unsupported(n, "scales for N and C must be 1");
     for (int i = 2; i < 4; ++i)
-      if (!(f[i] > 0.0f) || !std::isfinite(f[i])) return err(n, "scale " + std::to_string(f[i]));
+      if (!(f[i] > 0.0f) || !std::isfinite(f[i]) || static_cast<double>(s[i]) * f[i] > 1e9)
+        return err(n, "scale " + std::to_string(f[i]));
     oh = static_cast<std::int64_t>(std::floor(static_cast<double>(s[2]) * f[2]));
     ow = static_cast<std::int64_t>(std::floor(static_cast<double>(s[3]) * f[3]));
     if (oh <= 0 || ow <= 0) return err(n, "empty output");
