@@ -182,6 +182,45 @@ TEST(FacesExport, a_graph_that_computes_across_dim_0_is_lowered_whole) {
   }
 }
 
+// Lowered whole, the per-image ops (Conv, BatchNormalization, PRelu, pools, Resize, GlobalAveragePool) run over
+// every image of dim 0: the same values as the per-image program, then the cross-batch Softmax by hand.
+TEST(FacesExport, per_image_ops_in_a_graph_lowered_whole) {
+  auto model = [](bool softmax0) {
+    OnnxBuilder m(13);
+    m.input("x", {3, 2, 6, 6}).output("y").init("w", {4, 2, 3, 3}, random_floats(72, 161)).init("b", {4}, random_floats(4, 162));
+    m.init("s", {4}, {1, 2, 0.5f, -1}).init("sh", {4}, {0, 0.1f, 0.2f, 0.3f}).init("mu", {4}, {0, 0, 0.5f, 0});
+    m.init("var", {4}, {1, 2, 3, 4}).init("sl", {4, 1, 1}, {0.1f, 0.2f, 0.3f, 0.4f});
+    m.init("roi", {0}, {}).init("sc", {4}, {1, 1, 2, 2});
+    OnnxBuilder::ints(m.node("Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+    m.node("BatchNormalization", {"c", "s", "sh", "mu", "var"}, {"n"});
+    m.node("PRelu", {"n", "sl"}, {"p"});
+    auto* mp = m.node("MaxPool", {"p"}, {"q"});
+    OnnxBuilder::ints(mp, "kernel_shape", {2, 2});
+    OnnxBuilder::ints(mp, "strides", {2, 2});
+    OnnxBuilder::str(m.node("Resize", {"q", "roi", "sc"}, {"r"}), "mode", "linear");
+    m.node("GlobalAveragePool", {"r"}, {softmax0 ? "g" : "y"});
+    if (softmax0) OnnxBuilder::int1(m.node("Softmax", {"g"}, {"y"}), "axis", 0);
+    return m.bytes();
+  };
+  const auto x = random_floats(3 * 72, 163);
+  Shape os;
+  const auto per_image = run1(model(false), x, {}, 0, &os);
+  ASSERT_EQ(os, (Shape{3, 4, 1, 1}));
+  auto net = Net::create(model(true));
+  ASSERT_TRUE(net.ok()) << net.status().to_string();
+  ASSERT_EQ(net->program({3, 2, 6, 6})->input_shape, (Shape{3, 2, 6, 6}));  // whole
+  const auto whole = run1(model(true), x, {}, 0, &os);
+  ASSERT_EQ(os, (Shape{3, 4, 1, 1}));
+  std::vector<double> ref(12);
+  for (std::size_t c = 0; c < 4; ++c) {
+    double mx = -1e300, sum = 0;
+    for (std::size_t b = 0; b < 3; ++b) mx = std::max(mx, static_cast<double>(per_image[b * 4 + c]));
+    for (std::size_t b = 0; b < 3; ++b) sum += std::exp(per_image[b * 4 + c] - mx);
+    for (std::size_t b = 0; b < 3; ++b) ref[b * 4 + c] = std::exp(per_image[b * 4 + c] - mx) / sum;
+  }
+  EXPECT_TRUE(all_close(whole, ref, kTol));
+}
+
 TEST(FacesExport, interpolate_size_from_a_shape_subgraph) {
   // F.interpolate(x, size=(H*2, W*3), mode="nearest"): Shape → Slice[2:4] → Mul [2,3] → Cast → Concat(N,C) →
   // Resize(sizes)
