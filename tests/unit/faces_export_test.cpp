@@ -182,6 +182,45 @@ TEST(FacesExport, a_graph_that_computes_across_dim_0_is_lowered_whole) {
   }
 }
 
+// Lowered whole, the per-image ops (Conv, BatchNormalization, PRelu, pools, Resize, GlobalAveragePool) run over
+// every image of dim 0: the same values as the per-image program, then the cross-batch Softmax by hand.
+TEST(FacesExport, per_image_ops_in_a_graph_lowered_whole) {
+  auto model = [](bool softmax0) {
+    OnnxBuilder m(13);
+    m.input("x", {3, 2, 6, 6}).output("y").init("w", {4, 2, 3, 3}, random_floats(72, 161)).init("b", {4}, random_floats(4, 162));
+    m.init("s", {4}, {1, 2, 0.5f, -1}).init("sh", {4}, {0, 0.1f, 0.2f, 0.3f}).init("mu", {4}, {0, 0, 0.5f, 0});
+    m.init("var", {4}, {1, 2, 3, 4}).init("sl", {4, 1, 1}, {0.1f, 0.2f, 0.3f, 0.4f});
+    m.init("roi", {0}, {}).init("sc", {4}, {1, 1, 2, 2});
+    OnnxBuilder::ints(m.node("Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+    m.node("BatchNormalization", {"c", "s", "sh", "mu", "var"}, {"n"});
+    m.node("PRelu", {"n", "sl"}, {"p"});
+    auto* mp = m.node("MaxPool", {"p"}, {"q"});
+    OnnxBuilder::ints(mp, "kernel_shape", {2, 2});
+    OnnxBuilder::ints(mp, "strides", {2, 2});
+    OnnxBuilder::str(m.node("Resize", {"q", "roi", "sc"}, {"r"}), "mode", "linear");
+    m.node("GlobalAveragePool", {"r"}, {softmax0 ? "g" : "y"});
+    if (softmax0) OnnxBuilder::int1(m.node("Softmax", {"g"}, {"y"}), "axis", 0);
+    return m.bytes();
+  };
+  const auto x = random_floats(3 * 72, 163);
+  Shape os;
+  const auto per_image = run1(model(false), x, {}, 0, &os);
+  ASSERT_EQ(os, (Shape{3, 4, 1, 1}));
+  auto net = Net::create(model(true));
+  ASSERT_TRUE(net.ok()) << net.status().to_string();
+  ASSERT_EQ(net->program({3, 2, 6, 6})->input_shape, (Shape{3, 2, 6, 6}));  // whole
+  const auto whole = run1(model(true), x, {}, 0, &os);
+  ASSERT_EQ(os, (Shape{3, 4, 1, 1}));
+  std::vector<double> ref(12);
+  for (std::size_t c = 0; c < 4; ++c) {
+    double mx = -1e300, sum = 0;
+    for (std::size_t b = 0; b < 3; ++b) mx = std::max(mx, static_cast<double>(per_image[b * 4 + c]));
+    for (std::size_t b = 0; b < 3; ++b) sum += std::exp(per_image[b * 4 + c] - mx);
+    for (std::size_t b = 0; b < 3; ++b) ref[b * 4 + c] = std::exp(per_image[b * 4 + c] - mx) / sum;
+  }
+  EXPECT_TRUE(all_close(whole, ref, kTol));
+}
+
 TEST(FacesExport, interpolate_size_from_a_shape_subgraph) {
   // F.interpolate(x, size=(H*2, W*3), mode="nearest"): Shape → Slice[2:4] → Mul [2,3] → Cast → Concat(N,C) →
   // Resize(sizes)
@@ -994,6 +1033,73 @@ TEST(FacesExport, refusals_name_the_node_and_reason) {
     OnnxBuilder::int1(m.node("Cast", {"x"}, {"y"}), "to", 7);
     expect_refused(m.bytes(), "(Cast): cast of a graph value to an integer type");
   }
+}
+
+// An exporter-style model (shape subgraph, Resize sizes, Slice, Concat, Softmax, Pad, pools): every 3rd
+// truncation is refused with a reason (but one that ends exactly after the graph), and every single-byte flip (every byte, several values) and every
+// small-integer rewrite of a varint either loads and runs or is refused; none crashes.
+std::vector<std::uint8_t> exporter_model() {
+  OnnxBuilder m(13);
+  m.input("x", {-1, 2, 4, 4}).output("y");
+  m.init("w", {2, 2, 3, 3}, random_floats(36, 171)).init("roi", {0}, {}).init("sc", {0}, {});
+  m.init_i64("st", {1}, {2}).init_i64("en", {1}, {4}).init_i64("two", {1}, {2}).init_i64("nc", {2}, {1, 2});
+  m.init_i64("p", {8}, {0, 0, 1, 0, 0, 0, 0, 1}).init_i64("i0", {}, {0}).init_i64("m1", {1}, {-1}).init_i64("ax", {1}, {0});
+  auto* c = m.node("Conv", {"x", "w"}, {"c"});
+  OnnxBuilder::ints(c, "dilations", {2, 2});
+  OnnxBuilder::ints(c, "pads", {2, 2, 2, 2});
+  m.node("Shape", {"c"}, {"s"});
+  m.node("Slice", {"s", "st", "en"}, {"hw"});
+  m.node("Mul", {"hw", "two"}, {"hw2"});
+  OnnxBuilder::int1(m.node("Concat", {"nc", "hw2"}, {"sz"}), "axis", 0);
+  OnnxBuilder::str(m.node("Resize", {"c", "roi", "sc", "sz"}, {"r"}), "mode", "linear");
+  m.node("Pad", {"r", "p"}, {"q"});
+  auto* ap = m.node("AveragePool", {"q"}, {"a"});
+  OnnxBuilder::ints(ap, "kernel_shape", {3, 3});
+  OnnxBuilder::int1(ap, "ceil_mode", 1);
+  OnnxBuilder::ints(ap, "strides", {2, 2});
+  m.node("Shape", {"a"}, {"s2"});
+  OnnxBuilder::int1(m.node("Gather", {"s2", "i0"}, {"n"}), "axis", 0);
+  m.node("Unsqueeze", {"n", "ax"}, {"n1"});
+  OnnxBuilder::int1(m.node("Concat", {"n1", "m1"}, {"shp"}), "axis", 0);
+  m.node("Reshape", {"a", "shp"}, {"f"});
+  OnnxBuilder::int1(m.node("Softmax", {"f"}, {"y"}), "axis", 1);
+  return m.bytes();
+}
+
+TEST(FacesExport, truncated_and_corrupted_exporter_model_never_crashes) {
+  const auto bytes = exporter_model();
+  const std::vector<float> x(2 * 32, 0.25f);
+  {
+    auto net = Net::create(bytes);
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto y = net->run(std::vector<float>(64, 0.5f), {2, 2, 4, 4});
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape, (Shape{2, 2 * 4 * 4}));  // 4×4 → 8×8 resized, padded to 9×9, pooled (ceil) to 4×4
+  }
+  int refused = 0, cuts = 0;
+  for (std::size_t len = 0; len < bytes.size(); len += 3, ++cuts) {
+    const std::vector<std::uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(len));
+    auto n = Net::create(cut);
+    if (!n) {  // (a cut just past the graph, before opset_import, is a valid model)
+      ASSERT_FALSE(n.status().what().empty());
+      ++refused;
+      continue;
+    }
+    (void)n->run(x, {2, 2, 4, 4});
+  }
+  EXPECT_GE(refused, cuts - 2);
+  for (std::size_t pos = 0; pos < bytes.size(); ++pos)
+    for (std::uint8_t v : {std::uint8_t{0x00}, std::uint8_t{0x7f}, std::uint8_t{0x01}, std::uint8_t{0xff}}) {
+      auto bad = bytes;
+      bad[pos] = v;
+      auto n = Net::create(bad);
+      if (!n) {
+        ASSERT_FALSE(n.status().what().empty());
+        continue;
+      }
+      (void)n->run(x, {2, 2, 4, 4});  // either result is fine; it must not crash
+      (void)n->run(std::vector<float>(32, 0.25f), {1, 2, 4, 4});
+    }
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ Status Lowerer::lower_avgpool(const Node& n0, const Entry& x) {
   FT_TRY(resolve_pads(n, *win, s[2], s[3], ks[0], ks[1]));
   const auto& p = win->pads;
   AvgPoolOp op;
-  op.channels = s[1], op.h = s[2], op.w = s[3], op.kh = ks[0], op.kw = ks[1];
+  op.channels = s[0] * s[1], op.h = s[2], op.w = s[3], op.kh = ks[0], op.kw = ks[1];  // N > 1 only lowered whole
   op.sh = win->strides[0], op.sw = win->strides[1];
   op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
   op.count_include_pad = cip != 0;
@@ -55,8 +55,8 @@ Status Lowerer::lower_avgpool(const Node& n0, const Entry& x) {
     return err(n, "attribute 'pads' must be smaller than the kernel");
   op.oh = pool_out(op.h, op.kh, op.sh, op.pt, op.pb, ceil != 0);
   op.ow = pool_out(op.w, op.kw, op.sw, op.pl, op.pr, ceil != 0);
-  if (one_d) return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.ow});
-  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
+  if (one_d) return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.ow});
+  return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.oh, op.ow});
 }
 
 Status Lowerer::lower_pad(const Node& n, const Entry& x) {
@@ -95,6 +95,8 @@ Status Lowerer::lower_pad(const Node& n, const Entry& x) {
     return err(n, "pads hold " + std::to_string(pads.size()) + " values for " + std::to_string(axes.size()) +
                       " axes");
   if (!std::isfinite(value)) return err(n, "non-finite constant_value");
+  for (auto q : pads)
+    if (q < -(std::int64_t{1} << 31) || q > (std::int64_t{1} << 31)) return err(n, "pad " + std::to_string(q));
   std::vector<std::int64_t> begin(r, 0), end(r, 0);
   for (std::size_t k = 0; k < axes.size(); ++k) {
     begin[static_cast<std::size_t>(axes[k])] = pads[k];
@@ -376,7 +378,8 @@ Status Lowerer::lower_upsample(const Node& n, const Entry& x) {
   if (mode != "nearest" && mode != "linear" && mode != "bilinear")
     return unsupported(n, "attribute 'mode' = " + mode);
   for (int i = 2; i < 4; ++i)
-    if (!(f[static_cast<std::size_t>(i)] > 0.0f) || !std::isfinite(f[static_cast<std::size_t>(i)]))
+    if (!(f[static_cast<std::size_t>(i)] > 0.0f) || !std::isfinite(f[static_cast<std::size_t>(i)]) ||
+        static_cast<double>(s[static_cast<std::size_t>(i)]) * f[static_cast<std::size_t>(i)] > 1e9)
       return err(n, "scale " + std::to_string(f[static_cast<std::size_t>(i)]));
   const auto oh = static_cast<std::int64_t>(std::floor(static_cast<double>(s[2]) * f[2]));
   const auto ow = static_cast<std::int64_t>(std::floor(static_cast<double>(s[3]) * f[3]));
@@ -384,9 +387,9 @@ Status Lowerer::lower_upsample(const Node& n, const Entry& x) {
   const bool whole = f[2] >= 1.0f && f[2] <= 16.0f && f[2] == std::floor(f[2]) && f[3] >= 1.0f &&
                      f[3] <= 16.0f && f[3] == std::floor(f[3]);
   if (mode == "nearest" && whole) {
-    ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
+    ResizeOp op{s[0] * s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
     op.oh = oh, op.ow = ow, op.scale_y = f[2], op.scale_x = f[3];
-    return emit(n, op, {Arg::value(x.value)}, {1, op.channels, oh, ow});
+    return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], oh, ow});
   }
   return lower_resize_general(n, x, mode == "nearest" ? ResizeMode::kNearest : ResizeMode::kLinear,
                               ResizeCoord::kAsymmetric, ResizeNearest::kFloor, oh, ow, f[2], f[3]);
@@ -396,14 +399,14 @@ Status Lowerer::lower_resize_general(const Node& n, const Entry& x, ResizeMode m
                                      ResizeNearest nearest, std::int64_t oh, std::int64_t ow, float sy, float sx) {
   const Shape& s = x.shape;
   ResizeOp op;
-  op.channels = s[1], op.h = s[2], op.w = s[3];
+  op.channels = s[0] * s[1], op.h = s[2], op.w = s[3];  // N > 1 only when lowered whole
   op.sy = 0, op.sx = 0;  // not the integer nearest up-scale
   op.oh = oh, op.ow = ow;
   op.mode = mode;
   op.coord = coord;
   op.nearest = nearest;
   op.scale_y = sy, op.scale_x = sx;
-  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, oh, ow});
+  return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], oh, ow});
 }
 
 }  // namespace facetrace::faces::detail

@@ -2,6 +2,7 @@
 /// The lowering rules of the operators that become steps (docs/design/faces.md §2): conv, the element-wise and per-channel
 /// ops, GEMM/MatMul, transpose, pooling, resize and global average. Constant operands fold here.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -23,6 +24,15 @@ float apply_unary(const UnaryOp& u, float x) {
     case UnaryKind::kSqrt: return std::sqrt(x);
   }
   return x;
+}
+
+// v repeated `times` times: per-channel factors over a whole-lowered batch ([B, C, …] as B·C channels).
+std::vector<float> tiled(std::vector<float> v, std::int64_t times) {
+  if (times <= 1) return v;
+  std::vector<float> r;
+  r.reserve(v.size() * static_cast<std::size_t>(times));
+  for (std::int64_t t = 0; t < times; ++t) r.insert(r.end(), v.begin(), v.end());
+  return r;
 }
 
 }  // namespace
@@ -144,9 +154,29 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
                  "bias has " + std::to_string((*b)->count()) + " values, expected " + std::to_string(j.cout));
     j.bias = std::make_shared<const std::vector<float>>((*b)->f);
   }
-  j.layer = static_cast<std::int32_t>(prog_.conv_count++);
-  if (one_d) return emit(n, j, {Arg::value(x.value)}, {1, j.cout, j.ow});
-  return emit(n, j, {Arg::value(x.value)}, {1, j.cout, j.oh, j.ow});
+  const Shape out = one_d ? Shape{xs[0], j.cout, j.ow} : Shape{xs[0], j.cout, j.oh, j.ow};
+  if (xs[0] == 1) {
+    j.layer = static_cast<std::int32_t>(prog_.conv_count++);
+    return emit(n, j, {Arg::value(x.value)}, out);
+  }
+  // lowered whole with N > 1: one conv per image, concatenated (docs/design/faces.md §2)
+  if (xs[0] > 64) return unsupported(n, "a batch above 64 in a graph lowered whole");
+  ConcatOp cat{1, j.cout * j.oh * j.ow, std::vector<std::int64_t>(static_cast<std::size_t>(xs[0]), 1)};
+  std::vector<Arg> parts;
+  const std::int64_t per = j.cin * j.h * j.w;
+  for (std::int64_t b = 0; b < xs[0]; ++b) {
+    std::int32_t id = -1;
+    TransposeOp t;
+    t.dims = {1, j.cin, j.h, j.w};
+    t.strides = strides_of(t.dims);
+    t.offset = b * per;
+    FT_TRY(emit(n, std::move(t), {Arg::value(x.value)}, {1, j.cin, j.h, j.w}, n.outputs.size(), &id));
+    ConvJob jb = j;
+    jb.layer = static_cast<std::int32_t>(prog_.conv_count++);
+    FT_TRY(emit(n, jb, {Arg::value(id)}, {1, j.cout, j.oh, j.ow}, n.outputs.size(), &id));
+    parts.push_back(Arg::value(id));
+  }
+  return emit(n, std::move(cat), std::move(parts), out);
 }
 
 Status Lowerer::lower_unary(const Node& n, const Entry& x, UnaryKind kind) {
@@ -245,9 +275,12 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
             const std::int64_t y = b->c->i[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] +
                                                                     i2 * op.b_strides[2] + i3 * op.b_strides[3])];
             if (kind == BinaryKind::kDiv && y == 0) return err(n, "integer division by zero");
-            c->i.push_back(kind == BinaryKind::kAdd   ? x + y
-                           : kind == BinaryKind::kSub ? x - y
-                           : kind == BinaryKind::kMul ? x * y
+            // in unsigned arithmetic (wraps instead of overflowing); INT64_MIN / −1 wraps too
+            const auto ux = static_cast<std::uint64_t>(x), uy = static_cast<std::uint64_t>(y);
+            c->i.push_back(kind == BinaryKind::kAdd   ? static_cast<std::int64_t>(ux + uy)
+                           : kind == BinaryKind::kSub ? static_cast<std::int64_t>(ux - uy)
+                           : kind == BinaryKind::kMul ? static_cast<std::int64_t>(ux * uy)
+                           : y == -1                  ? static_cast<std::int64_t>(0 - ux)
                                                       : x / y);
           }
     define_const(n, std::move(c));
@@ -314,8 +347,8 @@ Status Lowerer::lower_prelu(const Node& n, const Entry& x) {
     }
     slope = (*s)->f;
   }
-  const std::int32_t id = add_const(std::move(slope));
-  return emit(n, ChannelPreluOp{ch, plane}, {Arg::value(x.value), Arg::constant(id)}, xs);
+  const std::int32_t id = add_const(tiled(std::move(slope), xs[0]));  // dim 0 > 1 only when lowered whole
+  return emit(n, ChannelPreluOp{xs[0] * ch, plane / xs[0]}, {Arg::value(x.value), Arg::constant(id)}, xs);
 }
 
 Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
@@ -345,8 +378,8 @@ Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
     scale[c] = static_cast<float>(s);
     shift[c] = static_cast<float>(static_cast<double>(p[1]->f[c]) - static_cast<double>(p[2]->f[c]) * s);
   }
-  const std::int32_t si = add_const(std::move(scale)), hi = add_const(std::move(shift));
-  return emit(n, ChannelAffineOp{ch, count_of(xs) / ch},
+  const std::int32_t si = add_const(tiled(std::move(scale), xs[0])), hi = add_const(tiled(std::move(shift), xs[0]));
+  return emit(n, ChannelAffineOp{xs[0] * ch, count_of(xs) / (xs[0] * ch)},
               {Arg::value(x.value), Arg::constant(si), Arg::constant(hi)}, xs);
 }
 
@@ -485,15 +518,16 @@ Status Lowerer::lower_maxpool(const Node& n0, const Entry& x) {
     if (pads[static_cast<std::size_t>(a)] >= ks[static_cast<std::size_t>(a)] ||
         pads[static_cast<std::size_t>(a + 2)] >= ks[static_cast<std::size_t>(a)])
       return err(n, "attribute 'pads' must be smaller than the kernel");
-  MaxPoolOp op{s[1], s[2], s[3], ks[0], ks[1], win->strides[0], win->strides[1], 0, 0};
+  // N·C planes (N > 1 only when lowered whole)
+  MaxPoolOp op{s[0] * s[1], s[2], s[3], ks[0], ks[1], win->strides[0], win->strides[1], 0, 0};
   op.pt = pads[0];
   op.pl = pads[1];
   if (op.kh > op.h + pads[0] + pads[2] || op.kw > op.w + pads[1] + pads[3])
     return err(n, "kernel larger than the input");
   op.oh = pool_out(op.h, op.kh, op.sh, pads[0], pads[2], ceil != 0);
   op.ow = pool_out(op.w, op.kw, op.sw, pads[1], pads[3], ceil != 0);
-  if (one_d) return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.ow});
-  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
+  if (one_d) return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.ow});
+  return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.oh, op.ow});
 }
 
 Status Lowerer::lower_resize(const Node& n, const Entry& x) {
@@ -557,7 +591,8 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   } else {
     if (f[0] != 1.0f || f[1] != 1.0f) return unsupported(n, "scales for N and C must be 1");
     for (int i = 2; i < 4; ++i)
-      if (!(f[i] > 0.0f) || !std::isfinite(f[i])) return err(n, "scale " + std::to_string(f[i]));
+      if (!(f[i] > 0.0f) || !std::isfinite(f[i]) || static_cast<double>(s[i]) * f[i] > 1e9)
+        return err(n, "scale " + std::to_string(f[i]));
     oh = static_cast<std::int64_t>(std::floor(static_cast<double>(s[2]) * f[2]));
     ow = static_cast<std::int64_t>(std::floor(static_cast<double>(s[3]) * f[3]));
     if (oh <= 0 || ow <= 0) return err(n, "empty output");
@@ -571,12 +606,12 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
                      f[3] <= 16.0f && f[3] == std::floor(f[3]) && oh == s[2] * static_cast<std::int64_t>(f[2]) &&
                      ow == s[3] * static_cast<std::int64_t>(f[3]);
   if (*mode == "nearest" && whole && (opset10 || floor_ok || half_ok)) {
-    ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
+    ResizeOp op{s[0] * s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
     op.oh = op.h * op.sy;
     op.ow = op.w * op.sx;
     op.scale_y = f[2];
     op.scale_x = f[3];
-    return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.h * op.sy, op.w * op.sx});
+    return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.h * op.sy, op.w * op.sx});
   }
   ResizeCoord coord = ResizeCoord::kAsymmetric;
   if (opset10 || *ctm == "asymmetric")
@@ -606,7 +641,7 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
 Status Lowerer::lower_gap(const Node& n, const Entry& x) {
   const Shape& s = x.shape;
   if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 4-D)");
-  return emit(n, GlobalAverageOp{s[1], s[2] * s[3]}, {Arg::value(x.value)}, {1, s[1], 1, 1});
+  return emit(n, GlobalAverageOp{s[0] * s[1], s[2] * s[3]}, {Arg::value(x.value)}, {s[0], s[1], 1, 1});
 }
 
 }  // namespace facetrace::faces::detail

@@ -24,6 +24,10 @@ ConstPtr int_const(Shape dims, std::vector<std::int64_t> v) {
 // ONNX Slice's clamping of one axis (docs/design/faces.md §2): returns the first index and the count.
 void slice_axis(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step, std::int64_t* first,
                 std::int64_t* count) {
+  if (dim <= 0) {
+    *first = 0, *count = 0;
+    return;
+  }
   if (start < 0) start += dim;
   if (end < 0) end += dim;
   if (step > 0) {
@@ -426,7 +430,8 @@ Status Lowerer::lower_range(const Node& n, const Entry&) {
   }
   auto c = std::make_shared<ConstTensor>();
   if (p[0]->is_int) {
-    const std::int64_t a = p[0]->i[0], b = p[1]->is_int ? p[1]->i[0] : 0, d = p[2]->is_int ? p[2]->i[0] : 0;
+    const std::int64_t a = sat(p[0]->i[0]), b = sat(p[1]->is_int ? p[1]->i[0] : 0),
+                       d = sat(p[2]->is_int ? p[2]->i[0] : 0);
     if (!p[1]->is_int || !p[2]->is_int) return err(n, "mixed operand types");
     if (d == 0) return err(n, "delta 0");
     const std::int64_t cnt = std::max<std::int64_t>(0, (b - a + d + (d > 0 ? -1 : 1)) / d);
