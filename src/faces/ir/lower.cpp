@@ -59,7 +59,8 @@ const std::map<std::string, Rule, std::less<>>& rules() {
       {"Concat", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_concat(n, x); }}},
       {"Slice", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_slice(n, x); }}},
       {"Cast", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_cast(n, x); }}},
-      {"ConstantOfShape", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_constant_of_shape(n, x); }}},
+      {"ConstantOfShape",
+       {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_constant_of_shape(n, x); }}},
       {"Range", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_range(n, x); }}},
       {"Expand", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_expand(n, x); }}},
       {"Split", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_split(n, x); }, true}},
@@ -228,13 +229,15 @@ Status Lowerer::lower_node(const Node& n) {
   return rule.lower(*this, n, *x);
 }
 
-Expected<Program> lower_graph(const Graph& graph, const Shape& shape, const NetLimits& limits, bool* per_image) {
+Expected<Program> lower_graph(const Graph& graph, const Shape& shape, const NetLimits& limits,
+                              bool* per_image) {
   Lowerer l(graph, limits);
   auto p = l.run(shape);
   const bool separable = p.ok() && l.mix_reason().empty();
   if (per_image) *per_image = separable;
-  const bool batch = !shape.empty() && (shape[0] > 1 || (!graph.inputs.empty() && !graph.inputs[0].dims.empty() &&
-                                                         graph.inputs[0].dims[0] > 1));
+  const bool batch =
+      !shape.empty() && (shape[0] > 1 || (!graph.inputs.empty() && !graph.inputs[0].dims.empty() &&
+                                          graph.inputs[0].dims[0] > 1));
   if (batch && !separable) {  // the graph computes across dim 0: lower it whole (docs/design/faces.md §2)
     Lowerer w(graph, limits, true);
     auto q = w.run(shape);

@@ -20,9 +20,12 @@ Status Lowerer::lower_softmax(const Node& n, const Entry& x) {
   if (axis == 0) mixes(n, "normalises along dim 0");
   SoftmaxOp op{1, 1, 1};
   for (std::size_t k = 0; k < s.size(); ++k) {
-    if (k < axis) op.outer *= s[k];
-    else if (k == axis || legacy) op.axis *= s[k];
-    else op.inner *= s[k];
+    if (k < axis)
+      op.outer *= s[k];
+    else if (k == axis || legacy)
+      op.axis *= s[k];
+    else
+      op.inner *= s[k];
   }
   return emit(n, op, {Arg::value(x.value)}, s);
 }
@@ -32,7 +35,8 @@ Status Lowerer::lower_avgpool(const Node& n0, const Entry& x) {
   const Node n = one_d ? widen_1d(n0) : n0;
   Shape s = x.shape;
   if (one_d) s.insert(s.begin() + 2, 1);
-  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
+  if (s.size() != 4)
+    return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
   auto win = window(n, {});
   if (!win) return win.status();
   std::int64_t ceil = 0, cip = 0;
@@ -46,11 +50,13 @@ Status Lowerer::lower_avgpool(const Node& n0, const Entry& x) {
   FT_TRY(resolve_pads(n, *win, s[2], s[3], ks[0], ks[1]));
   const auto& p = win->pads;
   AvgPoolOp op;
-  op.channels = s[0] * s[1], op.h = s[2], op.w = s[3], op.kh = ks[0], op.kw = ks[1];  // N > 1 only lowered whole
+  op.channels = s[0] * s[1], op.h = s[2], op.w = s[3], op.kh = ks[0],
+  op.kw = ks[1];  // N > 1 only lowered whole
   op.sh = win->strides[0], op.sw = win->strides[1];
   op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
   op.count_include_pad = cip != 0;
-  if (op.kh > op.h + op.pt + op.pb || op.kw > op.w + op.pl + op.pr) return err(n, "kernel larger than the input");
+  if (op.kh > op.h + op.pt + op.pb || op.kw > op.w + op.pl + op.pr)
+    return err(n, "kernel larger than the input");
   if (op.pt >= op.kh || op.pb >= op.kh || op.pl >= op.kw || op.pr >= op.kw)
     return err(n, "attribute 'pads' must be smaller than the kernel");
   op.oh = pool_out(op.h, op.kh, op.sh, op.pt, op.pb, ceil != 0);
@@ -96,7 +102,8 @@ Status Lowerer::lower_pad(const Node& n, const Entry& x) {
                       " axes");
   if (!std::isfinite(value)) return err(n, "non-finite constant_value");
   for (auto q : pads)
-    if (q < -(std::int64_t{1} << 31) || q > (std::int64_t{1} << 31)) return err(n, "pad " + std::to_string(q));
+    if (q < -(std::int64_t{1} << 31) || q > (std::int64_t{1} << 31))
+      return err(n, "pad " + std::to_string(q));
   std::vector<std::int64_t> begin(r, 0), end(r, 0);
   for (std::size_t k = 0; k < axes.size(); ++k) {
     begin[static_cast<std::size_t>(axes[k])] = pads[k];
@@ -131,7 +138,8 @@ Status Lowerer::lower_pad(const Node& n, const Entry& x) {
   }
   if (r > 4) {
     for (std::size_t k = 0; k + 4 < r; ++k)
-      if (begin[k] != 0 || end[k] != 0 || cs[k] != 1) return unsupported(n, "padding of a rank-" + std::to_string(r) + " value beyond its last 4 axes");
+      if (begin[k] != 0 || end[k] != 0 || cs[k] != 1)
+        return unsupported(n, "padding of a rank-" + std::to_string(r) + " value beyond its last 4 axes");
   }
   PadOp op;
   op.value = value;
@@ -189,14 +197,19 @@ Status Lowerer::lower_reduce_mean(const Node& n, const Entry& x) {
       return unsupported(n, "reduced axes that are not adjacent");
   for (std::size_t k = 0; k < s.size(); ++k) {
     const auto ki = static_cast<std::int64_t>(k);
-    if (first < 0 || ki < first) op.outer *= s[k];
-    else if (ki <= last) op.len *= s[k];
-    else op.inner *= s[k];
+    if (first < 0 || ki < first)
+      op.outer *= s[k];
+    else if (ki <= last)
+      op.len *= s[k];
+    else
+      op.inner *= s[k];
   }
   Shape out;
   for (std::size_t k = 0; k < s.size(); ++k)
-    if (!red[k]) out.push_back(s[k]);
-    else if (keep != 0) out.push_back(1);
+    if (!red[k])
+      out.push_back(s[k]);
+    else if (keep != 0)
+      out.push_back(1);
   if (first < 0) {  // only size-1 axes: no arithmetic
     define_alias(n, x, out);
     return {};
@@ -250,7 +263,8 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
   op.trans_b = trans_b;
   op.n = trans_b ? bs[bs.size() - 2] : bs.back();
   const std::int64_t bk = trans_b ? bs.back() : bs[bs.size() - 2];
-  if (bk != op.k) return err(n, "A " + shape_str(a.shape) + " and B " + shape_str(shape_of(*be)) + " do not multiply");
+  if (bk != op.k)
+    return err(n, "A " + shape_str(a.shape) + " and B " + shape_str(shape_of(*be)) + " do not multiply");
   const Shape abat(as.begin(), as.end() - 2), bbat(bs.begin(), bs.end() - 2);
   const std::int64_t na = count_of(abat), nb = count_of(bbat);
   Shape batch;
@@ -265,7 +279,8 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
     Shape x = abat, y = bbat;
     while (!x.empty() && x.front() == 1) x.erase(x.begin());
     while (!y.empty() && y.front() == 1) y.erase(y.begin());
-    if (x != y) return unsupported(n, "batch dims " + shape_str(abat) + " and " + shape_str(bbat) + " broadcast");
+    if (x != y)
+      return unsupported(n, "batch dims " + shape_str(abat) + " and " + shape_str(bbat) + " broadcast");
     batch = abat.size() >= bbat.size() ? abat : bbat;
     op.batch = na, op.a_stride = op.m * op.k, op.b_stride = op.k * op.n;
   }
@@ -273,8 +288,10 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
   if (!a1) out.push_back(op.m);
   if (!b1) out.push_back(op.n);
   if (a1 || as.size() < out.size()) mixes(n, "multiplies across dim 0");
-  if (!be->is_const() && (bs.size() != out.size() || out.size() < 3)) mixes(n, "multiplies by a value across dim 0");
-  if (be->is_const() && bs.size() == out.size() && out.size() >= 3 && bs[0] != 1) mixes(n, "broadcasts a constant along dim 0");
+  if (!be->is_const() && (bs.size() != out.size() || out.size() < 3))
+    mixes(n, "multiplies by a value across dim 0");
+  if (be->is_const() && bs.size() == out.size() && out.size() >= 3 && bs[0] != 1)
+    mixes(n, "broadcasts a constant along dim 0");
   const Arg barg = be->is_const() ? Arg::constant(const_id(be->c)) : Arg::value(be->value);
   if (!gemm || (!has_input(n, 2) && alpha == 1.0f)) return emit(n, op, {Arg::value(a.value), barg}, out);
   // Gemm: alpha·(A·B) + beta·C as MatMul, then Mul and Add steps with constants
@@ -292,7 +309,8 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
     return emit(n, b, {Arg::value(v), Arg::constant(cid)}, out, last ? 0 : hidden, &id);
   };
   if (alpha != 1.0f) FT_TRY(bin(BinaryKind::kMul, id, {alpha}, !has_input(n, 2)));
-  if (has_input(n, 2) && !input(n, 2)->is_const()) {  // C a graph value: (beta·C) + the product, as Binary steps
+  if (has_input(n, 2) &&
+      !input(n, 2)->is_const()) {  // C a graph value: (beta·C) + the product, as Binary steps
     const std::string ab = n.name + "#ab", bc = n.name + "#betac", k = n.name + "#beta";
     names_[ab] = Entry{nullptr, id, out};
     std::string c_name = n.inputs[2];
@@ -317,7 +335,8 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
     if (cc == op.m && cs.size() == 2 && cs[1] == 1 && op.n != 1) {  // a column [M,1]: broadcast by hand
       std::vector<float> full(static_cast<std::size_t>(op.m * op.n));
       for (std::int64_t i = 0; i < op.m; ++i)
-        for (std::int64_t j = 0; j < op.n; ++j) full[static_cast<std::size_t>(i * op.n + j)] = cv[static_cast<std::size_t>(i)];
+        for (std::int64_t j = 0; j < op.n; ++j)
+          full[static_cast<std::size_t>(i * op.n + j)] = cv[static_cast<std::size_t>(i)];
       cv = std::move(full);
       ok = true;
     }
@@ -396,11 +415,12 @@ Status Lowerer::lower_upsample(const Node& n, const Entry& x) {
 }
 
 Status Lowerer::lower_resize_general(const Node& n, const Entry& x, ResizeMode mode, ResizeCoord coord,
-                                     ResizeNearest nearest, std::int64_t oh, std::int64_t ow, float sy, float sx) {
+                                     ResizeNearest nearest, std::int64_t oh, std::int64_t ow, float sy,
+                                     float sx) {
   const Shape& s = x.shape;
   ResizeOp op;
   op.channels = s[0] * s[1], op.h = s[2], op.w = s[3];  // N > 1 only when lowered whole
-  op.sy = 0, op.sx = 0;  // not the integer nearest up-scale
+  op.sy = 0, op.sx = 0;                                 // not the integer nearest up-scale
   op.oh = oh, op.ow = ow;
   op.mode = mode;
   op.coord = coord;

@@ -113,8 +113,10 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
     xs.insert(xs.begin() + 2, 1);
     ws.insert(ws.begin() + 2, 1);
   }
-  if (xs.size() != 4) return unsupported(n, "input rank " + std::to_string(x.shape.size()) + " (only 1-D and 2-D conv)");
-  if (ws.size() != 4) return unsupported(n, "weights rank " + std::to_string((*w)->dims.size()) + " (only 1-D and 2-D conv)");
+  if (xs.size() != 4)
+    return unsupported(n, "input rank " + std::to_string(x.shape.size()) + " (only 1-D and 2-D conv)");
+  if (ws.size() != 4)
+    return unsupported(n, "weights rank " + std::to_string((*w)->dims.size()) + " (only 1-D and 2-D conv)");
   std::int64_t group = 1;
   FT_TRY(take(attr_int(n, "group", 1), group));
   auto win = window(n2, {ws[2], ws[3]});
@@ -270,10 +272,10 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
       for (std::int64_t i1 = 0; i1 < op.dims[1]; ++i1)
         for (std::int64_t i2 = 0; i2 < op.dims[2]; ++i2)
           for (std::int64_t i3 = 0; i3 < op.dims[3]; ++i3) {
-            const std::int64_t x = a->c->i[static_cast<std::size_t>(i0 * op.a_strides[0] + i1 * op.a_strides[1] +
-                                                                    i2 * op.a_strides[2] + i3 * op.a_strides[3])];
-            const std::int64_t y = b->c->i[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] +
-                                                                    i2 * op.b_strides[2] + i3 * op.b_strides[3])];
+            const std::int64_t x = a->c->i[static_cast<std::size_t>(
+                i0 * op.a_strides[0] + i1 * op.a_strides[1] + i2 * op.a_strides[2] + i3 * op.a_strides[3])];
+            const std::int64_t y = b->c->i[static_cast<std::size_t>(
+                i0 * op.b_strides[0] + i1 * op.b_strides[1] + i2 * op.b_strides[2] + i3 * op.b_strides[3])];
             if (kind == BinaryKind::kDiv && y == 0) return err(n, "integer division by zero");
             // in unsigned arithmetic (wraps instead of overflowing); INT64_MIN / −1 wraps too
             const auto ux = static_cast<std::uint64_t>(x), uy = static_cast<std::uint64_t>(y);
@@ -333,7 +335,8 @@ Status Lowerer::lower_prelu(const Node& n, const Entry& x) {
     if (!ok && g_.opset > 0 && g_.opset < 7 && ss.size() == 1 && ss[0] == ch) ok = true;
     if (!ok) {
       // any other broadcastable slope: relu(x) − slope·relu(−x), which is x ≥ 0 ? x : slope·x exactly
-      const std::string neg = n.name + "#neg", rn = n.name + "#reluneg", m = n.name + "#slope", rp = n.name + "#relu";
+      const std::string neg = n.name + "#neg", rn = n.name + "#reluneg", m = n.name + "#slope",
+                        rp = n.name + "#relu";
       Node t{n.name, "PRelu", {n.inputs[0]}, {neg}, {}};
       FT_TRY(lower_neg(t, x));
       t.inputs = {neg}, t.outputs = {rn};
@@ -378,7 +381,8 @@ Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
     scale[c] = static_cast<float>(s);
     shift[c] = static_cast<float>(static_cast<double>(p[1]->f[c]) - static_cast<double>(p[2]->f[c]) * s);
   }
-  const std::int32_t si = add_const(tiled(std::move(scale), xs[0])), hi = add_const(tiled(std::move(shift), xs[0]));
+  const std::int32_t si = add_const(tiled(std::move(scale), xs[0])),
+                     hi = add_const(tiled(std::move(shift), xs[0]));
   return emit(n, ChannelAffineOp{xs[0] * ch, count_of(xs) / (xs[0] * ch)},
               {Arg::value(x.value), Arg::constant(si), Arg::constant(hi)}, xs);
 }
@@ -501,7 +505,8 @@ Status Lowerer::lower_maxpool(const Node& n0, const Entry& x) {
   const Node n = one_d ? widen_1d(n0) : n0;
   Shape s = x.shape;
   if (one_d) s.insert(s.begin() + 2, 1);
-  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
+  if (s.size() != 4)
+    return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
   auto win = window(n, {});
   if (!win) return win.status();
   std::int64_t ceil = 0, storage_order = 0;
@@ -553,7 +558,8 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   FT_TRY(take(attr_ints(n, "axes", {}), axes));
   bool swapped = false;  // axes [3,2]: the scales or sizes are given W first
   if (axes == std::vector<std::int64_t>{3, 2} || axes == std::vector<std::int64_t>{-1, -2}) swapped = true;
-  if (!axes.empty() && !swapped && axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
+  if (!axes.empty() && !swapped && axes != std::vector<std::int64_t>{2, 3} &&
+      axes != std::vector<std::int64_t>{-2, -1})
     return unsupported(n, "attribute 'axes' other than the two spatial axes");
   // the output size: constant scales, or (opset ≥ 11) constant sizes
   float f[4] = {1, 1, 1, 1};
@@ -603,7 +609,8 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   const bool half_ok = (*ctm == "half_pixel" || *ctm == "pytorch_half_pixel") &&
                        (*nm == "round_prefer_floor" || *nm == "round_prefer_ceil");
   const bool whole = f[2] >= 1.0f && f[2] <= 16.0f && f[2] == std::floor(f[2]) && f[3] >= 1.0f &&
-                     f[3] <= 16.0f && f[3] == std::floor(f[3]) && oh == s[2] * static_cast<std::int64_t>(f[2]) &&
+                     f[3] <= 16.0f && f[3] == std::floor(f[3]) &&
+                     oh == s[2] * static_cast<std::int64_t>(f[2]) &&
                      ow == s[3] * static_cast<std::int64_t>(f[3]);
   if (*mode == "nearest" && whole && (opset10 || floor_ok || half_ok)) {
     ResizeOp op{s[0] * s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
@@ -628,14 +635,18 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   if (opset10) {
     nearest = ResizeNearest::kFloor;  // opset 10: asymmetric, floor
   } else if (*mode == "nearest") {
-    if (*nm == "floor") nearest = ResizeNearest::kFloor;
-    else if (*nm == "ceil") nearest = ResizeNearest::kCeil;
-    else if (*nm == "round_prefer_ceil") nearest = ResizeNearest::kRoundPreferCeil;
-    else if (*nm != "round_prefer_floor") return unsupported(n, "attribute 'nearest_mode' = " + *nm);
+    if (*nm == "floor")
+      nearest = ResizeNearest::kFloor;
+    else if (*nm == "ceil")
+      nearest = ResizeNearest::kCeil;
+    else if (*nm == "round_prefer_ceil")
+      nearest = ResizeNearest::kRoundPreferCeil;
+    else if (*nm != "round_prefer_floor")
+      return unsupported(n, "attribute 'nearest_mode' = " + *nm);
   }
   (void)exclude;  // affects cubic only
-  return lower_resize_general(n, x, *mode == "nearest" ? ResizeMode::kNearest : ResizeMode::kLinear, coord, nearest,
-                              oh, ow, f[2], f[3]);
+  return lower_resize_general(n, x, *mode == "nearest" ? ResizeMode::kNearest : ResizeMode::kLinear, coord,
+                              nearest, oh, ow, f[2], f[3]);
 }
 
 Status Lowerer::lower_gap(const Node& n, const Entry& x) {

@@ -22,8 +22,8 @@ ConstPtr int_const(Shape dims, std::vector<std::int64_t> v) {
 }
 
 // ONNX Slice's clamping of one axis (docs/design/faces.md §2): returns the first index and the count.
-void slice_axis(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step, std::int64_t* first,
-                std::int64_t* count) {
+void slice_axis(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step,
+                std::int64_t* first, std::int64_t* count) {
   if (dim <= 0) {
     *first = 0, *count = 0;
     return;
@@ -50,7 +50,8 @@ std::int64_t sat(std::int64_t v) {
 
 }  // namespace
 
-Expected<std::vector<std::int64_t>> Lowerer::const_ints(const Node& n, std::size_t i, const char* what) const {
+Expected<std::vector<std::int64_t>> Lowerer::const_ints(const Node& n, std::size_t i,
+                                                        const char* what) const {
   auto c = const_input(n, i, what);
   if (!c) return c.status();
   if ((*c)->is_int) return (*c)->i;
@@ -62,8 +63,8 @@ Expected<std::vector<std::int64_t>> Lowerer::const_ints(const Node& n, std::size
   return v;
 }
 
-Status Lowerer::strided(const Node& n, const Entry& x, const Shape& dims, const std::vector<std::int64_t>& strides,
-                        std::int64_t offset, std::size_t out) {
+Status Lowerer::strided(const Node& n, const Entry& x, const Shape& dims,
+                        const std::vector<std::int64_t>& strides, std::int64_t offset, std::size_t out) {
   if (!x.is_const()) {
     TransposeOp op;
     op.dims = dims;
@@ -88,7 +89,8 @@ Status Lowerer::strided(const Node& n, const Entry& x, const Shape& dims, const 
   for (std::int64_t j = 0; j < total; ++j) {
     std::int64_t at = offset;
     for (std::size_t k = 0; k < dims.size(); ++k) at += idx[k] * strides[k];
-    if (at < 0 || at >= x.c->count()) return internal_error("node '" + n.name + "': strided read out of range");
+    if (at < 0 || at >= x.c->count())
+      return internal_error("node '" + n.name + "': strided read out of range");
     if (c->is_int)
       c->i.push_back(x.c->i[static_cast<std::size_t>(at)]);
     else
@@ -131,7 +133,8 @@ Status Lowerer::lower_gather(const Node& n, const Entry& x) {
   FT_TRY(take(norm_axis(n, axis_attr, s.size()), axis));
   const std::int64_t dim = s[axis];
   for (auto& i : idx) {
-    if (i < -dim || i >= dim) return err(n, "index " + std::to_string(i) + " out of range for dim " + std::to_string(dim));
+    if (i < -dim || i >= dim)
+      return err(n, "index " + std::to_string(i) + " out of range for dim " + std::to_string(dim));
     if (i < 0) i += dim;
   }
   const auto st = strides_of(s);
@@ -235,7 +238,8 @@ Status Lowerer::lower_squeeze(const Node& n, const Entry& x) {
   for (auto a : axes) {
     std::size_t k = 0;
     FT_TRY(take(norm_axis(n, a, s.size()), k));
-    if (s[k] != 1) return err(n, "axis " + std::to_string(a) + " has size " + std::to_string(s[k]) + ", not 1");
+    if (s[k] != 1)
+      return err(n, "axis " + std::to_string(a) + " has size " + std::to_string(s[k]) + ", not 1");
     drop[k] = true;
   }
   Shape out;
@@ -270,7 +274,8 @@ Status Lowerer::lower_concat(const Node& n, const Entry&) {
     const Shape s = shape_of(ins[i]);
     bool ok = s.size() == s0.size();
     for (std::size_t k = 0; ok && k < s.size(); ++k) ok = k == axis || s[k] == s0[k];
-    if (!ok) return err(n, "operand shapes " + shape_str(s0) + " and " + shape_str(s) + " do not concatenate");
+    if (!ok)
+      return err(n, "operand shapes " + shape_str(s0) + " and " + shape_str(s) + " do not concatenate");
     op.parts.push_back(s[axis]);
     out[axis] += s[axis];
   }
@@ -402,7 +407,8 @@ Status Lowerer::lower_constant_of_shape(const Node& n, const Entry&) {
   if (dims.empty()) dims = {};
   std::int64_t total = 1;
   for (auto d : dims) {
-    if (d < 0 || (d > 0 && total > limits_.max_tensor_elements / d)) return err(n, "shape " + shape_str(dims));
+    if (d < 0 || (d > 0 && total > limits_.max_tensor_elements / d))
+      return err(n, "shape " + shape_str(dims));
     total *= d;
   }
   auto c = std::make_shared<ConstTensor>();
@@ -476,7 +482,9 @@ Status Lowerer::lower_tile(const Node& n, const Entry& x) {
   std::vector<std::int64_t> reps;
   FT_TRY(take(const_ints(n, 1, "repeats"), reps));
   const Shape s = shape_of(x);
-  if (reps.size() != s.size()) return err(n, "repeats hold " + std::to_string(reps.size()) + " values for rank " + std::to_string(s.size()));
+  if (reps.size() != s.size())
+    return err(
+        n, "repeats hold " + std::to_string(reps.size()) + " values for rank " + std::to_string(s.size()));
   // [r0, d0, r1, d1, ...] with stride 0 on the repeat axes, then seen as [r0·d0, r1·d1, ...]
   const auto st = strides_of(s);
   Shape dims, out;
@@ -531,7 +539,8 @@ Status Lowerer::lower_split(const Node& n, const Entry& x) {
     if (p <= 0) return unsupported(n, "split size " + std::to_string(p));
     sum += p;
   }
-  if (sum != dim) return err(n, "split sizes sum to " + std::to_string(sum) + ", the axis has " + std::to_string(dim));
+  if (sum != dim)
+    return err(n, "split sizes sum to " + std::to_string(sum) + ", the axis has " + std::to_string(dim));
   if (axis == 0 && !x.is_const()) mixes(n, "splits dim 0");
   const auto st = strides_of(s);
   std::int64_t at = 0;
@@ -576,7 +585,9 @@ Status Lowerer::lower_where(const Node& n, const Entry&) {
   auto r = std::make_shared<ConstTensor>();
   r->dims = c->count() == cnt ? c->dims : x->count() == cnt ? x->dims : y->dims;
   r->is_int = x->is_int;
-  auto at = [&](const ConstPtr& p, std::int64_t i) { return static_cast<std::size_t>(p->count() == 1 ? 0 : i); };
+  auto at = [&](const ConstPtr& p, std::int64_t i) {
+    return static_cast<std::size_t>(p->count() == 1 ? 0 : i);
+  };
   for (std::int64_t i = 0; i < cnt; ++i) {
     const bool pick = c->is_int ? c->i[at(c, i)] != 0 : c->f[at(c, i)] != 0.0f;
     const ConstPtr& s = pick ? x : y;

@@ -41,7 +41,8 @@ class Lowerer {
  public:
   /// whole: lower for the input shape as given, dim 0 an ordinary dimension (docs/design/faces.md §2), for graphs
   /// that mix the batch; otherwise per image (dim 0 of every value is the batch, 1).
-  Lowerer(const Graph& g, const NetLimits& limits, bool whole = false) : g_(g), limits_(limits), whole_(whole) {}
+  Lowerer(const Graph& g, const NetLimits& limits, bool whole = false)
+      : g_(g), limits_(limits), whole_(whole) {}
 
   /// The program for `input_shape` (batch 1); errors name the node.
   Expected<Program> run(const Shape& input_shape);
@@ -165,7 +166,8 @@ class Lowerer {
     prog_.lens.push_back(count_of(out_shape));
     prog_.shapes.push_back(out_shape);
     prog_.steps.push_back(Step{std::move(op), std::move(args), v, n.name, Fusion{}});
-    if (out < n.outputs.size() && !n.outputs[out].empty()) names_[n.outputs[out]] = Entry{nullptr, v, out_shape};
+    if (out < n.outputs.size() && !n.outputs[out].empty())
+      names_[n.outputs[out]] = Entry{nullptr, v, out_shape};
     if (id) *id = v;
     return {};
   }
@@ -266,8 +268,8 @@ class Lowerer {
                               ResizeNearest nearest, std::int64_t oh, std::int64_t ow, float sy, float sx);
   // Pool output size (docs/design/faces.md §2): floor or ceil of (in + pads − k)/s + 1, a ceil window that would start
   // past the input and its leading pad dropped (as PyTorch and onnxruntime).
-  static std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p0, std::int64_t p1,
-                               bool ceil) {
+  static std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p0,
+                               std::int64_t p1, bool ceil) {
     const std::int64_t span = in + p0 + p1 - k;
     std::int64_t o = (ceil ? (span + s - 1) / s : span / s) + 1;
     if (ceil && (o - 1) * s >= in + p0) --o;

@@ -20,8 +20,9 @@ struct Net::Impl {
   std::atomic<int> threads{0};
   // The declared program serves `s`: the declared shape, or any batch of it when per image.
   bool fits(const Shape& s) const {
-    return declared && (s == declared_shape || (per_image && !s.empty() && s.size() == declared_shape.size() &&
-                                                std::equal(s.begin() + 1, s.end(), declared_shape.begin() + 1)));
+    return declared &&
+           (s == declared_shape || (per_image && !s.empty() && s.size() == declared_shape.size() &&
+                                    std::equal(s.begin() + 1, s.end(), declared_shape.begin() + 1)));
   }
 };
 
