@@ -92,7 +92,8 @@ inline std::int64_t elements(const faces::Shape& s) {
 }
 
 /// Raw little-endian float32 (the machines the tests run on are little-endian).
-inline ::testing::AssertionResult read_f32(const std::string& path, std::int64_t count, std::vector<float>& out) {
+inline ::testing::AssertionResult read_f32(const std::string& path, std::int64_t count,
+                                           std::vector<float>& out) {
   std::vector<std::uint8_t> bytes;
   if (!read_bytes(path, bytes)) return ::testing::AssertionFailure() << "cannot read " << path;
   if (static_cast<std::int64_t>(bytes.size()) != count * 4)
@@ -126,23 +127,26 @@ inline ::testing::AssertionResult load_exported_model(const std::string& name, E
     m.sha256 = m.files[0].sha256;
     for (const auto& f : m.files) {
       std::vector<std::uint8_t> model;
-      if (!detail::read_bytes(f.path, model)) return ::testing::AssertionFailure() << "cannot read " << f.path;
+      if (!detail::read_bytes(f.path, model))
+        return ::testing::AssertionFailure() << "cannot read " << f.path;
       const std::string got = faces::sha256_hex(model);
       if (got != f.sha256)
-        return ::testing::AssertionFailure() << f.path << ": sha256 " << got << ", the manifest says " << f.sha256;
+        return ::testing::AssertionFailure()
+               << f.path << ": sha256 " << got << ", the manifest says " << f.sha256;
     }
     for (const auto& jc : j.at("cases")) {
       ExportedCase c;
       c.batch = jc.at("batch").get<int>();
       c.input_shape = jc.at("input_shape").get<faces::Shape>();
-      auto r = detail::read_f32((dir / jc.at("input").get<std::string>()).string(), detail::elements(c.input_shape),
-                                c.input);
+      auto r = detail::read_f32((dir / jc.at("input").get<std::string>()).string(),
+                                detail::elements(c.input_shape), c.input);
       if (!r) return r;
       for (const auto& jo : jc.at("outputs")) {
         ExportedOutput o;
         o.name = jo.at("name").get<std::string>();
         o.shape = jo.at("shape").get<faces::Shape>();
-        r = detail::read_f32((dir / jo.at("file").get<std::string>()).string(), detail::elements(o.shape), o.data);
+        r = detail::read_f32((dir / jo.at("file").get<std::string>()).string(), detail::elements(o.shape),
+                             o.data);
         if (!r) return r;
         for (float v : o.data) o.max_abs = std::max(o.max_abs, static_cast<double>(std::abs(v)));
         c.outputs.push_back(std::move(o));
@@ -164,8 +168,8 @@ namespace detail {
 /// Compares `got` (the outputs of `count` images starting at image `first` of case `c`, batch first) with the
 /// reference slice; appends what is off to `report`.
 inline bool compare_slice(std::ostringstream& report, const std::string& label,
-                          const std::vector<faces::NamedTensor>& got, const ExportedCase& c, std::int64_t first,
-                          std::int64_t count) {
+                          const std::vector<faces::NamedTensor>& got, const ExportedCase& c,
+                          std::int64_t first, std::int64_t count) {
   if (got.size() != c.outputs.size()) {
     report << " " << label << ": " << got.size() << " outputs, want " << c.outputs.size() << ";";
     return false;
@@ -177,8 +181,9 @@ inline bool compare_slice(std::ostringstream& report, const std::string& label,
     faces::Shape want_shape = want.shape;
     want_shape[0] = count;
     if (t.name != want.name || t.shape != want_shape) {
-      report << " " << label << " output " << o << ": got '" << t.name << "' of " << ::testing::PrintToString(t.shape)
-             << ", want '" << want.name << "' of " << ::testing::PrintToString(want_shape) << ";";
+      report << " " << label << " output " << o << ": got '" << t.name << "' of "
+             << ::testing::PrintToString(t.shape) << ", want '" << want.name << "' of "
+             << ::testing::PrintToString(want_shape) << ";";
       ok = false;
       continue;
     }
@@ -193,9 +198,9 @@ inline bool compare_slice(std::ostringstream& report, const std::string& label,
       if (!(d <= worst)) worst = d, worst_i = i;  // NaN counts as the worst
     }
     if (t.data.size() != n || !(worst <= tol)) {
-      report << " " << label << " '" << want.name << "': max |got - ref| " << worst << " at " << worst_i << " (got "
-             << (worst_i < t.data.size() ? t.data[worst_i] : NAN) << ", ref " << ref[worst_i] << "), allowed " << tol
-             << ", " << t.data.size() << " values for " << n << ";";
+      report << " " << label << " '" << want.name << "': max |got - ref| " << worst << " at " << worst_i
+             << " (got " << (worst_i < t.data.size() ? t.data[worst_i] : NAN) << ", ref " << ref[worst_i]
+             << "), allowed " << tol << ", " << t.data.size() << " values for " << n << ";";
       ok = false;
     }
   }

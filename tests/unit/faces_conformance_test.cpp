@@ -105,8 +105,7 @@ bool tensor_values(const onnx::TensorProto& t, std::vector<double>& out) {
         for (auto v : t.int32_data()) out.push_back(v);
       }
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -154,7 +153,8 @@ CaseResult run_data_set(const std::string& id, const std::string& model_bytes, c
   }
   res.single_input = data_inputs.size() == 1;
   auto is_float = [](const onnx::ValueInfoProto& v) {
-    return v.type().has_tensor_type() && v.type().tensor_type().elem_type() == onnx::TensorProto_DataType_FLOAT;
+    return v.type().has_tensor_type() &&
+           v.type().tensor_type().elem_type() == onnx::TensorProto_DataType_FLOAT;
   };
   res.float_io = is_float(model.graph().input(data_inputs[0]));
   for (const auto& o : model.graph().output()) res.float_io = res.float_io && is_float(o);
@@ -223,15 +223,15 @@ CaseResult run_data_set(const std::string& id, const std::string& model_bytes, c
     const fs::path p = set_dir / ("output_" + std::to_string(o) + ".pb");
     std::vector<double> want;
     if (!read_tensor(p, ref) || !tensor_values(ref, want)) {
-      wrong << " output " << o << ": runner cannot read " << p.filename().string() << " (type " << ref.data_type()
-            << ");";
+      wrong << " output " << o << ": runner cannot read " << p.filename().string() << " (type "
+            << ref.data_type() << ");";
       continue;
     }
     const Shape want_shape(ref.dims().begin(), ref.dims().end());
     const NamedTensor& got = (*out)[o];
     if (got.shape != want_shape || got.data.size() != want.size()) {
-      wrong << " output " << o << " '" << got.name << "': shape " << shape_str(got.shape) << " (" << got.data.size()
-            << " values), want " << shape_str(want_shape) << ";";
+      wrong << " output " << o << " '" << got.name << "': shape " << shape_str(got.shape) << " ("
+            << got.data.size() << " values), want " << shape_str(want_shape) << ";";
       continue;
     }
     std::size_t bad = 0, worst = 0;
@@ -247,7 +247,8 @@ CaseResult run_data_set(const std::string& id, const std::string& model_bytes, c
     }
     if (bad)
       wrong << " output " << o << " '" << got.name << "': " << bad << " of " << want.size()
-            << " values off, worst at " << worst << " got " << got.data[worst] << " want " << want[worst] << ";";
+            << " values off, worst at " << worst << " got " << got.data[worst] << " want " << want[worst]
+            << ";";
   }
   if (!wrong.str().empty()) {
     res.verdict = Verdict::kWrong;
@@ -270,7 +271,8 @@ CaseResult run_case(const std::string& suite, const fs::path& dir) {
   case_tolerance(dir, rtol, atol);
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      sets.push_back(e.path());
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) {
     res.verdict = Verdict::kWrong;
@@ -294,8 +296,9 @@ std::set<std::string> read_list(const fs::path& p) {
   std::ifstream f(p);
   std::string line;
   while (std::getline(f, line)) {
-    line.erase(std::find_if(line.rbegin(), line.rend(), [](unsigned char c) { return !std::isspace(c); }).base(),
-               line.end());
+    line.erase(
+        std::find_if(line.rbegin(), line.rend(), [](unsigned char c) { return !std::isspace(c); }).base(),
+        line.end());
     if (!line.empty() && line[0] != '#') out.insert(line);
   }
   return out;
@@ -329,7 +332,9 @@ TEST(FacesConformance, OnnxBackendCases) {
   for (const auto& r : results) {
     seen.insert(r.id);
     const std::string suite = r.id.substr(0, r.id.find('/'));
-    const char* tag = r.verdict == Verdict::kPass ? "PASS   " : r.verdict == Verdict::kRefused ? "REFUSED" : "WRONG  ";
+    const char* tag = r.verdict == Verdict::kPass      ? "PASS   "
+                      : r.verdict == Verdict::kRefused ? "REFUSED"
+                                                       : "WRONG  ";
     std::cout << tag << ' ' << r.id << (r.single_input ? "" : " (multi-input)") << (r.why.empty() ? "" : ": ")
               << r.why << '\n';
     std::vector<Count*> counts = {&per_suite[suite], r.single_input ? &single : &multi, &all};
@@ -344,13 +349,16 @@ TEST(FacesConformance, OnnxBackendCases) {
       }
     }
     if (expected.count(r.id)) {
-      EXPECT_TRUE(r.verdict == Verdict::kPass) << r.id << " is in expected_pass.txt but " << tag << ": " << r.why;
+      EXPECT_TRUE(r.verdict == Verdict::kPass)
+          << r.id << " is in expected_pass.txt but " << tag << ": " << r.why;
     }
   }
-  for (const auto& e : expected) EXPECT_TRUE(seen.count(e)) << "expected_pass.txt names " << e << ", not found";
+  for (const auto& e : expected)
+    EXPECT_TRUE(seen.count(e)) << "expected_pass.txt names " << e << ", not found";
   auto line = [](const Count& c) {
     std::ostringstream os;
-    os << c.pass << " pass, " << c.refused << " refused, " << c.wrong << " wrong of " << c.pass + c.refused + c.wrong;
+    os << c.pass << " pass, " << c.refused << " refused, " << c.wrong << " wrong of "
+       << c.pass + c.refused + c.wrong;
     return os.str();
   };
   std::cout << "ONNX backend conformance:\n";

@@ -20,7 +20,7 @@ using ::facetrace::testing::ExportedModel;
 using ::facetrace::testing::load_exported_model;
 
 // The models make_models.py commits; a missing folder fails rather than shrinking the suite silently.
-const std::vector<std::string> kCommitted = {"iresnet18_w8",      "iresnet50_w16", "mobilefacenet_w05",
+const std::vector<std::string> kCommitted = {"iresnet18_w8",       "iresnet50_w16", "mobilefacenet_w05",
                                              "retinaface_mnet025", "scrfd_small",   "yunet_style"};
 
 TEST(FacesExported, EveryCommittedModelIsPresent) {
@@ -36,7 +36,8 @@ void check_model_on_cpu(const ExportedModel& m) {
   for (const auto& f : m.files) {
     SCOPED_TRACE(m.name + " opset " + std::to_string(f.opset));
     auto net = Net::load(f.path);
-    ASSERT_TRUE(net) << m.name << " (opset " << f.opset << "): Net::load refused it: " << net.status().to_string();
+    ASSERT_TRUE(net) << m.name << " (opset " << f.opset
+                     << "): Net::load refused it: " << net.status().to_string();
     for (const auto& c : m.cases) EXPECT_TRUE(check_exported_case(*net, m, c)) << "opset " << f.opset;
   }
 }
@@ -44,7 +45,8 @@ void check_model_on_cpu(const ExportedModel& m) {
 TEST_P(FacesExported, CpuMatchesPyTorch) {
   ExportedModel m;
   ASSERT_TRUE(load_exported_model(GetParam(), m));
-  const std::vector<std::string> with_opset11 = {"iresnet18_w8", "retinaface_mnet025", "scrfd_small", "yunet_style"};
+  const std::vector<std::string> with_opset11 = {"iresnet18_w8", "retinaface_mnet025", "scrfd_small",
+                                                 "yunet_style"};
   const bool two = std::find(with_opset11.begin(), with_opset11.end(), m.name) != with_opset11.end();
   EXPECT_EQ(m.files.size(), two ? 2u : 1u) << m.name << ": the manifest lists another set of opsets";
   check_model_on_cpu(m);
