@@ -58,3 +58,18 @@ if(FT_BUILD_BENCHMARKS)
     set_tests_properties(bench_faces_smoke PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
   endif()
 endif()
+
+# Models exported with PyTorch's own ONNX exporter (tests/models/README.md) against PyTorch's reference outputs.
+if(FT_BUILD_TESTS)
+  ft_add_test(faces_exported_test cpu
+    SOURCES tests/unit/faces_exported_test.cpp
+    LIBS ft_faces nlohmann_json::nlohmann_json)
+  target_compile_definitions(faces_exported_test PRIVATE FT_EXPORTED_MODELS_DIR="${PROJECT_SOURCE_DIR}/tests/models")
+endif()
+
+# The ONNX project's backend test cases (tests/data/onnx_backend/SOURCES.md) against the loader and interpreter.
+if(FT_BUILD_TESTS)
+  ft_add_test(faces_conformance_test cpu
+    SOURCES tests/unit/faces_conformance_test.cpp
+    LIBS ft_faces onnx_proto protobuf::libprotobuf nlohmann_json::nlohmann_json)
+endif()

@@ -42,7 +42,6 @@ std::vector<float> run1(const std::vector<std::uint8_t>& model, const std::vecto
   return (*out)[0].data;
 }
 
-
 Status create_status(const std::vector<std::uint8_t>& bytes) {
   auto n = Net::create(bytes);
   return n ? Status{} : n.status();
@@ -105,7 +104,8 @@ TEST(FacesExport, declared_and_symbolic_batches_run_per_image) {
     const auto ref = linear_ref(x, w, b, 3);
     for (std::size_t i = 0; i < 3; ++i) {
       EXPECT_EQ((*rb)[i][0].shape, (Shape{1, 4}));
-      EXPECT_TRUE(all_close((*rb)[i][0].data, std::vector<double>(ref.begin() + 4 * i, ref.begin() + 4 * i + 4), kTol));
+      EXPECT_TRUE(all_close((*rb)[i][0].data,
+                            std::vector<double>(ref.begin() + 4 * i, ref.begin() + 4 * i + 4), kTol));
     }
   }
   // a declared batch of 2 runs from its declared shape: two images
@@ -126,6 +126,104 @@ TEST(FacesExport, reshape_to_the_declared_batch_means_the_batch) {
   std::vector<double> ref;
   for (float v : x) ref.push_back(v > 0 ? v : 0);
   EXPECT_TRUE(all_close(y, ref, kTol));
+}
+
+TEST(FacesExport, a_graph_that_computes_across_dim_0_is_lowered_whole) {
+  const auto x = random_floats(2 * 3, 6, -2.0f, 2.0f);
+  {  // Softmax over dim 0 of a declared [2,3]: not a batch of two images
+    OnnxBuilder m(13);
+    m.input("x", {2, 3}).output("y");
+    OnnxBuilder::int1(m.node("Softmax", {"x"}, {"y"}), "axis", 0);
+    auto net = Net::create(m.bytes());
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto p = net->program({2, 3});
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->input_shape, (Shape{2, 3}));
+    auto y = net->run(x);
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape, (Shape{2, 3}));
+    std::vector<double> ref;
+    for (std::size_t r = 0; r < 2; ++r)
+      for (std::size_t c = 0; c < 3; ++c) {
+        const double a = std::exp(static_cast<double>(x[c])), b = std::exp(static_cast<double>(x[3 + c]));
+        ref.push_back((r == 0 ? a : b) / (a + b));
+      }
+    EXPECT_TRUE(all_close((*y)[0].data, ref, kTol));
+    EXPECT_FALSE(net->validate_input({1, 3}).ok());  // whole: dim 0 is the declared 2
+  }
+  {  // a constant with dim 0 = 2 against a symbolic batch, asked at batch 2: whole
+    OnnxBuilder m(13);
+    m.input("x", {-1, 3}).output("y").init("k", {2, 3}, {1, 2, 3, 4, 5, 6});
+    m.node("Mul", {"x", "k"}, {"y"});
+    auto net = Net::create(m.bytes());
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto y = net->run(x, {2, 3});
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape, (Shape{2, 3}));
+    std::vector<double> ref;
+    for (std::size_t i = 0; i < 6; ++i) ref.push_back(static_cast<double>(x[i]) * static_cast<double>(i + 1));
+    EXPECT_TRUE(all_close((*y)[0].data, ref, kTol));
+  }
+  {  // x.view(-1) of a symbolic batch, asked at batch 2: the batch flattens with the rest
+    OnnxBuilder m(13);
+    m.input("x", {-1, 3}).output("y").init_i64("s", {1}, {-1});
+    m.node("Reshape", {"x", "s"}, {"r"});
+    OnnxBuilder::int1(m.node("Softmax", {"r"}, {"y"}), "axis", 0);
+    auto net = Net::create(m.bytes());
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto y = net->run(x, {2, 3});
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape, (Shape{6}));
+    double s = 0;
+    for (float v : x) s += std::exp(static_cast<double>(v));
+    std::vector<double> ref;
+    for (float v : x) ref.push_back(std::exp(static_cast<double>(v)) / s);
+    EXPECT_TRUE(all_close((*y)[0].data, ref, kTol));
+  }
+}
+
+// Lowered whole, the per-image ops (Conv, BatchNormalization, PRelu, pools, Resize, GlobalAveragePool) run over
+// every image of dim 0: the same values as the per-image program, then the cross-batch Softmax by hand.
+TEST(FacesExport, per_image_ops_in_a_graph_lowered_whole) {
+  auto model = [](bool softmax0) {
+    OnnxBuilder m(13);
+    m.input("x", {3, 2, 6, 6})
+        .output("y")
+        .init("w", {4, 2, 3, 3}, random_floats(72, 161))
+        .init("b", {4}, random_floats(4, 162));
+    m.init("s", {4}, {1, 2, 0.5f, -1})
+        .init("sh", {4}, {0, 0.1f, 0.2f, 0.3f})
+        .init("mu", {4}, {0, 0, 0.5f, 0});
+    m.init("var", {4}, {1, 2, 3, 4}).init("sl", {4, 1, 1}, {0.1f, 0.2f, 0.3f, 0.4f});
+    m.init("roi", {0}, {}).init("sc", {4}, {1, 1, 2, 2});
+    OnnxBuilder::ints(m.node("Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+    m.node("BatchNormalization", {"c", "s", "sh", "mu", "var"}, {"n"});
+    m.node("PRelu", {"n", "sl"}, {"p"});
+    auto* mp = m.node("MaxPool", {"p"}, {"q"});
+    OnnxBuilder::ints(mp, "kernel_shape", {2, 2});
+    OnnxBuilder::ints(mp, "strides", {2, 2});
+    OnnxBuilder::str(m.node("Resize", {"q", "roi", "sc"}, {"r"}), "mode", "linear");
+    m.node("GlobalAveragePool", {"r"}, {softmax0 ? "g" : "y"});
+    if (softmax0) OnnxBuilder::int1(m.node("Softmax", {"g"}, {"y"}), "axis", 0);
+    return m.bytes();
+  };
+  const auto x = random_floats(3 * 72, 163);
+  Shape os;
+  const auto per_image = run1(model(false), x, {}, 0, &os);
+  ASSERT_EQ(os, (Shape{3, 4, 1, 1}));
+  auto net = Net::create(model(true));
+  ASSERT_TRUE(net.ok()) << net.status().to_string();
+  ASSERT_EQ(net->program({3, 2, 6, 6})->input_shape, (Shape{3, 2, 6, 6}));  // whole
+  const auto whole = run1(model(true), x, {}, 0, &os);
+  ASSERT_EQ(os, (Shape{3, 4, 1, 1}));
+  std::vector<double> ref(12);
+  for (std::size_t c = 0; c < 4; ++c) {
+    double mx = -1e300, sum = 0;
+    for (std::size_t b = 0; b < 3; ++b) mx = std::max(mx, static_cast<double>(per_image[b * 4 + c]));
+    for (std::size_t b = 0; b < 3; ++b) sum += std::exp(per_image[b * 4 + c] - mx);
+    for (std::size_t b = 0; b < 3; ++b) ref[b * 4 + c] = std::exp(per_image[b * 4 + c] - mx) / sum;
+  }
+  EXPECT_TRUE(all_close(whole, ref, kTol));
 }
 
 TEST(FacesExport, interpolate_size_from_a_shape_subgraph) {
@@ -150,7 +248,8 @@ TEST(FacesExport, interpolate_size_from_a_shape_subgraph) {
   std::vector<double> ref;
   for (int c = 0; c < 2; ++c)
     for (int oy = 0; oy < 6; ++oy)
-      for (int ox = 0; ox < 12; ++ox) ref.push_back(x[static_cast<std::size_t>((c * 3 + oy / 2) * 4 + ox / 3)]);
+      for (int ox = 0; ox < 12; ++ox)
+        ref.push_back(x[static_cast<std::size_t>((c * 3 + oy / 2) * 4 + ox / 3)]);
   EXPECT_TRUE(all_close(y, ref, kTol));
 }
 
@@ -180,8 +279,8 @@ TEST(FacesExport, constant_of_shape_range_expand_where_fold) {
 TEST(FacesExport, squeeze_unsqueeze_flatten_cast_identity_are_aliases) {
   OnnxBuilder m(13);
   m.input("x", {1, 3, 1, 4}).output("y").init_i64("a2", {1}, {2}).init_i64("a0", {1}, {0});
-  m.node("Squeeze", {"x", "a2"}, {"s"});         // [1,3,4]
-  m.node("Unsqueeze", {"s", "a0"}, {"u"});       // [1,1,3,4]
+  m.node("Squeeze", {"x", "a2"}, {"s"});    // [1,3,4]
+  m.node("Unsqueeze", {"s", "a0"}, {"u"});  // [1,1,3,4]
   OnnxBuilder::int1(m.node("Cast", {"u"}, {"c"}), "to", 1);
   OnnxBuilder::int1(m.node("Flatten", {"c"}, {"f"}), "axis", 2);  // [1,12]
   m.node("Identity", {"f"}, {"y"});
@@ -206,15 +305,25 @@ TEST(FacesExport, new_unary_ops_and_div) {
     for (float v : x) ref.push_back(f(static_cast<double>(v)));
     EXPECT_TRUE(all_close(run1(m.bytes(), x), ref, kTol));
   };
-  unary("LeakyRelu", [](auto*) {}, [](double v) { return v >= 0 ? v : 0.01 * v; });
-  unary("LeakyRelu", [](auto* n) { OnnxBuilder::float1(n, "alpha", 0.3f); },
-        [](double v) { return v >= 0 ? v : static_cast<double>(0.3f) * v; });
-  unary("Tanh", [](auto*) {}, [](double v) { return std::tanh(v); });
-  unary("HardSigmoid", [](auto*) {},
-        [](double v) { return std::clamp(static_cast<double>(0.2f) * v + 0.5, 0.0, 1.0); });
-  unary("HardSigmoid", [](auto* n) { OnnxBuilder::float1(n, "alpha", 1.0f / 6); OnnxBuilder::float1(n, "beta", 0.5f); },
-        [](double v) { return std::clamp(static_cast<double>(1.0f / 6) * v + 0.5, 0.0, 1.0); });
-  unary("HardSwish", [](auto*) {}, [](double v) { return v * std::clamp(v / 6 + 0.5, 0.0, 1.0); });
+  unary(
+      "LeakyRelu", [](auto*) {}, [](double v) { return v >= 0 ? v : 0.01 * v; });
+  unary(
+      "LeakyRelu", [](auto* n) { OnnxBuilder::float1(n, "alpha", 0.3f); },
+      [](double v) { return v >= 0 ? v : static_cast<double>(0.3f) * v; });
+  unary(
+      "Tanh", [](auto*) {}, [](double v) { return std::tanh(v); });
+  unary(
+      "HardSigmoid", [](auto*) {},
+      [](double v) { return std::clamp(static_cast<double>(0.2f) * v + 0.5, 0.0, 1.0); });
+  unary(
+      "HardSigmoid",
+      [](auto* n) {
+        OnnxBuilder::float1(n, "alpha", 1.0f / 6);
+        OnnxBuilder::float1(n, "beta", 0.5f);
+      },
+      [](double v) { return std::clamp(static_cast<double>(1.0f / 6) * v + 0.5, 0.0, 1.0); });
+  unary(
+      "HardSwish", [](auto*) {}, [](double v) { return v * std::clamp(v / 6 + 0.5, 0.0, 1.0); });
   {
     OnnxBuilder m(13);
     m.input("x", {1, 3, 4, 5}).output("y");
@@ -243,15 +352,19 @@ TEST(FacesExport, dilated_and_1d_conv_match_the_definition) {
   struct C {
     int cin, cout, g, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, h, w;
   };
-  for (const C c : {C{3, 4, 1, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 9, 8}, C{4, 4, 4, 3, 3, 1, 1, 2, 3, 1, 3, 2, 3, 7, 10},
-                    C{4, 6, 2, 3, 2, 2, 1, 3, 2, 0, 1, 1, 0, 11, 7}}) {
+  for (const C c :
+       {C{3, 4, 1, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 9, 8}, C{4, 4, 4, 3, 3, 1, 1, 2, 3, 1, 3, 2, 3, 7, 10},
+        C{4, 6, 2, 3, 2, 2, 1, 3, 2, 0, 1, 1, 0, 11, 7}}) {
     SCOPED_TRACE(::testing::Message() << "cin " << c.cin << " g " << c.g << " d " << c.dh << "," << c.dw);
     const int cin_g = c.cin / c.g, cout_g = c.cout / c.g;
     const auto x = random_floats(static_cast<std::size_t>(c.cin * c.h * c.w), 21);
     const auto w = random_floats(static_cast<std::size_t>(c.cout * cin_g * c.kh * c.kw), 22);
     const auto b = random_floats(static_cast<std::size_t>(c.cout), 23);
     OnnxBuilder m;
-    m.input("x", {1, c.cin, c.h, c.w}).output("y").init("w", {c.cout, cin_g, c.kh, c.kw}, w).init("b", {c.cout}, b);
+    m.input("x", {1, c.cin, c.h, c.w})
+        .output("y")
+        .init("w", {c.cout, cin_g, c.kh, c.kw}, w)
+        .init("b", {c.cout}, b);
     auto* n = m.node("Conv", {"x", "w", "b"}, {"c"});
     OnnxBuilder::int1(n, "group", c.g);
     OnnxBuilder::ints(n, "strides", {c.sh, c.sw});
@@ -270,7 +383,8 @@ TEST(FacesExport, dilated_and_1d_conv_match_the_definition) {
               for (int kx = 0; kx < c.kw; ++kx) {
                 const int iy = oy * c.sh + ky * c.dh - c.pt, ix = ox * c.sw + kx * c.dw - c.pl;
                 if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
-                s += static_cast<double>(x[static_cast<std::size_t>((((co / cout_g) * cin_g + cl) * c.h + iy) * c.w + ix)]) *
+                s += static_cast<double>(
+                         x[static_cast<std::size_t>((((co / cout_g) * cin_g + cl) * c.h + iy) * c.w + ix)]) *
                      w[static_cast<std::size_t>(((co * cin_g + cl) * c.kh + ky) * c.kw + kx)];
               }
           ref.push_back(std::max(s, 0.0));
@@ -295,7 +409,9 @@ TEST(FacesExport, dilated_and_1d_conv_match_the_definition) {
         for (int ci = 0; ci < 2; ++ci)
           for (int k = 0; k < 3; ++k) {
             const int i = o + 2 * k - 2;
-            if (i >= 0 && i < 9) s += static_cast<double>(x[static_cast<std::size_t>(ci * 9 + i)]) * w[static_cast<std::size_t>((co * 2 + ci) * 3 + k)];
+            if (i >= 0 && i < 9)
+              s += static_cast<double>(x[static_cast<std::size_t>(ci * 9 + i)]) *
+                   w[static_cast<std::size_t>((co * 2 + ci) * 3 + k)];
           }
         ref.push_back(s);
       }
@@ -317,7 +433,10 @@ TEST(FacesExport, a_dilated_depthwise_conv_after_a_pointwise_conv_is_not_banded)
   std::vector<double> p(4 * 64, 0.0), ref;
   for (int co = 0; co < 4; ++co)
     for (int i = 0; i < 64; ++i)
-      for (int ci = 0; ci < 4; ++ci) p[static_cast<std::size_t>(co * 64 + i)] += static_cast<double>(x[static_cast<std::size_t>(ci * 64 + i)]) * w1[static_cast<std::size_t>(co * 4 + ci)];
+      for (int ci = 0; ci < 4; ++ci)
+        p[static_cast<std::size_t>(co * 64 + i)] +=
+            static_cast<double>(x[static_cast<std::size_t>(ci * 64 + i)]) *
+            w1[static_cast<std::size_t>(co * 4 + ci)];
   for (int c = 0; c < 4; ++c)
     for (int oy = 0; oy < 8; ++oy)
       for (int ox = 0; ox < 8; ++ox) {
@@ -325,7 +444,9 @@ TEST(FacesExport, a_dilated_depthwise_conv_after_a_pointwise_conv_is_not_banded)
         for (int ky = 0; ky < 3; ++ky)
           for (int kx = 0; kx < 3; ++kx) {
             const int iy = oy + 2 * ky - 2, ix = ox + 2 * kx - 2;
-            if (iy >= 0 && iy < 8 && ix >= 0 && ix < 8) s += p[static_cast<std::size_t>(c * 64 + iy * 8 + ix)] * w2[static_cast<std::size_t>(c * 9 + ky * 3 + kx)];
+            if (iy >= 0 && iy < 8 && ix >= 0 && ix < 8)
+              s += p[static_cast<std::size_t>(c * 64 + iy * 8 + ix)] *
+                   w2[static_cast<std::size_t>(c * 9 + ky * 3 + kx)];
           }
         ref.push_back(s);
       }
@@ -348,14 +469,18 @@ int pool_out(int in, int k, int s, int p0, int p1, bool ceil) {
 }
 
 TEST(FacesExport, max_and_average_pools_with_pads_and_ceil_mode) {
-  for (const PoolCase c : {PoolCase{3, 3, 2, 2, 1, 1, 1, 1, 7, 8, false, false}, PoolCase{3, 3, 2, 2, 0, 0, 0, 0, 8, 8, true, false},
-                           PoolCase{2, 3, 2, 2, 1, 0, 1, 2, 9, 7, true, true}, PoolCase{3, 2, 1, 2, 1, 1, 2, 0, 6, 5, false, true},
+  for (const PoolCase c : {PoolCase{3, 3, 2, 2, 1, 1, 1, 1, 7, 8, false, false},
+                           PoolCase{3, 3, 2, 2, 0, 0, 0, 0, 8, 8, true, false},
+                           PoolCase{2, 3, 2, 2, 1, 0, 1, 2, 9, 7, true, true},
+                           PoolCase{3, 2, 1, 2, 1, 1, 2, 0, 6, 5, false, true},
                            PoolCase{2, 2, 2, 2, 0, 0, 0, 0, 5, 5, true, true}}) {
-    SCOPED_TRACE(::testing::Message() << "k " << c.kh << "x" << c.kw << " s " << c.sh << "," << c.sw << " pads " << c.pt
-                                      << c.pl << c.pb << c.pr << " in " << c.h << "x" << c.w << " ceil " << c.ceil
-                                      << " cip " << c.cip);
-    const auto x = random_floats(static_cast<std::size_t>(3 * c.h * c.w), 41, -3.0f, 1.0f);  // mostly negative
-    const int oh = pool_out(c.h, c.kh, c.sh, c.pt, c.pb, c.ceil), ow = pool_out(c.w, c.kw, c.sw, c.pl, c.pr, c.ceil);
+    SCOPED_TRACE(::testing::Message()
+                 << "k " << c.kh << "x" << c.kw << " s " << c.sh << "," << c.sw << " pads " << c.pt << c.pl
+                 << c.pb << c.pr << " in " << c.h << "x" << c.w << " ceil " << c.ceil << " cip " << c.cip);
+    const auto x =
+        random_floats(static_cast<std::size_t>(3 * c.h * c.w), 41, -3.0f, 1.0f);  // mostly negative
+    const int oh = pool_out(c.h, c.kh, c.sh, c.pt, c.pb, c.ceil),
+              ow = pool_out(c.w, c.kw, c.sw, c.pl, c.pr, c.ceil);
     std::vector<double> mx, av;
     for (int ch = 0; ch < 3; ++ch)
       for (int oy = 0; oy < oh; ++oy)
@@ -422,9 +547,11 @@ TEST(FacesExport, softmax_any_axis_and_the_opset_11_coercion) {
     for (std::size_t o = 0; o < outer; ++o)
       for (std::size_t i = 0; i < inner; ++i) {
         double mx = -1e300, s = 0;
-        for (std::size_t a = 0; a < len; ++a) mx = std::max(mx, static_cast<double>(x[(o * len + a) * inner + i]));
+        for (std::size_t a = 0; a < len; ++a)
+          mx = std::max(mx, static_cast<double>(x[(o * len + a) * inner + i]));
         for (std::size_t a = 0; a < len; ++a) s += std::exp(x[(o * len + a) * inner + i] - mx);
-        for (std::size_t a = 0; a < len; ++a) r[(o * len + a) * inner + i] = std::exp(x[(o * len + a) * inner + i] - mx) / s;
+        for (std::size_t a = 0; a < len; ++a)
+          r[(o * len + a) * inner + i] = std::exp(x[(o * len + a) * inner + i] - mx) / s;
       }
     return r;
   };
@@ -474,7 +601,8 @@ std::vector<double> matmul_ref(const std::vector<float>& a, const std::vector<fl
         double s = 0;
         for (std::size_t q = 0; q < k; ++q) {
           const std::size_t bo = b_shared ? 0 : p * k * n;
-          s += static_cast<double>(a[(p * m + i) * k + q]) * (trans_b ? b[bo + j * k + q] : b[bo + q * n + j]);
+          s +=
+              static_cast<double>(a[(p * m + i) * k + q]) * (trans_b ? b[bo + j * k + q] : b[bo + q * n + j]);
         }
         r.push_back(s);
       }
@@ -519,6 +647,104 @@ TEST(FacesExport, matmul_2d_batched_and_gemm_with_rows) {
   }
 }
 
+TEST(FacesExport, neg_sum_gemm_trans_a_and_1d_pools) {
+  const auto x = random_floats(12, 77);
+  {  // Sum(x, −x, x) = x
+    OnnxBuilder m(13);
+    m.input("x", {1, 12}).output("y");
+    m.node("Neg", {"x"}, {"n"});
+    m.node("Sum", {"x", "n", "x"}, {"y"});
+    EXPECT_TRUE(all_close(run1(m.bytes(), x), std::vector<double>(x.begin(), x.end()), kTol));
+  }
+  {  // Gemm(A = x viewed [3,4], transA): Aᵀ [4,3] · B [3,2] + C (a graph value [4,2]) · beta
+    const auto b = random_floats(6, 78);
+    OnnxBuilder m(13);
+    m.input("x", {1, 12})
+        .output("y")
+        .init("b", {3, 2}, b)
+        .init_i64("s", {2}, {3, 4})
+        .init_i64("s2", {2}, {4, 2});
+    m.init_i64("st", {1}, {0}).init_i64("en", {1}, {8}).init_i64("ax", {1}, {1});
+    m.node("Reshape", {"x", "s"}, {"a"});
+    m.node("Slice", {"x", "st", "en", "ax"}, {"c8"});
+    m.node("Reshape", {"c8", "s2"}, {"c"});
+    auto* g = m.node("Gemm", {"a", "b", "c"}, {"y"});
+    OnnxBuilder::int1(g, "transA", 1);
+    OnnxBuilder::float1(g, "beta", 0.5f);
+    std::vector<double> ref;
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t j = 0; j < 2; ++j) {
+        double t = 0.5 * x[i * 2 + j];
+        for (std::size_t k = 0; k < 3; ++k) t += static_cast<double>(x[k * 4 + i]) * b[k * 2 + j];
+        ref.push_back(t);
+      }
+    EXPECT_TRUE(all_close(run1(m.bytes(), x), ref, kTol));
+  }
+  {  // MaxPool1d / AvgPool1d (k 3, s 2, pad 1) on [1,2,6]
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      OnnxBuilder m(13);
+      m.input("x", {1, 2, 6}).output("y");
+      auto* n = m.node(op, {"x"}, {"y"});
+      OnnxBuilder::ints(n, "kernel_shape", {3});
+      OnnxBuilder::ints(n, "strides", {2});
+      OnnxBuilder::ints(n, "pads", {1, 1});
+      std::vector<double> ref;
+      for (int c = 0; c < 2; ++c)
+        for (int o = 0; o < 3; ++o) {
+          double best = -1e300, sum = 0;
+          int cnt = 0;
+          for (int k = 0; k < 3; ++k) {
+            const int i = 2 * o + k - 1;
+            if (i < 0 || i >= 6) continue;
+            best = std::max(best, static_cast<double>(x[static_cast<std::size_t>(c * 6 + i)]));
+            sum += x[static_cast<std::size_t>(c * 6 + i)], ++cnt;
+          }
+          ref.push_back(std::string(op) == "MaxPool" ? best : sum / cnt);
+        }
+      Shape os;
+      EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol)) << op;
+      EXPECT_EQ(os, (Shape{1, 2, 3}));
+    }
+  }
+}
+
+TEST(FacesExport, prelu_with_a_broadcast_slope_and_resize_axes_given_w_first) {
+  const auto x = random_floats(2 * 3 * 4, 79);
+  {  // slope [4] along the last axis
+    const std::vector<float> sl{0.1f, -0.5f, 2.0f, 0.0f};
+    OnnxBuilder m(13);
+    m.input("x", {1, 2, 3, 4}).output("y").init("s", {4}, sl);
+    m.node("PRelu", {"x", "s"}, {"y"});
+    std::vector<double> ref;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      ref.push_back(x[i] >= 0 ? x[i] : static_cast<double>(sl[i % 4]) * x[i]);
+    const auto got = run1(m.bytes(), x);
+    EXPECT_TRUE(all_close(got, ref, kTol));
+    for (std::size_t i = 0; i < got.size(); ++i)  // exactly x ≥ 0 ? x : slope·x
+      EXPECT_EQ(got[i], x[i] >= 0 ? x[i] : sl[i % 4] * x[i]) << i;
+  }
+  {  // Resize with axes [3,2]: sizes (W, H) = (8, 6), nearest asymmetric floor
+    OnnxBuilder m(18);
+    m.input("x", {1, 2, 3, 4})
+        .output("y")
+        .init("roi", {0}, {})
+        .init("sc", {0}, {})
+        .init_i64("sz", {2}, {8, 6});
+    auto* n = m.node("Resize", {"x", "roi", "sc", "sz"}, {"y"});
+    OnnxBuilder::ints(n, "axes", {3, 2});
+    OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
+    OnnxBuilder::str(n, "nearest_mode", "floor");
+    std::vector<double> ref;
+    for (int c = 0; c < 2; ++c)
+      for (int oy = 0; oy < 6; ++oy)
+        for (int ox = 0; ox < 8; ++ox)
+          ref.push_back(x[static_cast<std::size_t>((c * 3 + oy / 2) * 4 + ox / 2)]);
+    Shape os;
+    EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol));
+    EXPECT_EQ(os, (Shape{1, 2, 6, 8}));
+  }
+}
+
 TEST(FacesExport, reduce_mean_axes_and_keepdims) {
   const auto x = random_floats(2 * 3 * 4, 81);
   auto model = [&](int opset, std::vector<std::int64_t> axes, int keep) {
@@ -557,7 +783,8 @@ TEST(FacesExport, pad_constant_from_input_attribute_and_negative) {
     for (int c = 0; c < 2; ++c)
       for (int y = -t; y < 3 + b; ++y)
         for (int xx = -l; xx < 4 + r; ++xx)
-          out.push_back(y >= 0 && y < 3 && xx >= 0 && xx < 4 ? x[static_cast<std::size_t>((c * 3 + y) * 4 + xx)] : v);
+          out.push_back(
+              y >= 0 && y < 3 && xx >= 0 && xx < 4 ? x[static_cast<std::size_t>((c * 3 + y) * 4 + xx)] : v);
     return out;
   };
   {  // opset 13: pads and value from inputs
@@ -582,7 +809,8 @@ TEST(FacesExport, pad_constant_from_input_attribute_and_negative) {
     std::vector<double> r;
     for (int c = 0; c < 2; ++c)
       for (int y = 1; y < 3; ++y)
-        for (int xx = -1; xx < 2; ++xx) r.push_back(xx >= 0 ? x[static_cast<std::size_t>((c * 3 + y) * 4 + xx)] : 0.0);
+        for (int xx = -1; xx < 2; ++xx)
+          r.push_back(xx >= 0 ? x[static_cast<std::size_t>((c * 3 + y) * 4 + xx)] : 0.0);
     EXPECT_TRUE(all_close(run1(m.bytes(), x), r, kTol));
   }
   {
@@ -599,7 +827,11 @@ TEST(FacesExport, resize_linear_hand_derived) {
   const std::vector<float> x{0, 1, 2, 3};  // 2×2
   auto model = [](const std::string& ctm, std::vector<std::int64_t> sizes) {
     OnnxBuilder m(13);
-    m.input("x", {1, 1, 2, 2}).output("y").init("roi", {0}, {}).init("sc", {0}, {}).init_i64("sz", {4}, sizes);
+    m.input("x", {1, 1, 2, 2})
+        .output("y")
+        .init("roi", {0}, {})
+        .init("sc", {0}, {})
+        .init_i64("sz", {4}, sizes);
     auto* n = m.node("Resize", {"x", "roi", "sc", "sz"}, {"y"});
     OnnxBuilder::str(n, "mode", "linear");
     OnnxBuilder::str(n, "coordinate_transformation_mode", ctm);
@@ -624,10 +856,11 @@ TEST(FacesExport, resize_nearest_modes_and_fractional_scales) {
     const char *ctm, *nm;
     float sy, sx;
   };
-  for (const Case c : {Case{"asymmetric", "floor", 1.5f, 0.6f}, Case{"half_pixel", "round_prefer_floor", 1.7f, 2.5f},
-                       Case{"pytorch_half_pixel", "round_prefer_ceil", 0.5f, 1.3f},
-                       Case{"align_corners", "round_prefer_floor", 2.0f, 1.5f}, Case{"asymmetric", "ceil", 2.0f, 3.0f},
-                       Case{"half_pixel", "floor", 0.8f, 2.0f}}) {
+  for (const Case c :
+       {Case{"asymmetric", "floor", 1.5f, 0.6f}, Case{"half_pixel", "round_prefer_floor", 1.7f, 2.5f},
+        Case{"pytorch_half_pixel", "round_prefer_ceil", 0.5f, 1.3f},
+        Case{"align_corners", "round_prefer_floor", 2.0f, 1.5f}, Case{"asymmetric", "ceil", 2.0f, 3.0f},
+        Case{"half_pixel", "floor", 0.8f, 2.0f}}) {
     SCOPED_TRACE(::testing::Message() << c.ctm << " " << c.nm << " " << c.sy << "," << c.sx);
     OnnxBuilder m(13);
     m.input("x", {1, 2, h, w}).output("y").init("roi", {0}, {}).init("sc", {4}, {1, 1, c.sy, c.sx});
@@ -635,24 +868,30 @@ TEST(FacesExport, resize_nearest_modes_and_fractional_scales) {
     OnnxBuilder::str(n, "coordinate_transformation_mode", c.ctm);
     OnnxBuilder::str(n, "nearest_mode", c.nm);
     const int oh = static_cast<int>(std::floor(h * c.sy)), ow = static_cast<int>(std::floor(w * c.sx));
-    // ONNX's definition in float (as onnxruntime): the source coordinate, rounded by nearest_mode, clamped
+    // ONNX's definition in float (as onnxruntime): the source coordinate (align_corners over the unrounded length
+    // in·scale), rounded by nearest_mode, clamped
     auto src = [&](int o, int in, int out, float s) {
       const std::string ctm = c.ctm, nm = c.nm;
       const auto of = static_cast<float>(o);
-      const float v = ctm == "asymmetric" ? of / s
-                      : ctm == "align_corners"
-                          ? (out > 1 ? of * static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f)
-                      : ctm == "pytorch_half_pixel" && out == 1 ? 0.0f
-                                                                 : (of + 0.5f) / s - 0.5f;
-      const float r = nm == "floor" ? std::floor(v) : nm == "ceil" ? std::ceil(v)
-                      : v - std::floor(v) == 0.5f ? (nm == "round_prefer_floor" ? std::floor(v) : std::ceil(v))
-                                                  : std::round(v);
+      const float v =
+          ctm == "asymmetric" ? of / s
+          : ctm == "align_corners"
+              ? (out > 1 ? of * static_cast<float>(in - 1) / (static_cast<float>(in) * s - 1.0f) : 0.0f)
+          : ctm == "pytorch_half_pixel" && out == 1 ? 0.0f
+                                                    : (of + 0.5f) / s - 0.5f;
+      const float r = nm == "floor"  ? std::floor(v)
+                      : nm == "ceil" ? std::ceil(v)
+                      : v - std::floor(v) == 0.5f
+                          ? (nm == "round_prefer_floor" ? std::floor(v) : std::ceil(v))
+                          : std::round(v);
       return std::clamp(static_cast<int>(r), 0, in - 1);
     };
     std::vector<double> ref;
     for (int ch = 0; ch < 2; ++ch)
       for (int oy = 0; oy < oh; ++oy)
-        for (int ox = 0; ox < ow; ++ox) ref.push_back(x[static_cast<std::size_t>((ch * h + src(oy, h, oh, c.sy)) * w + src(ox, w, ow, c.sx))]);
+        for (int ox = 0; ox < ow; ++ox)
+          ref.push_back(
+              x[static_cast<std::size_t>((ch * h + src(oy, h, oh, c.sy)) * w + src(ox, w, ow, c.sx))]);
     Shape os;
     EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol));
     EXPECT_EQ(os, (Shape{1, 2, oh, ow}));
@@ -667,17 +906,25 @@ TEST(FacesExport, upsample_opset_9) {
   std::vector<double> ref;
   for (int c = 0; c < 2; ++c)
     for (int oy = 0; oy < 6; ++oy)
-      for (int ox = 0; ox < 6; ++ox) ref.push_back(x[static_cast<std::size_t>((c * 3 + oy / 2) * 3 + ox / 2)]);
+      for (int ox = 0; ox < 6; ++ox)
+        ref.push_back(x[static_cast<std::size_t>((c * 3 + oy / 2) * 3 + ox / 2)]);
   EXPECT_TRUE(all_close(run1(m.bytes(), x), ref, kTol));
 }
 
 // ---- BatchNormalization on rank 2 and 3, data movement
 
 TEST(FacesExport, batchnorm_rank_2_and_3) {
-  const std::vector<float> sc{1.5f, -0.5f, 2.0f}, bi{0.1f, 0.2f, -0.3f}, mu{0.5f, -1.0f, 0.0f}, var{1.0f, 0.25f, 4.0f};
-  for (const std::vector<std::int64_t>& dims : {std::vector<std::int64_t>{1, 3}, std::vector<std::int64_t>{1, 3, 5}}) {
+  const std::vector<float> sc{1.5f, -0.5f, 2.0f}, bi{0.1f, 0.2f, -0.3f}, mu{0.5f, -1.0f, 0.0f},
+      var{1.0f, 0.25f, 4.0f};
+  for (const std::vector<std::int64_t>& dims :
+       {std::vector<std::int64_t>{1, 3}, std::vector<std::int64_t>{1, 3, 5}}) {
     OnnxBuilder m(13);
-    m.input("x", dims).output("y").init("s", {3}, sc).init("b", {3}, bi).init("m", {3}, mu).init("v", {3}, var);
+    m.input("x", dims)
+        .output("y")
+        .init("s", {3}, sc)
+        .init("b", {3}, bi)
+        .init("m", {3}, mu)
+        .init("v", {3}, var);
     m.node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"});
     const std::size_t plane = count(dims) / 3;
     const auto x = random_floats(count(dims), 121);
@@ -774,13 +1021,32 @@ TEST(FacesExport, split_forms_gather_and_expand_on_data) {
     ASSERT_EQ(r.size(), 1u);
     EXPECT_TRUE(all_close(r[0], ref, kTol));
   }
-  {  // Gather with uneven indices on a graph value is refused by name
+  {  // Gather with uneven 2-D indices on a graph value: [[4,0],[1,1]] along axis 1 → [1,2,2,2,3]
     OnnxBuilder m(13);
-    m.input("x", {1, 5, 2, 3}).output("y").init_i64("i", {3}, {0, 1, 3});
-    auto* n = m.node("Gather", {"x", "i"}, {"y"});
-    n->set_name("gath");
-    OnnxBuilder::int1(n, "axis", 1);
-    expect_refused(m.bytes(), "node 'gath' (Gather): indices on a graph value must step evenly");
+    m.input("x", {1, 5, 2, 3}).output("y").init_i64("i", {2, 2}, {4, 0, 1, 1});
+    OnnxBuilder::int1(m.node("Gather", {"x", "i"}, {"y"}), "axis", 1);
+    std::vector<double> ref;
+    for (int c : {4, 0, 1, 1}) {
+      const auto p = plane(c, c + 1);
+      ref.insert(ref.end(), p.begin(), p.end());
+    }
+    Shape os;
+    EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol));
+    EXPECT_EQ(os, (Shape{1, 2, 2, 2, 3}));
+  }
+  {  // Tile [1,5,2,3] by [1,1,2,1] → rows repeated
+    OnnxBuilder m(13);
+    m.input("x", {1, 5, 2, 3}).output("y").init_i64("r", {4}, {1, 1, 2, 2});
+    m.node("Tile", {"x", "r"}, {"y"});
+    std::vector<double> ref;
+    for (int c = 0; c < 5; ++c)
+      for (int ry = 0; ry < 2; ++ry)
+        for (int yy = 0; yy < 2; ++yy)
+          for (int rx = 0; rx < 2; ++rx)
+            for (int xx = 0; xx < 3; ++xx) ref.push_back(x[static_cast<std::size_t>((c * 2 + yy) * 3 + xx)]);
+    Shape os;
+    EXPECT_TRUE(all_close(run1(m.bytes(), x, {}, 0, &os), ref, kTol));
+    EXPECT_EQ(os, (Shape{1, 5, 4, 6}));
   }
 }
 
@@ -802,7 +1068,8 @@ TEST(FacesExport, new_ops_do_not_depend_on_the_thread_count) {
   OnnxBuilder::str(r, "mode", "linear");
   m.node("Pad", {"r", "p"}, {"q"});
   OnnxBuilder::int1(m.node("Softmax", {"q"}, {"y"}), "axis", 1);
-  const auto all = run1(m.bytes(), x, {}, 0), one = run1(m.bytes(), x, {}, 1), three = run1(m.bytes(), x, {}, 3);
+  const auto all = run1(m.bytes(), x, {}, 0), one = run1(m.bytes(), x, {}, 1),
+             three = run1(m.bytes(), x, {}, 3);
   ASSERT_FALSE(all.empty());
   EXPECT_TRUE(bit_identical(all, one));
   EXPECT_TRUE(bit_identical(all, three));
@@ -816,7 +1083,8 @@ TEST(FacesExport, refusals_name_the_node_and_reason) {
     n->set_name("up");
     OnnxBuilder::str(n, "coordinate_transformation_mode", "tf_crop_and_resize");
     OnnxBuilder::str(n, "mode", "linear");
-    expect_refused(m.bytes(), "node 'up' (Resize): attribute 'coordinate_transformation_mode' = tf_crop_and_resize");
+    expect_refused(m.bytes(),
+                   "node 'up' (Resize): attribute 'coordinate_transformation_mode' = tf_crop_and_resize");
   }
   {
     OnnxBuilder m(13);
@@ -832,6 +1100,77 @@ TEST(FacesExport, refusals_name_the_node_and_reason) {
     OnnxBuilder::int1(m.node("Cast", {"x"}, {"y"}), "to", 7);
     expect_refused(m.bytes(), "(Cast): cast of a graph value to an integer type");
   }
+}
+
+// An exporter-style model (shape subgraph, Resize sizes, Slice, Concat, Softmax, Pad, pools): every 3rd
+// truncation is refused with a reason (but one that ends exactly after the graph), and every single-byte flip (every byte, several values) and every
+// small-integer rewrite of a varint either loads and runs or is refused; none crashes.
+std::vector<std::uint8_t> exporter_model() {
+  OnnxBuilder m(13);
+  m.input("x", {-1, 2, 4, 4}).output("y");
+  m.init("w", {2, 2, 3, 3}, random_floats(36, 171)).init("roi", {0}, {}).init("sc", {0}, {});
+  m.init_i64("st", {1}, {2}).init_i64("en", {1}, {4}).init_i64("two", {1}, {2}).init_i64("nc", {2}, {1, 2});
+  m.init_i64("p", {8}, {0, 0, 1, 0, 0, 0, 0, 1})
+      .init_i64("i0", {}, {0})
+      .init_i64("m1", {1}, {-1})
+      .init_i64("ax", {1}, {0});
+  auto* c = m.node("Conv", {"x", "w"}, {"c"});
+  OnnxBuilder::ints(c, "dilations", {2, 2});
+  OnnxBuilder::ints(c, "pads", {2, 2, 2, 2});
+  m.node("Shape", {"c"}, {"s"});
+  m.node("Slice", {"s", "st", "en"}, {"hw"});
+  m.node("Mul", {"hw", "two"}, {"hw2"});
+  OnnxBuilder::int1(m.node("Concat", {"nc", "hw2"}, {"sz"}), "axis", 0);
+  OnnxBuilder::str(m.node("Resize", {"c", "roi", "sc", "sz"}, {"r"}), "mode", "linear");
+  m.node("Pad", {"r", "p"}, {"q"});
+  auto* ap = m.node("AveragePool", {"q"}, {"a"});
+  OnnxBuilder::ints(ap, "kernel_shape", {3, 3});
+  OnnxBuilder::int1(ap, "ceil_mode", 1);
+  OnnxBuilder::ints(ap, "strides", {2, 2});
+  m.node("Shape", {"a"}, {"s2"});
+  OnnxBuilder::int1(m.node("Gather", {"s2", "i0"}, {"n"}), "axis", 0);
+  m.node("Unsqueeze", {"n", "ax"}, {"n1"});
+  OnnxBuilder::int1(m.node("Concat", {"n1", "m1"}, {"shp"}), "axis", 0);
+  m.node("Reshape", {"a", "shp"}, {"f"});
+  OnnxBuilder::int1(m.node("Softmax", {"f"}, {"y"}), "axis", 1);
+  return m.bytes();
+}
+
+TEST(FacesExport, truncated_and_corrupted_exporter_model_never_crashes) {
+  const auto bytes = exporter_model();
+  const std::vector<float> x(2 * 32, 0.25f);
+  {
+    auto net = Net::create(bytes);
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    auto y = net->run(std::vector<float>(64, 0.5f), {2, 2, 4, 4});
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    EXPECT_EQ((*y)[0].shape,
+              (Shape{2, 2 * 4 * 4}));  // 4×4 → 8×8 resized, padded to 9×9, pooled (ceil) to 4×4
+  }
+  int refused = 0, cuts = 0;
+  for (std::size_t len = 0; len < bytes.size(); len += 3, ++cuts) {
+    const std::vector<std::uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(len));
+    auto n = Net::create(cut);
+    if (!n) {  // (a cut just past the graph, before opset_import, is a valid model)
+      ASSERT_FALSE(n.status().what().empty());
+      ++refused;
+      continue;
+    }
+    (void)n->run(x, {2, 2, 4, 4});
+  }
+  EXPECT_GE(refused, cuts - 2);
+  for (std::size_t pos = 0; pos < bytes.size(); ++pos)
+    for (std::uint8_t v : {std::uint8_t{0x00}, std::uint8_t{0x7f}, std::uint8_t{0x01}, std::uint8_t{0xff}}) {
+      auto bad = bytes;
+      bad[pos] = v;
+      auto n = Net::create(bad);
+      if (!n) {
+        ASSERT_FALSE(n.status().what().empty());
+        continue;
+      }
+      (void)n->run(x, {2, 2, 4, 4});  // either result is fine; it must not crash
+      (void)n->run(std::vector<float>(32, 0.25f), {1, 2, 4, 4});
+    }
 }
 
 }  // namespace

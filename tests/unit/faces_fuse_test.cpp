@@ -314,5 +314,54 @@ TEST(FacesFuse, the_pass_is_idempotent_and_a_malformed_mark_is_refused) {
   EXPECT_FALSE(run_program_cpu(p, std::span<const std::span<const float>>(&in, 1)).ok());
 }
 
+// The exporter's forms the band and resize kernels cannot run stay unfused: a dilated depthwise conv after a 1×1
+// conv, a padded / ceil-mode MaxPool after the band's Relu, a fractional nearest Resize before an Add; a dilated
+// conv still takes its activation in the epilogue. Fused and unfused give the same bits.
+TEST(FacesFuse, dilated_convs_padded_pools_and_fractional_resizes_stay_out_of_groups) {
+  {
+    OnnxBuilder m;
+    m.input("x", {1, 8, 12, 12}).output("y");
+    add_conv(m, "x", "p", 8, 8, 1, 1, 1, 1);
+    add_conv(m, "p", "d", 8, 8, 3, 8, 1, 3);
+    m.model().mutable_graph()->mutable_node(1)->clear_attribute();
+    auto* d = m.model().mutable_graph()->mutable_node(1);
+    OnnxBuilder::int1(d, "group", 8);
+    OnnxBuilder::ints(d, "dilations", {2, 2});
+    OnnxBuilder::ints(d, "pads", {2, 2, 2, 2});
+    m.node("Relu", {"d"}, {"y"});
+    const Program p = lowered(m, {1, 8, 12, 12});
+    ASSERT_EQ(p.steps.size(), 3u);
+    EXPECT_NE(p.steps[0].fusion.kind, FusionKind::kConvBand);
+    EXPECT_EQ(p.steps[1].fusion.kind, FusionKind::kConvAct);  // the dilated conv + Relu
+    expect_fused_equals_unfused(p, random_floats(8 * 144, 4));
+  }
+  {
+    OnnxBuilder m;
+    m.input("x", {1, 8, 12, 12}).output("y");
+    add_conv(m, "x", "p", 8, 8, 1, 1, 1, 5);
+    add_conv(m, "p", "d", 8, 8, 3, 8, 1, 7);
+    m.node("Relu", {"d"}, {"r"});
+    auto* mp = m.node("MaxPool", {"r"}, {"y"});
+    OnnxBuilder::ints(mp, "kernel_shape", {2, 2});
+    OnnxBuilder::ints(mp, "strides", {2, 2});
+    OnnxBuilder::ints(mp, "pads", {1, 1, 1, 1});
+    const Program p = lowered(m, {1, 8, 12, 12});
+    ASSERT_EQ(p.steps[0].fusion.kind, FusionKind::kConvBand);
+    EXPECT_LT(p.steps[0].fusion.pool, 0) << "a padded MaxPool joined the band";
+    expect_fused_equals_unfused(p, random_floats(8 * 144, 8));
+  }
+  {
+    OnnxBuilder m(13);
+    m.input("x", {1, 2, 4, 4}).output("y").init("roi", {0}, {}).init("scales", {4}, {1, 1, 1.5f, 1.5f});
+    m.node("Relu", {"x"}, {"a"});
+    add_nearest_resize(m, "a", "u", true);
+    m.init("k", {1, 2, 6, 6}, random_floats(72, 9));
+    m.node("Add", {"u", "k"}, {"y"});
+    const Program p = lowered(m, {1, 2, 4, 4});
+    for (const Step& st : p.steps) EXPECT_NE(st.fusion.kind, FusionKind::kResizeBinary);
+    expect_fused_equals_unfused(p, random_floats(32, 10));
+  }
+}
+
 }  // namespace
 }  // namespace facetrace::faces

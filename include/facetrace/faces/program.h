@@ -106,7 +106,7 @@ enum class ResizeCoord : std::uint8_t {
   kAsymmetric,        ///< x_out / s
   kHalfPixel,         ///< (x_out + 0.5)/s − 0.5
   kPytorchHalfPixel,  ///< out > 1 ? (x_out + 0.5)/s − 0.5 : 0
-  kAlignCorners,      ///< out > 1 ? x_out·(in − 1)/(out − 1) : 0
+  kAlignCorners,      ///< out > 1 ? x_out·(in − 1)/(in·s − 1) : 0 (ONNX; in·s = out from sizes)
 };
 /// ONNX nearest_mode (kNearest only).
 enum class ResizeNearest : std::uint8_t { kFloor, kRoundPreferFloor, kRoundPreferCeil, kCeil };

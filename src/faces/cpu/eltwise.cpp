@@ -57,7 +57,10 @@ __attribute__((target("avx2"))) void maxpool2x2s2_avx2(const MaxPoolOp& m, const
 // Returns false when some output is not finite.
 template <BinaryKind K>
 inline float bin(float a, float b) {
-  return K == BinaryKind::kAdd ? a + b : K == BinaryKind::kSub ? a - b : K == BinaryKind::kMul ? a * b : a / b;
+  return K == BinaryKind::kAdd   ? a + b
+         : K == BinaryKind::kSub ? a - b
+         : K == BinaryKind::kMul ? a * b
+                                 : a / b;
 }
 template <BinaryKind K>
 bool resize_bin_row(const float* in, std::int64_t w, std::int64_t sx, const float* o, float* y, int side) {
@@ -324,7 +327,8 @@ void maxpool(const MaxPoolOp& m, const float* x, float* y, int threads) {
 }
 
 void resize_nearest(const ResizeOp& r, const float* x, float* y, int threads) {
-  if (r.sy <= 0 || r.sx <= 0) return resize_general(r, x, y, threads);  // not the integer up-scale (cpu/ops.cpp)
+  if (r.sy <= 0 || r.sx <= 0)
+    return resize_general(r, x, y, threads);  // not the integer up-scale (cpu/ops.cpp)
   const std::int64_t ow = r.w * r.sx;
   per_index(r.channels, r.h * r.sy * ow, threads, [&](std::int64_t c) {
     for (std::int64_t iy = 0; iy < r.h; ++iy) {

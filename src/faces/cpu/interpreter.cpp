@@ -52,7 +52,8 @@ Status status_of(KernelResult r, const Step& s) {
 
 // Ops whose output is finite whenever their (finite) inputs are: no separate check needed.
 bool keeps_finite(const Op& op) {
-  return std::holds_alternative<UnaryOp>(op) || std::holds_alternative<TransposeOp>(op) ||
+  const auto* u = std::get_if<UnaryOp>(&op);
+  return (u && u->kind != UnaryKind::kSqrt) || std::holds_alternative<TransposeOp>(op) ||
          std::holds_alternative<MaxPoolOp>(op) || std::holds_alternative<ResizeOp>(op) ||
          std::holds_alternative<GlobalAverageOp>(op) || std::holds_alternative<ConcatOp>(op) ||
          std::holds_alternative<PadOp>(op) || std::holds_alternative<AvgPoolOp>(op) ||

@@ -92,7 +92,8 @@ void avgpool(const AvgPoolOp& a, const float* x, float* y, int threads) {
 
 namespace {
 
-// The source coordinate of output index o of an axis (docs/design/faces.md §3), in float as onnxruntime.
+// The source coordinate of output index o of an axis (docs/design/faces.md §3), in float as onnxruntime. Align
+// corners divides by in·scale − 1 (the unrounded output length, as ONNX: out − 1 when the size was given).
 float source_coord(ResizeCoord c, std::int64_t o, std::int64_t in, std::int64_t out, float scale) {
   const auto of = static_cast<float>(o);
   switch (c) {
@@ -100,7 +101,7 @@ float source_coord(ResizeCoord c, std::int64_t o, std::int64_t in, std::int64_t 
     case ResizeCoord::kHalfPixel: return (of + 0.5f) / scale - 0.5f;
     case ResizeCoord::kPytorchHalfPixel: return out > 1 ? (of + 0.5f) / scale - 0.5f : 0.0f;
     case ResizeCoord::kAlignCorners:
-      return out > 1 ? of * static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+      return out > 1 ? of * static_cast<float>(in - 1) / (static_cast<float>(in) * scale - 1.0f) : 0.0f;
   }
   return 0.0f;
 }
@@ -110,7 +111,9 @@ std::int64_t nearest_index(ResizeNearest m, float v, std::int64_t in) {
   switch (m) {
     case ResizeNearest::kFloor: r = std::floor(v); break;
     case ResizeNearest::kCeil: r = std::ceil(v); break;
-    case ResizeNearest::kRoundPreferFloor: r = v - std::floor(v) == 0.5f ? std::floor(v) : std::round(v); break;
+    case ResizeNearest::kRoundPreferFloor:
+      r = v - std::floor(v) == 0.5f ? std::floor(v) : std::round(v);
+      break;
     case ResizeNearest::kRoundPreferCeil: r = v - std::floor(v) == 0.5f ? std::ceil(v) : std::round(v); break;
   }
   return std::clamp<std::int64_t>(static_cast<std::int64_t>(r), 0, in - 1);
@@ -139,9 +142,11 @@ void resize_general(const ResizeOp& r, const float* x, float* y, int threads) {
   if (r.mode == ResizeMode::kNearest) {
     std::vector<std::int64_t> iy(static_cast<std::size_t>(r.oh)), ix(static_cast<std::size_t>(r.ow));
     for (std::int64_t o = 0; o < r.oh; ++o)
-      iy[static_cast<std::size_t>(o)] = nearest_index(r.nearest, source_coord(r.coord, o, r.h, r.oh, r.scale_y), r.h);
+      iy[static_cast<std::size_t>(o)] =
+          nearest_index(r.nearest, source_coord(r.coord, o, r.h, r.oh, r.scale_y), r.h);
     for (std::int64_t o = 0; o < r.ow; ++o)
-      ix[static_cast<std::size_t>(o)] = nearest_index(r.nearest, source_coord(r.coord, o, r.w, r.ow, r.scale_x), r.w);
+      ix[static_cast<std::size_t>(o)] =
+          nearest_index(r.nearest, source_coord(r.coord, o, r.w, r.ow, r.scale_x), r.w);
     per_index(r.channels, r.oh * r.ow, threads, [&](std::int64_t c) {
       const float* in = x + c * r.h * r.w;
       float* out = y + c * r.oh * r.ow;
@@ -210,12 +215,13 @@ KernelResult matmul(const MatMulOp& m, const float* a, const float* b, float* y,
           return KernelResult::kOutOfMemory;
         }
         for (std::int64_t kk = 0; kk < m.k; ++kk)
-          for (std::int64_t j = 0; j < m.n; ++j) bt[static_cast<std::size_t>(kk * m.n + j)] = bi[j * m.k + kk];
+          for (std::int64_t j = 0; j < m.n; ++j)
+            bt[static_cast<std::size_t>(kk * m.n + j)] = bi[j * m.k + kk];
       }
       bi = bt.data();
     }
-    r = worst(r, sgemm_bias_act(m.m, m.n, m.k, ai, m.k, nullptr, MatrixB(bi, m.n, m.n), y + i * m.m * m.n, m.n,
-                                Activation{}, threads));
+    r = worst(r, sgemm_bias_act(m.m, m.n, m.k, ai, m.k, nullptr, MatrixB(bi, m.n, m.n), y + i * m.m * m.n,
+                                m.n, Activation{}, threads));
   }
   return r;
 }

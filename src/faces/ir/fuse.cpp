@@ -90,7 +90,8 @@ Fusion match_band(const Program& p, std::size_t first, bool with_pre) {
   const ConvJob* pre = nullptr;
   if (with_pre) {
     if (!g.add(OpKind::kConv, [](const Step& s) {
-          return conv_of(s).groups == 1 && !conv_of(s).is_pointwise() && conv_of(s).dh == 1 && conv_of(s).dw == 1;
+          return conv_of(s).groups == 1 && !conv_of(s).is_pointwise() && conv_of(s).dh == 1 &&
+                 conv_of(s).dw == 1;
         }))
       return {};
     f.pre = g.last();

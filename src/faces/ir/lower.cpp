@@ -59,7 +59,8 @@ const std::map<std::string, Rule, std::less<>>& rules() {
       {"Concat", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_concat(n, x); }}},
       {"Slice", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_slice(n, x); }}},
       {"Cast", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_cast(n, x); }}},
-      {"ConstantOfShape", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_constant_of_shape(n, x); }}},
+      {"ConstantOfShape",
+       {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_constant_of_shape(n, x); }}},
       {"Range", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_range(n, x); }}},
       {"Expand", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_expand(n, x); }}},
       {"Split", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_split(n, x); }, true}},
@@ -81,6 +82,9 @@ const std::map<std::string, Rule, std::less<>>& rules() {
       {"AveragePool", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_avgpool(n, x); }}},
       {"Pad", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_pad(n, x); }}},
       {"ReduceMean", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_reduce_mean(n, x); }}},
+      {"Tile", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_tile(n, x); }}},
+      {"Neg", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_neg(n, x); }}},
+      {"Sum", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_sum(n, x); }}},
       {"Upsample", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_upsample(n, x); }}},
   };
   return r;
@@ -136,13 +140,14 @@ Expected<Program> Lowerer::run(const Shape& input_shape) {
                             " does not match the declared " + shape_str(in.dims));
   if (input_shape.empty())
     return invalid_argument("input '" + in.name + "': a scalar input (a batch dimension is needed)");
-  // dim 0 is the batch (docs/design/faces.md §2): the program is lowered per image, whatever batch is declared or asked
+  // dim 0 is the batch (docs/design/faces.md §2): per image the program is lowered for batch 1 whatever batch is
+  // declared or asked; whole, for the shape as given
   declared_batch_ = in.dims[0];
   lowered_batch_ = input_shape[0];
   Shape one = input_shape;
-  one[0] = 1;
+  if (!whole_) one[0] = 1;
   for (std::size_t i = 0; i < in.dims.size(); ++i) {
-    if (input_shape[i] <= 0 || (i > 0 && in.dims[i] != 0 && in.dims[i] != input_shape[i]))
+    if (input_shape[i] <= 0 || ((i > 0 || whole_) && in.dims[i] != 0 && in.dims[i] != input_shape[i]))
       return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
                               " does not match the declared " + shape_str(in.dims));
   }
@@ -224,9 +229,25 @@ Status Lowerer::lower_node(const Node& n) {
   return rule.lower(*this, n, *x);
 }
 
-Expected<Program> lower_graph(const Graph& graph, const Shape& shape, const NetLimits& limits) {
+Expected<Program> lower_graph(const Graph& graph, const Shape& shape, const NetLimits& limits,
+                              bool* per_image) {
   Lowerer l(graph, limits);
   auto p = l.run(shape);
+  const bool separable = p.ok() && l.mix_reason().empty();
+  if (per_image) *per_image = separable;
+  const bool batch =
+      !shape.empty() && (shape[0] > 1 || (!graph.inputs.empty() && !graph.inputs[0].dims.empty() &&
+                                          graph.inputs[0].dims[0] > 1));
+  if (batch && !separable) {  // the graph computes across dim 0: lower it whole (docs/design/faces.md §2)
+    Lowerer w(graph, limits, true);
+    auto q = w.run(shape);
+    if (q) {
+      fuse(*q);
+      return q;
+    }
+    if (!p) return p;
+    return q.status().with_context("lowered whole, as " + l.mix_reason());
+  }
   if (p) fuse(*p);  // once, after lowering: every executor runs the groups it marks
   return p;
 }

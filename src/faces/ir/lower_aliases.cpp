@@ -15,6 +15,7 @@ Status Lowerer::lower_flatten(const Node& n, const Entry& x) {
     return err(n, "attribute 'axis' = " + std::to_string(*axis) + " for rank " + std::to_string(r));
   std::int64_t outer = 1, inner = 1;
   for (std::int64_t i = 0; i < r; ++i) (i < ax ? outer : inner) *= s[static_cast<std::size_t>(i)];
+  if (!x.is_const() && ax == 0) mixes(n, "flattens dim 0 into the rest");
   define_alias(n, x, {outer, inner});
   return {};
 }
@@ -61,6 +62,7 @@ Status Lowerer::lower_reshape(const Node& n, const Entry& x) {
     return err(n, "shape " + shape_str(out) + " holds " + std::to_string(known) + " elements, the input " +
                       std::to_string(total));
   }
+  if (!x.is_const() && (out.empty() || out[0] != 1)) mixes(n, "reshapes dim 0 away");
   define_alias(n, x, out);
   return {};
 }

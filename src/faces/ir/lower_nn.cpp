@@ -17,18 +17,26 @@ Status Lowerer::lower_softmax(const Node& n, const Entry& x) {
   if (s.empty()) return err(n, "scalar input");
   std::size_t axis = 0;
   FT_TRY(take(norm_axis(n, axis_attr, s.size()), axis));
+  if (axis == 0) mixes(n, "normalises along dim 0");
   SoftmaxOp op{1, 1, 1};
   for (std::size_t k = 0; k < s.size(); ++k) {
-    if (k < axis) op.outer *= s[k];
-    else if (k == axis || legacy) op.axis *= s[k];
-    else op.inner *= s[k];
+    if (k < axis)
+      op.outer *= s[k];
+    else if (k == axis || legacy)
+      op.axis *= s[k];
+    else
+      op.inner *= s[k];
   }
   return emit(n, op, {Arg::value(x.value)}, s);
 }
 
-Status Lowerer::lower_avgpool(const Node& n, const Entry& x) {
-  const Shape& s = x.shape;
-  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 2-D pooling)");
+Status Lowerer::lower_avgpool(const Node& n0, const Entry& x) {
+  const bool one_d = x.shape.size() == 3;  // [N,C,L] as a plane of height 1
+  const Node n = one_d ? widen_1d(n0) : n0;
+  Shape s = x.shape;
+  if (one_d) s.insert(s.begin() + 2, 1);
+  if (s.size() != 4)
+    return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
   auto win = window(n, {});
   if (!win) return win.status();
   std::int64_t ceil = 0, cip = 0;
@@ -42,16 +50,19 @@ Status Lowerer::lower_avgpool(const Node& n, const Entry& x) {
   FT_TRY(resolve_pads(n, *win, s[2], s[3], ks[0], ks[1]));
   const auto& p = win->pads;
   AvgPoolOp op;
-  op.channels = s[1], op.h = s[2], op.w = s[3], op.kh = ks[0], op.kw = ks[1];
+  op.channels = s[0] * s[1], op.h = s[2], op.w = s[3], op.kh = ks[0],
+  op.kw = ks[1];  // N > 1 only lowered whole
   op.sh = win->strides[0], op.sw = win->strides[1];
   op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
   op.count_include_pad = cip != 0;
-  if (op.kh > op.h + op.pt + op.pb || op.kw > op.w + op.pl + op.pr) return err(n, "kernel larger than the input");
+  if (op.kh > op.h + op.pt + op.pb || op.kw > op.w + op.pl + op.pr)
+    return err(n, "kernel larger than the input");
   if (op.pt >= op.kh || op.pb >= op.kh || op.pl >= op.kw || op.pr >= op.kw)
     return err(n, "attribute 'pads' must be smaller than the kernel");
   op.oh = pool_out(op.h, op.kh, op.sh, op.pt, op.pb, ceil != 0);
   op.ow = pool_out(op.w, op.kw, op.sw, op.pl, op.pr, ceil != 0);
-  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
+  if (one_d) return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.ow});
+  return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.oh, op.ow});
 }
 
 Status Lowerer::lower_pad(const Node& n, const Entry& x) {
@@ -90,6 +101,9 @@ Status Lowerer::lower_pad(const Node& n, const Entry& x) {
     return err(n, "pads hold " + std::to_string(pads.size()) + " values for " + std::to_string(axes.size()) +
                       " axes");
   if (!std::isfinite(value)) return err(n, "non-finite constant_value");
+  for (auto q : pads)
+    if (q < -(std::int64_t{1} << 31) || q > (std::int64_t{1} << 31))
+      return err(n, "pad " + std::to_string(q));
   std::vector<std::int64_t> begin(r, 0), end(r, 0);
   for (std::size_t k = 0; k < axes.size(); ++k) {
     begin[static_cast<std::size_t>(axes[k])] = pads[k];
@@ -97,6 +111,7 @@ Status Lowerer::lower_pad(const Node& n, const Entry& x) {
   }
   bool any = false;
   for (std::size_t k = 0; k < r; ++k) any = any || begin[k] != 0 || end[k] != 0;
+  if (r > 0 && (begin[0] != 0 || end[0] != 0)) mixes(n, "pads dim 0");
   if (!any) {
     define_alias(n, x, s);
     return {};
@@ -123,7 +138,8 @@ Status Lowerer::lower_pad(const Node& n, const Entry& x) {
   }
   if (r > 4) {
     for (std::size_t k = 0; k + 4 < r; ++k)
-      if (begin[k] != 0 || end[k] != 0 || cs[k] != 1) return unsupported(n, "padding of a rank-" + std::to_string(r) + " value beyond its last 4 axes");
+      if (begin[k] != 0 || end[k] != 0 || cs[k] != 1)
+        return unsupported(n, "padding of a rank-" + std::to_string(r) + " value beyond its last 4 axes");
   }
   PadOp op;
   op.value = value;
@@ -167,6 +183,7 @@ Status Lowerer::lower_reduce_mean(const Node& n, const Entry& x) {
     FT_TRY(take(norm_axis(n, a, s.size()), k));
     red[k] = true;
   }
+  if (!red.empty() && red[0]) mixes(n, "reduces dim 0");
   // the reduced axes (size-1 axes dropped) must be one contiguous run
   std::int64_t first = -1, last = -1;
   for (std::size_t k = 0; k < s.size(); ++k)
@@ -180,14 +197,19 @@ Status Lowerer::lower_reduce_mean(const Node& n, const Entry& x) {
       return unsupported(n, "reduced axes that are not adjacent");
   for (std::size_t k = 0; k < s.size(); ++k) {
     const auto ki = static_cast<std::int64_t>(k);
-    if (first < 0 || ki < first) op.outer *= s[k];
-    else if (ki <= last) op.len *= s[k];
-    else op.inner *= s[k];
+    if (first < 0 || ki < first)
+      op.outer *= s[k];
+    else if (ki <= last)
+      op.len *= s[k];
+    else
+      op.inner *= s[k];
   }
   Shape out;
   for (std::size_t k = 0; k < s.size(); ++k)
-    if (!red[k]) out.push_back(s[k]);
-    else if (keep != 0) out.push_back(1);
+    if (!red[k])
+      out.push_back(s[k]);
+    else if (keep != 0)
+      out.push_back(1);
   if (first < 0) {  // only size-1 axes: no arithmetic
     define_alias(n, x, out);
     return {};
@@ -195,11 +217,27 @@ Status Lowerer::lower_reduce_mean(const Node& n, const Entry& x) {
   return emit(n, op, {Arg::value(x.value)}, out);
 }
 
-Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
+Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
   const bool gemm = n.op == "Gemm";
   auto be = input(n, 1);
   if (!be) return be.status();
   if (be->is_const() && be->c->is_int) return err(n, "INT64 operand");
+  Entry a = a_in;
+  if (gemm) {  // transA: a transposing copy first
+    std::int64_t ta = 0;
+    FT_TRY(take(attr_int(n, "transA", 0), ta));
+    if (ta != 0 && ta != 1) return err(n, "attribute 'transA' must be 0 or 1");
+    if (ta == 1) {
+      if (a.shape.size() != 2) return err(n, "A must be 2-D");
+      mixes(n, "transposes A across dim 0");
+      TransposeOp t;
+      t.dims = {a.shape[1], a.shape[0]};
+      t.strides = {1, a.shape[1]};
+      std::int32_t id = -1;
+      FT_TRY(emit(n, std::move(t), {Arg::value(a.value)}, t.dims, n.outputs.size(), &id));
+      a = Entry{nullptr, id, {a_in.shape[1], a_in.shape[0]}};
+    }
+  }
   Shape as = a.shape, bs = shape_of(*be);
   bool trans_b = false;
   float alpha = 1.0f, beta = 1.0f;
@@ -225,7 +263,8 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
   op.trans_b = trans_b;
   op.n = trans_b ? bs[bs.size() - 2] : bs.back();
   const std::int64_t bk = trans_b ? bs.back() : bs[bs.size() - 2];
-  if (bk != op.k) return err(n, "A " + shape_str(a.shape) + " and B " + shape_str(shape_of(*be)) + " do not multiply");
+  if (bk != op.k)
+    return err(n, "A " + shape_str(a.shape) + " and B " + shape_str(shape_of(*be)) + " do not multiply");
   const Shape abat(as.begin(), as.end() - 2), bbat(bs.begin(), bs.end() - 2);
   const std::int64_t na = count_of(abat), nb = count_of(bbat);
   Shape batch;
@@ -240,13 +279,19 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
     Shape x = abat, y = bbat;
     while (!x.empty() && x.front() == 1) x.erase(x.begin());
     while (!y.empty() && y.front() == 1) y.erase(y.begin());
-    if (x != y) return unsupported(n, "batch dims " + shape_str(abat) + " and " + shape_str(bbat) + " broadcast");
+    if (x != y)
+      return unsupported(n, "batch dims " + shape_str(abat) + " and " + shape_str(bbat) + " broadcast");
     batch = abat.size() >= bbat.size() ? abat : bbat;
     op.batch = na, op.a_stride = op.m * op.k, op.b_stride = op.k * op.n;
   }
   Shape out = batch;
   if (!a1) out.push_back(op.m);
   if (!b1) out.push_back(op.n);
+  if (a1 || as.size() < out.size()) mixes(n, "multiplies across dim 0");
+  if (!be->is_const() && (bs.size() != out.size() || out.size() < 3))
+    mixes(n, "multiplies by a value across dim 0");
+  if (be->is_const() && bs.size() == out.size() && out.size() >= 3 && bs[0] != 1)
+    mixes(n, "broadcasts a constant along dim 0");
   const Arg barg = be->is_const() ? Arg::constant(const_id(be->c)) : Arg::value(be->value);
   if (!gemm || (!has_input(n, 2) && alpha == 1.0f)) return emit(n, op, {Arg::value(a.value), barg}, out);
   // Gemm: alpha·(A·B) + beta·C as MatMul, then Mul and Add steps with constants
@@ -264,6 +309,22 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
     return emit(n, b, {Arg::value(v), Arg::constant(cid)}, out, last ? 0 : hidden, &id);
   };
   if (alpha != 1.0f) FT_TRY(bin(BinaryKind::kMul, id, {alpha}, !has_input(n, 2)));
+  if (has_input(n, 2) &&
+      !input(n, 2)->is_const()) {  // C a graph value: (beta·C) + the product, as Binary steps
+    const std::string ab = n.name + "#ab", bc = n.name + "#betac", k = n.name + "#beta";
+    names_[ab] = Entry{nullptr, id, out};
+    std::string c_name = n.inputs[2];
+    if (beta != 1.0f) {
+      auto c = std::make_shared<ConstTensor>();
+      c->f = {beta};
+      names_[k] = Entry{c, -1, {}};
+      Node mul{n.name, "Mul", {n.inputs[2], k}, {bc}, {}};
+      FT_TRY(lower_binary(mul, Entry{}, BinaryKind::kMul));
+      c_name = bc;
+    }
+    Node add{n.name, "Add", {ab, c_name}, {n.outputs[0]}, {}};
+    return lower_binary(add, Entry{}, BinaryKind::kAdd);
+  }
   if (has_input(n, 2)) {
     auto c = const_float(n, 2, "C");
     if (!c) return c.status();
@@ -274,13 +335,44 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a) {
     if (cc == op.m && cs.size() == 2 && cs[1] == 1 && op.n != 1) {  // a column [M,1]: broadcast by hand
       std::vector<float> full(static_cast<std::size_t>(op.m * op.n));
       for (std::int64_t i = 0; i < op.m; ++i)
-        for (std::int64_t j = 0; j < op.n; ++j) full[static_cast<std::size_t>(i * op.n + j)] = cv[static_cast<std::size_t>(i)];
+        for (std::int64_t j = 0; j < op.n; ++j)
+          full[static_cast<std::size_t>(i * op.n + j)] = cv[static_cast<std::size_t>(i)];
       cv = std::move(full);
       ok = true;
     }
     if (!ok) return err(n, "C " + shape_str(cs) + " does not broadcast to " + shape_str(out));
     for (float& v : cv) v *= beta;
     FT_TRY(bin(BinaryKind::kAdd, id, std::move(cv), true));
+  }
+  return {};
+}
+
+Status Lowerer::lower_neg(const Node& n, const Entry& x) {
+  // −x as x·(−1) (exact): a Binary step with a scalar constant
+  auto k = std::make_shared<ConstTensor>();
+  k->f = {-1.0f};
+  const std::string kn = n.name + "#minus1";
+  names_[kn] = Entry{k, -1, {}};
+  Node mul{n.name, "Neg", {n.inputs[0], kn}, {n.outputs[0]}, {}};
+  (void)x;
+  return lower_binary(mul, Entry{}, BinaryKind::kMul);
+}
+
+Status Lowerer::lower_sum(const Node& n, const Entry&) {
+  // Sum of k operands: k − 1 Adds in operand order
+  if (n.inputs.empty()) return err(n, "no operands");
+  if (n.inputs.size() == 1) {
+    auto x = input(n, 0);
+    if (!x) return x.status();
+    define_alias(n, *x, shape_of(*x));
+    return {};
+  }
+  std::string acc = n.inputs[0];
+  for (std::size_t i = 1; i < n.inputs.size(); ++i) {
+    const std::string o = i + 1 == n.inputs.size() ? n.outputs[0] : n.name + "#sum" + std::to_string(i);
+    Node add{n.name, "Sum", {acc, n.inputs[i]}, {o}, {}};
+    FT_TRY(lower_binary(add, Entry{}, BinaryKind::kAdd));
+    acc = o;
   }
   return {};
 }
@@ -305,7 +397,8 @@ Status Lowerer::lower_upsample(const Node& n, const Entry& x) {
   if (mode != "nearest" && mode != "linear" && mode != "bilinear")
     return unsupported(n, "attribute 'mode' = " + mode);
   for (int i = 2; i < 4; ++i)
-    if (!(f[static_cast<std::size_t>(i)] > 0.0f) || !std::isfinite(f[static_cast<std::size_t>(i)]))
+    if (!(f[static_cast<std::size_t>(i)] > 0.0f) || !std::isfinite(f[static_cast<std::size_t>(i)]) ||
+        static_cast<double>(s[static_cast<std::size_t>(i)]) * f[static_cast<std::size_t>(i)] > 1e9)
       return err(n, "scale " + std::to_string(f[static_cast<std::size_t>(i)]));
   const auto oh = static_cast<std::int64_t>(std::floor(static_cast<double>(s[2]) * f[2]));
   const auto ow = static_cast<std::int64_t>(std::floor(static_cast<double>(s[3]) * f[3]));
@@ -313,26 +406,27 @@ Status Lowerer::lower_upsample(const Node& n, const Entry& x) {
   const bool whole = f[2] >= 1.0f && f[2] <= 16.0f && f[2] == std::floor(f[2]) && f[3] >= 1.0f &&
                      f[3] <= 16.0f && f[3] == std::floor(f[3]);
   if (mode == "nearest" && whole) {
-    ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
+    ResizeOp op{s[0] * s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
     op.oh = oh, op.ow = ow, op.scale_y = f[2], op.scale_x = f[3];
-    return emit(n, op, {Arg::value(x.value)}, {1, op.channels, oh, ow});
+    return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], oh, ow});
   }
   return lower_resize_general(n, x, mode == "nearest" ? ResizeMode::kNearest : ResizeMode::kLinear,
                               ResizeCoord::kAsymmetric, ResizeNearest::kFloor, oh, ow, f[2], f[3]);
 }
 
 Status Lowerer::lower_resize_general(const Node& n, const Entry& x, ResizeMode mode, ResizeCoord coord,
-                                     ResizeNearest nearest, std::int64_t oh, std::int64_t ow, float sy, float sx) {
+                                     ResizeNearest nearest, std::int64_t oh, std::int64_t ow, float sy,
+                                     float sx) {
   const Shape& s = x.shape;
   ResizeOp op;
-  op.channels = s[1], op.h = s[2], op.w = s[3];
-  op.sy = 0, op.sx = 0;  // not the integer nearest up-scale
+  op.channels = s[0] * s[1], op.h = s[2], op.w = s[3];  // N > 1 only when lowered whole
+  op.sy = 0, op.sx = 0;                                 // not the integer nearest up-scale
   op.oh = oh, op.ow = ow;
   op.mode = mode;
   op.coord = coord;
   op.nearest = nearest;
   op.scale_y = sy, op.scale_x = sx;
-  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, oh, ow});
+  return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], oh, ow});
 }
 
 }  // namespace facetrace::faces::detail

@@ -2,8 +2,10 @@
 /// The lowering rules of the operators that become steps (docs/design/faces.md §2): conv, the element-wise and per-channel
 /// ops, GEMM/MatMul, transpose, pooling, resize and global average. Constant operands fold here.
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "ir/lowerer.h"
 
@@ -22,6 +24,15 @@ float apply_unary(const UnaryOp& u, float x) {
     case UnaryKind::kSqrt: return std::sqrt(x);
   }
   return x;
+}
+
+// v repeated `times` times: per-channel factors over a whole-lowered batch ([B, C, …] as B·C channels).
+std::vector<float> tiled(std::vector<float> v, std::int64_t times) {
+  if (times <= 1) return v;
+  std::vector<float> r;
+  r.reserve(v.size() * static_cast<std::size_t>(times));
+  for (std::int64_t t = 0; t < times; ++t) r.insert(r.end(), v.begin(), v.end());
+  return r;
 }
 
 }  // namespace
@@ -71,6 +82,24 @@ Status Lowerer::resolve_pads(const Node& n, Window& w, std::int64_t h, std::int6
   return {};
 }
 
+Node Lowerer::widen_1d(const Node& n) {
+  Node n2 = n;
+  auto widen = [&](const char* name, std::int64_t lead, bool pads) {
+    auto it = n2.attrs.find(name);
+    if (it == n2.attrs.end() || it->second.type != Attr::Type::kInts) return;
+    auto& v = it->second.ints;
+    if (pads && v.size() == 2)
+      v = {0, v[0], 0, v[1]};
+    else if (!pads && v.size() == 1)
+      v = {lead, v[0]};
+  };
+  widen("kernel_shape", 1, false);
+  widen("strides", 1, false);
+  widen("dilations", 1, false);
+  widen("pads", 0, true);
+  return n2;
+}
+
 Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   if (!has_input(n, 1)) return err(n, "no weights (input 1)");
   auto w = const_float(n, 1, "weights");
@@ -79,24 +108,15 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   Shape ws = (*w)->dims;
   // a 1-D conv ([N,C,L], weights [co,ci,k]) runs as a 2-D conv of height 1 (docs/design/faces.md §2)
   const bool one_d = xs.size() == 3 && ws.size() == 3;
-  Node n2 = n;  // the 1-D attributes widened to 2-D
+  const Node n2 = one_d ? widen_1d(n) : n;  // the 1-D attributes widened to 2-D
   if (one_d) {
     xs.insert(xs.begin() + 2, 1);
     ws.insert(ws.begin() + 2, 1);
-    auto widen = [&](const char* name, std::int64_t lead, bool pads) {
-      auto it = n2.attrs.find(name);
-      if (it == n2.attrs.end() || it->second.type != Attr::Type::kInts) return;
-      auto& v = it->second.ints;
-      if (pads && v.size() == 2) v = {0, v[0], 0, v[1]};
-      else if (!pads && v.size() == 1) v = {lead, v[0]};
-    };
-    widen("kernel_shape", 1, false);
-    widen("strides", 1, false);
-    widen("dilations", 1, false);
-    widen("pads", 0, true);
   }
-  if (xs.size() != 4) return unsupported(n, "input rank " + std::to_string(x.shape.size()) + " (only 1-D and 2-D conv)");
-  if (ws.size() != 4) return unsupported(n, "weights rank " + std::to_string((*w)->dims.size()) + " (only 1-D and 2-D conv)");
+  if (xs.size() != 4)
+    return unsupported(n, "input rank " + std::to_string(x.shape.size()) + " (only 1-D and 2-D conv)");
+  if (ws.size() != 4)
+    return unsupported(n, "weights rank " + std::to_string((*w)->dims.size()) + " (only 1-D and 2-D conv)");
   std::int64_t group = 1;
   FT_TRY(take(attr_int(n, "group", 1), group));
   auto win = window(n2, {ws[2], ws[3]});
@@ -136,9 +156,29 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
                  "bias has " + std::to_string((*b)->count()) + " values, expected " + std::to_string(j.cout));
     j.bias = std::make_shared<const std::vector<float>>((*b)->f);
   }
-  j.layer = static_cast<std::int32_t>(prog_.conv_count++);
-  if (one_d) return emit(n, j, {Arg::value(x.value)}, {1, j.cout, j.ow});
-  return emit(n, j, {Arg::value(x.value)}, {1, j.cout, j.oh, j.ow});
+  const Shape out = one_d ? Shape{xs[0], j.cout, j.ow} : Shape{xs[0], j.cout, j.oh, j.ow};
+  if (xs[0] == 1) {
+    j.layer = static_cast<std::int32_t>(prog_.conv_count++);
+    return emit(n, j, {Arg::value(x.value)}, out);
+  }
+  // lowered whole with N > 1: one conv per image, concatenated (docs/design/faces.md §2)
+  if (xs[0] > 64) return unsupported(n, "a batch above 64 in a graph lowered whole");
+  ConcatOp cat{1, j.cout * j.oh * j.ow, std::vector<std::int64_t>(static_cast<std::size_t>(xs[0]), 1)};
+  std::vector<Arg> parts;
+  const std::int64_t per = j.cin * j.h * j.w;
+  for (std::int64_t b = 0; b < xs[0]; ++b) {
+    std::int32_t id = -1;
+    TransposeOp t;
+    t.dims = {1, j.cin, j.h, j.w};
+    t.strides = strides_of(t.dims);
+    t.offset = b * per;
+    FT_TRY(emit(n, std::move(t), {Arg::value(x.value)}, {1, j.cin, j.h, j.w}, n.outputs.size(), &id));
+    ConvJob jb = j;
+    jb.layer = static_cast<std::int32_t>(prog_.conv_count++);
+    FT_TRY(emit(n, jb, {Arg::value(id)}, {1, j.cout, j.oh, j.ow}, n.outputs.size(), &id));
+    parts.push_back(Arg::value(id));
+  }
+  return emit(n, std::move(cat), std::move(parts), out);
 }
 
 Status Lowerer::lower_unary(const Node& n, const Entry& x, UnaryKind kind) {
@@ -218,6 +258,12 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
     sb *= bd[i];
   }
   Shape out(op.dims.begin() + static_cast<std::ptrdiff_t>(4 - rank), op.dims.end());
+  for (const auto* e : {&*a, &*b}) {  // per image, dim 0 of the result must be the values' batch
+    const Shape es = shape_of(*e);
+    if (!e->is_const() && es.size() != rank) mixes(n, "broadcasts a value of lower rank across the batch");
+    if (e->is_const() && !(a->is_const() && b->is_const()) && es.size() == rank && rank > 0 && es[0] != 1)
+      mixes(n, "broadcasts a constant along dim 0");
+  }
   if (ints) {  // integer shape arithmetic, folded (Div truncates toward zero, as onnxruntime)
     auto c = std::make_shared<ConstTensor>();
     c->dims = out;
@@ -226,14 +272,17 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
       for (std::int64_t i1 = 0; i1 < op.dims[1]; ++i1)
         for (std::int64_t i2 = 0; i2 < op.dims[2]; ++i2)
           for (std::int64_t i3 = 0; i3 < op.dims[3]; ++i3) {
-            const std::int64_t x = a->c->i[static_cast<std::size_t>(i0 * op.a_strides[0] + i1 * op.a_strides[1] +
-                                                                    i2 * op.a_strides[2] + i3 * op.a_strides[3])];
-            const std::int64_t y = b->c->i[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] +
-                                                                    i2 * op.b_strides[2] + i3 * op.b_strides[3])];
+            const std::int64_t x = a->c->i[static_cast<std::size_t>(
+                i0 * op.a_strides[0] + i1 * op.a_strides[1] + i2 * op.a_strides[2] + i3 * op.a_strides[3])];
+            const std::int64_t y = b->c->i[static_cast<std::size_t>(
+                i0 * op.b_strides[0] + i1 * op.b_strides[1] + i2 * op.b_strides[2] + i3 * op.b_strides[3])];
             if (kind == BinaryKind::kDiv && y == 0) return err(n, "integer division by zero");
-            c->i.push_back(kind == BinaryKind::kAdd   ? x + y
-                           : kind == BinaryKind::kSub ? x - y
-                           : kind == BinaryKind::kMul ? x * y
+            // in unsigned arithmetic (wraps instead of overflowing); INT64_MIN / −1 wraps too
+            const auto ux = static_cast<std::uint64_t>(x), uy = static_cast<std::uint64_t>(y);
+            c->i.push_back(kind == BinaryKind::kAdd   ? static_cast<std::int64_t>(ux + uy)
+                           : kind == BinaryKind::kSub ? static_cast<std::int64_t>(ux - uy)
+                           : kind == BinaryKind::kMul ? static_cast<std::int64_t>(ux * uy)
+                           : y == -1                  ? static_cast<std::int64_t>(0 - ux)
                                                       : x / y);
           }
     define_const(n, std::move(c));
@@ -282,13 +331,27 @@ Status Lowerer::lower_prelu(const Node& n, const Entry& x) {
       const std::size_t axis = xs.size() - ss.size() + i;
       ok = axis == 1 ? ss[i] == ch : ss[i] == 1;
     }
-    if (!ok)
-      return unsupported(
-          n, "slope " + shape_str(ss) + " is neither per channel nor a scalar for input " + shape_str(xs));
+    // before opset 7 a 1-D slope of C values is per channel (the legacy broadcast)
+    if (!ok && g_.opset > 0 && g_.opset < 7 && ss.size() == 1 && ss[0] == ch) ok = true;
+    if (!ok) {
+      // any other broadcastable slope: relu(x) − slope·relu(−x), which is x ≥ 0 ? x : slope·x exactly
+      const std::string neg = n.name + "#neg", rn = n.name + "#reluneg", m = n.name + "#slope",
+                        rp = n.name + "#relu";
+      Node t{n.name, "PRelu", {n.inputs[0]}, {neg}, {}};
+      FT_TRY(lower_neg(t, x));
+      t.inputs = {neg}, t.outputs = {rn};
+      FT_TRY(lower_unary(t, names_[neg], UnaryKind::kRelu));
+      t.inputs = {rn, n.inputs[1]}, t.outputs = {m};
+      FT_TRY(lower_binary(t, Entry{}, BinaryKind::kMul));
+      t.inputs = {n.inputs[0]}, t.outputs = {rp};
+      FT_TRY(lower_unary(t, x, UnaryKind::kRelu));
+      t.inputs = {rp, m}, t.outputs = {n.outputs[0]};
+      return lower_binary(t, Entry{}, BinaryKind::kSub);
+    }
     slope = (*s)->f;
   }
-  const std::int32_t id = add_const(std::move(slope));
-  return emit(n, ChannelPreluOp{ch, plane}, {Arg::value(x.value), Arg::constant(id)}, xs);
+  const std::int32_t id = add_const(tiled(std::move(slope), xs[0]));  // dim 0 > 1 only when lowered whole
+  return emit(n, ChannelPreluOp{xs[0] * ch, plane / xs[0]}, {Arg::value(x.value), Arg::constant(id)}, xs);
 }
 
 Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
@@ -318,8 +381,9 @@ Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
     scale[c] = static_cast<float>(s);
     shift[c] = static_cast<float>(static_cast<double>(p[1]->f[c]) - static_cast<double>(p[2]->f[c]) * s);
   }
-  const std::int32_t si = add_const(std::move(scale)), hi = add_const(std::move(shift));
-  return emit(n, ChannelAffineOp{ch, count_of(xs) / ch},
+  const std::int32_t si = add_const(tiled(std::move(scale), xs[0])),
+                     hi = add_const(tiled(std::move(shift), xs[0]));
+  return emit(n, ChannelAffineOp{xs[0] * ch, count_of(xs) / (xs[0] * ch)},
               {Arg::value(x.value), Arg::constant(si), Arg::constant(hi)}, xs);
 }
 
@@ -336,7 +400,11 @@ Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
     const Shape& as0 = a.shape;
     std::int64_t ta = 0;
     FT_TRY(take(attr_int(n, "transA", 0), ta));
-    if (as0.size() == 2 && as0[0] > 1 && ta == 0) return lower_matmul(n, a);  // A rows beyond the batch
+    // A rows beyond the batch, a transposed A, a non-constant B or C: MatMulOp (+ Mul/Add steps)
+    const auto be = input(n, 1);
+    const auto ce = has_input(n, 2) ? input(n, 2) : be;
+    if ((as0.size() == 2 && as0[0] > 1) || ta != 0 || (be && !be->is_const()) || (ce && !ce->is_const()))
+      return lower_matmul(n, a);
   }
   auto b = const_float(n, 1, "B");
   if (!b) return b.status();
@@ -412,6 +480,7 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   }
   std::vector<std::int64_t> in_strides(r, 1);
   for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * s[i];
+  if (!x.is_const() && r > 0 && perm[0] != 0) mixes(n, "moves dim 0");
   if (x.is_const()) {  // fold
     Shape dims(r);
     std::vector<std::int64_t> st(r);
@@ -431,9 +500,13 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   return emit(n, std::move(op), {Arg::value(x.value)}, out);
 }
 
-Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
-  const Shape& s = x.shape;
-  if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 2-D pooling)");
+Status Lowerer::lower_maxpool(const Node& n0, const Entry& x) {
+  const bool one_d = x.shape.size() == 3;  // [N,C,L] as a plane of height 1
+  const Node n = one_d ? widen_1d(n0) : n0;
+  Shape s = x.shape;
+  if (one_d) s.insert(s.begin() + 2, 1);
+  if (s.size() != 4)
+    return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
   auto win = window(n, {});
   if (!win) return win.status();
   std::int64_t ceil = 0, storage_order = 0;
@@ -450,14 +523,16 @@ Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
     if (pads[static_cast<std::size_t>(a)] >= ks[static_cast<std::size_t>(a)] ||
         pads[static_cast<std::size_t>(a + 2)] >= ks[static_cast<std::size_t>(a)])
       return err(n, "attribute 'pads' must be smaller than the kernel");
-  MaxPoolOp op{s[1], s[2], s[3], ks[0], ks[1], win->strides[0], win->strides[1], 0, 0};
+  // N·C planes (N > 1 only when lowered whole)
+  MaxPoolOp op{s[0] * s[1], s[2], s[3], ks[0], ks[1], win->strides[0], win->strides[1], 0, 0};
   op.pt = pads[0];
   op.pl = pads[1];
   if (op.kh > op.h + pads[0] + pads[2] || op.kw > op.w + pads[1] + pads[3])
     return err(n, "kernel larger than the input");
   op.oh = pool_out(op.h, op.kh, op.sh, pads[0], pads[2], ceil != 0);
   op.ow = pool_out(op.w, op.kw, op.sw, pads[1], pads[3], ceil != 0);
-  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
+  if (one_d) return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.ow});
+  return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.oh, op.ow});
 }
 
 Status Lowerer::lower_resize(const Node& n, const Entry& x) {
@@ -481,7 +556,10 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
     return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest and linear)");
   std::vector<std::int64_t> axes;
   FT_TRY(take(attr_ints(n, "axes", {}), axes));
-  if (!axes.empty() && axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
+  bool swapped = false;  // axes [3,2]: the scales or sizes are given W first
+  if (axes == std::vector<std::int64_t>{3, 2} || axes == std::vector<std::int64_t>{-1, -2}) swapped = true;
+  if (!axes.empty() && !swapped && axes != std::vector<std::int64_t>{2, 3} &&
+      axes != std::vector<std::int64_t>{-2, -1})
     return unsupported(n, "attribute 'axes' other than the two spatial axes");
   // the output size: constant scales, or (opset ≥ 11) constant sizes
   float f[4] = {1, 1, 1, 1};
@@ -495,6 +573,7 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
       const std::size_t off = axes.empty() ? 0 : 2;
       if ((*sc)->count() != static_cast<std::int64_t>(4 - off)) return err(n, "scales must hold 4 values");
       for (std::size_t i = 0; i < 4 - off; ++i) f[i + off] = (*sc)->f[i];
+      if (swapped) std::swap(f[2], f[3]);
       have_scales = true;
     }
   }
@@ -502,7 +581,10 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
     if (have_scales) return err(n, "both scales and sizes are given");
     std::vector<std::int64_t> sz;
     FT_TRY(take(const_ints(n, 3, "sizes"), sz));
-    if (!axes.empty() && sz.size() == 2) sz.insert(sz.begin(), {s[0], s[1]});
+    if (!axes.empty() && sz.size() == 2) {
+      if (swapped) std::swap(sz[0], sz[1]);
+      sz.insert(sz.begin(), {s[0], s[1]});
+    }
     if (sz.size() != 4) return err(n, "sizes must hold 4 values");
     if (sz[0] != s[0] && !is_batch_dim(sz[0])) return unsupported(n, "sizes for N must be the input's");
     if (sz[1] != s[1]) return unsupported(n, "sizes for C must be the input's");
@@ -515,7 +597,8 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   } else {
     if (f[0] != 1.0f || f[1] != 1.0f) return unsupported(n, "scales for N and C must be 1");
     for (int i = 2; i < 4; ++i)
-      if (!(f[i] > 0.0f) || !std::isfinite(f[i])) return err(n, "scale " + std::to_string(f[i]));
+      if (!(f[i] > 0.0f) || !std::isfinite(f[i]) || static_cast<double>(s[i]) * f[i] > 1e9)
+        return err(n, "scale " + std::to_string(f[i]));
     oh = static_cast<std::int64_t>(std::floor(static_cast<double>(s[2]) * f[2]));
     ow = static_cast<std::int64_t>(std::floor(static_cast<double>(s[3]) * f[3]));
     if (oh <= 0 || ow <= 0) return err(n, "empty output");
@@ -526,15 +609,16 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   const bool half_ok = (*ctm == "half_pixel" || *ctm == "pytorch_half_pixel") &&
                        (*nm == "round_prefer_floor" || *nm == "round_prefer_ceil");
   const bool whole = f[2] >= 1.0f && f[2] <= 16.0f && f[2] == std::floor(f[2]) && f[3] >= 1.0f &&
-                     f[3] <= 16.0f && f[3] == std::floor(f[3]) && oh == s[2] * static_cast<std::int64_t>(f[2]) &&
+                     f[3] <= 16.0f && f[3] == std::floor(f[3]) &&
+                     oh == s[2] * static_cast<std::int64_t>(f[2]) &&
                      ow == s[3] * static_cast<std::int64_t>(f[3]);
   if (*mode == "nearest" && whole && (opset10 || floor_ok || half_ok)) {
-    ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
+    ResizeOp op{s[0] * s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
     op.oh = op.h * op.sy;
     op.ow = op.w * op.sx;
     op.scale_y = f[2];
     op.scale_x = f[3];
-    return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.h * op.sy, op.w * op.sx});
+    return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.h * op.sy, op.w * op.sx});
   }
   ResizeCoord coord = ResizeCoord::kAsymmetric;
   if (opset10 || *ctm == "asymmetric")
@@ -551,20 +635,24 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   if (opset10) {
     nearest = ResizeNearest::kFloor;  // opset 10: asymmetric, floor
   } else if (*mode == "nearest") {
-    if (*nm == "floor") nearest = ResizeNearest::kFloor;
-    else if (*nm == "ceil") nearest = ResizeNearest::kCeil;
-    else if (*nm == "round_prefer_ceil") nearest = ResizeNearest::kRoundPreferCeil;
-    else if (*nm != "round_prefer_floor") return unsupported(n, "attribute 'nearest_mode' = " + *nm);
+    if (*nm == "floor")
+      nearest = ResizeNearest::kFloor;
+    else if (*nm == "ceil")
+      nearest = ResizeNearest::kCeil;
+    else if (*nm == "round_prefer_ceil")
+      nearest = ResizeNearest::kRoundPreferCeil;
+    else if (*nm != "round_prefer_floor")
+      return unsupported(n, "attribute 'nearest_mode' = " + *nm);
   }
   (void)exclude;  // affects cubic only
-  return lower_resize_general(n, x, *mode == "nearest" ? ResizeMode::kNearest : ResizeMode::kLinear, coord, nearest,
-                              oh, ow, f[2], f[3]);
+  return lower_resize_general(n, x, *mode == "nearest" ? ResizeMode::kNearest : ResizeMode::kLinear, coord,
+                              nearest, oh, ow, f[2], f[3]);
 }
 
 Status Lowerer::lower_gap(const Node& n, const Entry& x) {
   const Shape& s = x.shape;
   if (s.size() != 4) return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 4-D)");
-  return emit(n, GlobalAverageOp{s[1], s[2] * s[3]}, {Arg::value(x.value)}, {1, s[1], 1, 1});
+  return emit(n, GlobalAverageOp{s[0] * s[1], s[2] * s[3]}, {Arg::value(x.value)}, {s[0], s[1], 1, 1});
 }
 
 }  // namespace facetrace::faces::detail

@@ -22,8 +22,12 @@ ConstPtr int_const(Shape dims, std::vector<std::int64_t> v) {
 }
 
 // ONNX Slice's clamping of one axis (docs/design/faces.md §2): returns the first index and the count.
-void slice_axis(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step, std::int64_t* first,
-                std::int64_t* count) {
+void slice_axis(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step,
+                std::int64_t* first, std::int64_t* count) {
+  if (dim <= 0) {
+    *first = 0, *count = 0;
+    return;
+  }
   if (start < 0) start += dim;
   if (end < 0) end += dim;
   if (step > 0) {
@@ -46,7 +50,8 @@ std::int64_t sat(std::int64_t v) {
 
 }  // namespace
 
-Expected<std::vector<std::int64_t>> Lowerer::const_ints(const Node& n, std::size_t i, const char* what) const {
+Expected<std::vector<std::int64_t>> Lowerer::const_ints(const Node& n, std::size_t i,
+                                                        const char* what) const {
   auto c = const_input(n, i, what);
   if (!c) return c.status();
   if ((*c)->is_int) return (*c)->i;
@@ -58,8 +63,8 @@ Expected<std::vector<std::int64_t>> Lowerer::const_ints(const Node& n, std::size
   return v;
 }
 
-Status Lowerer::strided(const Node& n, const Entry& x, const Shape& dims, const std::vector<std::int64_t>& strides,
-                        std::int64_t offset, std::size_t out) {
+Status Lowerer::strided(const Node& n, const Entry& x, const Shape& dims,
+                        const std::vector<std::int64_t>& strides, std::int64_t offset, std::size_t out) {
   if (!x.is_const()) {
     TransposeOp op;
     op.dims = dims;
@@ -84,7 +89,8 @@ Status Lowerer::strided(const Node& n, const Entry& x, const Shape& dims, const 
   for (std::int64_t j = 0; j < total; ++j) {
     std::int64_t at = offset;
     for (std::size_t k = 0; k < dims.size(); ++k) at += idx[k] * strides[k];
-    if (at < 0 || at >= x.c->count()) return internal_error("node '" + n.name + "': strided read out of range");
+    if (at < 0 || at >= x.c->count())
+      return internal_error("node '" + n.name + "': strided read out of range");
     if (c->is_int)
       c->i.push_back(x.c->i[static_cast<std::size_t>(at)]);
     else
@@ -127,7 +133,8 @@ Status Lowerer::lower_gather(const Node& n, const Entry& x) {
   FT_TRY(take(norm_axis(n, axis_attr, s.size()), axis));
   const std::int64_t dim = s[axis];
   for (auto& i : idx) {
-    if (i < -dim || i >= dim) return err(n, "index " + std::to_string(i) + " out of range for dim " + std::to_string(dim));
+    if (i < -dim || i >= dim)
+      return err(n, "index " + std::to_string(i) + " out of range for dim " + std::to_string(dim));
     if (i < 0) i += dim;
   }
   const auto st = strides_of(s);
@@ -157,15 +164,40 @@ Status Lowerer::lower_gather(const Node& n, const Entry& x) {
     define_const(n, std::move(c));
     return {};
   }
-  // a value: the indices must step evenly (a strided copy); one index drops the axis
+  if (axis == 0 && !x.is_const()) mixes(n, "gathers along dim 0");
+  // a value: evenly stepping indices are one strided copy (one index drops the axis); any others are one copy
+  // per index concatenated along the axis
   const std::int64_t step = idx.size() > 1 ? idx[1] - idx[0] : 0;
-  for (std::size_t k = 1; k < idx.size(); ++k)
-    if (idx[k] - idx[k - 1] != step) return unsupported(n, "indices on a graph value must step evenly");
-  offset = idx[0] * st[axis];
-  if (!ishape.empty()) {
-    if (ishape.size() != 1) return unsupported(n, "indices of rank above 1 on a graph value");
-    strides.push_back(step * st[axis]);
+  bool even = ishape.size() <= 1;
+  for (std::size_t k = 1; even && k < idx.size(); ++k) even = idx[k] - idx[k - 1] == step;
+  if (!even) {
+    if (idx.size() > 64) return unsupported(n, "more than 64 uneven indices on a graph value");
+    ConcatOp cat;
+    cat.outer = 1, cat.inner = 1;
+    for (std::size_t k = 0; k < axis; ++k) cat.outer *= s[k];
+    for (std::size_t k = axis + 1; k < s.size(); ++k) cat.inner *= s[k];
+    std::vector<Arg> args;
+    Shape one = s;
+    one[axis] = 1;
+    for (auto i : idx) {
+      std::int32_t id = -1;
+      TransposeOp t;
+      t.dims = one;
+      t.strides = st;
+      t.offset = i * st[axis];
+      FT_TRY(emit(n, std::move(t), {Arg::value(x.value)}, one, n.outputs.size(), &id));
+      args.push_back(Arg::value(id));
+      cat.parts.push_back(1);
+    }
+    Shape cs = s;
+    cs[axis] = static_cast<std::int64_t>(idx.size());
+    std::int32_t id = -1;
+    FT_TRY(emit(n, std::move(cat), std::move(args), cs, n.outputs.size(), &id));
+    define_alias(n, Entry{nullptr, id, cs}, out);
+    return {};
   }
+  offset = idx[0] * st[axis];
+  if (!ishape.empty()) strides.push_back(step * st[axis]);
   strides.insert(strides.end(), st.begin() + static_cast<std::ptrdiff_t>(axis) + 1, st.end());
   return strided(n, x, out, strides, offset);
 }
@@ -188,6 +220,7 @@ Status Lowerer::lower_unsqueeze(const Node& n, const Entry& x) {
   Shape out;
   std::size_t j = 0;
   for (std::size_t k = 0; k < r; ++k) out.push_back(is_new[k] ? 1 : s[j++]);
+  if (!x.is_const() && !is_new.empty() && is_new[0]) mixes(n, "inserts an axis before dim 0");
   define_alias(n, x, out);
   return {};
 }
@@ -205,12 +238,14 @@ Status Lowerer::lower_squeeze(const Node& n, const Entry& x) {
   for (auto a : axes) {
     std::size_t k = 0;
     FT_TRY(take(norm_axis(n, a, s.size()), k));
-    if (s[k] != 1) return err(n, "axis " + std::to_string(a) + " has size " + std::to_string(s[k]) + ", not 1");
+    if (s[k] != 1)
+      return err(n, "axis " + std::to_string(a) + " has size " + std::to_string(s[k]) + ", not 1");
     drop[k] = true;
   }
   Shape out;
   for (std::size_t k = 0; k < s.size(); ++k)
     if (!drop[k]) out.push_back(s[k]);
+  if (!x.is_const() && !drop.empty() && drop[0]) mixes(n, "removes dim 0");
   define_alias(n, x, out);
   return {};
 }
@@ -239,7 +274,8 @@ Status Lowerer::lower_concat(const Node& n, const Entry&) {
     const Shape s = shape_of(ins[i]);
     bool ok = s.size() == s0.size();
     for (std::size_t k = 0; ok && k < s.size(); ++k) ok = k == axis || s[k] == s0[k];
-    if (!ok) return err(n, "operand shapes " + shape_str(s0) + " and " + shape_str(s) + " do not concatenate");
+    if (!ok)
+      return err(n, "operand shapes " + shape_str(s0) + " and " + shape_str(s) + " do not concatenate");
     op.parts.push_back(s[axis]);
     out[axis] += s[axis];
   }
@@ -265,6 +301,7 @@ Status Lowerer::lower_concat(const Node& n, const Entry&) {
     define_const(n, std::move(c));
     return {};
   }
+  if (axis == 0) mixes(n, "concatenates along dim 0");
   std::vector<Arg> args;
   std::vector<std::int64_t> parts;
   for (std::size_t i = 0; i < ins.size(); ++i) {
@@ -319,6 +356,8 @@ Status Lowerer::lower_slice(const Node& n, const Entry& x) {
     std::int64_t first = 0, cnt = 0;
     slice_axis(s[a], sat(starts[k]), sat(ends[k]), sat(steps[k]), &first, &cnt);
     if (cnt <= 0) return unsupported(n, "empty slice on axis " + std::to_string(a));
+    if (a == 0 && !x.is_const() && !(first == 0 && steps[k] == 1 && ends[k] >= (std::int64_t{1} << 31)))
+      mixes(n, "slices dim 0");
     out[a] = cnt;
     offset += first * st[a];
     strides[a] = steps[k] * st[a];
@@ -368,7 +407,8 @@ Status Lowerer::lower_constant_of_shape(const Node& n, const Entry&) {
   if (dims.empty()) dims = {};
   std::int64_t total = 1;
   for (auto d : dims) {
-    if (d < 0 || (d > 0 && total > limits_.max_tensor_elements / d)) return err(n, "shape " + shape_str(dims));
+    if (d < 0 || (d > 0 && total > limits_.max_tensor_elements / d))
+      return err(n, "shape " + shape_str(dims));
     total *= d;
   }
   auto c = std::make_shared<ConstTensor>();
@@ -396,7 +436,8 @@ Status Lowerer::lower_range(const Node& n, const Entry&) {
   }
   auto c = std::make_shared<ConstTensor>();
   if (p[0]->is_int) {
-    const std::int64_t a = p[0]->i[0], b = p[1]->is_int ? p[1]->i[0] : 0, d = p[2]->is_int ? p[2]->i[0] : 0;
+    const std::int64_t a = sat(p[0]->i[0]), b = sat(p[1]->is_int ? p[1]->i[0] : 0),
+                       d = sat(p[2]->is_int ? p[2]->i[0] : 0);
     if (!p[1]->is_int || !p[2]->is_int) return err(n, "mixed operand types");
     if (d == 0) return err(n, "delta 0");
     const std::int64_t cnt = std::max<std::int64_t>(0, (b - a + d + (d > 0 ? -1 : 1)) / d);
@@ -433,7 +474,43 @@ Status Lowerer::lower_expand(const Node& n, const Entry& x) {
     out[k] = std::max(in[k], tg[k]);
     strides[k] = in[k] == 1 ? 0 : st[k];
   }
+  if (!x.is_const() && (s.size() != r || (r > 0 && out[0] != 1))) mixes(n, "expands along dim 0");
   return strided(n, x, out, strides, 0);
+}
+
+Status Lowerer::lower_tile(const Node& n, const Entry& x) {
+  std::vector<std::int64_t> reps;
+  FT_TRY(take(const_ints(n, 1, "repeats"), reps));
+  const Shape s = shape_of(x);
+  if (reps.size() != s.size())
+    return err(
+        n, "repeats hold " + std::to_string(reps.size()) + " values for rank " + std::to_string(s.size()));
+  // [r0, d0, r1, d1, ...] with stride 0 on the repeat axes, then seen as [r0·d0, r1·d1, ...]
+  const auto st = strides_of(s);
+  Shape dims, out;
+  std::vector<std::int64_t> strides;
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    if (reps[k] < 1) return unsupported(n, "repeat " + std::to_string(reps[k]));
+    dims.push_back(reps[k]);
+    strides.push_back(0);
+    dims.push_back(s[k]);
+    strides.push_back(st[k]);
+    out.push_back(reps[k] * s[k]);
+  }
+  if (!x.is_const() && !reps.empty() && reps[0] != 1) mixes(n, "repeats dim 0");
+  if (x.is_const()) {
+    FT_TRY(strided(n, x, dims, strides, 0));
+    auto it = names_.find(n.outputs[0]);
+    define_alias(n, it->second, out);
+    return {};
+  }
+  std::int32_t id = -1;
+  TransposeOp t;
+  t.dims = dims;
+  t.strides = strides;
+  FT_TRY(emit(n, std::move(t), {Arg::value(x.value)}, dims, n.outputs.size(), &id));
+  define_alias(n, Entry{nullptr, id, dims}, out);
+  return {};
 }
 
 Status Lowerer::lower_split(const Node& n, const Entry& x) {
@@ -462,7 +539,9 @@ Status Lowerer::lower_split(const Node& n, const Entry& x) {
     if (p <= 0) return unsupported(n, "split size " + std::to_string(p));
     sum += p;
   }
-  if (sum != dim) return err(n, "split sizes sum to " + std::to_string(sum) + ", the axis has " + std::to_string(dim));
+  if (sum != dim)
+    return err(n, "split sizes sum to " + std::to_string(sum) + ", the axis has " + std::to_string(dim));
+  if (axis == 0 && !x.is_const()) mixes(n, "splits dim 0");
   const auto st = strides_of(s);
   std::int64_t at = 0;
   for (std::size_t k = 0; k < parts.size(); ++k) {
@@ -506,7 +585,9 @@ Status Lowerer::lower_where(const Node& n, const Entry&) {
   auto r = std::make_shared<ConstTensor>();
   r->dims = c->count() == cnt ? c->dims : x->count() == cnt ? x->dims : y->dims;
   r->is_int = x->is_int;
-  auto at = [&](const ConstPtr& p, std::int64_t i) { return static_cast<std::size_t>(p->count() == 1 ? 0 : i); };
+  auto at = [&](const ConstPtr& p, std::int64_t i) {
+    return static_cast<std::size_t>(p->count() == 1 ? 0 : i);
+  };
   for (std::int64_t i = 0; i < cnt; ++i) {
     const bool pick = c->is_int ? c->i[at(c, i)] != 0 : c->f[at(c, i)] != 0.0f;
     const ConstPtr& s = pick ? x : y;

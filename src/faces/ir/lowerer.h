@@ -39,7 +39,10 @@ struct Entry {
 /// Graph → Program for one input shape (docs/design/faces.md §2, §3). One per lowering.
 class Lowerer {
  public:
-  Lowerer(const Graph& g, const NetLimits& limits) : g_(g), limits_(limits) {}
+  /// whole: lower for the input shape as given, dim 0 an ordinary dimension (docs/design/faces.md §2), for graphs
+  /// that mix the batch; otherwise per image (dim 0 of every value is the batch, 1).
+  Lowerer(const Graph& g, const NetLimits& limits, bool whole = false)
+      : g_(g), limits_(limits), whole_(whole) {}
 
   /// The program for `input_shape` (batch 1); errors name the node.
   Expected<Program> run(const Shape& input_shape);
@@ -163,7 +166,8 @@ class Lowerer {
     prog_.lens.push_back(count_of(out_shape));
     prog_.shapes.push_back(out_shape);
     prog_.steps.push_back(Step{std::move(op), std::move(args), v, n.name, Fusion{}});
-    if (out < n.outputs.size() && !n.outputs[out].empty()) names_[n.outputs[out]] = Entry{nullptr, v, out_shape};
+    if (out < n.outputs.size() && !n.outputs[out].empty())
+      names_[n.outputs[out]] = Entry{nullptr, v, out_shape};
     if (id) *id = v;
     return {};
   }
@@ -203,7 +207,16 @@ class Lowerer {
   }
   // The batch dimension of the graph input (docs/design/faces.md §2): a reshape target whose dim 0 is one of these
   // (the declared batch when > 1, the batch the program is lowered for when > 1) means "the batch" and becomes 1.
-  bool is_batch_dim(std::int64_t d) const { return d > 1 && (d == declared_batch_ || d == lowered_batch_); }
+  bool is_batch_dim(std::int64_t d) const {
+    return !whole_ && d > 1 && (d == declared_batch_ || d == lowered_batch_);
+  }
+  // Per image, a rule that would compute across dim 0 (the batch) records why: the graph is then lowered whole
+  // for a batch above 1 (docs/design/faces.md §2). Every per-image value has dim 0 = 1.
+  void mixes(const Node& n, const std::string& why) {
+    if (!whole_ && mix_.empty()) mix_ = "node '" + n.name + "' (" + n.op + ") " + why;
+  }
+  const std::string& mix_reason() const { return mix_; }
+  bool whole() const { return whole_; }
   std::int64_t opset() const { return g_.opset; }
 
   // --- operators (lower_ops.cpp, lower_aliases.cpp): each lowers one node whose single output lower_node has
@@ -237,6 +250,11 @@ class Lowerer {
   Status lower_range(const Node& n, const Entry& none);
   Status lower_expand(const Node& n, const Entry& x);
   Status lower_split(const Node& n, const Entry& x);
+  Status lower_tile(const Node& n, const Entry& x);
+  Status lower_neg(const Node& n, const Entry& x);
+  Status lower_sum(const Node& n, const Entry& none);
+  // A 1-D window node (Conv, pools on [N,C,L]) with its attributes widened to 2-D of height 1.
+  static Node widen_1d(const Node& n);
   Status lower_compare(const Node& n, const Entry& none);
   Status lower_where(const Node& n, const Entry& none);
   // the other new operators (lower_nn.cpp)
@@ -250,8 +268,8 @@ class Lowerer {
                               ResizeNearest nearest, std::int64_t oh, std::int64_t ow, float sy, float sx);
   // Pool output size (docs/design/faces.md §2): floor or ceil of (in + pads − k)/s + 1, a ceil window that would start
   // past the input and its leading pad dropped (as PyTorch and onnxruntime).
-  static std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p0, std::int64_t p1,
-                               bool ceil) {
+  static std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p0,
+                               std::int64_t p1, bool ceil) {
     const std::int64_t span = in + p0 + p1 - k;
     std::int64_t o = (ceil ? (span + s - 1) / s : span / s) + 1;
     if (ceil && (o - 1) * s >= in + p0) --o;
@@ -269,6 +287,8 @@ class Lowerer {
   std::map<std::string, Entry> names_;
   std::map<const ConstTensor*, std::int32_t> const_ids_;
   std::int64_t declared_batch_ = 0, lowered_batch_ = 1;
+  bool whole_ = false;
+  std::string mix_;
 };
 
 }  // namespace facetrace::faces::detail

@@ -18,21 +18,28 @@ struct Net::Impl {
   NetOptions options;
   std::shared_ptr<const Program> declared;  // lowered for the declared shape (batch 0 → 1), when concrete
   Shape declared_shape;
-  Shape input_dims;  // the input's dims as declared (graph.inputs[0].dims may be freed, NetOptions)
+  bool per_image = false;  // `declared` is per image and right for any batch (docs/design/faces.md §2)
+  Shape input_dims;        // the input's dims as declared (graph.inputs[0].dims may be freed, NetOptions)
   std::atomic<int> threads{0};
   // Programs lowered for other shapes (YuNet at a photo's own size, docs/design/faces.md §5), most recently used
   // last, at most kMaxLoweredShapes.
   std::mutex lowered_mu;
   std::vector<std::pair<Shape, std::shared_ptr<const Program>>> lowered;
+  // The declared program serves `s`: the declared shape, or any batch of it when per image.
+  bool fits(const Shape& s) const {
+    return declared &&
+           (s == declared_shape || (per_image && !s.empty() && s.size() == declared_shape.size() &&
+                                    std::equal(s.begin() + 1, s.end(), declared_shape.begin() + 1)));
+  }
 };
 
 namespace {
 
 constexpr std::size_t kMaxLoweredShapes = 16;
 
-/// The program for `shape`: the declared one, a cached one, or lowered now (and cached).
+/// The program for `shape`: the declared one (when it fits), a cached one, or lowered now (and cached).
 Expected<std::shared_ptr<const Program>> program_for(Net::Impl& impl, const Shape& shape) {
-  if (impl.declared && shape == impl.declared_shape) return impl.declared;
+  if (impl.fits(shape)) return impl.declared;
   {
     std::lock_guard<std::mutex> lock(impl.lowered_mu);
     for (auto it = impl.lowered.begin(); it != impl.lowered.end(); ++it)
@@ -80,11 +87,11 @@ Expected<Net> Net::create(std::span<const std::uint8_t> bytes, const NetOptions&
     return not_supported("ONNX graph: " + std::to_string(impl->graph.inputs.size()) +
                          " inputs (exactly one is supported)");
   Shape s = impl->graph.inputs[0].dims;
-  if (!s.empty()) s[0] = 1;  // the program is per image (docs/design/faces.md §2)
+  if (!s.empty() && s[0] == 0) s[0] = 1;
   bool concrete = !s.empty();
   for (auto d : s) concrete = concrete && d > 0;
   if (concrete) {
-    auto p = detail::lower_graph(impl->graph, s, options.limits);
+    auto p = detail::lower_graph(impl->graph, s, options.limits, &impl->per_image);
     if (!p) return p.status();
     impl->declared = std::make_shared<const Program>(std::move(*p));
     impl->declared_shape = s;
@@ -125,7 +132,7 @@ Expected<Program> Net::program(const Shape& shape) const {
 }
 
 Status Net::validate_input(const Shape& shape) const {
-  if (impl_->declared && shape == impl_->declared_shape) return {};
+  if (impl_->fits(shape)) return {};
   auto p = detail::lower_graph(impl_->graph, shape, impl_->options.limits);
   return p ? Status{} : p.status();
 }
@@ -145,7 +152,15 @@ Expected<std::vector<std::vector<NamedTensor>>> Net::run_batch(std::span<const s
 }
 
 Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const Shape& shape) const {
-  if (!shape.empty() && shape[0] > 1) {  // a batch of shape[0] images (docs/design/faces.md §2): run per image
+  // A batch of shape[0] > 1 runs as that many images when the program is per image, else as one item
+  // (docs/design/faces.md §2).
+  bool split = false;
+  if (!shape.empty() && shape[0] > 1) {
+    auto p = program_for(*impl_, shape);
+    if (!p) return p.status();
+    split = (*p)->input_shape[0] == 1;
+  }
+  if (split) {
     const auto b = static_cast<std::size_t>(shape[0]);
     if (input.size() % b != 0)
       return invalid_argument("input holds " + std::to_string(input.size()) + " values, not a batch of " +
@@ -153,9 +168,7 @@ Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const 
     const std::size_t per = input.size() / b;
     std::vector<std::span<const float>> items;
     for (std::size_t i = 0; i < b; ++i) items.push_back(input.subspan(i * per, per));
-    Shape one = shape;
-    one[0] = 1;
-    auto r = run_batch(items, one);
+    auto r = run_batch(items, shape);
     if (!r) return r.status();
     std::vector<NamedTensor> out = std::move((*r)[0]);
     for (std::size_t o = 0; o < out.size(); ++o) {
@@ -174,9 +187,7 @@ Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const 
 
 Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input) const {
   if (!impl_->declared) return invalid_argument("the model's input shape is symbolic; pass a shape");
-  Shape s = impl_->graph.inputs[0].dims;  // the declared batch
-  if (!s.empty() && s[0] == 0) s[0] = 1;
-  return run(input, s);
+  return run(input, impl_->declared_shape);
 }
 
 }  // namespace facetrace::faces
