@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -663,25 +664,35 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
     const float* dw = upload(*j.weights);
     const float* db = upload(*j.bias);
     const std::size_t out = static_cast<std::size_t>(c.cout * j.oh * j.ow);
-    for (int v = 0; v < 6; ++v) {
+    std::vector<std::vector<float>> by_splits(3);  // the 64-row tile's result per split count
+    for (int v = 0; v < 18; ++v) {
       const int splits = v % 3 == 0 ? 1 : v % 3 == 1 ? 3 : 7;
-      const bool pipelined = v >= 3;
+      const bool pipelined = v % 6 >= 3;
+      const int tile_m = v < 6 ? 64 : v < 12 ? 16 : 128;
       float* dy = upload(std::vector<float>(out * batch, NAN));
       float* part = upload(std::vector<float>(out * batch * splits, 0.0f));
       const gpu::EpilogueAct relu{gpu::EpilogueAct::Kind::kRelu};
       const Status st =
-          gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_, pipelined);
+          gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_, pipelined, tile_m);
       ASSERT_TRUE(st.ok()) << st.to_string();
       ASSERT_CUDA(cudaStreamSynchronize(stream_));
       std::vector<float> got(out * batch);
       ASSERT_CUDA(cudaMemcpy(got.data(), dy, got.size() * 4, cudaMemcpyDeviceToHost));
+      // every tile shape and both loop forms sum in the same K order: the same bits for the same splits
+      auto& ref = by_splits[static_cast<std::size_t>(v % 3)];
+      if (ref.empty())
+        ref = got;
+      else
+        EXPECT_EQ(std::memcmp(ref.data(), got.data(), got.size() * 4), 0)
+            << "igemm cin " << c.cin << " tile_m " << tile_m << " splits " << splits << " pipelined "
+            << pipelined << ": other bits than the 64-row tile";
       for (int i = 0; i < batch; ++i) {
         auto want = Naive::run(p, in[static_cast<std::size_t>(i)])[0];
         for (auto& v : want) v = v > 0 ? v : 0;
         const std::span<const float> g(got.data() + out * static_cast<std::size_t>(i), out);
         EXPECT_TRUE(testing::all_close(g, std::span<const float>(want), {1e-5 * max_abs(want) + 1e-7, 1e-5}))
-            << "igemm cin " << c.cin << " cout " << c.cout << " splits " << splits << " pipelined "
-            << pipelined << " image " << i;
+            << "igemm cin " << c.cin << " cout " << c.cout << " tile_m " << tile_m << " splits " << splits
+            << " pipelined " << pipelined << " image " << i;
       }
     }
   }
