@@ -557,6 +557,19 @@ TEST_F(FacesGpu, PoolsWithPads) {
   check_op(*this, b.done({y1, y2, y3, y4, y5}), "pools");
 }
 
+// The MaxPool forms: 2×2 stride 2 over a width of a multiple of 4 (two outputs per thread from float4 rows),
+// fixed 3×3 and a general 5×4 window in 32-bit indices.
+TEST_F(FacesGpu, MaxPoolForms) {
+  Builder b(Shape{1, 5, 14, 24});
+  MaxPoolOp m1{5, 14, 24, 2, 2, 2, 2, 7, 12, 0, 0};
+  MaxPoolOp m2{5, 14, 24, 3, 3, 1, 1, 14, 24, 1, 1};
+  MaxPoolOp m3{5, 14, 24, 5, 4, 3, 2, 4, 11, 1, 0};
+  const auto y1 = b.step(m1, {Arg::value(0)}, {1, 5, 7, 12});
+  const auto y2 = b.step(m2, {Arg::value(0)}, {1, 5, 14, 24});
+  const auto y3 = b.step(m3, {Arg::value(0)}, {1, 5, 4, 11});
+  check_op(*this, b.done({y1, y2, y3}), "maxpool forms");
+}
+
 TEST_F(FacesGpu, ResizeModes) {
   std::vector<std::int32_t> outs;
   Builder b(Shape{1, 2, 5, 7});
@@ -651,7 +664,7 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
   };
   for (const C& c :
        {C{64, 64, 1, 3, 1, 1, 14, 14, 1}, C{16, 32, 4, 3, 2, 1, 33, 20, 1}, C{8, 130, 1, 5, 1, 2, 23, 19, 1},
-        C{12, 20, 1, 3, 1, 2, 17, 15, 2}, C{48, 72, 1, 1, 1, 0, 9, 7, 1}}) {
+        C{12, 20, 1, 3, 1, 2, 17, 15, 2}, C{48, 72, 1, 1, 1, 0, 9, 7, 1}, C{24, 3, 1, 3, 1, 1, 20, 21, 1}}) {
     const ConvJob j = conv_job(c.cin, c.cout, c.g, c.k, c.s, c.p, c.h, c.w, 900, c.dil);
     Builder b(Shape{1, c.cin, c.h, c.w});
     const auto y = b.step(j, {Arg::value(0)}, {1, c.cout, j.oh, j.ow});
@@ -703,7 +716,9 @@ TEST_F(FacesGpu, Depthwise3x3FourWideMatchesDirectKernel) {
   struct C {
     std::int64_t c, s, p, h, w;
   };
-  for (const C& c : {C{32, 1, 1, 30, 31}, C{40, 2, 1, 19, 21}, C{24, 2, 0, 17, 13}, C{5, 1, 1, 7, 3}}) {
+  // widths of a multiple of 4 take the float4 row loads
+  for (const C& c : {C{32, 1, 1, 30, 31}, C{40, 2, 1, 19, 21}, C{24, 2, 0, 17, 13}, C{5, 1, 1, 7, 3},
+                     C{32, 1, 1, 30, 32}, C{40, 2, 1, 19, 24}, C{6, 2, 1, 9, 8}, C{5, 2, 1, 7, 12}, C{3, 1, 1, 5, 4}}) {
     const ConvJob j = conv_job(c.c, c.c, c.c, 3, c.s, c.p, c.h, c.w, 950);
     ASSERT_TRUE(gpu::dw3x3_x4_fits(j, 3));
     Builder b(Shape{1, c.c, c.h, c.w});
