@@ -88,7 +88,10 @@ __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, c
 // Depthwise 3×3 (dilation 1, stride SW ∈ {1, 2}), four adjacent outputs of a row per thread: the input taps the
 // four windows share are loaded once. Per output the same products in the same (ky, kx) order as
 // conv_direct_kernel, so both give the same bits.
-template <int SW>
+// kVec (left pad 1, input and output widths multiples of 4, 16-byte aligned planes): the row's taps as float4
+// loads from the first window's centre column plus the left halo (and for stride 1 the right one) as scalars,
+// the four outputs as one float4 store.
+template <int SW, bool kVec>
 __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
                                 const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
                                 int n) {
@@ -110,12 +113,32 @@ __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, co
       if (iy < 0 || iy >= g.h) continue;
       float v[kSpan];
       bool in[kSpan];
+      if constexpr (kVec) {  // x0 = ox0·SW − 1 with ox0·SW a multiple of 4 below g.w
+        const float* row = xc + iy * g.w;
+        float raw[kSpan];
+        raw[0] = x0 >= 0 ? __ldg(row + x0) : 0.0f;
 #pragma unroll
-      for (int t = 0; t < kSpan; ++t) {
-        const int ix = x0 + t;
-        in[t] = ix >= 0 && ix < g.w;
-        const float raw = in[t] ? xc[iy * g.w + ix] : 0.0f;
-        v[t] = has_ib ? __fadd_rn(raw, ib) : raw;
+        for (int q = 0; q < (kSpan - 1) / 4; ++q) {
+          const int at = x0 + 1 + 4 * q;
+          const float4 f = at < g.w ? __ldg(reinterpret_cast<const float4*>(row + at)) : float4{0, 0, 0, 0};
+          raw[1 + 4 * q] = f.x, raw[2 + 4 * q] = f.y, raw[3 + 4 * q] = f.z, raw[4 + 4 * q] = f.w;
+        }
+        if constexpr ((kSpan - 1) % 4 != 0) raw[kSpan - 1] = x0 + kSpan - 1 < g.w ? __ldg(row + x0 + kSpan - 1) : 0.0f;
+#pragma unroll
+        for (int t = 0; t < kSpan; ++t) {
+          const int ix = x0 + t;
+          in[t] = ix >= 0 && ix < g.w;
+          const float r = in[t] ? raw[t] : 0.0f;
+          v[t] = has_ib ? __fadd_rn(r, ib) : r;
+        }
+      } else {
+#pragma unroll
+        for (int t = 0; t < kSpan; ++t) {
+          const int ix = x0 + t;
+          in[t] = ix >= 0 && ix < g.w;
+          const float raw = in[t] ? xc[iy * g.w + ix] : 0.0f;
+          v[t] = has_ib ? __fadd_rn(raw, ib) : raw;
+        }
       }
 #pragma unroll
       for (int kx = 0; kx < 3; ++kx) {
@@ -126,6 +149,19 @@ __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, co
       }
     }
     const int per_image = g.cout * g.oh * g.ow;
+    if constexpr (kVec) {  // ox0 + 3 < g.ow
+      float r[4];
+#pragma unroll
+      for (int o = 0; o < 4; ++o) {
+        float a = acc[o];
+        if (bias) a = __fadd_rn(a, __ldg(bias + co));
+        r[o] = apply_epilogue(act, a, co, img, (co * g.oh + oy) * g.ow + ox0 + o);
+      }
+      const int at = (co * g.oh + oy) * g.ow + ox0;
+      *reinterpret_cast<float4*>(y + static_cast<std::int64_t>(img) * per_image + at) =
+          make_float4(r[0], r[1], r[2], r[3]);
+      continue;
+    }
 #pragma unroll
     for (int o = 0; o < 4; ++o) {
       if (ox0 + o >= g.ow) break;
@@ -442,10 +478,16 @@ Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float*
   const ConvGeom<int> g = geom_of<int>(j);
   const int n = static_cast<int>(j.cout * j.oh * ((j.ow + 3) / 4) * batch);
   if (n <= 0) return {};
-  if (j.sw == 1)
-    dw3x3_x4_kernel<1><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  const bool vec = j.pl == 1 && j.w % 4 == 0 && j.ow % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
+  if (j.sw == 1 && vec)
+    dw3x3_x4_kernel<1, true><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  else if (j.sw == 1)
+    dw3x3_x4_kernel<1, false><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  else if (vec)
+    dw3x3_x4_kernel<2, true><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
   else
-    dw3x3_x4_kernel<2><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    dw3x3_x4_kernel<2, false><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
   FT_CUDA_LAUNCH_CHECK("dw3x3_x4_kernel", s);
   return {};
 }
