@@ -123,7 +123,8 @@ __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, co
           const float4 f = at < g.w ? __ldg(reinterpret_cast<const float4*>(row + at)) : float4{0, 0, 0, 0};
           raw[1 + 4 * q] = f.x, raw[2 + 4 * q] = f.y, raw[3 + 4 * q] = f.z, raw[4 + 4 * q] = f.w;
         }
-        if constexpr ((kSpan - 1) % 4 != 0) raw[kSpan - 1] = x0 + kSpan - 1 < g.w ? __ldg(row + x0 + kSpan - 1) : 0.0f;
+        if constexpr ((kSpan - 1) % 4 != 0)
+          raw[kSpan - 1] = x0 + kSpan - 1 < g.w ? __ldg(row + x0 + kSpan - 1) : 0.0f;
 #pragma unroll
         for (int t = 0; t < kSpan; ++t) {
           const int ix = x0 + t;
@@ -444,11 +445,13 @@ int igemm_splits(const ConvJob& j, int batch, int multiprocessors, int tile_m) {
 Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x, const float* w,
                          const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s,
                          bool pipelined, int tile_m) {
-  if (!igemm_tile_ok(tile_m)) return internal_error("implicit GEMM tile of " + std::to_string(tile_m) + " rows");
+  if (!igemm_tile_ok(tile_m))
+    return internal_error("implicit GEMM tile of " + std::to_string(tile_m) + " rows");
   const IgemmGeom g = igemm_geom(j, batch, splits);
   if (g.splits > 1 && !partial) return internal_error("implicit GEMM with K splits and no partial buffer");
   const int tn = 4096 / tile_m;
-  const dim3 grid(static_cast<unsigned>((g.n + tn - 1) / tn), static_cast<unsigned>((g.m + tile_m - 1) / tile_m),
+  const dim3 grid(static_cast<unsigned>((g.n + tn - 1) / tn),
+                  static_cast<unsigned>((g.m + tile_m - 1) / tile_m),
                   static_cast<unsigned>(g.groups * g.splits));
   if (tile_m == 16)
     launch_igemm_pipe<16>(pipelined, g, grid, x, w, bias, act, y, partial, s);
@@ -478,7 +481,8 @@ Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float*
   const ConvGeom<int> g = geom_of<int>(j);
   const int n = static_cast<int>(j.cout * j.oh * ((j.ow + 3) / 4) * batch);
   if (n <= 0) return {};
-  const bool vec = j.pl == 1 && j.w % 4 == 0 && j.ow % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+  const bool vec = j.pl == 1 && j.w % 4 == 0 && j.ow % 4 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
                    reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
   if (j.sw == 1 && vec)
     dw3x3_x4_kernel<1, true><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
@@ -598,7 +602,8 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       ig.workspace =
           ig.splits > 1 ? static_cast<std::size_t>(ig.splits) * job.cout * job.oh * job.ow * batch_ * 4 : 0;
       if (ig.workspace > probe.workspace_bytes) continue;
-      ig.kernel = (pipe ? "own:igemm2" : "own:igemm") + (tm != 64 ? "/m" + std::to_string(tm) : std::string()) +
+      ig.kernel = (pipe ? "own:igemm2" : "own:igemm") +
+                  (tm != 64 ? "/m" + std::to_string(tm) : std::string()) +
                   (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
       igs.push_back(ig);
     }

@@ -40,7 +40,8 @@ __global__ void maxpool_kernel(MaxPoolOp m, const float* __restrict__ x, float* 
 // the same taps in the same order, so the same result.
 template <int K, class I>
 __global__ void maxpool_small_kernel(MaxPoolOp m, const float* __restrict__ x, float* __restrict__ y, I n) {
-  const I h = static_cast<I>(m.h), w = static_cast<I>(m.w), oh = static_cast<I>(m.oh), ow = static_cast<I>(m.ow);
+  const I h = static_cast<I>(m.h), w = static_cast<I>(m.w), oh = static_cast<I>(m.oh),
+          ow = static_cast<I>(m.ow);
   const I kh = K > 0 ? K : static_cast<I>(m.kh), kw = K > 0 ? K : static_cast<I>(m.kw);
   const I sh = static_cast<I>(m.sh), sw = static_cast<I>(m.sw);
   FT_FOR_EACH_T(I, i, n) {
@@ -161,13 +162,14 @@ __global__ void softmax_kernel(SoftmaxOp m, const float* __restrict__ x, float* 
 Status launch_maxpool(const MaxPoolOp& m, int batch, const float* x, float* y, cudaStream_t s) {
   const std::int64_t n = m.channels * m.oh * m.ow * batch;
   if (n <= 0) return {};
-  const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 8 == 0;
+  const bool aligned =
+      reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 8 == 0;
   if (m.kh == 2 && m.kw == 2 && m.sh == 2 && m.sw == 2 && m.pt == 0 && m.pl == 0 && m.w % 4 == 0 &&
       m.oh * 2 == m.h && m.ow * 2 == m.w && aligned && small_index(m.channels * m.h * m.w * batch)) {
     const int half = static_cast<int>(n / 2);
     maxpool2x2_x2_kernel<<<blocks_for(half), kThreads, 0, s>>>(static_cast<int>(m.h), static_cast<int>(m.w),
-                                                                static_cast<int>(m.oh), static_cast<int>(m.ow),
-                                                                x, y, half);
+                                                               static_cast<int>(m.oh), static_cast<int>(m.ow),
+                                                               x, y, half);
     FT_CUDA_LAUNCH_CHECK("maxpool2x2_x2_kernel", s);
     return {};
   }

@@ -717,8 +717,9 @@ TEST_F(FacesGpu, Depthwise3x3FourWideMatchesDirectKernel) {
     std::int64_t c, s, p, h, w;
   };
   // widths of a multiple of 4 take the float4 row loads
-  for (const C& c : {C{32, 1, 1, 30, 31}, C{40, 2, 1, 19, 21}, C{24, 2, 0, 17, 13}, C{5, 1, 1, 7, 3},
-                     C{32, 1, 1, 30, 32}, C{40, 2, 1, 19, 24}, C{6, 2, 1, 9, 8}, C{5, 2, 1, 7, 12}, C{3, 1, 1, 5, 4}}) {
+  for (const C& c :
+       {C{32, 1, 1, 30, 31}, C{40, 2, 1, 19, 21}, C{24, 2, 0, 17, 13}, C{5, 1, 1, 7, 3}, C{32, 1, 1, 30, 32},
+        C{40, 2, 1, 19, 24}, C{6, 2, 1, 9, 8}, C{5, 2, 1, 7, 12}, C{3, 1, 1, 5, 4}}) {
     const ConvJob j = conv_job(c.c, c.c, c.c, 3, c.s, c.p, c.h, c.w, 950);
     ASSERT_TRUE(gpu::dw3x3_x4_fits(j, 3));
     Builder b(Shape{1, c.c, c.h, c.w});
