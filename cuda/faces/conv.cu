@@ -88,7 +88,10 @@ __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, c
 // Depthwise 3×3 (dilation 1, stride SW ∈ {1, 2}), four adjacent outputs of a row per thread: the input taps the
 // four windows share are loaded once. Per output the same products in the same (ky, kx) order as
 // conv_direct_kernel, so both give the same bits.
-template <int SW>
+// kVec (left pad 1, input and output widths multiples of 4, 16-byte aligned planes): the row's taps as float4
+// loads from the first window's centre column plus the left halo (and for stride 1 the right one) as scalars,
+// the four outputs as one float4 store.
+template <int SW, bool kVec>
 __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
                                 const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
                                 int n) {
@@ -110,12 +113,33 @@ __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, co
       if (iy < 0 || iy >= g.h) continue;
       float v[kSpan];
       bool in[kSpan];
+      if constexpr (kVec) {  // x0 = ox0·SW − 1 with ox0·SW a multiple of 4 below g.w
+        const float* row = xc + iy * g.w;
+        float raw[kSpan];
+        raw[0] = x0 >= 0 ? __ldg(row + x0) : 0.0f;
 #pragma unroll
-      for (int t = 0; t < kSpan; ++t) {
-        const int ix = x0 + t;
-        in[t] = ix >= 0 && ix < g.w;
-        const float raw = in[t] ? xc[iy * g.w + ix] : 0.0f;
-        v[t] = has_ib ? __fadd_rn(raw, ib) : raw;
+        for (int q = 0; q < (kSpan - 1) / 4; ++q) {
+          const int at = x0 + 1 + 4 * q;
+          const float4 f = at < g.w ? __ldg(reinterpret_cast<const float4*>(row + at)) : float4{0, 0, 0, 0};
+          raw[1 + 4 * q] = f.x, raw[2 + 4 * q] = f.y, raw[3 + 4 * q] = f.z, raw[4 + 4 * q] = f.w;
+        }
+        if constexpr ((kSpan - 1) % 4 != 0)
+          raw[kSpan - 1] = x0 + kSpan - 1 < g.w ? __ldg(row + x0 + kSpan - 1) : 0.0f;
+#pragma unroll
+        for (int t = 0; t < kSpan; ++t) {
+          const int ix = x0 + t;
+          in[t] = ix >= 0 && ix < g.w;
+          const float r = in[t] ? raw[t] : 0.0f;
+          v[t] = has_ib ? __fadd_rn(r, ib) : r;
+        }
+      } else {
+#pragma unroll
+        for (int t = 0; t < kSpan; ++t) {
+          const int ix = x0 + t;
+          in[t] = ix >= 0 && ix < g.w;
+          const float raw = in[t] ? xc[iy * g.w + ix] : 0.0f;
+          v[t] = has_ib ? __fadd_rn(raw, ib) : raw;
+        }
       }
 #pragma unroll
       for (int kx = 0; kx < 3; ++kx) {
@@ -126,6 +150,19 @@ __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, co
       }
     }
     const int per_image = g.cout * g.oh * g.ow;
+    if constexpr (kVec) {  // ox0 + 3 < g.ow
+      float r[4];
+#pragma unroll
+      for (int o = 0; o < 4; ++o) {
+        float a = acc[o];
+        if (bias) a = __fadd_rn(a, __ldg(bias + co));
+        r[o] = apply_epilogue(act, a, co, img, (co * g.oh + oy) * g.ow + ox0 + o);
+      }
+      const int at = (co * g.oh + oy) * g.ow + ox0;
+      *reinterpret_cast<float4*>(y + static_cast<std::int64_t>(img) * per_image + at) =
+          make_float4(r[0], r[1], r[2], r[3]);
+      continue;
+    }
 #pragma unroll
     for (int o = 0; o < 4; ++o) {
       if (ox0 + o >= g.ow) break;
@@ -200,9 +237,11 @@ Expected<float> time_us(F&& f, cudaStream_t s, int reps = 3) {
 
 // ---- the tiled implicit GEMM ------------------------------------------------------------------------------
 // C[m, n] = Σ_k W[g·Mg + m, k] · X̂[k, n] per group g: m an output channel of the group, n an output pixel of the
-// whole batch (image-major), k = (ci, ky, kx) of the group's input channels. 64×64 tiles, 16-deep K steps, 256
-// threads of 4×4 outputs each; blockIdx.z = group · splits + split.
-constexpr int kTm = 64, kTn = 64, kTk = 16;
+// whole batch (image-major), k = (ci, ky, kx) of the group's input channels. TM×TN tiles (TM·TN = 4096: 16×256
+// for few output channels, 64×64, 128×32 for few output pixels), 16-deep K steps, 256 threads of 4×4 outputs
+// each; blockIdx.z = group · splits + split. Every tile shape sums each output's products in the same K order,
+// so all give the same bits.
+constexpr int kTk = 16;
 
 struct IgemmGeom {
   int cin, h, w, cin_g, cout_g, kh, kw, sh, sw, pt, pl, oh, ow, dh, dw;
@@ -212,21 +251,27 @@ struct IgemmGeom {
 };
 
 // kPipe: the next K step's global loads are issued into registers before the current step's FMAs, into a second
-// shared buffer after them (one barrier per step); the same products in the same order either way.
-template <bool kPipe>
+// shared buffer after them (one barrier per step); the same products in the same order either way. KS > 0 fixes
+// a KS×KS window at compile time (the tap index arithmetic becomes multiplications), 0 reads it from g.
+template <bool kPipe, int TM, int KS>
 __global__ void __launch_bounds__(256)
     conv_igemm_kernel(IgemmGeom g, const float* __restrict__ x, const float* __restrict__ w,
                       const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
                       float* __restrict__ partial) {
-  __shared__ __align__(16) float As[2][kTk][kTm + 4];
-  __shared__ __align__(16) float Bs[2][kTk][kTn];
+  constexpr int TN = 4096 / TM;
+  constexpr int kRa = TM * kTk / 256, kRb = TN * kTk / 256;  // loads per thread of A and B per K step
+  constexpr int kBStep = 256 / TN;                           // K rows between one thread's B loads
+  constexpr int kCols = TN / 4;                              // threads along N
+  __shared__ __align__(16) float As[2][kTk][TM + 4];
+  __shared__ __align__(16) float Bs[2][kTk][TN];
   const int tid = static_cast<int>(threadIdx.x);
   const int grp = static_cast<int>(blockIdx.z) / g.splits, split = static_cast<int>(blockIdx.z) % g.splits;
-  const int m0 = static_cast<int>(blockIdx.y) * kTm, n0 = static_cast<int>(blockIdx.x) * kTn;
+  const int m0 = static_cast<int>(blockIdx.y) * TM, n0 = static_cast<int>(blockIdx.x) * TN;
   const int k_begin = split * g.k_per, k_end = min(g.k, k_begin + g.k_per);
   const int plane = g.oh * g.ow;
+  const int kh = KS > 0 ? KS : g.kh, kw = KS > 0 ? KS : g.kw;
   // this thread's B column (one output pixel) and its input window origin
-  const int bn = tid % kTn, bk0 = tid / kTn;  // rows bk0, bk0 + 4, bk0 + 8, bk0 + 12 of the K step
+  const int bn = tid % TN, bk0 = tid / TN;  // rows bk0 + kBStep·r of the K step
   const int pn = n0 + bn;
   const bool pix_ok = pn < g.n;
   const int img = pix_ok ? pn / plane : 0, pp = pix_ok ? pn % plane : 0;
@@ -235,22 +280,25 @@ __global__ void __launch_bounds__(256)
       x + (static_cast<std::int64_t>(img) * g.cin + static_cast<std::int64_t>(grp) * g.cin_g) * g.h * g.w;
   // this thread's A rows (weights): element (am, ak) for idx = tid + r·256
   const float* wg = w + static_cast<std::int64_t>(grp) * g.cout_g * g.k;
-  const int taps = g.kh * g.kw;
-  const int ty = tid / 16, tx = tid % 16;
+  const int taps = kh * kw;
+  const int ty = tid / kCols, tx = tid % kCols;
   float acc[4][4] = {};
-  float ra[4], rb[4];
+  float ra[kRa], rb[kRb];
   auto load = [&](int k0) {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < kRa; ++r) {
       const int idx = tid + r * 256;
       const int am = idx / kTk, ak = idx % kTk;
       const int gm = m0 + am, gk = k0 + ak;
       ra[r] = (gm < g.m && gk < k_end) ? __ldg(wg + static_cast<std::int64_t>(gm) * g.k + gk) : 0.0f;
-      const int kk = k0 + bk0 + 4 * r;
+    }
+#pragma unroll
+    for (int r = 0; r < kRb; ++r) {
+      const int kk = k0 + bk0 + kBStep * r;
       float v = 0.0f;
       if (pix_ok && kk < k_end) {
         const int ci = kk / taps, t = kk - ci * taps;
-        const int ky = t / g.kw, kx = t - ky * g.kw;
+        const int ky = t / kw, kx = t - ky * kw;
         const int iy = iy0 + ky * g.dh, ix = ix0 + kx * g.dw;
         if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) {
           v = xg[(static_cast<std::int64_t>(ci) * g.h + iy) * g.w + ix];
@@ -262,11 +310,12 @@ __global__ void __launch_bounds__(256)
   };
   auto store = [&](int buf) {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < kRa; ++r) {
       const int idx = tid + r * 256;
       As[buf][idx % kTk][idx / kTk] = ra[r];
-      Bs[buf][bk0 + 4 * r][bn] = rb[r];
     }
+#pragma unroll
+    for (int r = 0; r < kRb; ++r) Bs[buf][bk0 + kBStep * r][bn] = rb[r];
   };
   auto compute = [&](int buf) {
 #pragma unroll
@@ -326,6 +375,26 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+template <bool kPipe, int TM>
+void launch_igemm_tile(const IgemmGeom& g, dim3 grid, const float* x, const float* w, const float* bias,
+                       EpilogueAct act, float* y, float* partial, cudaStream_t s) {
+  if (g.kh == 3 && g.kw == 3)
+    conv_igemm_kernel<kPipe, TM, 3><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+  else if (g.kh == 1 && g.kw == 1)
+    conv_igemm_kernel<kPipe, TM, 1><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+  else
+    conv_igemm_kernel<kPipe, TM, 0><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+}
+
+template <int TM>
+void launch_igemm_pipe(bool pipelined, const IgemmGeom& g, dim3 grid, const float* x, const float* w,
+                       const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s) {
+  if (pipelined)
+    launch_igemm_tile<true, TM>(g, grid, x, w, bias, act, y, partial, s);
+  else
+    launch_igemm_tile<false, TM>(g, grid, x, w, bias, act, y, partial, s);
+}
+
 // Σ over the K slices in slice order, then bias and activation.
 __global__ void igemm_reduce_kernel(const float* __restrict__ partial, int splits, std::int64_t total,
                                     std::int64_t cout, std::int64_t plane, const float* __restrict__ bias,
@@ -362,9 +431,12 @@ bool igemm_fits(const ConvJob& j, int batch) {
          j.cout * j.oh * j.ow * batch < lim;
 }
 
-int igemm_splits(const ConvJob& j, int batch, int multiprocessors) {
+bool igemm_tile_ok(int tile_m) { return tile_m == 16 || tile_m == 64 || tile_m == 128; }
+
+int igemm_splits(const ConvJob& j, int batch, int multiprocessors, int tile_m) {
+  const int tm = igemm_tile_ok(tile_m) ? tile_m : 64, tn = 4096 / tm;
   const std::int64_t tiles =
-      ((j.cout / j.groups + kTm - 1) / kTm) * ((batch * j.oh * j.ow + kTn - 1) / kTn) * j.groups;
+      ((j.cout / j.groups + tm - 1) / tm) * ((batch * j.oh * j.ow + tn - 1) / tn) * j.groups;
   const std::int64_t k = (j.cin / j.groups) * j.kh * j.kw;
   const std::int64_t want = (2 * multiprocessors + tiles - 1) / tiles;
   return static_cast<int>(std::clamp<std::int64_t>(want, 1, std::clamp<std::int64_t>(k / (4 * kTk), 1, 16)));
@@ -372,15 +444,21 @@ int igemm_splits(const ConvJob& j, int batch, int multiprocessors) {
 
 Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x, const float* w,
                          const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s,
-                         bool pipelined) {
+                         bool pipelined, int tile_m) {
+  if (!igemm_tile_ok(tile_m))
+    return internal_error("implicit GEMM tile of " + std::to_string(tile_m) + " rows");
   const IgemmGeom g = igemm_geom(j, batch, splits);
   if (g.splits > 1 && !partial) return internal_error("implicit GEMM with K splits and no partial buffer");
-  const dim3 grid(static_cast<unsigned>((g.n + kTn - 1) / kTn), static_cast<unsigned>((g.m + kTm - 1) / kTm),
+  const int tn = 4096 / tile_m;
+  const dim3 grid(static_cast<unsigned>((g.n + tn - 1) / tn),
+                  static_cast<unsigned>((g.m + tile_m - 1) / tile_m),
                   static_cast<unsigned>(g.groups * g.splits));
-  if (pipelined)
-    conv_igemm_kernel<true><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+  if (tile_m == 16)
+    launch_igemm_pipe<16>(pipelined, g, grid, x, w, bias, act, y, partial, s);
+  else if (tile_m == 128)
+    launch_igemm_pipe<128>(pipelined, g, grid, x, w, bias, act, y, partial, s);
   else
-    conv_igemm_kernel<false><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+    launch_igemm_pipe<64>(pipelined, g, grid, x, w, bias, act, y, partial, s);
   FT_CUDA_LAUNCH_CHECK("conv_igemm_kernel", s);
   if (g.splits > 1) {
     const std::int64_t total = j.cout * j.oh * j.ow * batch;
@@ -403,10 +481,17 @@ Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float*
   const ConvGeom<int> g = geom_of<int>(j);
   const int n = static_cast<int>(j.cout * j.oh * ((j.ow + 3) / 4) * batch);
   if (n <= 0) return {};
-  if (j.sw == 1)
-    dw3x3_x4_kernel<1><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  const bool vec = j.pl == 1 && j.w % 4 == 0 && j.ow % 4 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
+  if (j.sw == 1 && vec)
+    dw3x3_x4_kernel<1, true><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  else if (j.sw == 1)
+    dw3x3_x4_kernel<1, false><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  else if (vec)
+    dw3x3_x4_kernel<2, true><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
   else
-    dw3x3_x4_kernel<2><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    dw3x3_x4_kernel<2, false><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
   FT_CUDA_LAUNCH_CHECK("dw3x3_x4_kernel", s);
   return {};
 }
@@ -500,27 +585,37 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   const std::int64_t cin_g = job.cin / job.groups, cout_g = job.cout / job.groups;
   const bool own_fits = !cudnn_ok_ || cin_g == 1 || cout_g < 8;
   // the implicit GEMM: for shapes small enough that cuDNN's tiles leave the device idle
-  ConvAlgo ig;
-  ig.own = true;
   int sms = 132;
   FT_CUDA_IGNORE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  ig.splits = igemm_splits(job, batch_, sms);
-  ig.workspace =
-      ig.splits > 1 ? static_cast<std::size_t>(ig.splits) * job.cout * job.oh * job.ow * batch_ * 4 : 0;
-  ig.kernel = "own:igemm" + (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
-  const bool ig_fits = setup.autotune && igemm_fits(job, batch_) &&
-                       job.cout * job.oh * job.ow * batch_ <= (std::int64_t{1} << 22) &&
-                       ig.workspace <= probe.workspace_bytes;
+  // the candidates: every tile shape, direct and double-buffered, each with the K splits that fill the device
+  std::vector<ConvAlgo> igs;
+  const bool ig_shape = setup.autotune && igemm_fits(job, batch_) &&
+                        job.cout * job.oh * job.ow * batch_ <= (std::int64_t{1} << 22);
+  for (int tm : {64, 16, 128}) {
+    if (!ig_shape || (tm == 16 && cout_g > 32) || (tm == 128 && cout_g < 128)) continue;
+    for (bool pipe : {false, true}) {
+      ConvAlgo ig;
+      ig.own = true;
+      ig.tile_m = tm;
+      ig.pipelined = pipe;
+      ig.splits = igemm_splits(job, batch_, sms, tm);
+      ig.workspace =
+          ig.splits > 1 ? static_cast<std::size_t>(ig.splits) * job.cout * job.oh * job.ow * batch_ * 4 : 0;
+      if (ig.workspace > probe.workspace_bytes) continue;
+      ig.kernel = (pipe ? "own:igemm2" : "own:igemm") +
+                  (tm != 64 ? "/m" + std::to_string(tm) : std::string()) +
+                  (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+      igs.push_back(ig);
+    }
+  }
+  const bool ig_fits = !igs.empty();
   if (!cudnn_ok_) {
     algo_ = own;
     if (ig_fits) {
       auto td = time_us([&] { return run_with(own, probe.x, probe.y, probe.workspace, stream); }, stream);
       if (!td) return td.status();
       own.us = *td;
-      for (bool pipe : {false, true}) {
-        ig.pipelined = pipe;
-        ig.kernel = (pipe ? "own:igemm2" : "own:igemm") +
-                    (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+      for (ConvAlgo& ig : igs) {
         auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
         if (!ti) return ti.status();
         ig.us = *ti;
@@ -588,10 +683,7 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       if (d4.us < best.us) best = d4;
     }
     if (ig_fits) {
-      for (bool pipe : {false, true}) {
-        ig.pipelined = pipe;
-        ig.kernel = (pipe ? "own:igemm2" : "own:igemm") +
-                    (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+      for (ConvAlgo& ig : igs) {
         auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
         if (!ti) return ti.status().with_context("conv " + shape_text(job));
         ig.us = *ti;
@@ -608,7 +700,7 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
                          cudaStream_t stream) const {
   if (a.own && a.splits > 0)
     return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y,
-                             static_cast<float*>(workspace), stream, a.pipelined);
+                             static_cast<float*>(workspace), stream, a.pipelined, a.tile_m);
   if (a.own && a.splits < 0) return launch_dw3x3_x4(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));

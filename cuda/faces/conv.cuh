@@ -41,6 +41,7 @@ struct ConvAlgo {
   int splits = 0;    ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits,
                      ///< −1 = the depthwise 3×3 kernel of four outputs per thread
   bool pipelined = false;  ///< the implicit GEMM's double-buffered form
+  int tile_m = 64;         ///< the implicit GEMM's tile rows (output channels): 16, 64 or 128
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   std::size_t workspace = 0;
@@ -98,16 +99,19 @@ class GpuConv {
 /// activation in its epilogue. Specialised for depthwise 3×3.
 Status launch_conv_direct(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
                           EpilogueAct act, float* y, cudaStream_t s);
-/// The own tiled implicit GEMM (64×64 tiles of output channels × output pixels of the whole batch, K = the
-/// group's cin·kh·kw): with splits > 1 each K slice writes its partial sums to `partial` (splits·B·cout·oh·ow
-/// floats) and a second kernel adds them in slice order with bias and activation, so the result does not depend
-/// on the schedule. False `fits` when the shape is outside its 32-bit indexing.
+/// The own tiled implicit GEMM (tile_m × 4096/tile_m tiles of output channels × output pixels of the whole
+/// batch, tile_m 16, 64 or 128; K = the group's cin·kh·kw): with splits > 1 each K slice writes its partial sums
+/// to `partial` (splits·B·cout·oh·ow floats) and a second kernel adds them in slice order with bias and
+/// activation, so the result does not depend on the schedule (nor on the tile shape). False `fits` when the
+/// shape is outside its 32-bit indexing.
 Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x, const float* w,
                          const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s,
-                         bool pipelined = false);
+                         bool pipelined = false, int tile_m = 64);
 bool igemm_fits(const ConvJob& j, int batch);
-/// The K splits that fill the device with tiles for this shape (1 when the tiles alone do).
-int igemm_splits(const ConvJob& j, int batch, int multiprocessors);
+/// The tile rows launch_conv_igemm takes.
+bool igemm_tile_ok(int tile_m);
+/// The K splits that fill the device with tiles of `tile_m` rows for this shape (1 when the tiles alone do).
+int igemm_splits(const ConvJob& j, int batch, int multiprocessors, int tile_m = 64);
 /// Depthwise 3×3, dilation 1, stride-x 1 or 2: four outputs of a row per thread (the same bits as the direct
 /// kernel). `fits` says whether the shape is one it takes.
 bool dw3x3_x4_fits(const ConvJob& j, int batch);

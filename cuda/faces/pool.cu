@@ -6,6 +6,9 @@
 #include "common/cuda_check.cuh"
 #include "faces/launch.cuh"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace facetrace::faces::gpu {
 namespace {
 
@@ -30,6 +33,57 @@ __global__ void maxpool_kernel(MaxPoolOp m, const float* __restrict__ x, float* 
       }
     }
     y[i] = best;
+  }
+}
+
+// maxpool_kernel in index type I (32-bit where every index fits), the window fixed at compile time when K > 0:
+// the same taps in the same order, so the same result.
+template <int K, class I>
+__global__ void maxpool_small_kernel(MaxPoolOp m, const float* __restrict__ x, float* __restrict__ y, I n) {
+  const I h = static_cast<I>(m.h), w = static_cast<I>(m.w), oh = static_cast<I>(m.oh),
+          ow = static_cast<I>(m.ow);
+  const I kh = K > 0 ? K : static_cast<I>(m.kh), kw = K > 0 ? K : static_cast<I>(m.kw);
+  const I sh = static_cast<I>(m.sh), sw = static_cast<I>(m.sw);
+  FT_FOR_EACH_T(I, i, n) {
+    const I q = i / ow, ox = i - q * ow;
+    const I pc = q / oh, oy = q - pc * oh;
+    const float* in = x + pc * h * w;
+    const I y0 = oy * sh - static_cast<I>(m.pt), x0 = ox * sw - static_cast<I>(m.pl);
+    bool any = false;
+    float best = 0.0f;
+#pragma unroll
+    for (I ky = 0; ky < kh; ++ky) {
+      const I iy = y0 + ky;
+      if (iy < 0 || iy >= h) continue;
+#pragma unroll
+      for (I kx = 0; kx < kw; ++kx) {
+        const I ix = x0 + kx;
+        if (ix < 0 || ix >= w) continue;
+        const float v = in[iy * w + ix];
+        best = !any ? v : (v > best ? v : best);
+        any = true;
+      }
+    }
+    y[i] = best;
+  }
+}
+
+// 2×2 windows of stride 2 without pads over planes of a width that is a multiple of 4 (oh = h/2, ow = w/2):
+// two adjacent outputs per thread from one float4 of each input row, the taps in maxpool_kernel's order.
+__global__ void maxpool2x2_x2_kernel(int h, int w, int oh, int ow, const float* __restrict__ x,
+                                     float* __restrict__ y, int n) {
+  const int ow2 = ow / 2;
+  FT_FOR_EACH_T(int, i, n) {
+    const int q = i / ow2, ox0 = (i - q * ow2) * 2;
+    const int pc = q / oh, oy = q - pc * oh;
+    const float* in = x + static_cast<std::int64_t>(pc) * h * w + (2 * oy) * w + 2 * ox0;
+    const float4 a = __ldg(reinterpret_cast<const float4*>(in));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(in + w));
+    const auto mx = [](float best, float v) { return v > best ? v : best; };
+    float2 r;
+    r.x = mx(mx(mx(a.x, a.y), b.x), b.y);
+    r.y = mx(mx(mx(a.z, a.w), b.z), b.w);
+    *reinterpret_cast<float2*>(y + static_cast<std::int64_t>(q) * ow + ox0) = r;
   }
 }
 
@@ -108,6 +162,28 @@ __global__ void softmax_kernel(SoftmaxOp m, const float* __restrict__ x, float* 
 Status launch_maxpool(const MaxPoolOp& m, int batch, const float* x, float* y, cudaStream_t s) {
   const std::int64_t n = m.channels * m.oh * m.ow * batch;
   if (n <= 0) return {};
+  const bool aligned =
+      reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 8 == 0;
+  if (m.kh == 2 && m.kw == 2 && m.sh == 2 && m.sw == 2 && m.pt == 0 && m.pl == 0 && m.w % 4 == 0 &&
+      m.oh * 2 == m.h && m.ow * 2 == m.w && aligned && small_index(m.channels * m.h * m.w * batch)) {
+    const int half = static_cast<int>(n / 2);
+    maxpool2x2_x2_kernel<<<blocks_for(half), kThreads, 0, s>>>(static_cast<int>(m.h), static_cast<int>(m.w),
+                                                               static_cast<int>(m.oh), static_cast<int>(m.ow),
+                                                               x, y, half);
+    FT_CUDA_LAUNCH_CHECK("maxpool2x2_x2_kernel", s);
+    return {};
+  }
+  if (small_index(std::max(n, m.channels * m.h * m.w * batch))) {
+    const int n32 = static_cast<int>(n);
+    if (m.kh == 2 && m.kw == 2)
+      maxpool_small_kernel<2, int><<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n32);
+    else if (m.kh == 3 && m.kw == 3)
+      maxpool_small_kernel<3, int><<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n32);
+    else
+      maxpool_small_kernel<0, int><<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n32);
+    FT_CUDA_LAUNCH_CHECK("maxpool_small_kernel", s);
+    return {};
+  }
   maxpool_kernel<<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n);
   FT_CUDA_LAUNCH_CHECK("maxpool_kernel", s);
   return {};

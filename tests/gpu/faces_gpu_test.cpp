@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -556,6 +557,19 @@ TEST_F(FacesGpu, PoolsWithPads) {
   check_op(*this, b.done({y1, y2, y3, y4, y5}), "pools");
 }
 
+// The MaxPool forms: 2×2 stride 2 over a width of a multiple of 4 (two outputs per thread from float4 rows),
+// fixed 3×3 and a general 5×4 window in 32-bit indices.
+TEST_F(FacesGpu, MaxPoolForms) {
+  Builder b(Shape{1, 5, 14, 24});
+  MaxPoolOp m1{5, 14, 24, 2, 2, 2, 2, 7, 12, 0, 0};
+  MaxPoolOp m2{5, 14, 24, 3, 3, 1, 1, 14, 24, 1, 1};
+  MaxPoolOp m3{5, 14, 24, 5, 4, 3, 2, 4, 11, 1, 0};
+  const auto y1 = b.step(m1, {Arg::value(0)}, {1, 5, 7, 12});
+  const auto y2 = b.step(m2, {Arg::value(0)}, {1, 5, 14, 24});
+  const auto y3 = b.step(m3, {Arg::value(0)}, {1, 5, 4, 11});
+  check_op(*this, b.done({y1, y2, y3}), "maxpool forms");
+}
+
 TEST_F(FacesGpu, ResizeModes) {
   std::vector<std::int32_t> outs;
   Builder b(Shape{1, 2, 5, 7});
@@ -650,7 +664,7 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
   };
   for (const C& c :
        {C{64, 64, 1, 3, 1, 1, 14, 14, 1}, C{16, 32, 4, 3, 2, 1, 33, 20, 1}, C{8, 130, 1, 5, 1, 2, 23, 19, 1},
-        C{12, 20, 1, 3, 1, 2, 17, 15, 2}, C{48, 72, 1, 1, 1, 0, 9, 7, 1}}) {
+        C{12, 20, 1, 3, 1, 2, 17, 15, 2}, C{48, 72, 1, 1, 1, 0, 9, 7, 1}, C{24, 3, 1, 3, 1, 1, 20, 21, 1}}) {
     const ConvJob j = conv_job(c.cin, c.cout, c.g, c.k, c.s, c.p, c.h, c.w, 900, c.dil);
     Builder b(Shape{1, c.cin, c.h, c.w});
     const auto y = b.step(j, {Arg::value(0)}, {1, c.cout, j.oh, j.ow});
@@ -663,25 +677,35 @@ TEST_F(FacesGpu, OwnImplicitGemmSplitKMatchesDefinition) {
     const float* dw = upload(*j.weights);
     const float* db = upload(*j.bias);
     const std::size_t out = static_cast<std::size_t>(c.cout * j.oh * j.ow);
-    for (int v = 0; v < 6; ++v) {
+    std::vector<std::vector<float>> by_splits(3);  // the 64-row tile's result per split count
+    for (int v = 0; v < 18; ++v) {
       const int splits = v % 3 == 0 ? 1 : v % 3 == 1 ? 3 : 7;
-      const bool pipelined = v >= 3;
+      const bool pipelined = v % 6 >= 3;
+      const int tile_m = v < 6 ? 64 : v < 12 ? 16 : 128;
       float* dy = upload(std::vector<float>(out * batch, NAN));
       float* part = upload(std::vector<float>(out * batch * splits, 0.0f));
       const gpu::EpilogueAct relu{gpu::EpilogueAct::Kind::kRelu};
       const Status st =
-          gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_, pipelined);
+          gpu::launch_conv_igemm(j, batch, splits, dx, dw, db, relu, dy, part, stream_, pipelined, tile_m);
       ASSERT_TRUE(st.ok()) << st.to_string();
       ASSERT_CUDA(cudaStreamSynchronize(stream_));
       std::vector<float> got(out * batch);
       ASSERT_CUDA(cudaMemcpy(got.data(), dy, got.size() * 4, cudaMemcpyDeviceToHost));
+      // every tile shape and both loop forms sum in the same K order: the same bits for the same splits
+      auto& ref = by_splits[static_cast<std::size_t>(v % 3)];
+      if (ref.empty())
+        ref = got;
+      else
+        EXPECT_EQ(std::memcmp(ref.data(), got.data(), got.size() * 4), 0)
+            << "igemm cin " << c.cin << " tile_m " << tile_m << " splits " << splits << " pipelined "
+            << pipelined << ": other bits than the 64-row tile";
       for (int i = 0; i < batch; ++i) {
         auto want = Naive::run(p, in[static_cast<std::size_t>(i)])[0];
         for (auto& v : want) v = v > 0 ? v : 0;
         const std::span<const float> g(got.data() + out * static_cast<std::size_t>(i), out);
         EXPECT_TRUE(testing::all_close(g, std::span<const float>(want), {1e-5 * max_abs(want) + 1e-7, 1e-5}))
-            << "igemm cin " << c.cin << " cout " << c.cout << " splits " << splits << " pipelined "
-            << pipelined << " image " << i;
+            << "igemm cin " << c.cin << " cout " << c.cout << " tile_m " << tile_m << " splits " << splits
+            << " pipelined " << pipelined << " image " << i;
       }
     }
   }
@@ -692,7 +716,10 @@ TEST_F(FacesGpu, Depthwise3x3FourWideMatchesDirectKernel) {
   struct C {
     std::int64_t c, s, p, h, w;
   };
-  for (const C& c : {C{32, 1, 1, 30, 31}, C{40, 2, 1, 19, 21}, C{24, 2, 0, 17, 13}, C{5, 1, 1, 7, 3}}) {
+  // widths of a multiple of 4 take the float4 row loads
+  for (const C& c :
+       {C{32, 1, 1, 30, 31}, C{40, 2, 1, 19, 21}, C{24, 2, 0, 17, 13}, C{5, 1, 1, 7, 3}, C{32, 1, 1, 30, 32},
+        C{40, 2, 1, 19, 24}, C{6, 2, 1, 9, 8}, C{5, 2, 1, 7, 12}, C{3, 1, 1, 5, 4}}) {
     const ConvJob j = conv_job(c.c, c.c, c.c, 3, c.s, c.p, c.h, c.w, 950);
     ASSERT_TRUE(gpu::dw3x3_x4_fits(j, 3));
     Builder b(Shape{1, c.c, c.h, c.w});
