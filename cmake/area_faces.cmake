@@ -24,7 +24,9 @@ add_library(ft_faces STATIC
   src/faces/models/sha256.cpp
   src/faces/models/detector.cpp
   src/faces/models/align.cpp
-  src/faces/models/embedder.cpp)
+  src/faces/models/embedder.cpp
+  # TEMPORARY (helper cli): the GPU accelerator entry points until branch `accel` lands; delete on merge.
+  src/faces/models/accelerator_stub.cpp)
 target_include_directories(ft_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
 target_link_libraries(ft_faces PUBLIC ft_core PRIVATE ft_core_internal onnx_proto protobuf::libprotobuf
                       ft_warnings)
@@ -55,4 +57,19 @@ if(FT_BUILD_BENCHMARKS)
     add_test(NAME bench_faces_smoke COMMAND bench_faces --device cpu --short)
     set_tests_properties(bench_faces_smoke PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
   endif()
+endif()
+
+# Models exported with PyTorch's own ONNX exporter (tests/models/README.md) against PyTorch's reference outputs.
+if(FT_BUILD_TESTS)
+  ft_add_test(faces_exported_test cpu
+    SOURCES tests/unit/faces_exported_test.cpp
+    LIBS ft_faces nlohmann_json::nlohmann_json)
+  target_compile_definitions(faces_exported_test PRIVATE FT_EXPORTED_MODELS_DIR="${PROJECT_SOURCE_DIR}/tests/models")
+endif()
+
+# The ONNX project's backend test cases (tests/data/onnx_backend/SOURCES.md) against the loader and interpreter.
+if(FT_BUILD_TESTS)
+  ft_add_test(faces_conformance_test cpu
+    SOURCES tests/unit/faces_conformance_test.cpp
+    LIBS ft_faces onnx_proto protobuf::libprotobuf nlohmann_json::nlohmann_json)
 endif()

@@ -1,0 +1,634 @@
+/// @file
+/// Convolutions of the GPU face program (docs/design/faces.md §8): cuDNN descriptors and the plan-time algorithm
+/// search (deterministic results only; FP32 mode also CUDNN_FMA_MATH only), and the own direct kernels cuDNN is
+/// slow at (depthwise, few output channels per group) or cannot express (asymmetric pads).
+#include <cudnn.h>
+
+#include "common/cuda_check.cuh"
+#include "faces/conv.cuh"
+#include "faces/launch.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace facetrace::faces::gpu {
+namespace {
+
+// The geometry of a conv as plain integers (a ConvJob holds shared pointers, which a kernel cannot take).
+// The geometry of a conv as plain integers (a ConvJob holds shared pointers, which a kernel cannot take), in the
+// index type of the launch: 32-bit when every index fits (64-bit division is many instructions on the GPU).
+template <class I>
+struct ConvGeom {
+  I cin, h, w, cout, cin_g, cout_g, kh, kw, sh, sw, pt, pl, oh, ow, dh, dw;
+};
+
+template <class I>
+ConvGeom<I> geom_of(const ConvJob& j) {
+  const auto c = [](std::int64_t v) { return static_cast<I>(v); };
+  return {c(j.cin),
+          c(j.h),
+          c(j.w),
+          c(j.cout),
+          c(j.cin / j.groups),
+          c(j.cout / j.groups),
+          c(j.kh),
+          c(j.kw),
+          c(j.sh),
+          c(j.sw),
+          c(j.pt),
+          c(j.pl),
+          c(j.oh),
+          c(j.ow),
+          c(j.dh),
+          c(j.dw)};
+}
+
+// One output per thread: Σ over the group's input channels and the taps in (ci, ky, kx) order, then bias and
+// activation. KH/KW > 0 fix the window at compile time (unrolled); 0 reads it from g.
+template <int KH, int KW, class I>
+__global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, const float* __restrict__ w,
+                                   const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
+                                   I n) {
+  const I kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I q = i / g.ow, ox = i - q * g.ow;
+    const I r = q / g.oh, oy = q - r * g.oh;
+    const I img = r / g.cout, co = r - img * g.cout;
+    const I grp = co / g.cout_g;
+    const float* xb = x + (img * g.cin + grp * g.cin_g) * g.h * g.w;
+    const float* wb = w + co * g.cin_g * kh * kw;
+    const I y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+    float acc = 0.0f;
+    for (I ci = 0; ci < g.cin_g; ++ci) {
+      const float* xc = xb + ci * g.h * g.w;
+      const float* wc = wb + ci * kh * kw;
+      const bool has_ib = act.in_bias != nullptr;
+      const float ib = has_ib ? __ldg(act.in_bias + grp * g.cin_g + ci) : 0.0f;
+#pragma unroll
+      for (I ky = 0; ky < kh; ++ky) {
+        const I iy = y0 + ky * g.dh;
+        if (iy < 0 || iy >= g.h) continue;
+#pragma unroll
+        for (I kx = 0; kx < kw; ++kx) {
+          const I ix = x0 + kx * g.dw;
+          if (ix < 0 || ix >= g.w) continue;
+          const float xv = has_ib ? __fadd_rn(xc[iy * g.w + ix], ib) : xc[iy * g.w + ix];
+          acc = fmaf(xv, __ldg(wc + ky * kw + kx), acc);
+        }
+      }
+    }
+    if (bias) acc = __fadd_rn(acc, __ldg(bias + co));
+    y[i] = apply_epilogue(act, acc, co, img, i - img * g.cout * g.oh * g.ow);
+  }
+}
+
+// Depthwise 3×3 (dilation 1, stride SW ∈ {1, 2}), four adjacent outputs of a row per thread: the input taps the
+// four windows share are loaded once. Per output the same products in the same (ky, kx) order as
+// conv_direct_kernel, so both give the same bits.
+template <int SW>
+__global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
+                                const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
+                                int n) {
+  constexpr int kSpan = 3 * SW + 3;  // input columns of four windows
+  const int ow4 = (g.ow + 3) / 4;
+  FT_FOR_EACH_T(int, i, n) {
+    const int q = i / ow4, ox0 = (i - q * ow4) * 4;
+    const int r = q / g.oh, oy = q - r * g.oh;
+    const int img = r / g.cout, co = r - img * g.cout;
+    const float* xc = x + (static_cast<std::int64_t>(img) * g.cin + co) * g.h * g.w;
+    const float* wc = w + co * 9;
+    const bool has_ib = act.in_bias != nullptr;
+    const float ib = has_ib ? __ldg(act.in_bias + co) : 0.0f;
+    const int y0 = oy * g.sh - g.pt, x0 = ox0 * SW - g.pl;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int ky = 0; ky < 3; ++ky) {
+      const int iy = y0 + ky;
+      if (iy < 0 || iy >= g.h) continue;
+      float v[kSpan];
+      bool in[kSpan];
+#pragma unroll
+      for (int t = 0; t < kSpan; ++t) {
+        const int ix = x0 + t;
+        in[t] = ix >= 0 && ix < g.w;
+        const float raw = in[t] ? xc[iy * g.w + ix] : 0.0f;
+        v[t] = has_ib ? __fadd_rn(raw, ib) : raw;
+      }
+#pragma unroll
+      for (int kx = 0; kx < 3; ++kx) {
+        const float wv = __ldg(wc + ky * 3 + kx);
+#pragma unroll
+        for (int o = 0; o < 4; ++o)
+          if (in[o * SW + kx]) acc[o] = fmaf(v[o * SW + kx], wv, acc[o]);
+      }
+    }
+    const int per_image = g.cout * g.oh * g.ow;
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+      if (ox0 + o >= g.ow) break;
+      float a = acc[o];
+      if (bias) a = __fadd_rn(a, __ldg(bias + co));
+      const int at = (co * g.oh + oy) * g.ow + ox0 + o;
+      y[static_cast<std::int64_t>(img) * per_image + at] = apply_epilogue(act, a, co, img, at);
+    }
+  }
+}
+
+template <class I>
+void launch_direct(const ConvJob& j, I n, const float* x, const float* w, const float* bias, EpilogueAct act,
+                   float* y, cudaStream_t s) {
+  const ConvGeom<I> g = geom_of<I>(j);
+  if (g.kh == 3 && g.kw == 3)
+    conv_direct_kernel<3, 3, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  else if (g.kh == 1 && g.kw == 1)
+    conv_direct_kernel<1, 1, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  else
+    conv_direct_kernel<0, 0, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+}
+
+std::string shape_text(const ConvJob& j) {
+  return std::to_string(j.cin) + "->" + std::to_string(j.cout) + " g" + std::to_string(j.groups) + " k" +
+         std::to_string(j.kh) + "x" + std::to_string(j.kw) + " s" + std::to_string(j.sh) + " " +
+         std::to_string(j.h) + "x" + std::to_string(j.w);
+}
+
+const char* algo_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "ALGO";
+  }
+}
+
+// Median-free mean of `reps` runs after one warm-up, in microseconds, on `s`.
+template <class F>
+Expected<float> time_us(F&& f, cudaStream_t s, int reps = 3) {
+  cudaEvent_t a = nullptr, b = nullptr;
+  FT_CUDA_TRY(cudaEventCreate(&a));
+  if (const cudaError_t e = cudaEventCreate(&b); e != cudaSuccess) {
+    FT_CUDA_IGNORE(cudaEventDestroy(a));
+    return runtime::cuda_call_status(e, "cudaEventCreate", __FILE__, __LINE__);
+  }
+  auto done = [&](Status st) -> Expected<float> {
+    FT_CUDA_IGNORE(cudaEventDestroy(a));
+    FT_CUDA_IGNORE(cudaEventDestroy(b));
+    return st;
+  };
+  if (Status st = f(); !st.ok()) return done(std::move(st));
+  if (const cudaError_t e = cudaEventRecord(a, s); e != cudaSuccess)
+    return done(runtime::cuda_call_status(e, "cudaEventRecord", __FILE__, __LINE__));
+  for (int r = 0; r < reps; ++r)
+    if (Status st = f(); !st.ok()) return done(std::move(st));
+  float ms = 0.0f;
+  cudaError_t e = cudaEventRecord(b, s);
+  if (e == cudaSuccess) e = cudaEventSynchronize(b);
+  if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+  FT_CUDA_IGNORE(cudaEventDestroy(a));
+  FT_CUDA_IGNORE(cudaEventDestroy(b));
+  if (e != cudaSuccess) return runtime::cuda_call_status(e, "timing a conv candidate", __FILE__, __LINE__);
+  return 1000.0f * ms / static_cast<float>(reps);
+}
+
+// ---- the tiled implicit GEMM ------------------------------------------------------------------------------
+// C[m, n] = Σ_k W[g·Mg + m, k] · X̂[k, n] per group g: m an output channel of the group, n an output pixel of the
+// whole batch (image-major), k = (ci, ky, kx) of the group's input channels. 64×64 tiles, 16-deep K steps, 256
+// threads of 4×4 outputs each; blockIdx.z = group · splits + split.
+constexpr int kTm = 64, kTn = 64, kTk = 16;
+
+struct IgemmGeom {
+  int cin, h, w, cin_g, cout_g, kh, kw, sh, sw, pt, pl, oh, ow, dh, dw;
+  int m, n, k;        // per group: cout_g, B·oh·ow, cin_g·kh·kw
+  int splits, k_per;  // K slices and the K length of each (a multiple of kTk)
+  int groups;
+};
+
+// kPipe: the next K step's global loads are issued into registers before the current step's FMAs, into a second
+// shared buffer after them (one barrier per step); the same products in the same order either way.
+template <bool kPipe>
+__global__ void __launch_bounds__(256)
+    conv_igemm_kernel(IgemmGeom g, const float* __restrict__ x, const float* __restrict__ w,
+                      const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
+                      float* __restrict__ partial) {
+  __shared__ __align__(16) float As[2][kTk][kTm + 4];
+  __shared__ __align__(16) float Bs[2][kTk][kTn];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int grp = static_cast<int>(blockIdx.z) / g.splits, split = static_cast<int>(blockIdx.z) % g.splits;
+  const int m0 = static_cast<int>(blockIdx.y) * kTm, n0 = static_cast<int>(blockIdx.x) * kTn;
+  const int k_begin = split * g.k_per, k_end = min(g.k, k_begin + g.k_per);
+  const int plane = g.oh * g.ow;
+  // this thread's B column (one output pixel) and its input window origin
+  const int bn = tid % kTn, bk0 = tid / kTn;  // rows bk0, bk0 + 4, bk0 + 8, bk0 + 12 of the K step
+  const int pn = n0 + bn;
+  const bool pix_ok = pn < g.n;
+  const int img = pix_ok ? pn / plane : 0, pp = pix_ok ? pn % plane : 0;
+  const int iy0 = (pp / g.ow) * g.sh - g.pt, ix0 = (pp % g.ow) * g.sw - g.pl;
+  const float* xg =
+      x + (static_cast<std::int64_t>(img) * g.cin + static_cast<std::int64_t>(grp) * g.cin_g) * g.h * g.w;
+  // this thread's A rows (weights): element (am, ak) for idx = tid + r·256
+  const float* wg = w + static_cast<std::int64_t>(grp) * g.cout_g * g.k;
+  const int taps = g.kh * g.kw;
+  const int ty = tid / 16, tx = tid % 16;
+  float acc[4][4] = {};
+  float ra[4], rb[4];
+  auto load = [&](int k0) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int idx = tid + r * 256;
+      const int am = idx / kTk, ak = idx % kTk;
+      const int gm = m0 + am, gk = k0 + ak;
+      ra[r] = (gm < g.m && gk < k_end) ? __ldg(wg + static_cast<std::int64_t>(gm) * g.k + gk) : 0.0f;
+      const int kk = k0 + bk0 + 4 * r;
+      float v = 0.0f;
+      if (pix_ok && kk < k_end) {
+        const int ci = kk / taps, t = kk - ci * taps;
+        const int ky = t / g.kw, kx = t - ky * g.kw;
+        const int iy = iy0 + ky * g.dh, ix = ix0 + kx * g.dw;
+        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) {
+          v = xg[(static_cast<std::int64_t>(ci) * g.h + iy) * g.w + ix];
+          if (act.in_bias) v = __fadd_rn(v, __ldg(act.in_bias + grp * g.cin_g + ci));
+        }
+      }
+      rb[r] = v;
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int idx = tid + r * 256;
+      As[buf][idx % kTk][idx / kTk] = ra[r];
+      Bs[buf][bk0 + 4 * r][bn] = rb[r];
+    }
+  };
+  auto compute = [&](int buf) {
+#pragma unroll
+    for (int kk = 0; kk < kTk; ++kk) {
+      const float4 a = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
+      const float4 b = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
+      const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+  };
+  if (!kPipe) {
+    for (int k0 = k_begin; k0 < k_end; k0 += kTk) {
+      load(k0);
+      store(0);
+      __syncthreads();
+      compute(0);
+      __syncthreads();
+    }
+  } else {
+    if (k_begin < k_end) {
+      load(k_begin);
+      store(0);
+    }
+    __syncthreads();
+    int buf = 0;
+    for (int k0 = k_begin; k0 < k_end; k0 += kTk) {
+      const bool more = k0 + kTk < k_end;
+      if (more) load(k0 + kTk);
+      compute(buf);
+      if (more) store(buf ^ 1);  // last read in the previous step, before its barrier
+      __syncthreads();
+      buf ^= 1;
+    }
+  }
+  const std::int64_t cout = static_cast<std::int64_t>(g.cout_g) * g.groups;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int gm = m0 + ty * 4 + i;
+    if (gm >= g.m) continue;
+    const std::int64_t co = static_cast<std::int64_t>(grp) * g.cout_g + gm;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = n0 + tx * 4 + j;
+      if (n >= g.n) continue;
+      const std::int64_t at = (static_cast<std::int64_t>(n / plane) * cout + co) * plane + n % plane;  // NCHW
+      float v = acc[i][j];
+      if (g.splits > 1) {
+        partial[static_cast<std::int64_t>(split) * cout * g.n + at] = v;
+        continue;
+      }
+      if (bias) v = __fadd_rn(v, __ldg(bias + co));
+      y[at] = apply_epilogue(act, v, co, n / plane, at - static_cast<std::int64_t>(n / plane) * cout * plane);
+    }
+  }
+}
+
+// Σ over the K slices in slice order, then bias and activation.
+__global__ void igemm_reduce_kernel(const float* __restrict__ partial, int splits, std::int64_t total,
+                                    std::int64_t cout, std::int64_t plane, const float* __restrict__ bias,
+                                    EpilogueAct act, float* __restrict__ y) {
+  FT_FOR_EACH(i, total) {
+    float v = partial[i];
+    for (int s = 1; s < splits; ++s) v = __fadd_rn(v, partial[static_cast<std::int64_t>(s) * total + i]);
+    const std::int64_t img = i / (cout * plane), at = i - img * cout * plane, co = at / plane;
+    if (bias) v = __fadd_rn(v, __ldg(bias + co));
+    y[i] = apply_epilogue(act, v, co, img, at);
+  }
+}
+
+IgemmGeom igemm_geom(const ConvJob& j, int batch, int splits) {
+  IgemmGeom g{};
+  const auto i = [](std::int64_t v) { return static_cast<int>(v); };
+  g.cin = i(j.cin), g.h = i(j.h), g.w = i(j.w), g.cin_g = i(j.cin / j.groups),
+  g.cout_g = i(j.cout / j.groups);
+  g.kh = i(j.kh), g.kw = i(j.kw), g.sh = i(j.sh), g.sw = i(j.sw), g.pt = i(j.pt), g.pl = i(j.pl);
+  g.oh = i(j.oh), g.ow = i(j.ow), g.dh = i(j.dh), g.dw = i(j.dw), g.groups = i(j.groups);
+  g.m = g.cout_g, g.n = i(batch * j.oh * j.ow), g.k = i(g.cin_g * j.kh * j.kw);
+  g.splits = std::max(1, splits);
+  const int steps = (g.k + kTk - 1) / kTk;
+  g.k_per = ((steps + g.splits - 1) / g.splits) * kTk;
+  g.splits = (g.k + g.k_per - 1) / g.k_per;  // no empty slice
+  return g;
+}
+
+}  // namespace
+
+bool igemm_fits(const ConvJob& j, int batch) {
+  const std::int64_t lim = std::int64_t{1} << 30;
+  return j.cin / j.groups >= 2 && j.cout / j.groups >= 8 && j.cin * j.h * j.w * batch < lim &&
+         j.cout * j.oh * j.ow * batch < lim;
+}
+
+int igemm_splits(const ConvJob& j, int batch, int multiprocessors) {
+  const std::int64_t tiles =
+      ((j.cout / j.groups + kTm - 1) / kTm) * ((batch * j.oh * j.ow + kTn - 1) / kTn) * j.groups;
+  const std::int64_t k = (j.cin / j.groups) * j.kh * j.kw;
+  const std::int64_t want = (2 * multiprocessors + tiles - 1) / tiles;
+  return static_cast<int>(std::clamp<std::int64_t>(want, 1, std::clamp<std::int64_t>(k / (4 * kTk), 1, 16)));
+}
+
+Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x, const float* w,
+                         const float* bias, EpilogueAct act, float* y, float* partial, cudaStream_t s,
+                         bool pipelined) {
+  const IgemmGeom g = igemm_geom(j, batch, splits);
+  if (g.splits > 1 && !partial) return internal_error("implicit GEMM with K splits and no partial buffer");
+  const dim3 grid(static_cast<unsigned>((g.n + kTn - 1) / kTn), static_cast<unsigned>((g.m + kTm - 1) / kTm),
+                  static_cast<unsigned>(g.groups * g.splits));
+  if (pipelined)
+    conv_igemm_kernel<true><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+  else
+    conv_igemm_kernel<false><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+  FT_CUDA_LAUNCH_CHECK("conv_igemm_kernel", s);
+  if (g.splits > 1) {
+    const std::int64_t total = j.cout * j.oh * j.ow * batch;
+    igemm_reduce_kernel<<<blocks_for(total), kThreads, 0, s>>>(partial, g.splits, total, j.cout, j.oh * j.ow,
+                                                               bias, act, y);
+    FT_CUDA_LAUNCH_CHECK("igemm_reduce_kernel", s);
+  }
+  return {};
+}
+
+bool dw3x3_x4_fits(const ConvJob& j, int batch) {
+  return j.cin / j.groups == 1 && j.kh == 3 && j.kw == 3 && j.dh == 1 && j.dw == 1 &&
+         (j.sw == 1 || j.sw == 2) && j.cout == j.cin &&
+         small_index(std::max(j.cout * j.oh * j.ow, j.cin * j.h * j.w) * batch);
+}
+
+Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
+                       EpilogueAct act, float* y, cudaStream_t s) {
+  if (!dw3x3_x4_fits(j, batch)) return internal_error("dw3x3_x4 on a shape it does not take");
+  const ConvGeom<int> g = geom_of<int>(j);
+  const int n = static_cast<int>(j.cout * j.oh * ((j.ow + 3) / 4) * batch);
+  if (n <= 0) return {};
+  if (j.sw == 1)
+    dw3x3_x4_kernel<1><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  else
+    dw3x3_x4_kernel<2><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+  FT_CUDA_LAUNCH_CHECK("dw3x3_x4_kernel", s);
+  return {};
+}
+
+std::string own_conv_kernel(const ConvJob& j) {
+  if (j.cin / j.groups == 1 && j.kh == 3 && j.kw == 3) return "own:depthwise3x3";
+  if (j.cin / j.groups == 1) return "own:depthwise";
+  return "own:direct";
+}
+
+Status launch_conv_direct(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
+                          EpilogueAct act, float* y, cudaStream_t s) {
+  const std::int64_t n = j.cout * j.oh * j.ow * batch;
+  if (n <= 0) return {};
+  // 32-bit indices when the largest index (input or output) fits
+  if (std::max(n, j.cin * j.h * j.w * batch) < (std::int64_t{1} << 30))
+    launch_direct<int>(j, static_cast<int>(n), x, w, bias, act, y, s);
+  else
+    launch_direct<std::int64_t>(j, n, x, w, bias, act, y, s);
+  FT_CUDA_LAUNCH_CHECK("conv_direct_kernel", s);
+  return {};
+}
+
+GpuConv::~GpuConv() {
+  if (x_) FT_CUDA_IGNORE(cudnnDestroyTensorDescriptor(x_));
+  if (y_) FT_CUDA_IGNORE(cudnnDestroyTensorDescriptor(y_));
+  if (b_) FT_CUDA_IGNORE(cudnnDestroyTensorDescriptor(b_));
+  if (w_) FT_CUDA_IGNORE(cudnnDestroyFilterDescriptor(w_));
+  if (c_) FT_CUDA_IGNORE(cudnnDestroyConvolutionDescriptor(c_));
+  if (act_desc_) FT_CUDA_IGNORE(cudnnDestroyActivationDescriptor(act_desc_));
+}
+
+Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup& setup, EpilogueAct act,
+                      const float* weights, const float* bias, const ConvAlgo* known, const ConvProbe& probe,
+                      cudaStream_t stream) {
+  handle_ = handle;
+  job_ = job;
+  batch_ = setup.batch;
+  act_ = act;
+  w_dev_ = weights;
+  b_dev_ = bias;
+  const auto i32 = [](std::int64_t v) { return static_cast<int>(v); };
+  const std::int64_t limit = std::numeric_limits<int>::max();
+  bool expressible = job.cin * job.h * job.w * batch_ < limit && job.cout * job.oh * job.ow * batch_ < limit;
+  if (expressible) {
+    FT_CUDNN_TRY(cudnnCreateTensorDescriptor(&x_));
+    FT_CUDNN_TRY(cudnnCreateTensorDescriptor(&y_));
+    FT_CUDNN_TRY(cudnnCreateTensorDescriptor(&b_));
+    FT_CUDNN_TRY(cudnnCreateFilterDescriptor(&w_));
+    FT_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c_));
+    FT_CUDNN_TRY(cudnnCreateActivationDescriptor(&act_desc_));
+    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch_, i32(job.cin),
+                                            i32(job.h), i32(job.w)));
+    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch_, i32(job.cout),
+                                            i32(job.oh), i32(job.ow)));
+    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(b_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i32(job.cout), 1, 1));
+    FT_CUDNN_TRY(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(job.cout),
+                                            i32(job.cin / job.groups), i32(job.kh), i32(job.kw)));
+    FT_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c_, i32(job.pt), i32(job.pl), i32(job.sh), i32(job.sw),
+                                                 i32(job.dh), i32(job.dw), CUDNN_CROSS_CORRELATION,
+                                                 CUDNN_DATA_FLOAT));
+    FT_CUDNN_TRY(cudnnSetConvolutionGroupCount(c_, i32(job.groups)));
+    FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, setup.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    // cuDNN pads symmetrically: usable when that gives the IR's output size (the IR's pads may be asymmetric)
+    int n = 0, c = 0, oh = 0, ow = 0;
+    FT_CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(c_, x_, w_, &n, &c, &oh, &ow));
+    expressible = n == batch_ && c == job.cout && oh == job.oh && ow == job.ow;
+    const bool relu = act.kind == EpilogueAct::Kind::kRelu ||
+                      (act.kind == EpilogueAct::Kind::kClip && act.lo == 0.0f && std::isfinite(act.hi));
+    if (relu)
+      FT_CUDNN_TRY(cudnnSetActivationDescriptor(
+          act_desc_,
+          act.kind == EpilogueAct::Kind::kRelu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_CLIPPED_RELU,
+          CUDNN_NOT_PROPAGATE_NAN, act.kind == EpilogueAct::Kind::kRelu ? 0.0 : static_cast<double>(act.hi)));
+  }
+  cudnn_ok_ = expressible;
+  const bool fusable = cudnn_ok_ && bias != nullptr && !act.has_residual &&
+                       (act.kind == EpilogueAct::Kind::kRelu ||
+                        (act.kind == EpilogueAct::Kind::kClip && act.lo == 0.0f && std::isfinite(act.hi)));
+  if (known) {
+    algo_ = *known;
+    if (!algo_.own && !cudnn_ok_)
+      return internal_error("conv " + shape_text(job) + ": cached cuDNN algorithm");
+    algo_.fused = algo_.fused && fusable;
+    if (!algo_.own) FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, algo_.math));
+    return {};
+  }
+  ConvAlgo own;
+  own.own = true;
+  own.kernel = own_conv_kernel(job);
+  const std::int64_t cin_g = job.cin / job.groups, cout_g = job.cout / job.groups;
+  const bool own_fits = !cudnn_ok_ || cin_g == 1 || cout_g < 8;
+  // the implicit GEMM: for shapes small enough that cuDNN's tiles leave the device idle
+  ConvAlgo ig;
+  ig.own = true;
+  int sms = 132;
+  FT_CUDA_IGNORE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  ig.splits = igemm_splits(job, batch_, sms);
+  ig.workspace =
+      ig.splits > 1 ? static_cast<std::size_t>(ig.splits) * job.cout * job.oh * job.ow * batch_ * 4 : 0;
+  ig.kernel = "own:igemm" + (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+  const bool ig_fits = setup.autotune && igemm_fits(job, batch_) &&
+                       job.cout * job.oh * job.ow * batch_ <= (std::int64_t{1} << 22) &&
+                       ig.workspace <= probe.workspace_bytes;
+  if (!cudnn_ok_) {
+    algo_ = own;
+    if (ig_fits) {
+      auto td = time_us([&] { return run_with(own, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!td) return td.status();
+      own.us = *td;
+      for (bool pipe : {false, true}) {
+        ig.pipelined = pipe;
+        ig.kernel = (pipe ? "own:igemm2" : "own:igemm") +
+                    (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+        auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
+        if (!ti) return ti.status();
+        ig.us = *ti;
+        if (ig.us < algo_.us || algo_.us == 0.0f) algo_ = ig;
+      }
+      if (own.us < algo_.us) algo_ = own;
+    }
+    return {};
+  }
+  // cuDNN: every algorithm measured on the probe buffers, the fastest deterministic one kept
+  constexpr int kAlgos = 16;
+  cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
+  int returned = 0;
+  FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
+  FT_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, probe.x, w_, weights, c_, y_, probe.y,
+                                                      kAlgos, &returned, perf, probe.workspace,
+                                                      probe.workspace_bytes));
+  std::vector<ConvAlgo> candidates;
+  for (int k = 0; k < returned; ++k) {
+    const auto& p = perf[k];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
+    if (!setup.tf32 && p.mathType != CUDNN_FMA_MATH) continue;  // true FP32: no tensor-op (TF32) math
+    if (p.memory > setup.max_workspace_bytes || p.memory > probe.workspace_bytes) continue;
+    ConvAlgo a;
+    a.algo = p.algo;
+    a.math = p.mathType;
+    a.workspace = p.memory;
+    a.kernel = std::string("cudnn:") + algo_name(p.algo);
+    a.us = 1000.0f * p.time;
+    candidates.push_back(a);
+    break;  // perf is sorted by time: the first acceptable one is the fastest
+  }
+  if (candidates.empty()) {
+    algo_ = own;
+    return {};
+  }
+  ConvAlgo best = candidates.front();
+  FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, best.math));
+  if (fusable) {  // conv + bias + ReLU in one cuDNN call, when the algorithm takes it
+    ConvAlgo f = best;
+    f.fused = true;
+    algo_ = f;
+    if (run_with(f, probe.x, probe.y, probe.workspace, stream).ok() &&
+        cudaStreamSynchronize(stream) == cudaSuccess)
+      best = f;
+    FT_CUDA_IGNORE(cudaGetLastError());
+  }
+  if (setup.autotune) {
+    auto t = time_us([&] { return run_with(best, probe.x, probe.y, probe.workspace, stream); }, stream);
+    if (!t) return t.status().with_context("conv " + shape_text(job));
+    best.us = *t;
+    if (own_fits) {
+      auto to = time_us([&] { return run_with(own, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!to) return to.status().with_context("conv " + shape_text(job));
+      own.us = *to;
+      if (own.us < best.us) best = own;
+    }
+    if (dw3x3_x4_fits(job, batch_)) {
+      ConvAlgo d4 = own;
+      d4.splits = -1;
+      d4.kernel = "own:depthwise3x3x4";
+      auto t4 = time_us([&] { return run_with(d4, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!t4) return t4.status().with_context("conv " + shape_text(job));
+      d4.us = *t4;
+      if (d4.us < best.us) best = d4;
+    }
+    if (ig_fits) {
+      for (bool pipe : {false, true}) {
+        ig.pipelined = pipe;
+        ig.kernel = (pipe ? "own:igemm2" : "own:igemm") +
+                    (ig.splits > 1 ? "/splitk" + std::to_string(ig.splits) : std::string());
+        auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
+        if (!ti) return ti.status().with_context("conv " + shape_text(job));
+        ig.us = *ti;
+        if (ig.us < best.us) best = ig;
+      }
+    }
+  }
+  if (best.fused) best.kernel += "+bias+relu";
+  algo_ = best;
+  return {};
+}
+
+Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* workspace,
+                         cudaStream_t stream) const {
+  if (a.own && a.splits > 0)
+    return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y,
+                             static_cast<float*>(workspace), stream, a.pipelined);
+  if (a.own && a.splits < 0) return launch_dw3x3_x4(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
+  if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
+  FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
+  const float one = 1.0f, zero = 0.0f;
+  if (a.fused) {
+    FT_CUDNN_TRY(cudnnConvolutionBiasActivationForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo,
+                                                       workspace, a.workspace, &zero, y_, y, b_, b_dev_,
+                                                       act_desc_, y_, y));
+    return {};
+  }
+  FT_CUDNN_TRY(cudnnConvolutionForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo, workspace, a.workspace,
+                                       &zero, y_, y));
+  if (b_dev_ || act_.kind != EpilogueAct::Kind::kNone || act_.residual)
+    FT_TRY(launch_bias_act(y, b_dev_, job_.cout, job_.oh * job_.ow, batch_, act_, stream));
+  return {};
+}
+
+Status GpuConv::run(const float* x, float* y, void* workspace, cudaStream_t stream, const float* residual) {
+  act_.residual = residual;
+  return run_with(algo_, x, y, workspace, stream);
+}
+
+}  // namespace facetrace::faces::gpu
