@@ -348,14 +348,13 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
   return {};
 }
 
-Status Lowerer::lower_neg(const Node& n, const Entry& x) {
+Status Lowerer::lower_neg(const Node& n, const Entry&) {
   // −x as x·(−1) (exact): a Binary step with a scalar constant
   auto k = std::make_shared<ConstTensor>();
   k->f = {-1.0f};
   const std::string kn = n.name + "#minus1";
   names_[kn] = Entry{k, -1, {}};
   Node mul{n.name, "Neg", {n.inputs[0], kn}, {n.outputs[0]}, {}};
-  (void)x;
   return lower_binary(mul, Entry{}, BinaryKind::kMul);
 }
 
