@@ -234,7 +234,8 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
       t.dims = {a.shape[1], a.shape[0]};
       t.strides = {1, a.shape[1]};
       std::int32_t id = -1;
-      FT_TRY(emit(n, std::move(t), {Arg::value(a.value)}, t.dims, n.outputs.size(), &id));
+      const Shape ts = t.dims;  // (t is moved from in the call)
+      FT_TRY(emit(n, std::move(t), {Arg::value(a.value)}, ts, n.outputs.size(), &id));
       a = Entry{nullptr, id, {a_in.shape[1], a_in.shape[0]}};
     }
   }
@@ -347,14 +348,13 @@ Status Lowerer::lower_matmul(const Node& n, const Entry& a_in) {
   return {};
 }
 
-Status Lowerer::lower_neg(const Node& n, const Entry& x) {
+Status Lowerer::lower_neg(const Node& n, const Entry&) {
   // −x as x·(−1) (exact): a Binary step with a scalar constant
   auto k = std::make_shared<ConstTensor>();
   k->f = {-1.0f};
   const std::string kn = n.name + "#minus1";
   names_[kn] = Entry{k, -1, {}};
   Node mul{n.name, "Neg", {n.inputs[0], kn}, {n.outputs[0]}, {}};
-  (void)x;
   return lower_binary(mul, Entry{}, BinaryKind::kMul);
 }
 

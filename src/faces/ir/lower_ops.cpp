@@ -545,9 +545,8 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   if (!ctm) return ctm.status();
   if (!nm) return nm.status();
   const bool opset10 = g_.opset > 0 && g_.opset < 11;
-  std::int64_t antialias = 0, exclude = 0;
+  std::int64_t antialias = 0;  // (exclude_outside affects cubic only, which is refused)
   FT_TRY(take(attr_int(n, "antialias", 0), antialias));
-  FT_TRY(take(attr_int(n, "exclude_outside", 0), exclude));
   std::string policy;
   FT_TRY(take(attr_string(n, "keep_aspect_ratio_policy", "stretch"), policy));
   if (antialias != 0) return unsupported(n, "attribute 'antialias' = 1");
@@ -644,7 +643,6 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
     else if (*nm != "round_prefer_floor")
       return unsupported(n, "attribute 'nearest_mode' = " + *nm);
   }
-  (void)exclude;  // affects cubic only
   return lower_resize_general(n, x, *mode == "nearest" ? ResizeMode::kNearest : ResizeMode::kLinear, coord,
                               nearest, oh, ow, f[2], f[3]);
 }
