@@ -82,8 +82,8 @@ class Net {
   Expected<std::vector<std::vector<NamedTensor>>> run_batch(std::span<const std::span<const float>> inputs,
                                                             const Shape& shape) const;
 
-  /// Checks `acc` against the CPU on a deterministic input (xorshift32 noise, seed 0x2545F491, docs/design/faces.md
-  /// §4) for the declared input shape and attaches it only if every output is within the bar of its precision:
+  /// Checks `acc` against the CPU on a deterministic input (xorshift32 noise, seed 0x2545F491:
+  /// docs/design/faces.md §4) for the declared input shape and attaches it only if every output is within the bar of its precision:
   /// fp32 max|acc − cpu| ≤ 1e-4 + 1e-3·max|cpu|; tf32/bf16 cosine ≥ 0.999 per output. Otherwise the net stays
   /// CPU-only and the Status says why (kDeclined when `acc` declined the check input). Attaching replaces any
   /// previous accelerator. Shared by every copy of this Net.
