@@ -106,28 +106,31 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   auto in = parse_input(args, a.in, m.blob_floats);
   if (!in) return in.status();
 
-  // Device pointers of Program::consts: residents in place; inline ones uploaded to this model's scratch.
-  const std::size_t nconsts = p.consts.size();
+  // Device pointers of every constant in wire order (Program::consts, then the conv weights and biases: the
+  // table form of cuda/faces/gpu_program.h): residents in place; inline ones uploaded to this model's scratch.
   std::uint64_t inline_bytes = 0;
-  for (std::size_t i = 0; i < nconsts; ++i) inline_bytes += align_up(in->inline_blobs[i].size());
+  for (const auto& b : in->inline_blobs) inline_bytes += align_up(b.size());
   std::byte* inline_dev = nullptr;
   if (inline_bytes > 0) {
-    auto s = ctx.scratch("faces/" + std::to_string(args.key) + "/inline", inline_bytes);
+    auto s = ctx.scratch(const_resident_name(args.key, m.blob_floats.size()) + ".inline", inline_bytes);
     if (!s) return s.status();
     inline_dev = static_cast<std::byte*>(s->data);
   }
-  ConstTable table(nconsts, nullptr);
+  ConstTable table(m.blob_floats.size(), nullptr);
   std::uint64_t at = 0;
   for (std::size_t i = 0; i < m.blob_floats.size(); ++i) {
     const std::uint64_t floats = m.blob_floats[i];
     const std::span<const std::byte> inl = in->inline_blobs[i];
-    if (!inl.empty() || floats == 0) {
+    if (floats == 0) {  // an empty constant: nothing to point at, but never a null entry
+      if (!m.host[i]) m.host[i] = host_blob({});
+      table[i] = reinterpret_cast<const float*>(&m.host[i]);
+      continue;
+    }
+    if (!inl.empty()) {
       if (!m.host[i]) m.host[i] = host_blob(inl);
-      if (i < nconsts && !inl.empty()) {
-        FT_CUDA_TRY(cudaMemcpyAsync(inline_dev + at, inl.data(), inl.size(), cudaMemcpyHostToDevice, ctx.stream()));
-        table[i] = reinterpret_cast<const float*>(inline_dev + at);
-        at += align_up(inl.size());
-      }
+      FT_CUDA_TRY(cudaMemcpyAsync(inline_dev + at, inl.data(), inl.size(), cudaMemcpyHostToDevice, ctx.stream()));
+      table[i] = reinterpret_cast<const float*>(inline_dev + at);
+      at += align_up(inl.size());
       continue;
     }
     auto r = ctx.resident(const_resident_name(args.key, i));
@@ -140,7 +143,7 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
       if (!h) return h.status();
       m.host[i] = *h;
     }
-    if (i < nconsts) table[i] = static_cast<const float*>(r->data);
+    table[i] = static_cast<const float*>(r->data);
   }
   if (!m.bound) {
     FT_TRY(bind_blobs(m.program, m.host));
