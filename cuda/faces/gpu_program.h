@@ -1,13 +1,15 @@
 /// @file
 /// The GPU face program (docs/design/faces.md §8): a lowered Program planned once for one batch size and precision
 /// on one device, then run any number of times on one stream. Host C++ only (no CUDA headers), so the device op
-/// (src/faces/gpu/ops.cpp) and the tests include it; the implementation is cuda/faces/gpu_program.cu.
+/// (src/faces/gpu/ops.cpp) and the tests include it; the implementation is cuda/faces/gpu_program.cpp (host C++20,
+/// which this header's includes need; the kernels are the .cu files beside it).
 ///
 /// Planning (GpuProgram::plan) does everything that allocates or measures: the activation arena laid out best-fit
 /// from the IR's liveness (Program::free), one cuDNN descriptor set per conv with its algorithm found once (only
 /// deterministic algorithms; FP32 mode also only CUDNN_FMA_MATH) and compared with the own kernels where they
-/// apply (the faster is kept), the cuBLAS handle, and the CUDA graph of the whole program. run() then only copies
-/// nothing and launches: one graph replay (or the recorded launches when graphs are off).
+/// apply (the faster is kept), the cuBLAS handle, and the CUDA graph of the whole program. run() then copies the
+/// input into the arena, launches one graph replay (or the recorded launches when graphs are off, or when the
+/// stream is the legacy default stream, which cannot be captured) and copies the outputs out.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,10 @@ struct PlanOptions {
 };
 
 /// Device pointers to the program's constants, indexed like Program::consts (each holds consts[i]->size() floats).
-/// They must stay valid and unchanged while the GpuProgram lives (a captured graph holds them).
+/// They must stay valid and unchanged while the GpuProgram lives (a captured graph holds them). The table may also
+/// hold the conv weights after the consts, in the program codec's wire order (for each Conv step in step order its
+/// weights, then its bias when it has one); without them plan uploads the conv weights itself (counted in
+/// device_bytes).
 using ConstTable = std::vector<const float*>;
 
 /// What plan chose for one step (benchmarks and `info`).

@@ -1,0 +1,642 @@
+/// @file
+/// GpuProgram (cuda/faces/gpu_program.h, docs/design/faces.md §8): the planner and executor of a lowered Program
+/// on one stream. Host C++20 (it includes the faces public headers); the kernels are the family .cu files.
+///
+/// Plan: the steps become units (a lone step, a kConvAct conv with its activation in the epilogue, a
+/// kResizeBinary pair in one kernel; a kConvBand group runs as its member steps one by one, each conv with its
+/// activation fused, the intermediates allocated); every unit's output is placed best-fit in the activation
+/// arena from the IR's liveness (Program::free); convs search their algorithm once per (shape, batch) on probe
+/// buffers; then one arena allocation holds the activations and the workspaces, and the units are captured as
+/// one CUDA graph. run() copies the input into the arena, replays the graph, and copies the outputs out.
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include "common/cuda_check.cuh"
+#include "faces/conv.cuh"
+#include "faces/eltwise.cuh"
+#include "faces/gpu_program.h"
+#include "faces/pool.cuh"
+#include "faces/resize.cuh"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <utility>
+
+namespace facetrace::faces::gpu {
+namespace {
+
+constexpr std::uint64_t kAlign = 256;
+constexpr std::uint64_t kCublasWorkspace = std::uint64_t{32} << 20;
+
+std::uint64_t aligned(std::uint64_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+
+// The epilogue form of a Relu/Clip step; nullopt for any other step.
+std::optional<EpilogueAct> act_of(const Step& s) {
+  const auto* u = std::get_if<UnaryOp>(&s.op);
+  if (!u) return std::nullopt;
+  if (u->kind == UnaryKind::kRelu) return EpilogueAct{EpilogueAct::Kind::kRelu, 0.0f, 0.0f};
+  if (u->kind == UnaryKind::kClip) return EpilogueAct{EpilogueAct::Kind::kClip, u->lo, u->hi};
+  return std::nullopt;
+}
+
+// One executed unit: steps [first, last] (last = first, or first + 1 for a fused pair).
+struct Unit {
+  enum class Kind : std::uint8_t { kStep, kConvAct, kResizeBinary };
+  Kind kind = Kind::kStep;
+  std::size_t first = 0, last = 0;
+  std::int32_t out = 0;
+  EpilogueAct act;
+};
+
+// Splits the steps into units as their fusion marks say (docs/design/faces.md §3 and §8).
+Expected<std::vector<Unit>> units_of(const Program& p) {
+  std::vector<Unit> units;
+  const std::size_t n = p.steps.size();
+  auto add_conv_or_step = [&](std::size_t i, std::size_t end) {
+    // a conv followed (inside [i, end)) by the Relu/Clip that reads it: one conv unit with the activation
+    const Step& s = p.steps[i];
+    if (std::holds_alternative<ConvJob>(s.op) && i + 1 < end) {
+      const Step& t = p.steps[i + 1];
+      const auto act = act_of(t);
+      if (act && t.args.size() == 1 && t.args[0].kind == Arg::Kind::kValue && t.args[0].id == s.out) {
+        units.push_back(Unit{Unit::Kind::kConvAct, i, i + 1, t.out, *act});
+        return i + 2;
+      }
+    }
+    units.push_back(Unit{Unit::Kind::kStep, i, i, s.out, {}});
+    return i + 1;
+  };
+  for (std::size_t i = 0; i < n;) {
+    const Step& s = p.steps[i];
+    const auto len = static_cast<std::size_t>(std::max<std::int32_t>(1, s.fusion.steps));
+    if (i + len > n) return invalid_argument("step " + std::to_string(i) + " ('" + s.node + "'): fusion past the end");
+    switch (s.fusion.kind) {
+      case FusionKind::kNone: i = add_conv_or_step(i, i + 1); break;
+      case FusionKind::kConvAct: i = add_conv_or_step(i, i + 2); break;
+      case FusionKind::kConvBand:  // member steps one by one (each conv with its activation)
+        for (std::size_t j = i; j < i + len;) j = add_conv_or_step(j, i + len);
+        i += len;
+        break;
+      case FusionKind::kResizeBinary: {
+        const auto* r = std::get_if<ResizeOp>(&s.op);
+        const bool fusable = len == 2 && r && r->mode == ResizeMode::kNearest && r->sy > 0 && r->sx > 0 &&
+                             r->oh == r->h * r->sy && r->ow == r->w * r->sx &&
+                             std::holds_alternative<BinaryOp>(p.steps[i + 1].op) &&
+                             (s.fusion.side == 0 || s.fusion.side == 1);
+        if (fusable) {
+          units.push_back(Unit{Unit::Kind::kResizeBinary, i, i + 1, p.steps[i + 1].out, {}});
+        } else {
+          for (std::size_t j = i; j < i + len; ++j) units.push_back(Unit{Unit::Kind::kStep, j, j, p.steps[j].out, {}});
+        }
+        i += len;
+        break;
+      }
+    }
+  }
+  return units;
+}
+
+class Plan final : public GpuProgram {
+ public:
+  Plan(const Program& p, const PlanOptions& o, cudaStream_t s) : p_(p), o_(o), stream_(s) {}
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() override {
+    if (exec_) FT_CUDA_IGNORE(cudaGraphExecDestroy(exec_));
+    if (graph_) FT_CUDA_IGNORE(cudaGraphDestroy(graph_));
+    convs_.clear();
+    if (cublas_) FT_CUDA_IGNORE(cublasDestroy(cublas_));
+    if (cudnn_) FT_CUDA_IGNORE(cudnnDestroy(cudnn_));
+    if (arena_) FT_CUDA_IGNORE(cudaFree(arena_));
+    if (weights_) FT_CUDA_IGNORE(cudaFree(weights_));
+  }
+
+  Status build(const ConstTable& consts) {
+    const Program& p = p_;
+    if (p.lens.empty() || p.steps.empty()) return invalid_argument("empty program");
+    if (o_.batch < 1) return invalid_argument("batch " + std::to_string(o_.batch) + " (must be >= 1)");
+    if (o_.precision == Precision::kBf16)
+      return Status(Code::kDeclined, "bf16 is not implemented by the GPU face program (fp32 and tf32 are)");
+    if (p.free.size() != p.steps.size()) return invalid_argument("program free lists do not match its steps");
+    FT_TRY(bind_consts(consts));
+    FT_TRY(validate());
+    auto u = units_of(p);
+    if (!u) return u.status();
+    units_ = std::move(*u);
+    plan_arena();
+    FT_CUDNN_TRY(cudnnCreate(&cudnn_));
+    FT_CUDNN_TRY(cudnnSetStream(cudnn_, stream_));
+    FT_TRY(upload_conv_weights());
+    FT_TRY(setup_convs());
+    FT_TRY(allocate_arena());
+    FT_TRY(setup_cublas());
+    FT_TRY(build_launches());
+    if (o_.use_graph && stream_ != nullptr) FT_TRY(capture());
+    FT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return {};
+  }
+
+  Status run(const float* input, float* output) override {
+    const std::uint64_t B = static_cast<std::uint64_t>(o_.batch);
+    if (!input || !output) return invalid_argument("null input or output pointer");
+    FT_CUDA_TRY(cudaMemcpyAsync(val_[0], input, B * lens(0) * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    if (exec_) {
+      FT_CUDA_TRY(cudaGraphLaunch(exec_, stream_));
+    } else {
+      FT_TRY(launch_all());
+    }
+    std::uint64_t at = 0;
+    for (const auto& o : p_.outputs) {
+      const std::uint64_t n = B * lens(o.value);
+      FT_CUDA_TRY(cudaMemcpyAsync(output + at, val_[static_cast<std::size_t>(o.value)], n * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, stream_));
+      at += n;
+    }
+    return {};
+  }
+
+  std::uint64_t output_floats() const override {
+    std::uint64_t n = 0;
+    for (const auto& o : p_.outputs) n += static_cast<std::uint64_t>(o_.batch) * lens(o.value);
+    return n;
+  }
+  std::uint64_t device_bytes() const override { return arena_bytes_ + weight_bytes_; }
+  int batch() const override { return o_.batch; }
+  Precision precision() const override { return o_.precision; }
+  const std::vector<StepPlan>& steps() const override { return plans_; }
+
+ private:
+  std::uint64_t lens(std::int32_t v) const { return static_cast<std::uint64_t>(p_.lens[static_cast<std::size_t>(v)]); }
+
+  // Consts from the table; conv weights (and biases) too when the table holds them after the consts (wire
+  // order: Program::consts, then each Conv step's weights and bias), else uploaded by upload_conv_weights.
+  Status bind_consts(const ConstTable& consts) {
+    const std::size_t nc = p_.consts.size();
+    std::size_t conv_blobs = 0;
+    for (const auto& s : p_.steps)
+      if (const auto* j = std::get_if<ConvJob>(&s.op)) conv_blobs += j->bias ? 2 : 1;
+    if (consts.size() != nc && consts.size() != nc + conv_blobs)
+      return invalid_argument("const table holds " + std::to_string(consts.size()) + " pointers, the program has " +
+                              std::to_string(nc) + " constants (" + std::to_string(nc + conv_blobs) +
+                              " with its conv weights)");
+    for (std::size_t i = 0; i < consts.size(); ++i)
+      if (!consts[i]) return invalid_argument("const table entry " + std::to_string(i) + " is null");
+    for (std::size_t i = 0; i < nc; ++i)
+      if (!p_.consts[i]) return invalid_argument("program constant " + std::to_string(i) + " is null");
+    consts_.assign(consts.begin(), consts.begin() + static_cast<std::ptrdiff_t>(nc));
+    if (consts.size() > nc) {
+      std::size_t k = nc;
+      for (const auto& s : p_.steps)
+        if (const auto* j = std::get_if<ConvJob>(&s.op)) {
+          const float* w = consts[k++];
+          const float* b = j->bias ? consts[k++] : nullptr;
+          conv_w_.emplace_back(w, b);
+        }
+    }
+    return {};
+  }
+
+  // Operand kinds and sizes the launchers rely on.
+  Status validate() const {
+    const auto nv = static_cast<std::int32_t>(p_.lens.size());
+    for (const auto& s : p_.steps) {
+      if (s.out <= 0 || s.out >= nv) return invalid_argument("node '" + s.node + "': output value out of range");
+      if (s.args.empty()) return invalid_argument("node '" + s.node + "': no operands");
+      for (const auto& a : s.args) {
+        const bool bad = a.kind == Arg::Kind::kValue ? (a.id < 0 || a.id >= nv)
+                                                     : (a.id < 0 || a.id >= static_cast<std::int32_t>(p_.consts.size()));
+        if (bad) return invalid_argument("node '" + s.node + "': operand out of range");
+      }
+      const bool any_const_ok = std::holds_alternative<BinaryOp>(s.op) || std::holds_alternative<ConcatOp>(s.op);
+      if (!any_const_ok && s.args[0].kind == Arg::Kind::kConst)
+        return Status(Code::kDeclined, "node '" + s.node + "': a constant first operand");
+      if (const auto* j = std::get_if<ConvJob>(&s.op)) {
+        if (!j->weights || j->groups < 1 || j->cin % j->groups || j->cout % j->groups)
+          return invalid_argument("node '" + s.node + "': malformed conv");
+        if (static_cast<std::int64_t>(j->weights->size()) != j->cout * (j->cin / j->groups) * j->kh * j->kw ||
+            (j->bias && static_cast<std::int64_t>(j->bias->size()) != j->cout))
+          return invalid_argument("node '" + s.node + "': conv weights of the wrong size");
+      }
+      if (const auto* t = std::get_if<TransposeOp>(&s.op); t && t->dims.size() > 4)
+        return Status(Code::kDeclined, "node '" + s.node + "': strided copy of rank " +
+                                           std::to_string(t->dims.size()) + " (the GPU takes rank <= 4)");
+      if (const auto* m = std::get_if<MatMulOp>(&s.op); m && s.args.size() < 2)
+        return invalid_argument("node '" + s.node + "': MatMul without its second operand");
+      if (const auto* g = std::get_if<GemvOp>(&s.op); g && s.args.size() < (g->has_bias ? 3u : 2u))
+        return invalid_argument("node '" + s.node + "': Gemm without its operands");
+    }
+    for (const auto& o : p_.outputs)
+      if (o.value < 0 || o.value >= nv) return invalid_argument("output '" + o.name + "' out of range");
+    return {};
+  }
+
+  // Best-fit placement: a freed region is reused for a later value of size in [bytes, 2·bytes] (the smallest
+  // such), else a new region at the end (docs/design/faces.md §8).
+  void plan_arena() {
+    const std::uint64_t B = static_cast<std::uint64_t>(o_.batch);
+    offset_.assign(p_.lens.size(), kUnplaced);
+    struct Region {
+      std::uint64_t offset, bytes;
+    };
+    std::vector<Region> free_regions;
+    std::vector<std::uint64_t> region_bytes(p_.lens.size(), 0);
+    std::uint64_t end = 0;
+    std::vector<bool> keep(p_.lens.size(), false);
+    for (const auto& o : p_.outputs) keep[static_cast<std::size_t>(o.value)] = true;
+    auto place = [&](std::int32_t v) {
+      const std::uint64_t need = aligned(B * lens(v) * sizeof(float));
+      std::size_t best = free_regions.size();
+      for (std::size_t k = 0; k < free_regions.size(); ++k) {
+        const auto b = free_regions[k].bytes;
+        if (b >= need && b <= 2 * need && (best == free_regions.size() || b < free_regions[best].bytes)) best = k;
+      }
+      if (best < free_regions.size()) {
+        offset_[static_cast<std::size_t>(v)] = free_regions[best].offset;
+        region_bytes[static_cast<std::size_t>(v)] = free_regions[best].bytes;
+        free_regions.erase(free_regions.begin() + static_cast<std::ptrdiff_t>(best));
+      } else {
+        offset_[static_cast<std::size_t>(v)] = end;
+        region_bytes[static_cast<std::size_t>(v)] = need;
+        end += need;
+      }
+    };
+    auto release = [&](std::int32_t v) {
+      const auto k = static_cast<std::size_t>(v);
+      if (offset_[k] == kUnplaced || keep[k] || region_bytes[k] == 0) return;
+      free_regions.push_back({offset_[k], region_bytes[k]});
+      region_bytes[k] = 0;  // released once
+    };
+    place(kInputValue);
+    for (const auto& u : units_) {
+      place(u.out);
+      for (std::size_t i = u.first; i <= u.last; ++i)
+        for (auto v : p_.free[i])
+          if (v >= 0 && static_cast<std::size_t>(v) < p_.lens.size() && v != u.out) release(v);
+    }
+    activation_bytes_ = end;
+  }
+
+  Status upload_conv_weights() {
+    if (!conv_w_.empty()) return {};  // bound from the const table
+    std::uint64_t total = 0;
+    for (const auto& s : p_.steps)
+      if (const auto* j = std::get_if<ConvJob>(&s.op))
+        total += aligned(j->weights->size() * sizeof(float)) + (j->bias ? aligned(j->bias->size() * sizeof(float)) : 0);
+    if (total == 0) return {};
+    FT_CUDA_TRY(cudaMalloc(&weights_, total));
+    weight_bytes_ = total;
+    auto* base = static_cast<char*>(weights_);
+    std::uint64_t at = 0;
+    auto put = [&](const std::vector<float>& v) -> Expected<const float*> {
+      auto* d = reinterpret_cast<float*>(base + at);
+      FT_CUDA_TRY(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+      at += aligned(v.size() * sizeof(float));
+      return static_cast<const float*>(d);
+    };
+    for (const auto& s : p_.steps)
+      if (const auto* j = std::get_if<ConvJob>(&s.op)) {
+        auto w = put(*j->weights);
+        if (!w) return w.status();
+        const float* b = nullptr;
+        if (j->bias) {
+          auto bb = put(*j->bias);
+          if (!bb) return bb.status();
+          b = *bb;
+        }
+        conv_w_.emplace_back(*w, b);
+      }
+    return {};
+  }
+
+  // The conv of each conv unit, its algorithm searched once per (shape, batch, bias, activation).
+  Status setup_convs() {
+    std::vector<std::size_t> conv_index(p_.steps.size(), 0);
+    std::uint64_t max_x = 0, max_y = 0;
+    {
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < p_.steps.size(); ++i)
+        if (const auto* j = std::get_if<ConvJob>(&p_.steps[i].op)) {
+          conv_index[i] = k++;
+          max_x = std::max<std::uint64_t>(max_x, static_cast<std::uint64_t>(j->cin * j->h * j->w));
+          max_y = std::max<std::uint64_t>(max_y, static_cast<std::uint64_t>(j->cout * j->oh * j->ow));
+        }
+      if (k == 0) return {};
+    }
+    const std::uint64_t B = static_cast<std::uint64_t>(o_.batch);
+    // probe buffers: the largest conv's input and output, and as much workspace as the cap and memory allow
+    void* probe_xy = nullptr;
+    const std::uint64_t xy = aligned(B * max_x * sizeof(float)) + aligned(B * max_y * sizeof(float));
+    FT_CUDA_TRY(cudaMalloc(&probe_xy, xy));
+    void* probe_ws = nullptr;
+    std::uint64_t ws = o_.max_workspace_bytes;
+    while (ws > 0) {
+      if (cudaMalloc(&probe_ws, ws) == cudaSuccess) break;
+      FT_CUDA_IGNORE(cudaGetLastError());  // not sticky: a smaller workspace then
+      probe_ws = nullptr;
+      ws /= 2;
+      if (ws < (std::uint64_t{1} << 20)) ws = 0;
+    }
+    ConvProbe probe{static_cast<float*>(probe_xy),
+                    reinterpret_cast<float*>(static_cast<char*>(probe_xy) + aligned(B * max_x * sizeof(float))),
+                    probe_ws, ws};
+    ConvSetup cs{o_.batch, o_.precision == Precision::kTf32, o_.autotune, o_.max_workspace_bytes};
+    std::map<std::vector<std::int64_t>, ConvAlgo> cache;
+    Status st;
+    for (const auto& u : units_) {
+      const Step& s = p_.steps[u.first];
+      const auto* j = std::get_if<ConvJob>(&s.op);
+      if (!j) continue;
+      const auto [w, b] = conv_w_[conv_index[u.first]];
+      const std::vector<std::int64_t> key{j->cin, j->h, j->w, j->cout, j->groups, j->kh, j->kw, j->sh, j->sw,
+                                          j->pt, j->pl, j->oh, j->ow, j->dh, j->dw, b != nullptr,
+                                          static_cast<std::int64_t>(u.act.kind)};
+      auto conv = std::make_unique<GpuConv>();
+      const auto hit = cache.find(key);
+      st = conv->setup(cudnn_, *j, cs, u.act, w, b, hit == cache.end() ? nullptr : &hit->second, probe, stream_);
+      if (!st.ok()) {
+        st = st.with_context("node '" + s.node + "'");
+        break;
+      }
+      if (hit == cache.end()) cache.emplace(key, conv->algo());
+      workspace_bytes_ = std::max<std::uint64_t>(workspace_bytes_, conv->algo().workspace);
+      conv_of_unit_[u.first] = convs_.size();
+      convs_.push_back(std::move(conv));
+    }
+    FT_CUDA_IGNORE(cudaStreamSynchronize(stream_));
+    FT_CUDA_IGNORE(cudaFree(probe_xy));
+    if (probe_ws) FT_CUDA_IGNORE(cudaFree(probe_ws));
+    return st;
+  }
+
+  Status allocate_arena() {
+    needs_cublas_ = std::any_of(p_.steps.begin(), p_.steps.end(), [](const Step& s) {
+      return std::holds_alternative<GemvOp>(s.op) || std::holds_alternative<MatMulOp>(s.op);
+    });
+    ws_at_ = aligned(activation_bytes_);
+    cublas_ws_at_ = ws_at_ + aligned(workspace_bytes_);
+    arena_bytes_ = cublas_ws_at_ + (needs_cublas_ ? kCublasWorkspace : 0);
+    FT_CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
+    // zeroed once, so no region ever holds a non-finite pattern that a β = 0 read could turn into NaN
+    FT_CUDA_TRY(cudaMemsetAsync(arena_, 0, arena_bytes_, stream_));
+    auto* base = static_cast<char*>(arena_);
+    val_.assign(p_.lens.size(), nullptr);
+    for (std::size_t v = 0; v < p_.lens.size(); ++v)
+      if (offset_[v] != kUnplaced) val_[v] = reinterpret_cast<float*>(base + offset_[v]);
+    return {};
+  }
+
+  Status setup_cublas() {
+    if (!needs_cublas_) return {};
+    FT_CUBLAS_TRY(cublasCreate(&cublas_));
+    FT_CUBLAS_TRY(cublasSetStream(cublas_, stream_));
+    FT_CUBLAS_TRY(cublasSetWorkspace(cublas_, static_cast<char*>(arena_) + cublas_ws_at_, kCublasWorkspace));
+    FT_CUBLAS_TRY(cublasSetMathMode(
+        cublas_, o_.precision == Precision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    return {};
+  }
+
+  const float* ptr(const Arg& a) const {
+    return a.kind == Arg::Kind::kConst ? consts_[static_cast<std::size_t>(a.id)] : val_[static_cast<std::size_t>(a.id)];
+  }
+  std::int64_t bstride(const Arg& a) const {
+    return a.kind == Arg::Kind::kConst ? 0 : p_.lens[static_cast<std::size_t>(a.id)];
+  }
+
+  // Row-major C[m,n] = A[m,k]·B(k,n) for `count` pairs (strides in floats) through column-major cuBLAS:
+  // Cᵀ = B(k,n)ᵀ·Aᵀ.
+  Status sgemm(std::int64_t count, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+               std::int64_t sa, const float* b, std::int64_t sb, bool trans_b, float alpha, float beta, float* c,
+               std::int64_t sc) const {
+    const auto i = [](std::int64_t v) { return static_cast<int>(v); };
+    const cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int ldb = i(trans_b ? k : n);
+    if (count == 1) {
+      FT_CUBLAS_TRY(cublasSgemm(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, ldb, a, i(k), &beta, c, i(n)));
+    } else {
+      FT_CUBLAS_TRY(cublasSgemmStridedBatched(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, ldb, sb, a,
+                                              i(k), sa, &beta, c, i(n), sc, i(count)));
+    }
+    return {};
+  }
+
+  using Launch = std::function<Status(cudaStream_t)>;
+
+  Expected<Launch> launch_of(const Unit& u) const {
+    const int B = o_.batch;
+    const Step& s = p_.steps[u.first];
+    float* y = val_[static_cast<std::size_t>(u.out)];
+    const float* x = ptr(s.args[0]);
+    if (u.kind == Unit::Kind::kResizeBinary) {
+      const Step& bs = p_.steps[u.last];
+      const int side = s.fusion.side;
+      const Arg other = bs.args[static_cast<std::size_t>(1 - side)];
+      const ResizeOp r = std::get<ResizeOp>(s.op);
+      const BinaryKind kind = std::get<BinaryOp>(bs.op).kind;
+      const float* o = ptr(other);
+      const std::int64_t obs = bstride(other);
+      return Launch([=](cudaStream_t st) { return launch_resize_binary(r, kind, side, B, x, o, obs, y, st); });
+    }
+    if (std::holds_alternative<ConvJob>(s.op)) {
+      const GpuConv* c = convs_[conv_of_unit_.at(u.first)].get();
+      void* ws = static_cast<char*>(arena_) + ws_at_;
+      return Launch([=](cudaStream_t st) { return c->run(x, y, ws, st); });
+    }
+    const std::int64_t len = p_.lens[static_cast<std::size_t>(s.out)];
+    if (const auto* op = std::get_if<UnaryOp>(&s.op)) {
+      const UnaryOp v = *op;
+      return Launch([=](cudaStream_t st) { return launch_unary(v, x, y, len * B, st); });
+    }
+    if (const auto* op = std::get_if<ChannelAffineOp>(&s.op)) {
+      if (s.args.size() < 3) return invalid_argument("node '" + s.node + "': ChannelAffine operands");
+      const ChannelAffineOp v = *op;
+      const float *sc = ptr(s.args[1]), *sh = ptr(s.args[2]);
+      return Launch([=](cudaStream_t st) { return launch_channel_affine(v, B, x, sc, sh, y, st); });
+    }
+    if (const auto* op = std::get_if<ChannelPreluOp>(&s.op)) {
+      if (s.args.size() < 2) return invalid_argument("node '" + s.node + "': PRelu operands");
+      const ChannelPreluOp v = *op;
+      const float* sl = ptr(s.args[1]);
+      return Launch([=](cudaStream_t st) { return launch_channel_prelu(v, B, x, sl, y, st); });
+    }
+    if (const auto* op = std::get_if<BinaryOp>(&s.op)) {
+      if (s.args.size() < 2) return invalid_argument("node '" + s.node + "': Binary operands");
+      const BinaryOp v = *op;
+      const float* b = ptr(s.args[1]);
+      const std::int64_t as = bstride(s.args[0]), bs = bstride(s.args[1]);
+      return Launch([=](cudaStream_t st) { return launch_binary(v, B, x, as, b, bs, y, st); });
+    }
+    if (const auto* op = std::get_if<TransposeOp>(&s.op)) {
+      const TransposeOp v = *op;
+      const std::int64_t xs = bstride(s.args[0]);
+      return Launch([=](cudaStream_t st) { return launch_strided_copy(v, B, x, xs, y, st); });
+    }
+    if (const auto* op = std::get_if<MaxPoolOp>(&s.op)) {
+      const MaxPoolOp v = *op;
+      return Launch([=](cudaStream_t st) { return launch_maxpool(v, B, x, y, st); });
+    }
+    if (const auto* op = std::get_if<AvgPoolOp>(&s.op)) {
+      const AvgPoolOp v = *op;
+      return Launch([=](cudaStream_t st) { return launch_avgpool(v, B, x, y, st); });
+    }
+    if (const auto* op = std::get_if<ResizeOp>(&s.op)) {
+      const ResizeOp v = *op;
+      return Launch([=](cudaStream_t st) { return launch_resize(v, B, x, y, st); });
+    }
+    if (const auto* op = std::get_if<GlobalAverageOp>(&s.op)) {
+      const GlobalAverageOp v = *op;
+      return Launch([=](cudaStream_t st) { return launch_global_average(v, B, x, y, st); });
+    }
+    if (const auto* op = std::get_if<SoftmaxOp>(&s.op)) {
+      const SoftmaxOp v = *op;
+      return Launch([=](cudaStream_t st) { return launch_softmax(v, B, x, y, st); });
+    }
+    if (const auto* op = std::get_if<ReduceMeanOp>(&s.op)) {
+      const ReduceMeanOp v = *op;
+      return Launch([=](cudaStream_t st) { return launch_reduce_mean(v, B, x, y, st); });
+    }
+    if (const auto* op = std::get_if<PadOp>(&s.op)) {
+      const PadOp v = *op;
+      const std::int64_t xs = bstride(s.args[0]);
+      return Launch([=](cudaStream_t st) { return launch_pad(v, B, x, xs, y, st); });
+    }
+    if (const auto* op = std::get_if<ConcatOp>(&s.op)) {
+      if (op->parts.size() != s.args.size()) return invalid_argument("node '" + s.node + "': Concat operands");
+      std::int64_t total = 0;
+      for (auto q : op->parts) total += q;
+      std::vector<std::pair<const float*, std::int64_t>> srcs;
+      for (const auto& a : s.args) srcs.emplace_back(ptr(a), bstride(a));
+      const ConcatOp v = *op;
+      return Launch([=](cudaStream_t st) -> Status {
+        std::int64_t at = 0;
+        for (std::size_t k = 0; k < srcs.size(); ++k) {
+          FT_TRY(launch_concat_part(v.outer, v.parts[k], v.inner, total, at, B, srcs[k].first, srcs[k].second, y, st));
+          at += v.parts[k];
+        }
+        return {};
+      });
+    }
+    if (const auto* op = std::get_if<GemvOp>(&s.op)) {
+      const GemvOp g = *op;
+      const float* w = ptr(s.args[1]);
+      const float* bias = g.has_bias ? ptr(s.args[2]) : nullptr;
+      const std::int64_t xs = bstride(s.args[0]);
+      if (xs != g.k) return Status(Code::kDeclined, "node '" + s.node + "': Gemm input of another length than k");
+      return Launch([=, this](cudaStream_t st) -> Status {
+        if (bias) FT_TRY(launch_fill_rows(y, bias, g.n, B, st));
+        // Y[B,n] = α·X[B,k]·W(k,n) + β·bias
+        return sgemm(1, B, g.n, g.k, x, 0, w, 0, g.trans_b, g.alpha, bias ? g.beta : 0.0f, y, 0);
+      });
+    }
+    if (const auto* op = std::get_if<MatMulOp>(&s.op)) {
+      const MatMulOp m = *op;
+      const float* b = ptr(s.args[1]);
+      const std::int64_t xa = bstride(s.args[0]), xb = bstride(s.args[1]);
+      const std::int64_t out_len = m.batch * m.m * m.n;
+      // the whole batch as one strided batch when every image's pairs continue the previous image's
+      const bool fold_a = m.batch == 1 ? true : m.a_stride * m.batch == xa;
+      const bool fold_b = xb == 0 ? (m.b_stride == 0 || m.batch == 1) : (m.batch == 1 || m.b_stride * m.batch == xb);
+      if (fold_a && fold_b) {
+        const std::int64_t sa = m.batch == 1 ? xa : m.a_stride;
+        const std::int64_t sb = xb == 0 ? 0 : (m.batch == 1 ? xb : m.b_stride);
+        return Launch([=, this](cudaStream_t) {
+          return sgemm(m.batch * B, m.m, m.n, m.k, x, sa, b, sb, m.trans_b, 1.0f, 0.0f, y, m.m * m.n);
+        });
+      }
+      return Launch([=, this](cudaStream_t) -> Status {
+        for (int img = 0; img < B; ++img)
+          FT_TRY(sgemm(m.batch, m.m, m.n, m.k, x + img * xa, m.a_stride, b + img * xb, m.b_stride, m.trans_b, 1.0f,
+                       0.0f, y + img * out_len, m.m * m.n));
+        return {};
+      });
+    }
+    return Status(Code::kDeclined, "node '" + s.node + "': op " + std::string(op_name(s.op)) + " on the GPU");
+  }
+
+  static std::string kernel_of(const Unit& u, const Step& s, const GpuConv* c) {
+    if (c) return c->algo().kernel + (u.kind == Unit::Kind::kConvAct && !c->algo().fused ? "+act" : "");
+    if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
+    if (std::holds_alternative<GemvOp>(s.op)) return "cublas:sgemm";
+    if (std::holds_alternative<MatMulOp>(s.op)) return "cublas:sgemm_strided_batched";
+    return "own:" + std::string(op_name(s.op));
+  }
+
+  Status build_launches() {
+    for (const auto& u : units_) {
+      for (std::size_t i = u.first; i <= u.last; ++i)
+        for (const auto& a : p_.steps[i].args)
+          if (a.kind == Arg::Kind::kValue && !val_[static_cast<std::size_t>(a.id)] &&
+              !(i > u.first && a.id == p_.steps[u.first].out))
+            return invalid_argument("node '" + p_.steps[i].node + "' reads a value inside a fused group");
+      if (!val_[static_cast<std::size_t>(u.out)]) return internal_error("unplaced output of '" + p_.steps[u.first].node + "'");
+      auto l = launch_of(u);
+      if (!l) return l.status();
+      launches_.push_back(std::move(*l));
+      const Step& s = p_.steps[u.first];
+      const auto c = conv_of_unit_.find(u.first);
+      const GpuConv* conv = c == conv_of_unit_.end() ? nullptr : convs_[c->second].get();
+      plans_.push_back(StepPlan{s.node, kernel_of(u, s, conv), conv ? conv->algo().us : 0.0f});
+    }
+    return {};
+  }
+
+  Status launch_all() const {
+    for (std::size_t k = 0; k < launches_.size(); ++k)
+      if (Status st = launches_[k](stream_); !st.ok())
+        return st.with_context("node '" + p_.steps[units_[k].first].node + "'");
+    return {};
+  }
+
+  Status capture() {
+    FT_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    Status st = launch_all();
+    cudaGraph_t g = nullptr;
+    const cudaError_t e = cudaStreamEndCapture(stream_, &g);
+    if (!st.ok()) {
+      if (g) FT_CUDA_IGNORE(cudaGraphDestroy(g));
+      FT_CUDA_IGNORE(cudaGetLastError());
+      return st.with_context("capturing the program");
+    }
+    if (e != cudaSuccess) return runtime::cuda_call_status(e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    graph_ = g;
+    FT_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
+    FT_CUDA_TRY(cudaGraphUpload(exec_, stream_));
+    return {};
+  }
+
+  static constexpr std::uint64_t kUnplaced = ~std::uint64_t{0};
+
+  Program p_;  // a copy (the blobs are shared): the plan outlives the caller's Program
+  PlanOptions o_;
+  cudaStream_t stream_;
+  std::vector<const float*> consts_;
+  std::vector<std::pair<const float*, const float*>> conv_w_;  // per conv step: weights, bias (device)
+  std::vector<Unit> units_;
+  std::vector<std::uint64_t> offset_;
+  std::uint64_t activation_bytes_ = 0, workspace_bytes_ = 0, ws_at_ = 0, cublas_ws_at_ = 0, arena_bytes_ = 0;
+  std::uint64_t weight_bytes_ = 0;
+  bool needs_cublas_ = false;
+  void* arena_ = nullptr;
+  void* weights_ = nullptr;
+  std::vector<float*> val_;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::vector<std::unique_ptr<GpuConv>> convs_;
+  std::map<std::size_t, std::size_t> conv_of_unit_;
+  std::vector<Launch> launches_;
+  std::vector<StepPlan> plans_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<GpuProgram>> GpuProgram::plan(const Program& program, const ConstTable& consts,
+                                                       const PlanOptions& options, CUstream_st* stream) {
+  auto plan = std::make_unique<Plan>(program, options, stream);
+  if (Status st = plan->build(consts); !st.ok()) return st;
+  return std::unique_ptr<GpuProgram>(std::move(plan));
+}
+
+}  // namespace facetrace::faces::gpu
