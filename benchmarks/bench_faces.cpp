@@ -1,6 +1,8 @@
 /// @file
-/// bench_faces: YuNet 640×640 per image and embedder per face on the CPU, 1 thread and all threads. JSON lines on
-/// stdout (docs/design/style.md §10, through bench_common.h; "gpu" is null: no runtime here), a table on stderr.
+/// bench_faces: YuNet 640×640 per image and embedder per face on the CPU, 1 thread and all threads; in CUDA builds
+/// also the GPU face program (cuda/faces/gpu_program.h, planned in-process) for YuNet 640 and an IResNet-100 at
+/// batch 1, 64 and 256 (--device gpu|all). JSON lines on stdout (docs/design/style.md §10, through bench_common.h),
+/// a table on stderr.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -20,6 +22,17 @@
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/embedder.h"
 #include "facetrace/faces/net.h"
+
+#ifdef FT_HAVE_CUDA_FACES
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "faces/gpu_program.h"
+#endif
 
 namespace {
 
@@ -52,6 +65,274 @@ bool measure(const char* cas, int threads, int warmup, int iters, const char* un
   return true;
 }
 
+
+#ifdef FT_HAVE_CUDA_FACES
+// ---- GPU rows: the GPU face program planned in-process ------------------------------------------------------
+
+// A Program built by hand (the IResNet-100 with random weights), free lists from the last readers.
+struct ProgramBuilder {
+  Program p;
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+
+  explicit ProgramBuilder(const Shape& in) {
+    p.input_shape = in;
+    p.lens.push_back(count(in));
+    p.shapes.push_back(in);
+  }
+  static std::int64_t count(const Shape& s) {
+    std::int64_t n = 1;
+    for (auto d : s) n *= d;
+    return n;
+  }
+  std::vector<float> random(std::int64_t n, float scale) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      x = scale * (static_cast<float>(state >> 40) / 16777216.0f * 2.0f - 1.0f);
+    }
+    return v;
+  }
+  std::int32_t constant(std::vector<float> v) {
+    p.consts.push_back(std::make_shared<const std::vector<float>>(std::move(v)));
+    return static_cast<std::int32_t>(p.consts.size() - 1);
+  }
+  std::int32_t step(Op op, std::vector<Arg> args, const Shape& out) {
+    const auto v = static_cast<std::int32_t>(p.lens.size());
+    p.lens.push_back(count(out));
+    p.shapes.push_back(out);
+    if (std::holds_alternative<ConvJob>(op)) ++p.conv_count;
+    p.steps.push_back(Step{std::move(op), std::move(args), v, "n" + std::to_string(p.steps.size()), Fusion{}});
+    return v;
+  }
+  // conv k×k stride s, pad k/2, with a bias (a folded BatchNorm)
+  std::int32_t conv(std::int32_t x, std::int64_t cin, std::int64_t cout, std::int64_t k, std::int64_t s,
+                    std::int64_t h) {
+    ConvJob j;
+    j.cin = cin, j.cout = cout, j.h = j.w = h, j.kh = j.kw = k, j.sh = j.sw = s, j.pt = j.pl = k / 2;
+    j.oh = j.ow = (h + 2 * (k / 2) - k) / s + 1;
+    j.layer = static_cast<std::int32_t>(p.conv_count);
+    j.weights = std::make_shared<const std::vector<float>>(
+        random(cout * cin * k * k, 1.0f / std::sqrt(static_cast<float>(cin * k * k))));
+    j.bias = std::make_shared<const std::vector<float>>(random(cout, 0.1f));
+    return step(j, {Arg::value(x)}, {1, cout, j.oh, j.ow});
+  }
+  std::int32_t affine(std::int32_t x, std::int64_t c, std::int64_t plane) {
+    const auto sc = constant(random(c, 0.5f)), sh = constant(random(c, 0.1f));
+    for (auto& v : const_cast<std::vector<float>&>(*p.consts[static_cast<std::size_t>(sc)])) v += 1.0f;
+    return step(ChannelAffineOp{c, plane}, {Arg::value(x), Arg::constant(sc), Arg::constant(sh)},
+                p.shapes[static_cast<std::size_t>(x)]);
+  }
+  std::int32_t prelu(std::int32_t x, std::int64_t c, std::int64_t plane) {
+    return step(ChannelPreluOp{c, plane}, {Arg::value(x), Arg::constant(constant(random(c, 0.25f)))},
+                p.shapes[static_cast<std::size_t>(x)]);
+  }
+  Program finish(std::int32_t out) {
+    p.outputs.push_back(ProgramOutput{"embedding", out, p.shapes[static_cast<std::size_t>(out)]});
+    std::vector<std::int32_t> last(p.lens.size(), -1);
+    for (std::size_t i = 0; i < p.steps.size(); ++i)
+      for (const auto& a : p.steps[i].args)
+        if (a.kind == Arg::Kind::kValue) last[static_cast<std::size_t>(a.id)] = static_cast<std::int32_t>(i);
+    p.free.assign(p.steps.size(), {});
+    for (std::size_t v = 0; v < last.size(); ++v)
+      if (last[v] >= 0 && static_cast<std::int32_t>(v) != out)
+        p.free[static_cast<std::size_t>(last[v])].push_back(static_cast<std::int32_t>(v));
+    return std::move(p);
+  }
+};
+
+// IResNet-100 at 112² (insightface's iresnet100: IBasicBlock = BN → conv3×3 → BN → PReLU → conv3×3(stride) → BN,
+// plus the identity or a 1×1 stride-2 downsample; layers [3, 13, 30, 3] at widths 64/128/256/512; BN → FC → BN),
+// BatchNorms after a conv folded into its bias, random weights.
+Program iresnet100() {
+  ProgramBuilder b({1, 3, 112, 112});
+  std::int64_t h = 112, c = 64;
+  std::int32_t x = b.prelu(b.conv(kInputValue, 3, 64, 3, 1, h), 64, h * h);
+  const std::int64_t blocks[4] = {3, 13, 30, 3}, widths[4] = {64, 128, 256, 512};
+  for (int l = 0; l < 4; ++l)
+    for (std::int64_t k = 0; k < blocks[l]; ++k) {
+      const std::int64_t planes = widths[l], s = k == 0 ? 2 : 1, oh = h / s;
+      const std::int32_t a = b.affine(x, c, h * h);
+      const std::int32_t c1 = b.prelu(b.conv(a, c, planes, 3, 1, h), planes, h * h);
+      const std::int32_t c2 = b.conv(c1, planes, planes, 3, s, h);
+      const std::int32_t sc = k == 0 ? b.conv(x, c, planes, 1, s, h) : x;
+      const std::int64_t n = planes * oh * oh;
+      BinaryOp add{BinaryKind::kAdd, {1, planes, oh, oh}, {n, oh * oh, oh, 1}, {n, oh * oh, oh, 1}};
+      x = b.step(add, {Arg::value(c2), Arg::value(sc)}, {1, planes, oh, oh});
+      c = planes, h = oh;
+    }
+  const std::int32_t bn = b.affine(x, 512, 49);
+  const auto w = b.constant(b.random(512 * 25088, 1.0f / std::sqrt(25088.0f)));
+  const auto bias = b.constant(b.random(512, 0.1f));
+  const std::int32_t fc = b.step(GemvOp{25088, 512, true, 1.0f, 1.0f, true},
+                                 {Arg::value(bn), Arg::constant(w), Arg::constant(bias)}, {1, 512});
+  return b.finish(fc);
+}
+
+std::string prec_name(Precision p) { return p == Precision::kFp32 ? "fp32" : p == Precision::kTf32 ? "tf32" : "bf16"; }
+
+std::optional<bench::GpuFacts> cuda_facts() {
+  cudaDeviceProp prop{};
+  int drv = 0, rt = 0;
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return std::nullopt;
+  if (cudaDriverGetVersion(&drv) != cudaSuccess || cudaRuntimeGetVersion(&rt) != cudaSuccess) return std::nullopt;
+  auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
+  return bench::GpuFacts{prop.name, ver(drv), ver(rt)};
+}
+
+// "kernel×count, ..." over the conv steps (and the fused groups) of a plan.
+std::string kernel_summary(const gpu::GpuProgram& g) {
+  std::map<std::string, int> n;
+  for (const auto& s : g.steps())
+    if (s.kernel.rfind("own:", 0) != 0 || s.kernel.find("depthwise") != std::string::npos ||
+        s.kernel.find("direct") != std::string::npos)
+      ++n[s.kernel];
+  std::ostringstream os;
+  for (const auto& [k, c] : n) os << (os.tellp() > 0 ? ", " : "") << k << "x" << c;
+  return os.str();
+}
+
+// Plans `program` at each batch and precision, times run() with CUDA events, one JSON line + table row each.
+bool gpu_rows(const char* name, const char* unit, const Program& program, const std::vector<int>& batches,
+              const std::vector<Precision>& precisions, std::uint64_t workspace_mb, int warmup, int iters,
+              const bench::RunContext& context, bench::Table& table) {
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return false;
+  std::vector<void*> owned;
+  auto fail = [&](const std::string& why) {
+    std::fprintf(stderr, "bench_faces: %s: %s\n", name, why.c_str());
+    for (void* p : owned) cudaFree(p);
+    cudaStreamDestroy(stream);
+    return false;
+  };
+  gpu::ConstTable consts;
+  for (const auto& c : program.consts) {
+    void* d = nullptr;
+    if (cudaMalloc(&d, std::max<std::size_t>(4, c->size() * 4)) != cudaSuccess) return fail("const upload");
+    owned.push_back(d);
+    if (cudaMemcpy(d, c->data(), c->size() * 4, cudaMemcpyHostToDevice) != cudaSuccess) return fail("const upload");
+    consts.push_back(static_cast<const float*>(d));
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) return fail("const upload");
+  for (Precision prec : precisions)
+    for (int batch : batches) {
+      gpu::PlanOptions o;
+      o.batch = batch;
+      o.precision = prec;
+      o.max_workspace_bytes = workspace_mb << 20;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto g = gpu::GpuProgram::plan(program, consts, o, stream);
+      const double plan_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!g) return fail(g.status().to_string());
+      void *in = nullptr, *out = nullptr;
+      const std::size_t in_floats = static_cast<std::size_t>(program.lens[0]) * static_cast<std::size_t>(batch);
+      if (cudaMalloc(&in, in_floats * 4) != cudaSuccess || cudaMalloc(&out, (*g)->output_floats() * 4) != cudaSuccess)
+        return fail("input/output buffers");
+      owned.push_back(in);
+      owned.push_back(out);
+      if (cudaMemsetAsync(in, 0, in_floats * 4, stream) != cudaSuccess) return fail("memset");
+      cudaEvent_t a = nullptr, e = nullptr;
+      cudaEventCreate(&a);
+      cudaEventCreate(&e);
+      std::vector<double> ms;
+      bool ok = true;
+      for (int r = 0; r < warmup + iters && ok; ++r) {
+        ok = cudaEventRecord(a, stream) == cudaSuccess;
+        ok = ok && (*g)->run(static_cast<const float*>(in), static_cast<float*>(out)).ok();
+        ok = ok && cudaEventRecord(e, stream) == cudaSuccess && cudaEventSynchronize(e) == cudaSuccess;
+        float t = 0.0f;
+        ok = ok && cudaEventElapsedTime(&t, a, e) == cudaSuccess;
+        if (r >= warmup) ms.push_back(t);
+      }
+      cudaEventDestroy(a);
+      cudaEventDestroy(e);
+      if (!ok) return fail("a run failed");
+      const bench::Stats s = bench::summarize(ms);
+      const double per_s = 1000.0 * batch / s.median_ms;
+      const std::string cas = std::string(name) + "_b" + std::to_string(batch);
+      bench::Json j = bench::line("faces", cas);
+      j["device"] = "gpu";
+      j["precision"] = prec_name(prec);
+      j["batch"] = batch;
+      bench::add_stats(j, s, iters, warmup, true);
+      j[unit] = bench::rounded(per_s, 1);
+      j["plan_ms"] = bench::rounded(plan_ms, 1);
+      j["workspace_cap_mb"] = workspace_mb;
+      j["device_mb"] = bench::rounded(static_cast<double>((*g)->device_bytes()) / (1 << 20), 1);
+      j["kernels"] = kernel_summary(**g);
+      bench::emit(std::move(j), context);
+      table.add({cas + " " + prec_name(prec), "gpu", bench::cell("%.3f", s.median_ms),
+                 bench::cell("%.3f", s.p10_ms), bench::cell("%.3f", s.p90_ms),
+                 bench::cell("%.1f", per_s) + " " + unit});
+      g->reset();
+      cudaFree(in);
+      cudaFree(out);
+      owned.resize(owned.size() - 2);
+    }
+  for (void* p : owned) cudaFree(p);
+  cudaStreamDestroy(stream);
+  return true;
+}
+
+// The GPU rows: YuNet 640 and IResNet-100 (or --model) at each batch and precision. Exit code for main.
+int run_gpu_rows(const std::string& model, const std::string& precision, std::uint64_t workspace_mb,
+                 bool short_run) {
+  auto facts = cuda_facts();
+  if (!facts) {
+    std::fprintf(stderr, "bench_faces: no usable CUDA device\n");
+    return 1;
+  }
+  const bench::RunContext context = bench::run_context(facts);
+  bench::Table table({"case", "threads", "median_ms", "p10_ms", "p90_ms", "throughput"});
+  std::vector<Precision> precs;
+  if (precision == "all") {
+    precs = {Precision::kFp32, Precision::kTf32};
+  } else {
+    if (precision != "fp32" && precision != "tf32") {
+      std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32 or all)\n", precision.c_str());
+      return 2;
+    }
+    precs = {precision == "fp32" ? Precision::kFp32 : Precision::kTf32};
+  }
+  const std::vector<int> batches = short_run ? std::vector<int>{1} : std::vector<int>{1, 64, 256};
+  const int warmup = short_run ? 1 : 3, iters = short_run ? 3 : 10;
+  auto yunet = Net::create(builtin_yunet_onnx());
+  if (!yunet) {
+    std::fprintf(stderr, "bench_faces: %s\n", yunet.status().to_string().c_str());
+    return 1;
+  }
+  auto yp = yunet->program({1, 3, 640, 640});
+  if (!yp) {
+    std::fprintf(stderr, "bench_faces: %s\n", yp.status().to_string().c_str());
+    return 1;
+  }
+  if (!gpu_rows("yunet_640_network", "images_per_s", *yp, batches, precs, workspace_mb, warmup, iters, context,
+                table)) return 1;
+  Program emb;
+  if (!model.empty()) {
+    auto net = Net::load(model);
+    if (!net) {
+      std::fprintf(stderr, "bench_faces: %s\n", net.status().to_string().c_str());
+      return 1;
+    }
+    auto ep = net->program(net->input_shape());
+    if (!ep) {
+      std::fprintf(stderr, "bench_faces: %s\n", ep.status().to_string().c_str());
+      return 1;
+    }
+    emb = std::move(*ep);
+  } else {
+    emb = iresnet100();
+  }
+  std::fprintf(stderr, "embedder %s: %.2f G MACs per face\n", model.empty() ? "IResNet-100 (synthetic)" : model.c_str(),
+               static_cast<double>(emb.macs()) / 1e9);
+  if (!gpu_rows(model.empty() ? "iresnet100_112" : "embedder", "faces_per_s", emb, batches, precs, workspace_mb,
+                warmup, iters, context, table))
+    return 1;
+  table.print();
+  return 0;
+}
+#endif
+
 }  // namespace
 
 /// Exit code when the test data is absent (ctest SKIP_RETURN_CODE).
@@ -60,15 +341,35 @@ constexpr int kExitSkipped = 77;
 int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
   CLI::App app{"bench_faces: YuNet and embedder times on the CPU (JSON lines on stdout, table on stderr)"};
-  std::string device = "cpu", data = FT_TEST_DATA_DIR;
+  std::string device = "cpu", data = FT_TEST_DATA_DIR, model, precision = "fp32";
   bool short_run = false;
+  [[maybe_unused]] std::uint64_t workspace_mb = 4096;
+#ifdef FT_HAVE_CUDA_FACES
+  app.add_option("--device", device, "cpu, gpu (the GPU face program in-process) or all (default cpu)");
+  app.add_option("--precision", precision, "GPU rows: fp32, tf32 or all (default fp32)");
+  app.add_option("--model", model, "GPU rows: an ONNX embedder instead of the synthetic IResNet-100");
+  app.add_option("--workspace-mb", workspace_mb, "GPU rows: cuDNN workspace cap per plan in MiB (default 4096)");
+#else
   app.add_option("--device", device, "cpu (the only device of this build; default cpu)");
+#endif
   app.add_flag("--short", short_run, "CI smoke run: 1 warm-up, 3 timed runs, no pauses");
   app.add_option("--data", data,
                  "test data folder with images/ (and optionally models/; default the repository's "
                  "tests/data, or $FACETRACE_TEST_DATA when that is not a folder)");
   CLI11_PARSE(app, argc, argv);
+#ifdef FT_HAVE_CUDA_FACES
+  if (device == "gpu" || device == "all") {
+    if (const int rc = run_gpu_rows(model, precision, workspace_mb, short_run); rc != 0 || device == "gpu") return rc;
+  } else if (device != "cpu") {
+    std::fprintf(stderr, "bench_faces: unknown device '%s' (cpu, gpu or all)\n", device.c_str());
+    return 2;
+  }
+#endif
+#ifdef FT_HAVE_CUDA_FACES
+  if (device != "cpu" && device != "all") {
+#else
   if (device != "cpu") {
+#endif
     std::fprintf(stderr, "bench_faces: device '%s' is not available (only cpu in this build)\n",
                  device.c_str());
     return 2;

@@ -8,11 +8,14 @@ add_library(ft_faces STATIC
   src/faces/ir/lower.cpp
   src/faces/ir/lower_ops.cpp
   src/faces/ir/lower_aliases.cpp
+  src/faces/ir/lower_shape.cpp
+  src/faces/ir/lower_nn.cpp
   src/faces/ir/fuse.cpp
   src/faces/cpu/interpreter.cpp
   src/faces/cpu/conv.cpp
   src/faces/cpu/depthwise.cpp
   src/faces/cpu/eltwise.cpp
+  src/faces/cpu/ops.cpp
   src/faces/cpu/gemm.cpp
   src/faces/cpu/buffers.cpp
   src/faces/cpu/cpu_features.cpp
@@ -38,7 +41,7 @@ target_sources(ft_faces PRIVATE ${ft_yunet_cpp})
 if(FT_BUILD_TESTS)
   ft_add_test(faces_test cpu
     SOURCES tests/unit/faces_ops_test.cpp tests/unit/faces_fuse_test.cpp tests/unit/faces_loader_test.cpp
-            tests/unit/faces_models_test.cpp
+            tests/unit/faces_models_test.cpp tests/unit/faces_export_test.cpp
     LIBS ft_faces onnx_proto protobuf::libprotobuf)
   # faces_fuse_test calls the fusion pass directly (ir/fuse.h)
   target_include_directories(faces_test PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)

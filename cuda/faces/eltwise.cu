@@ -37,10 +37,14 @@ __global__ void affine_kernel(const float* __restrict__ x, const float* __restri
   }
 }
 
+__device__ inline float with_bias(float v, const OperandBias& b, std::int64_t i) {
+  return b.bias ? __fadd_rn(v, b.bias[(i / b.plane) % b.channels]) : v;
+}
+
 __global__ void prelu_kernel(const float* __restrict__ x, const float* __restrict__ sl, float* __restrict__ y,
-                             std::int64_t channels, std::int64_t plane, std::int64_t n) {
+                             std::int64_t channels, std::int64_t plane, std::int64_t n, OperandBias bias) {
   FT_FOR_EACH(i, n) {
-    const float v = x[i];
+    const float v = with_bias(x[i], bias, i);
     y[i] = v >= 0.0f ? v : __fmul_rn(sl[(i / plane) % channels], v);
   }
 }
@@ -51,18 +55,18 @@ struct Dims4 {
 
 __global__ void binary_kernel(BinaryKind k, Dims4 g, const float* __restrict__ a, std::int64_t abs_,
                               const float* __restrict__ b, std::int64_t bbs, float* __restrict__ y,
-                              std::int64_t per_image, std::int64_t n) {
+                              std::int64_t per_image, std::int64_t n, OperandBias a_bias, OperandBias b_bias) {
   FT_FOR_EACH(i, n) {
     const std::int64_t img = i / per_image;
     std::int64_t r = i - img * per_image;
-    std::int64_t ia = img * abs_, ib = img * bbs;
+    std::int64_t ia = 0, ib = 0;  // per-image offsets
     for (int ax = 3; ax >= 0; --ax) {
       const std::int64_t q = r / g.d[ax], j = r - q * g.d[ax];
       ia += j * g.as[ax];
       ib += j * g.bs[ax];
       r = q;
     }
-    const float u = a[ia], v = b[ib];
+    const float u = with_bias(a[img * abs_ + ia], a_bias, ia), v = with_bias(b[img * bbs + ib], b_bias, ib);
     float o;
     switch (k) {
       case BinaryKind::kAdd: o = __fadd_rn(u, v); break;
@@ -173,15 +177,15 @@ Status launch_channel_affine(const ChannelAffineOp& a, int batch, const float* x
 }
 
 Status launch_channel_prelu(const ChannelPreluOp& p, int batch, const float* x, const float* slope, float* y,
-                            cudaStream_t s) {
+                            cudaStream_t s, OperandBias bias) {
   const std::int64_t n = p.channels * p.plane * batch;
-  prelu_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, slope, y, p.channels, p.plane, n);
+  prelu_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, slope, y, p.channels, p.plane, n, bias);
   FT_CUDA_LAUNCH_CHECK("prelu_kernel", s);
   return {};
 }
 
 Status launch_binary(const BinaryOp& op, int batch, const float* a, std::int64_t a_bstride, const float* b,
-                     std::int64_t b_bstride, float* y, cudaStream_t s) {
+                     std::int64_t b_bstride, float* y, cudaStream_t s, OperandBias a_bias, OperandBias b_bias) {
   Dims4 g{};
   std::int64_t per = 1;
   for (int ax = 0; ax < 4; ++ax) {
@@ -192,7 +196,8 @@ Status launch_binary(const BinaryOp& op, int batch, const float* a, std::int64_t
   }
   if (per <= 0) return {};
   const std::int64_t n = per * batch;
-  binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, a_bstride, b, b_bstride, y, per, n);
+  binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, a_bstride, b, b_bstride, y, per, n, a_bias,
+                                                   b_bias);
   FT_CUDA_LAUNCH_CHECK("binary_kernel", s);
   return {};
 }

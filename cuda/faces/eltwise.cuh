@@ -28,12 +28,21 @@ Status launch_unary(const UnaryOp& u, const float* x, float* y, std::int64_t n, 
 /// y = x·scale[c] + shift[c] over B images of channels·plane.
 Status launch_channel_affine(const ChannelAffineOp& a, int batch, const float* x, const float* scale,
                              const float* shift, float* y, cudaStream_t s);
-/// y = x ≥ 0 ? x : slope[c]·x over B images.
+/// A conv's bias added by the step that reads the conv's output (docs/design/faces.md §8.1 "bias deferral"): the
+/// operand element at per-image offset i gets bias[(i / plane) % channels] first, rounded, exactly as the conv's
+/// epilogue would have. Null bias: nothing added.
+struct OperandBias {
+  const float* bias = nullptr;
+  std::int64_t channels = 1, plane = 1;
+};
+
+/// y = v ≥ 0 ? v : slope[c]·v, v = x (+ bias), over B images.
 Status launch_channel_prelu(const ChannelPreluOp& p, int batch, const float* x, const float* slope, float* y,
-                            cudaStream_t s);
-/// out = a ∘ b with the op's per-image broadcast strides, B images.
+                            cudaStream_t s, OperandBias bias = {});
+/// out = a ∘ b with the op's per-image broadcast strides, B images (a deferred conv bias on either operand).
 Status launch_binary(const BinaryOp& op, int batch, const float* a, std::int64_t a_bstride, const float* b,
-                     std::int64_t b_bstride, float* y, cudaStream_t s);
+                     std::int64_t b_bstride, float* y, cudaStream_t s, OperandBias a_bias = {},
+                     OperandBias b_bias = {});
 /// The strided copy of rank ≤ 4 (kDeclined above): out[j] = in[offset + Σ j_k·strides[k]], per image.
 Status launch_strided_copy(const TransposeOp& op, int batch, const float* x, std::int64_t x_bstride, float* y,
                            cudaStream_t s);

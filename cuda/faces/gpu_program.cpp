@@ -125,6 +125,7 @@ class Plan final : public GpuProgram {
     auto u = units_of(p);
     if (!u) return u.status();
     units_ = std::move(*u);
+    find_bias_deferrals();
     plan_arena();
     FT_CUDNN_TRY(cudnnCreate(&cudnn_));
     FT_CUDNN_TRY(cudnnSetStream(cudnn_, stream_));
@@ -133,6 +134,9 @@ class Plan final : public GpuProgram {
     FT_TRY(allocate_arena());
     FT_TRY(setup_cublas());
     FT_TRY(build_launches());
+    // one eager run first: every kernel is loaded and every launch checked before anything is captured
+    FT_TRY(launch_all());
+    FT_CUDA_TRY(cudaStreamSynchronize(stream_));
     if (o_.use_graph && stream_ != nullptr) FT_TRY(capture());
     FT_CUDA_TRY(cudaStreamSynchronize(stream_));
     return {};
@@ -232,6 +236,37 @@ class Plan final : public GpuProgram {
     return {};
   }
 
+  // Bias deferral (docs/design/faces.md §8.1): a conv with a bias and no activation whose one reader is a
+  // ChannelPrelu or a Binary run alone leaves its bias to that reader, which adds it (the same rounding as the
+  // epilogue) on its way through, saving the epilogue's pass over the conv output.
+  void find_bias_deferrals() {
+    std::vector<int> reads(p_.lens.size(), 0);
+    for (const auto& s : p_.steps)
+      for (const auto& a : s.args)
+        if (a.kind == Arg::Kind::kValue) ++reads[static_cast<std::size_t>(a.id)];
+    for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;  // never an output
+    std::map<std::int32_t, std::size_t> alone;  // value read → the kStep unit reading it
+    for (std::size_t k = 0; k < units_.size(); ++k)
+      if (units_[k].kind == Unit::Kind::kStep)
+        for (const auto& a : p_.steps[units_[k].first].args)
+          if (a.kind == Arg::Kind::kValue) alone[a.id] = units_[k].first;
+    for (const auto& u : units_) {
+      const auto* j = std::get_if<ConvJob>(&p_.steps[u.first].op);
+      if (!j || !j->bias || u.kind != Unit::Kind::kStep || reads[static_cast<std::size_t>(u.out)] != 1) continue;
+      const auto r = alone.find(u.out);
+      if (r == alone.end()) continue;
+      const Step& reader = p_.steps[r->second];
+      const bool prelu = std::holds_alternative<ChannelPreluOp>(reader.op) && reader.args[0].id == u.out &&
+                         reader.args[0].kind == Arg::Kind::kValue;
+      if (prelu || std::holds_alternative<BinaryOp>(reader.op)) deferred_[u.out] = {nullptr, j->cout, j->oh * j->ow};
+    }
+  }
+  OperandBias deferred_bias(const Arg& a) const {
+    if (a.kind != Arg::Kind::kValue) return {};
+    const auto d = deferred_.find(a.id);
+    return d == deferred_.end() ? OperandBias{} : d->second;
+  }
+
   // Best-fit placement: a freed region is reused for a later value of size in [bytes, 2·bytes] (the smallest
   // such), else a new region at the end (docs/design/faces.md §8).
   void plan_arena() {
@@ -291,7 +326,8 @@ class Plan final : public GpuProgram {
     std::uint64_t at = 0;
     auto put = [&](const std::vector<float>& v) -> Expected<const float*> {
       auto* d = reinterpret_cast<float*>(base + at);
-      FT_CUDA_TRY(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+      // on the plan's stream (a non-blocking stream does not wait for a legacy-stream cudaMemcpy's DMA)
+      FT_CUDA_TRY(cudaMemcpyAsync(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
       at += aligned(v.size() * sizeof(float));
       return static_cast<const float*>(d);
     };
@@ -307,6 +343,7 @@ class Plan final : public GpuProgram {
         }
         conv_w_.emplace_back(*w, b);
       }
+    FT_CUDA_TRY(cudaStreamSynchronize(stream_));  // the host blobs may go away after plan
     return {};
   }
 
@@ -348,7 +385,11 @@ class Plan final : public GpuProgram {
       const Step& s = p_.steps[u.first];
       const auto* j = std::get_if<ConvJob>(&s.op);
       if (!j) continue;
-      const auto [w, b] = conv_w_[conv_index[u.first]];
+      auto [w, b] = conv_w_[conv_index[u.first]];
+      if (const auto d = deferred_.find(u.out); d != deferred_.end()) {
+        d->second.bias = b;  // the reader adds it
+        b = nullptr;
+      }
       const std::vector<std::int64_t> key{j->cin, j->h, j->w, j->cout, j->groups, j->kh, j->kw, j->sh, j->sw,
                                           j->pt, j->pl, j->oh, j->ow, j->dh, j->dw, b != nullptr,
                                           static_cast<std::int64_t>(u.act.kind)};
@@ -458,14 +499,16 @@ class Plan final : public GpuProgram {
       if (s.args.size() < 2) return invalid_argument("node '" + s.node + "': PRelu operands");
       const ChannelPreluOp v = *op;
       const float* sl = ptr(s.args[1]);
-      return Launch([=](cudaStream_t st) { return launch_channel_prelu(v, B, x, sl, y, st); });
+      const OperandBias xb = deferred_bias(s.args[0]);
+      return Launch([=](cudaStream_t st) { return launch_channel_prelu(v, B, x, sl, y, st, xb); });
     }
     if (const auto* op = std::get_if<BinaryOp>(&s.op)) {
       if (s.args.size() < 2) return invalid_argument("node '" + s.node + "': Binary operands");
       const BinaryOp v = *op;
       const float* b = ptr(s.args[1]);
       const std::int64_t as = bstride(s.args[0]), bs = bstride(s.args[1]);
-      return Launch([=](cudaStream_t st) { return launch_binary(v, B, x, as, b, bs, y, st); });
+      const OperandBias ab = deferred_bias(s.args[0]), bb = deferred_bias(s.args[1]);
+      return Launch([=](cudaStream_t st) { return launch_binary(v, B, x, as, b, bs, y, st, ab, bb); });
     }
     if (const auto* op = std::get_if<TransposeOp>(&s.op)) {
       const TransposeOp v = *op;
@@ -554,8 +597,10 @@ class Plan final : public GpuProgram {
     return Status(Code::kDeclined, "node '" + s.node + "': op " + std::string(op_name(s.op)) + " on the GPU");
   }
 
-  static std::string kernel_of(const Unit& u, const Step& s, const GpuConv* c) {
-    if (c) return c->algo().kernel + (u.kind == Unit::Kind::kConvAct && !c->algo().fused ? "+act" : "");
+  std::string kernel_of(const Unit& u, const Step& s, const GpuConv* c) const {
+    if (c)
+      return c->algo().kernel + (u.kind == Unit::Kind::kConvAct && !c->algo().fused ? "+act" : "") +
+             (deferred_.count(u.out) ? "+bias-deferred" : "");
     if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
     if (std::holds_alternative<GemvOp>(s.op)) return "cublas:sgemm";
     if (std::holds_alternative<MatMulOp>(s.op)) return "cublas:sgemm_strided_batched";
@@ -624,6 +669,7 @@ class Plan final : public GpuProgram {
   cublasHandle_t cublas_ = nullptr;
   std::vector<std::unique_ptr<GpuConv>> convs_;
   std::map<std::size_t, std::size_t> conv_of_unit_;
+  std::map<std::int32_t, OperandBias> deferred_;  // conv output → its bias, added by its one reader
   std::vector<Launch> launches_;
   std::vector<StepPlan> plans_;
   cudaGraph_t graph_ = nullptr;

@@ -84,6 +84,22 @@ class OnnxBuilder {
     a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
     fill(a->mutable_t(), "", dims, v);
   }
+  static void floats(onnx::NodeProto* n, const std::string& name, const std::vector<float>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto_AttributeType_FLOATS);
+    for (auto x : v) a->add_floats(x);
+  }
+  static void tensor_i64(onnx::NodeProto* n, const std::string& name, const std::vector<std::int64_t>& dims,
+                         const std::vector<std::int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+    auto* t = a->mutable_t();
+    t->set_data_type(onnx::TensorProto_DataType_INT64);
+    for (auto d : dims) t->add_dims(d);
+    for (auto x : v) t->add_int64_data(x);
+  }
   std::vector<std::uint8_t> bytes() const {
     std::string s;
     model_.SerializeToString(&s);
@@ -97,7 +113,12 @@ class OnnxBuilder {
     auto* tt = v->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(onnx::TensorProto_DataType_FLOAT);
     auto* sh = tt->mutable_shape();
-    for (auto d : dims) sh->add_dim()->set_dim_value(d);
+    for (auto d : dims) {  // a negative dim is symbolic ("N")
+      if (d < 0)
+        sh->add_dim()->set_dim_param("N");
+      else
+        sh->add_dim()->set_dim_value(d);
+    }
   }
   static void fill(onnx::TensorProto* t, const std::string& name, const std::vector<std::int64_t>& dims,
                    const std::vector<float>& v) {

@@ -61,8 +61,8 @@ TEST(FacesLoader, refusals_name_the_node_and_reason) {
   {
     OnnxBuilder m;
     m.input("x", {1, 4}).output("y");
-    m.node("Softmax", {"x"}, {"y"});
-    expect_refused(m.bytes(), "operator 'Softmax' is not supported");
+    m.node("LRN", {"x"}, {"y"});
+    expect_refused(m.bytes(), "operator 'LRN' is not supported");
   }
   auto conv = [](auto&& tweak, std::vector<std::int64_t> wdims = {4, 3, 3, 3},
                  std::vector<std::int64_t> in = {1, 3, 8, 8}) {
@@ -75,10 +75,10 @@ TEST(FacesLoader, refusals_name_the_node_and_reason) {
     return m.bytes();
   };
   expect_refused(conv([](auto* n) {
-                   OnnxBuilder::ints(n, "dilations", {2, 2});
+                   OnnxBuilder::ints(n, "dilations", {0, 2});
                  }),
                  "node 'myconv' (Conv): attribute 'dilations'");
-  expect_refused(conv([](auto* n) { OnnxBuilder::str(n, "auto_pad", "SAME_UPPER"); }),
+  expect_refused(conv([](auto* n) { OnnxBuilder::str(n, "auto_pad", "SAME_MIDDLE"); }),
                  "attribute 'auto_pad'");
   expect_refused(conv([](auto* n) { OnnxBuilder::int1(n, "group", 0); }), "attribute 'group'");
   expect_refused(conv([](auto* n) { OnnxBuilder::ints(n, "strides", {0, 1}); }), "attribute 'strides'");
@@ -113,9 +113,8 @@ TEST(FacesLoader, refusals_name_the_node_and_reason) {
     OnnxBuilder m(11);
     m.input("x", {1, 3, 4, 4}).output("y").init("roi", {0}, {}).init("sc", {4}, {1, 1, 1.5f, 2});
     auto* n = m.node("Resize", {"x", "roi", "sc"}, {"y"});
-    OnnxBuilder::str(n, "coordinate_transformation_mode", "asymmetric");
-    OnnxBuilder::str(n, "nearest_mode", "floor");
-    expect_refused(m.bytes(), "not a whole number");
+    OnnxBuilder::str(n, "mode", "cubic");
+    expect_refused(m.bytes(), "attribute 'mode' = cubic");
   }
   {
     OnnxBuilder m;

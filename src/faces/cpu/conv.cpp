@@ -12,6 +12,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/depthwise.h"
 #include "cpu/eltwise.h"
+#include "cpu/ops.h"
 #include "facetrace/core/parallel.h"
 
 namespace facetrace::faces::detail {
@@ -45,6 +46,7 @@ int threads_for(std::int64_t macs, int threads) {
 
 KernelResult conv(const ConvJob& j, const float* x, float* y, const Activation& act, int threads) {
   threads = threads_for(j.macs(), threads);
+  if (j.dh != 1 || j.dw != 1) return conv_direct(j, x, y, act, threads);  // dilated (cpu/ops.cpp)
   const std::int64_t cin_g = j.cin / j.groups, cout_g = j.cout / j.groups;
   const std::int64_t plane_in = j.h * j.w, plane_out = j.oh * j.ow;
   const float* w = j.weights->data();

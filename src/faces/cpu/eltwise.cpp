@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/cpu_features.h"
+#include "cpu/ops.h"
 
 namespace facetrace::faces::detail {
 namespace {
@@ -56,7 +57,7 @@ __attribute__((target("avx2"))) void maxpool2x2s2_avx2(const MaxPoolOp& m, const
 // Returns false when some output is not finite.
 template <BinaryKind K>
 inline float bin(float a, float b) {
-  return K == BinaryKind::kAdd ? a + b : K == BinaryKind::kSub ? a - b : a * b;
+  return K == BinaryKind::kAdd ? a + b : K == BinaryKind::kSub ? a - b : K == BinaryKind::kMul ? a * b : a / b;
 }
 template <BinaryKind K>
 bool resize_bin_row(const float* in, std::int64_t w, std::int64_t sx, const float* o, float* y, int side) {
@@ -78,7 +79,8 @@ __attribute__((target("avx2"))) bool resize2_bin_row_avx2(const float* in, std::
     const __m256 a = side == 0 ? u : v, b = side == 0 ? v : u;
     return K == BinaryKind::kAdd   ? _mm256_add_ps(a, b)
            : K == BinaryKind::kSub ? _mm256_sub_ps(a, b)
-                                   : _mm256_mul_ps(a, b);
+           : K == BinaryKind::kMul ? _mm256_mul_ps(a, b)
+                                   : _mm256_div_ps(a, b);
   };
   std::int64_t ix = 0;
   for (; ix + 8 <= w; ix += 8) {
@@ -157,11 +159,15 @@ __attribute__((target_clones("avx2", "default"))) void binary(const BinaryOp& op
               for (std::int64_t i = 0; i < n; ++i) py[i] = pa[i * as3] * pb[i * bs3];
             }
             break;
+          case BinaryKind::kDiv:
+            for (std::int64_t i = 0; i < n; ++i) py[i] = pa[i * as3] / pb[i * bs3];
+            break;
         }
       }
 }
 
 void transpose(const TransposeOp& op, const float* x, float* y) {
+  x += op.offset;  // a strided copy (Slice, Split, Gather, Expand): docs/design/faces.md §3
   const std::size_t r = op.dims.size();
   if (r == 0) {
     y[0] = x[0];
@@ -232,6 +238,10 @@ bool resize_binary(const ResizeOp& r, BinaryKind kind, int side, const float* x,
           good &= v2 ? resize2_bin_row_avx2<BinaryKind::kMul>(in, r.w, o + at, y + at, side)
                      : resize_bin_row<BinaryKind::kMul>(in, r.w, r.sx, o + at, y + at, side);
           break;
+        case BinaryKind::kDiv:
+          good &= v2 ? resize2_bin_row_avx2<BinaryKind::kDiv>(in, r.w, o + at, y + at, side)
+                     : resize_bin_row<BinaryKind::kDiv>(in, r.w, r.sx, o + at, y + at, side);
+          break;
       }
     }
     if (!good) ok.store(false, std::memory_order_relaxed);
@@ -263,6 +273,31 @@ void unary(const UnaryOp& u, const float* x, float* y, std::int64_t len, int thr
       chunked(len, threads,
               [&](std::int64_t b, std::int64_t e) { clip_range(x + b, y + b, e - b, u.lo, u.hi); });
       break;
+    case UnaryKind::kLeakyRelu:
+      chunked(len, threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) y[i] = x[i] >= 0.0f ? x[i] : u.alpha * x[i];
+      });
+      break;
+    case UnaryKind::kTanh:
+      chunked(len, threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) y[i] = std::tanh(x[i]);
+      });
+      break;
+    case UnaryKind::kHardSigmoid:
+      chunked(len, threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) y[i] = std::max(0.0f, std::min(1.0f, u.alpha * x[i] + u.beta));
+      });
+      break;
+    case UnaryKind::kHardSwish:
+      chunked(len, threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) y[i] = x[i] * std::max(0.0f, std::min(1.0f, x[i] / 6.0f + 0.5f));
+      });
+      break;
+    case UnaryKind::kSqrt:
+      chunked(len, threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) y[i] = std::sqrt(x[i]);
+      });
+      break;
   }
 }
 
@@ -283,11 +318,13 @@ void channel_prelu(const ChannelPreluOp& pr, const float* x, const float* sl, fl
 }
 
 void maxpool(const MaxPoolOp& m, const float* x, float* y, int threads) {
+  if (!maxpool_inside(m)) return maxpool_padded(m, x, y, threads);  // pads or ceil_mode (cpu/ops.cpp)
   per_index(m.channels, m.h * m.w, threads,
             [&](std::int64_t c) { maxpool_channel(m, x + c * m.h * m.w, y + c * m.oh * m.ow); });
 }
 
 void resize_nearest(const ResizeOp& r, const float* x, float* y, int threads) {
+  if (r.sy <= 0 || r.sx <= 0) return resize_general(r, x, y, threads);  // not the integer up-scale (cpu/ops.cpp)
   const std::int64_t ow = r.w * r.sx;
   per_index(r.channels, r.h * r.sy * ow, threads, [&](std::int64_t c) {
     for (std::int64_t iy = 0; iy < r.h; ++iy) {

@@ -15,6 +15,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/eltwise.h"
 #include "cpu/gemm.h"
+#include "cpu/ops.h"
 #include "cpu/profile.h"
 #include "ir/fuse.h"
 #include "facetrace/core/parallel.h"
@@ -53,7 +54,9 @@ Status status_of(KernelResult r, const Step& s) {
 bool keeps_finite(const Op& op) {
   return std::holds_alternative<UnaryOp>(op) || std::holds_alternative<TransposeOp>(op) ||
          std::holds_alternative<MaxPoolOp>(op) || std::holds_alternative<ResizeOp>(op) ||
-         std::holds_alternative<GlobalAverageOp>(op);
+         std::holds_alternative<GlobalAverageOp>(op) || std::holds_alternative<ConcatOp>(op) ||
+         std::holds_alternative<PadOp>(op) || std::holds_alternative<AvgPoolOp>(op) ||
+         std::holds_alternative<SoftmaxOp>(op) || std::holds_alternative<ReduceMeanOp>(op);
 }
 
 struct Exec {
@@ -91,6 +94,20 @@ struct Exec {
       global_average(*g, x, y);
     } else if (const auto* gm = std::get_if<GemvOp>(&s.op)) {
       gemv(*gm, x, arg(vals, input, s.args[1]), gm->has_bias ? arg(vals, input, s.args[2]) : nullptr, y, t);
+    } else if (const auto* ap = std::get_if<AvgPoolOp>(&s.op)) {
+      avgpool(*ap, x, y, t);
+    } else if (const auto* sm = std::get_if<SoftmaxOp>(&s.op)) {
+      softmax(*sm, x, y, t);
+    } else if (const auto* cc = std::get_if<ConcatOp>(&s.op)) {
+      std::vector<const float*> parts;
+      for (const Arg& a : s.args) parts.push_back(arg(vals, input, a));
+      concat(*cc, parts, y);
+    } else if (const auto* mm = std::get_if<MatMulOp>(&s.op)) {
+      return status_of(matmul(*mm, x, arg(vals, input, s.args[1]), y, t), s);
+    } else if (const auto* rm = std::get_if<ReduceMeanOp>(&s.op)) {
+      reduce_mean(*rm, x, y, t);
+    } else if (const auto* pd = std::get_if<PadOp>(&s.op)) {
+      pad(*pd, x, y);
     } else {
       return internal_error("unknown op at node '" + s.node + "'");
     }

@@ -89,8 +89,9 @@ Fusion match_band(const Program& p, std::size_t first, bool with_pre) {
   Group g(p, first);
   const ConvJob* pre = nullptr;
   if (with_pre) {
-    if (!g.add(OpKind::kConv,
-               [](const Step& s) { return conv_of(s).groups == 1 && !conv_of(s).is_pointwise(); }))
+    if (!g.add(OpKind::kConv, [](const Step& s) {
+          return conv_of(s).groups == 1 && !conv_of(s).is_pointwise() && conv_of(s).dh == 1 && conv_of(s).dw == 1;
+        }))
       return {};
     f.pre = g.last();
     pre = &conv_of(g.step(f.pre));
@@ -107,7 +108,7 @@ Fusion match_band(const Program& p, std::size_t first, bool with_pre) {
   if (g.add_activation()) f.pw_act = g.last();
   if (!g.add(OpKind::kConv, [&](const Step& s) {
         const ConvJob& d = conv_of(s);
-        return d.is_depthwise() && d.cin == pw.cout && d.h == pw.oh && d.w == pw.ow;
+        return d.is_depthwise() && d.cin == pw.cout && d.h == pw.oh && d.w == pw.ow && d.dh == 1 && d.dw == 1;
       }))
     return {};
   f.dw = g.last();
@@ -118,7 +119,8 @@ Fusion match_band(const Program& p, std::size_t first, bool with_pre) {
     const bool relu = std::get<UnaryOp>(g.step(f.dw_act).op).kind == UnaryKind::kRelu;
     if (relu && g.add(OpKind::kMaxPool, [&](const Step& s) {
           const MaxPoolOp& m = std::get<MaxPoolOp>(s.op);
-          return m.kh == m.sh && m.kw == m.sw && m.channels == dw.cout && m.h == dw.oh && m.w == dw.ow;
+          return m.kh == m.sh && m.kw == m.sw && m.channels == dw.cout && m.h == dw.oh && m.w == dw.ow &&
+                 m.pt == 0 && m.pl == 0 && m.oh == m.h / m.kh && m.ow == m.w / m.kw;
         }))
       f.pool = g.last();
   }

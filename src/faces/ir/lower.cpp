@@ -23,6 +23,7 @@ enum class Input0 : std::uint8_t { kSelf, kAny, kValue };
 struct Rule {
   Input0 input0;
   Status (*lower)(Lowerer&, const Node&, const Entry&);
+  bool many_outputs = false;  // Split: any number of outputs (else only output 0 may be used)
 };
 
 // The supported operators (docs/design/faces.md §2).
@@ -43,13 +44,44 @@ const std::map<std::string, Rule, std::less<>>& rules() {
       {"MatMul", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_gemm(n, x, true); }}},
       {"Flatten", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_flatten(n, x); }}},
       {"Reshape", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_reshape(n, x); }}},
-      {"Transpose", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_transpose(n, x); }}},
+      {"Transpose", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_transpose(n, x); }}},
       {"MaxPool", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_maxpool(n, x); }}},
       {"Resize", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_resize(n, x); }}},
       {"GlobalAveragePool", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_gap(n, x); }}},
       {"Constant", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_constant(n, x); }}},
       {"Identity", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_identity(n, x); }}},
       {"Dropout", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_identity(n, x); }}},
+      // shape subgraphs (folded for the input shape) and data movement
+      {"Shape", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_shape(n, x); }}},
+      {"Gather", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_gather(n, x); }}},
+      {"Unsqueeze", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unsqueeze(n, x); }}},
+      {"Squeeze", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_squeeze(n, x); }}},
+      {"Concat", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_concat(n, x); }}},
+      {"Slice", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_slice(n, x); }}},
+      {"Cast", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_cast(n, x); }}},
+      {"ConstantOfShape", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_constant_of_shape(n, x); }}},
+      {"Range", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_range(n, x); }}},
+      {"Expand", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_expand(n, x); }}},
+      {"Split", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_split(n, x); }, true}},
+      {"Equal", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_compare(n, x); }}},
+      {"Less", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_compare(n, x); }}},
+      {"Greater", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_compare(n, x); }}},
+      {"Where", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_where(n, x); }}},
+      // the other operators
+      {"Div", {K::kSelf, [](auto& l, auto& n, auto& x) { return l.lower_binary(n, x, BinaryKind::kDiv); }}},
+      {"LeakyRelu",
+       {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unary(n, x, UnaryKind::kLeakyRelu); }}},
+      {"Tanh", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unary(n, x, UnaryKind::kTanh); }}},
+      {"HardSigmoid",
+       {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unary(n, x, UnaryKind::kHardSigmoid); }}},
+      {"HardSwish",
+       {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unary(n, x, UnaryKind::kHardSwish); }}},
+      {"Sqrt", {K::kAny, [](auto& l, auto& n, auto& x) { return l.lower_unary(n, x, UnaryKind::kSqrt); }}},
+      {"Softmax", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_softmax(n, x); }}},
+      {"AveragePool", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_avgpool(n, x); }}},
+      {"Pad", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_pad(n, x); }}},
+      {"ReduceMean", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_reduce_mean(n, x); }}},
+      {"Upsample", {K::kValue, [](auto& l, auto& n, auto& x) { return l.lower_upsample(n, x); }}},
   };
   return r;
 }
@@ -102,25 +134,29 @@ Expected<Program> Lowerer::run(const Shape& input_shape) {
   if (input_shape.size() != in.dims.size())
     return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
                             " does not match the declared " + shape_str(in.dims));
-  if (input_shape.empty() || input_shape[0] != 1)
-    return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
-                            " must have batch 1");
+  if (input_shape.empty())
+    return invalid_argument("input '" + in.name + "': a scalar input (a batch dimension is needed)");
+  // dim 0 is the batch (docs/design/faces.md §2): the program is lowered per image, whatever batch is declared or asked
+  declared_batch_ = in.dims[0];
+  lowered_batch_ = input_shape[0];
+  Shape one = input_shape;
+  one[0] = 1;
   for (std::size_t i = 0; i < in.dims.size(); ++i) {
-    if (input_shape[i] <= 0 || (in.dims[i] != 0 && in.dims[i] != input_shape[i]))
+    if (input_shape[i] <= 0 || (i > 0 && in.dims[i] != 0 && in.dims[i] != input_shape[i]))
       return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
                               " does not match the declared " + shape_str(in.dims));
   }
   std::int64_t c = 1;
-  for (auto d : input_shape) {
+  for (auto d : one) {
     if (c > limits_.max_tensor_elements / d)
       return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) + " is too large");
     c *= d;
   }
-  prog_.input_shape = input_shape;
+  prog_.input_shape = one;
   prog_.lens.push_back(c);
-  prog_.shapes.push_back(input_shape);
+  prog_.shapes.push_back(one);
   for (const auto& [name, t] : g_.inits) names_[name] = Entry{t, -1, {}};
-  names_[in.name] = Entry{nullptr, kInputValue, input_shape};
+  names_[in.name] = Entry{nullptr, kInputValue, one};
   auto order = topo_order();
   if (!order) return order.status();
   for (std::size_t i : *order) FT_TRY(lower_node(g_.nodes[i]));
@@ -135,8 +171,10 @@ Status Lowerer::finish() {
       return invalid_argument("graph output '" + o.name + "' is not produced by any node");
     if (it->second.is_const()) return not_supported("graph output '" + o.name + "' is a constant");
     const Shape& s = it->second.shape;
+    // dim 0 of a declared output is the batch when it equals the input's (the program is per image)
     bool match = o.dims.empty() || o.dims.size() == s.size();
-    for (std::size_t i = 0; match && i < o.dims.size(); ++i) match = o.dims[i] == 0 || o.dims[i] == s[i];
+    for (std::size_t i = 0; match && i < o.dims.size(); ++i)
+      match = o.dims[i] == 0 || o.dims[i] == s[i] || (i == 0 && s[i] == 1 && is_batch_dim(o.dims[i]));
     if (!match)
       return invalid_argument("graph output '" + o.name + "': inferred shape " + shape_str(s) +
                               " differs from the declared " + shape_str(o.dims));
@@ -179,7 +217,7 @@ Status Lowerer::lower_node(const Node& n) {
   const auto it = rules().find(n.op);
   if (it == rules().end()) return unsupported(n, "operator '" + n.op + "' is not supported");
   const Rule& rule = it->second;
-  FT_TRY(check_outputs(n, 1));
+  FT_TRY(check_outputs(n, rule.many_outputs ? n.outputs.size() : 1));
   if (rule.input0 == Input0::kSelf) return rule.lower(*this, n, Entry{});
   auto x = rule.input0 == Input0::kValue ? value_input(n, 0) : input(n, 0);
   if (!x) return x.status();

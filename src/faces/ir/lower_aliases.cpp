@@ -34,6 +34,7 @@ Status Lowerer::lower_reshape(const Node& n, const Entry& x) {
   std::int64_t known = 1;
   for (std::size_t i = 0; i < (*sh)->i.size(); ++i) {
     std::int64_t d = (*sh)->i[i];
+    if (i == 0 && !x.is_const() && is_batch_dim(d)) d = 1;  // the batch (docs/design/faces.md §2)
     if (d == 0) {
       if (*az != 0) return unsupported(n, "allowzero = 1 with a 0 in the shape");
       if (i >= in.size())

@@ -10,11 +10,16 @@
 namespace facetrace::faces::detail {
 namespace {
 
-float apply_unary(UnaryKind k, float x, float lo, float hi) {
-  switch (k) {
+float apply_unary(const UnaryOp& u, float x) {
+  switch (u.kind) {
     case UnaryKind::kRelu: return x > 0.0f ? x : 0.0f;
     case UnaryKind::kSigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case UnaryKind::kClip: return std::min(std::max(x, lo), hi);
+    case UnaryKind::kClip: return std::min(std::max(x, u.lo), u.hi);
+    case UnaryKind::kLeakyRelu: return x >= 0.0f ? x : u.alpha * x;
+    case UnaryKind::kTanh: return std::tanh(x);
+    case UnaryKind::kHardSigmoid: return std::max(0.0f, std::min(1.0f, u.alpha * x + u.beta));
+    case UnaryKind::kHardSwish: return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
+    case UnaryKind::kSqrt: return std::sqrt(x);
   }
   return x;
 }
@@ -29,39 +34,85 @@ Expected<Lowerer::Window> Lowerer::window(const Node& n, std::vector<std::int64_
   FT_TRY(take(attr_ints(n, "dilations", {1, 1}), dil));
   FT_TRY(take(attr_string(n, "auto_pad", "NOTSET"), w.auto_pad));
   FT_TRY(take(attr_ints(n, "kernel_shape", std::move(kernel_default)), w.kernel));
-  if (dil.size() != 2 || dil[0] != 1 || dil[1] != 1)
-    return unsupported(n, "attribute 'dilations' must be [1,1]");
+  if (dil.size() != 2 || dil[0] <= 0 || dil[1] <= 0 || dil[0] > 4096 || dil[1] > 4096)
+    return err(n, "attribute 'dilations' must be two positive values");
+  w.dilations = dil;
   if (w.strides.size() != 2 || w.strides[0] <= 0 || w.strides[1] <= 0)
     return err(n, "attribute 'strides' must be two positive values");
   return w;
+}
+
+Status Lowerer::resolve_pads(const Node& n, Window& w, std::int64_t h, std::int64_t wd, std::int64_t eh,
+                             std::int64_t ew) const {
+  if (w.auto_pad == "NOTSET") {
+    if (w.pads.size() != 4) return err(n, "attribute 'pads' must have 4 values");
+    for (auto p : w.pads)
+      if (p < 0 || p > 4096) return err(n, "attribute 'pads' holds " + std::to_string(p));
+    return {};
+  }
+  if (w.auto_pad == "VALID") {
+    w.pads = {0, 0, 0, 0};
+    return {};
+  }
+  if (w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER")
+    return err(n, "attribute 'auto_pad' = " + w.auto_pad);
+  // SAME: out = ceil(in / stride), the total pad split with the odd one at the end (UPPER) or start (LOWER)
+  const std::int64_t in[2] = {h, wd}, e[2] = {eh, ew};
+  w.pads = {0, 0, 0, 0};
+  for (int a = 0; a < 2; ++a) {
+    const std::int64_t s = w.strides[static_cast<std::size_t>(a)];
+    const std::int64_t out = (in[a] + s - 1) / s;
+    const std::int64_t total = std::max<std::int64_t>(0, (out - 1) * s + e[a] - in[a]);
+    const std::int64_t small = total / 2, big = total - small;
+    const bool upper = w.auto_pad == "SAME_UPPER";
+    w.pads[static_cast<std::size_t>(a)] = upper ? small : big;
+    w.pads[static_cast<std::size_t>(a + 2)] = upper ? big : small;
+  }
+  return {};
 }
 
 Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   if (!has_input(n, 1)) return err(n, "no weights (input 1)");
   auto w = const_float(n, 1, "weights");
   if (!w) return w.status();
-  const Shape& xs = x.shape;
-  const Shape& ws = (*w)->dims;
-  if (xs.size() != 4) return unsupported(n, "input rank " + std::to_string(xs.size()) + " (only 2-D conv)");
-  if (ws.size() != 4) return unsupported(n, "weights rank " + std::to_string(ws.size()) + " (only 2-D conv)");
+  Shape xs = x.shape;
+  Shape ws = (*w)->dims;
+  // a 1-D conv ([N,C,L], weights [co,ci,k]) runs as a 2-D conv of height 1 (docs/design/faces.md §2)
+  const bool one_d = xs.size() == 3 && ws.size() == 3;
+  Node n2 = n;  // the 1-D attributes widened to 2-D
+  if (one_d) {
+    xs.insert(xs.begin() + 2, 1);
+    ws.insert(ws.begin() + 2, 1);
+    auto widen = [&](const char* name, std::int64_t lead, bool pads) {
+      auto it = n2.attrs.find(name);
+      if (it == n2.attrs.end() || it->second.type != Attr::Type::kInts) return;
+      auto& v = it->second.ints;
+      if (pads && v.size() == 2) v = {0, v[0], 0, v[1]};
+      else if (!pads && v.size() == 1) v = {lead, v[0]};
+    };
+    widen("kernel_shape", 1, false);
+    widen("strides", 1, false);
+    widen("dilations", 1, false);
+    widen("pads", 0, true);
+  }
+  if (xs.size() != 4) return unsupported(n, "input rank " + std::to_string(x.shape.size()) + " (only 1-D and 2-D conv)");
+  if (ws.size() != 4) return unsupported(n, "weights rank " + std::to_string((*w)->dims.size()) + " (only 1-D and 2-D conv)");
   std::int64_t group = 1;
   FT_TRY(take(attr_int(n, "group", 1), group));
-  auto win = window(n, {ws[2], ws[3]});
+  auto win = window(n2, {ws[2], ws[3]});
   if (!win) return win.status();
-  if (win->auto_pad != "NOTSET")
-    return unsupported(n, "attribute 'auto_pad' = " + win->auto_pad + " (only NOTSET)");
+  const auto& dil = win->dilations;
+  FT_TRY(resolve_pads(n, *win, xs[2], xs[3], (ws[2] - 1) * dil[0] + 1, (ws[3] - 1) * dil[1] + 1));
   const auto& ks = win->kernel;
   const auto& strides = win->strides;
   const auto& pads = win->pads;
-  if (pads.size() != 4) return err(n, "attribute 'pads' must have 4 values");
-  for (auto p : pads)
-    if (p < 0 || p > 4096) return err(n, "attribute 'pads' holds " + std::to_string(p));
   if (ks.size() != 2 || ks[0] != ws[2] || ks[1] != ws[3])
     return err(n, "attribute 'kernel_shape' disagrees with the weights");
   ConvJob j;
   j.cin = xs[1], j.h = xs[2], j.w = xs[3];
   j.cout = ws[0], j.groups = group, j.kh = ws[2], j.kw = ws[3];
   j.sh = strides[0], j.sw = strides[1], j.pt = pads[0], j.pl = pads[1];
+  j.dh = dil[0], j.dw = dil[1];
   if (j.groups < 1) return err(n, "attribute 'group' = " + std::to_string(j.groups));
   if (j.cout <= 0 || j.kh <= 0 || j.kw <= 0 || ws[1] <= 0) return err(n, "empty weights " + shape_str(ws));
   if (ws[1] * j.groups != j.cin)
@@ -70,11 +121,12 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
   if (j.cout % j.groups != 0)
     return err(n, "output channels " + std::to_string(j.cout) + " not divisible by group");
   const std::int64_t ph = j.h + j.pt + pads[2], pw = j.w + j.pl + pads[3];
-  if (j.kh > ph || j.kw > pw)
-    return err(n, "kernel " + std::to_string(j.kh) + "x" + std::to_string(j.kw) +
+  const std::int64_t eh = (j.kh - 1) * j.dh + 1, ew = (j.kw - 1) * j.dw + 1;  // the dilated extent
+  if (eh > ph || ew > pw)
+    return err(n, "kernel " + std::to_string(eh) + "x" + std::to_string(ew) +
                       " is larger than the padded input " + std::to_string(ph) + "x" + std::to_string(pw));
-  j.oh = (ph - j.kh) / j.sh + 1;
-  j.ow = (pw - j.kw) / j.sw + 1;
+  j.oh = (ph - eh) / j.sh + 1;
+  j.ow = (pw - ew) / j.sw + 1;
   j.weights = std::make_shared<const std::vector<float>>((*w)->f);
   if (has_input(n, 2)) {
     auto b = const_float(n, 2, "bias");
@@ -85,15 +137,22 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
     j.bias = std::make_shared<const std::vector<float>>((*b)->f);
   }
   j.layer = static_cast<std::int32_t>(prog_.conv_count++);
+  if (one_d) return emit(n, j, {Arg::value(x.value)}, {1, j.cout, j.ow});
   return emit(n, j, {Arg::value(x.value)}, {1, j.cout, j.oh, j.ow});
 }
 
 Status Lowerer::lower_unary(const Node& n, const Entry& x, UnaryKind kind) {
   UnaryOp op{kind, -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+  if (kind == UnaryKind::kLeakyRelu) FT_TRY(take(attr_float(n, "alpha", 0.01f), op.alpha));
+  if (kind == UnaryKind::kHardSigmoid) {
+    FT_TRY(take(attr_float(n, "alpha", 0.2f), op.alpha));
+    FT_TRY(take(attr_float(n, "beta", 0.5f), op.beta));
+  }
+  if (!std::isfinite(op.alpha) || !std::isfinite(op.beta)) return err(n, "non-finite alpha or beta");
   if (x.is_const()) {  // fold
     if (x.c->is_int) return err(n, "INT64 operand");
     auto c = std::make_shared<ConstTensor>(*x.c);
-    for (float& v : c->f) v = apply_unary(kind, v, op.lo, op.hi);
+    for (float& v : c->f) v = apply_unary(op, v);
     define_const(n, std::move(c));
     return {};
   }
@@ -121,7 +180,7 @@ Status Lowerer::lower_clip(const Node& n, const Entry& x) {
   if (x.is_const()) {
     if (x.c->is_int) return err(n, "INT64 operand");
     auto c = std::make_shared<ConstTensor>(*x.c);
-    for (float& v : c->f) v = apply_unary(UnaryKind::kClip, v, lo, hi);
+    for (float& v : c->f) v = apply_unary(UnaryOp{UnaryKind::kClip, lo, hi}, v);
     define_const(n, std::move(c));
     return {};
   }
@@ -136,7 +195,9 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
   if (!b) return b.status();
   const Shape as = a->is_const() ? a->c->dims : a->shape;
   const Shape bs = b->is_const() ? b->c->dims : b->shape;
-  if ((a->is_const() && a->c->is_int) || (b->is_const() && b->c->is_int)) return err(n, "INT64 operand");
+  const bool ints = (a->is_const() && a->c->is_int) || (b->is_const() && b->c->is_int);
+  if (ints && !(a->is_const() && b->is_const() && a->c->is_int && b->c->is_int))
+    return err(n, "INT64 operand (integer arithmetic folds on constants only)");
   if (as.size() > 4 || bs.size() > 4) return unsupported(n, "operand rank above 4");
   const std::size_t rank = std::max(as.size(), bs.size());
   BinaryOp op;
@@ -157,6 +218,27 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
     sb *= bd[i];
   }
   Shape out(op.dims.begin() + static_cast<std::ptrdiff_t>(4 - rank), op.dims.end());
+  if (ints) {  // integer shape arithmetic, folded (Div truncates toward zero, as onnxruntime)
+    auto c = std::make_shared<ConstTensor>();
+    c->dims = out;
+    c->is_int = true;
+    for (std::int64_t i0 = 0; i0 < op.dims[0]; ++i0)
+      for (std::int64_t i1 = 0; i1 < op.dims[1]; ++i1)
+        for (std::int64_t i2 = 0; i2 < op.dims[2]; ++i2)
+          for (std::int64_t i3 = 0; i3 < op.dims[3]; ++i3) {
+            const std::int64_t x = a->c->i[static_cast<std::size_t>(i0 * op.a_strides[0] + i1 * op.a_strides[1] +
+                                                                    i2 * op.a_strides[2] + i3 * op.a_strides[3])];
+            const std::int64_t y = b->c->i[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] +
+                                                                    i2 * op.b_strides[2] + i3 * op.b_strides[3])];
+            if (kind == BinaryKind::kDiv && y == 0) return err(n, "integer division by zero");
+            c->i.push_back(kind == BinaryKind::kAdd   ? x + y
+                           : kind == BinaryKind::kSub ? x - y
+                           : kind == BinaryKind::kMul ? x * y
+                                                      : x / y);
+          }
+    define_const(n, std::move(c));
+    return {};
+  }
   if (a->is_const() && b->is_const()) {  // fold
     auto c = std::make_shared<ConstTensor>();
     c->dims = out;
@@ -170,7 +252,10 @@ Status Lowerer::lower_binary(const Node& n, const Entry&, BinaryKind kind) {
                                                              i2 * op.a_strides[2] + i3 * op.a_strides[3])];
             const float y = b->c->f[static_cast<std::size_t>(i0 * op.b_strides[0] + i1 * op.b_strides[1] +
                                                              i2 * op.b_strides[2] + i3 * op.b_strides[3])];
-            c->f[o++] = kind == BinaryKind::kAdd ? x + y : kind == BinaryKind::kSub ? x - y : x * y;
+            c->f[o++] = kind == BinaryKind::kAdd   ? x + y
+                        : kind == BinaryKind::kSub ? x - y
+                        : kind == BinaryKind::kMul ? x * y
+                                                   : x / y;
           }
     define_const(n, std::move(c));
     return {};
@@ -239,6 +324,20 @@ Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
 }
 
 Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
+  if (matmul) {
+    // the GEMV fast path: A is [1,...,1,K] and B a constant [K,N]; anything else is a MatMulOp
+    auto be = input(n, 1);
+    if (!be) return be.status();
+    const Shape& as0 = a.shape;
+    if (!be->is_const() || be->c->is_int || be->c->dims.size() != 2 || as0.size() < 2 ||
+        count_of(as0) != as0.back())
+      return lower_matmul(n, a);
+  } else {
+    const Shape& as0 = a.shape;
+    std::int64_t ta = 0;
+    FT_TRY(take(attr_int(n, "transA", 0), ta));
+    if (as0.size() == 2 && as0[0] > 1 && ta == 0) return lower_matmul(n, a);  // A rows beyond the batch
+  }
   auto b = const_float(n, 1, "B");
   if (!b) return b.status();
   const Shape& as = a.shape;
@@ -295,7 +394,7 @@ Status Lowerer::lower_gemm(const Node& n, const Entry& a, bool matmul) {
 }
 
 Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
-  const Shape& s = x.shape;
+  const Shape s = shape_of(x);
   const std::size_t r = s.size();
   std::vector<std::int64_t> perm(r);
   for (std::size_t i = 0; i < r; ++i) perm[i] = static_cast<std::int64_t>(r - 1 - i);
@@ -313,6 +412,15 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   }
   std::vector<std::int64_t> in_strides(r, 1);
   for (std::size_t i = r; i-- > 1;) in_strides[i - 1] = in_strides[i] * s[i];
+  if (x.is_const()) {  // fold
+    Shape dims(r);
+    std::vector<std::int64_t> st(r);
+    for (std::size_t k = 0; k < r; ++k) {
+      dims[k] = s[static_cast<std::size_t>(perm[k])];
+      st[k] = in_strides[static_cast<std::size_t>(perm[k])];
+    }
+    return strided(n, x, dims, st, 0);
+  }
   TransposeOp op;
   Shape out(r);
   for (std::size_t k = 0; k < r; ++k) {
@@ -334,15 +442,21 @@ Status Lowerer::lower_maxpool(const Node& n, const Entry& x) {
   const auto& ks = win->kernel;
   if (ks.size() != 2 || ks[0] <= 0 || ks[1] <= 0)
     return err(n, "attribute 'kernel_shape' must be two positive values");
-  for (auto q : win->pads)
-    if (q != 0) return unsupported(n, "attribute 'pads' must be all 0");
-  if (ceil != 0) return unsupported(n, "attribute 'ceil_mode' must be 0");
-  if (win->auto_pad != "NOTSET" && win->auto_pad != "VALID")
-    return unsupported(n, "attribute 'auto_pad' = " + win->auto_pad);
+  if (win->dilations[0] != 1 || win->dilations[1] != 1)
+    return unsupported(n, "attribute 'dilations' must be [1,1]");
+  FT_TRY(resolve_pads(n, *win, s[2], s[3], ks[0], ks[1]));
+  const auto& pads = win->pads;
+  for (int a = 0; a < 2; ++a)
+    if (pads[static_cast<std::size_t>(a)] >= ks[static_cast<std::size_t>(a)] ||
+        pads[static_cast<std::size_t>(a + 2)] >= ks[static_cast<std::size_t>(a)])
+      return err(n, "attribute 'pads' must be smaller than the kernel");
   MaxPoolOp op{s[1], s[2], s[3], ks[0], ks[1], win->strides[0], win->strides[1], 0, 0};
-  if (op.kh > op.h || op.kw > op.w) return err(n, "kernel larger than the input");
-  op.oh = (op.h - op.kh) / op.sh + 1;
-  op.ow = (op.w - op.kw) / op.sw + 1;
+  op.pt = pads[0];
+  op.pl = pads[1];
+  if (op.kh > op.h + pads[0] + pads[2] || op.kw > op.w + pads[1] + pads[3])
+    return err(n, "kernel larger than the input");
+  op.oh = pool_out(op.h, op.kh, op.sh, pads[0], pads[2], ceil != 0);
+  op.ow = pool_out(op.w, op.kw, op.sw, pads[1], pads[3], ceil != 0);
   return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.oh, op.ow});
 }
 
@@ -355,32 +469,96 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   if (!mode) return mode.status();
   if (!ctm) return ctm.status();
   if (!nm) return nm.status();
-  if (*mode != "nearest") return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest)");
-  // For whole-number scales these coincide with out[y] = in[y/s] (docs/design/faces.md §2).
+  const bool opset10 = g_.opset > 0 && g_.opset < 11;
+  std::int64_t antialias = 0, exclude = 0;
+  FT_TRY(take(attr_int(n, "antialias", 0), antialias));
+  FT_TRY(take(attr_int(n, "exclude_outside", 0), exclude));
+  std::string policy;
+  FT_TRY(take(attr_string(n, "keep_aspect_ratio_policy", "stretch"), policy));
+  if (antialias != 0) return unsupported(n, "attribute 'antialias' = 1");
+  if (policy != "stretch") return unsupported(n, "attribute 'keep_aspect_ratio_policy' = " + policy);
+  if (*mode != "nearest" && *mode != "linear")
+    return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest and linear)");
+  std::vector<std::int64_t> axes;
+  FT_TRY(take(attr_ints(n, "axes", {}), axes));
+  if (!axes.empty() && axes != std::vector<std::int64_t>{2, 3} && axes != std::vector<std::int64_t>{-2, -1})
+    return unsupported(n, "attribute 'axes' other than the two spatial axes");
+  // the output size: constant scales, or (opset ≥ 11) constant sizes
+  float f[4] = {1, 1, 1, 1};
+  std::int64_t oh = 0, ow = 0;
+  const std::size_t si = opset10 ? 1 : 2;
+  bool have_scales = false;
+  if (has_input(n, si)) {
+    auto sc = const_float(n, si, "scales");
+    if (!sc) return sc.status();
+    if ((*sc)->count() != 0) {
+      const std::size_t off = axes.empty() ? 0 : 2;
+      if ((*sc)->count() != static_cast<std::int64_t>(4 - off)) return err(n, "scales must hold 4 values");
+      for (std::size_t i = 0; i < 4 - off; ++i) f[i + off] = (*sc)->f[i];
+      have_scales = true;
+    }
+  }
+  if (!opset10 && has_input(n, 3)) {
+    if (have_scales) return err(n, "both scales and sizes are given");
+    std::vector<std::int64_t> sz;
+    FT_TRY(take(const_ints(n, 3, "sizes"), sz));
+    if (!axes.empty() && sz.size() == 2) sz.insert(sz.begin(), {s[0], s[1]});
+    if (sz.size() != 4) return err(n, "sizes must hold 4 values");
+    if (sz[0] != s[0] && !is_batch_dim(sz[0])) return unsupported(n, "sizes for N must be the input's");
+    if (sz[1] != s[1]) return unsupported(n, "sizes for C must be the input's");
+    if (sz[2] <= 0 || sz[3] <= 0) return err(n, "sizes " + shape_str(sz));
+    oh = sz[2], ow = sz[3];
+    f[2] = static_cast<float>(oh) / static_cast<float>(s[2]);
+    f[3] = static_cast<float>(ow) / static_cast<float>(s[3]);
+  } else if (!have_scales) {
+    return err(n, "neither scales nor sizes");
+  } else {
+    if (f[0] != 1.0f || f[1] != 1.0f) return unsupported(n, "scales for N and C must be 1");
+    for (int i = 2; i < 4; ++i)
+      if (!(f[i] > 0.0f) || !std::isfinite(f[i])) return err(n, "scale " + std::to_string(f[i]));
+    oh = static_cast<std::int64_t>(std::floor(static_cast<double>(s[2]) * f[2]));
+    ow = static_cast<std::int64_t>(std::floor(static_cast<double>(s[3]) * f[3]));
+    if (oh <= 0 || ow <= 0) return err(n, "empty output");
+  }
+  // the integer nearest up-scale (docs/design/faces.md §2): for whole-number scales these modes all give
+  // out[y] = in[y/s], the fast path and the kResizeBinary fusion
   const bool floor_ok = *ctm == "asymmetric" && *nm == "floor";
   const bool half_ok = (*ctm == "half_pixel" || *ctm == "pytorch_half_pixel") &&
                        (*nm == "round_prefer_floor" || *nm == "round_prefer_ceil");
-  if (g_.opset >= 11 && !floor_ok && !half_ok)
-    return unsupported(
-        n, "attribute 'coordinate_transformation_mode' = " + *ctm + " with 'nearest_mode' = " + *nm);
-  const std::size_t si = g_.opset > 0 && g_.opset < 11 ? 1 : 2;
-  if (g_.opset >= 11 && has_input(n, 3)) return unsupported(n, "sizes (input 3); only constant scales");
-  auto sc = const_float(n, si, "scales");
-  if (!sc) return sc.status();
-  if ((*sc)->count() != 4) return err(n, "scales must hold 4 values");
-  const auto& f = (*sc)->f;
-  if (f[0] != 1.0f || f[1] != 1.0f) return unsupported(n, "scales for N and C must be 1");
-  for (int i = 2; i < 4; ++i)
-    if (!(f[static_cast<std::size_t>(i)] >= 1.0f && f[static_cast<std::size_t>(i)] <= 16.0f) ||
-        f[static_cast<std::size_t>(i)] != std::floor(f[static_cast<std::size_t>(i)]))
-      return unsupported(
-          n, "scale " + std::to_string(f[static_cast<std::size_t>(i)]) + " is not a whole number in 1..16");
-  ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
-  op.oh = op.h * op.sy;
-  op.ow = op.w * op.sx;
-  op.scale_y = f[2];
-  op.scale_x = f[3];
-  return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.h * op.sy, op.w * op.sx});
+  const bool whole = f[2] >= 1.0f && f[2] <= 16.0f && f[2] == std::floor(f[2]) && f[3] >= 1.0f &&
+                     f[3] <= 16.0f && f[3] == std::floor(f[3]) && oh == s[2] * static_cast<std::int64_t>(f[2]) &&
+                     ow == s[3] * static_cast<std::int64_t>(f[3]);
+  if (*mode == "nearest" && whole && (opset10 || floor_ok || half_ok)) {
+    ResizeOp op{s[1], s[2], s[3], static_cast<std::int64_t>(f[2]), static_cast<std::int64_t>(f[3])};
+    op.oh = op.h * op.sy;
+    op.ow = op.w * op.sx;
+    op.scale_y = f[2];
+    op.scale_x = f[3];
+    return emit(n, op, {Arg::value(x.value)}, {1, op.channels, op.h * op.sy, op.w * op.sx});
+  }
+  ResizeCoord coord = ResizeCoord::kAsymmetric;
+  if (opset10 || *ctm == "asymmetric")
+    coord = ResizeCoord::kAsymmetric;
+  else if (*ctm == "half_pixel")
+    coord = ResizeCoord::kHalfPixel;
+  else if (*ctm == "pytorch_half_pixel")
+    coord = ResizeCoord::kPytorchHalfPixel;
+  else if (*ctm == "align_corners")
+    coord = ResizeCoord::kAlignCorners;
+  else
+    return unsupported(n, "attribute 'coordinate_transformation_mode' = " + *ctm);
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  if (opset10) {
+    nearest = ResizeNearest::kFloor;  // opset 10: asymmetric, floor
+  } else if (*mode == "nearest") {
+    if (*nm == "floor") nearest = ResizeNearest::kFloor;
+    else if (*nm == "ceil") nearest = ResizeNearest::kCeil;
+    else if (*nm == "round_prefer_ceil") nearest = ResizeNearest::kRoundPreferCeil;
+    else if (*nm != "round_prefer_floor") return unsupported(n, "attribute 'nearest_mode' = " + *nm);
+  }
+  (void)exclude;  // affects cubic only
+  return lower_resize_general(n, x, *mode == "nearest" ? ResizeMode::kNearest : ResizeMode::kLinear, coord, nearest,
+                              oh, ow, f[2], f[3]);
 }
 
 Status Lowerer::lower_gap(const Node& n, const Entry& x) {

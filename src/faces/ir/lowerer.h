@@ -88,12 +88,16 @@ class Lowerer {
     out = std::move(*e);
     return {};
   }
-  // The window attributes Conv and MaxPool share (docs/design/faces.md §2), with their types checked; both accept only
-  // [1,1] dilations and two positive strides, which are checked here.
+  // The window attributes Conv and the pools share (docs/design/faces.md §2), with their types checked: two
+  // positive strides and dilations (a pool refuses dilations other than 1 itself).
   struct Window {
-    std::vector<std::int64_t> kernel, strides, pads;
+    std::vector<std::int64_t> kernel, strides, pads, dilations;
     std::string auto_pad;
   };
+  // Resolves auto_pad (SAME_UPPER / SAME_LOWER / VALID / NOTSET) into four explicit pads for input h×w, kernel
+  // extent (dilated) eh×ew; errors name the node.
+  Status resolve_pads(const Node& n, Window& w, std::int64_t h, std::int64_t wd, std::int64_t eh,
+                      std::int64_t ew) const;
   Expected<Window> window(const Node& n, std::vector<std::int64_t> kernel_default) const;
   bool has_input(const Node& n, std::size_t i) const { return i < n.inputs.size() && !n.inputs[i].empty(); }
   Expected<Entry> input(const Node& n, std::size_t i) const {
@@ -151,25 +155,56 @@ class Lowerer {
     const_ids_[c.get()] = id;
     return id;
   }
-  Status emit(const Node& n, Op op, std::vector<Arg> args, const Shape& out_shape) {
+  // Emits a step writing output `out` of node n (default: output 0); returns the new value's id in *id when set.
+  Status emit(const Node& n, Op op, std::vector<Arg> args, const Shape& out_shape, std::size_t out = 0,
+              std::int32_t* id = nullptr) {
     FT_TRY(check_shape(n, out_shape));
     const auto v = static_cast<std::int32_t>(prog_.lens.size());
     prog_.lens.push_back(count_of(out_shape));
     prog_.shapes.push_back(out_shape);
     prog_.steps.push_back(Step{std::move(op), std::move(args), v, n.name, Fusion{}});
-    names_[n.outputs[0]] = Entry{nullptr, v, out_shape};
+    if (out < n.outputs.size() && !n.outputs[out].empty()) names_[n.outputs[out]] = Entry{nullptr, v, out_shape};
+    if (id) *id = v;
     return {};
   }
-  void define_const(const Node& n, ConstPtr c) { names_[n.outputs[0]] = Entry{std::move(c), -1, {}}; }
-  void define_alias(const Node& n, const Entry& e, Shape shape) {
+  void define_const(const Node& n, ConstPtr c, std::size_t out = 0) {
+    names_[n.outputs[out]] = Entry{std::move(c), -1, {}};
+  }
+  void define_alias(const Node& n, const Entry& e, Shape shape, std::size_t out = 0) {
     if (e.is_const()) {
       auto c = std::make_shared<ConstTensor>(*e.c);
       c->dims = std::move(shape);
-      names_[n.outputs[0]] = Entry{std::move(c), -1, {}};
+      names_[n.outputs[out]] = Entry{std::move(c), -1, {}};
     } else {
-      names_[n.outputs[0]] = Entry{nullptr, e.value, std::move(shape)};
+      names_[n.outputs[out]] = Entry{nullptr, e.value, std::move(shape)};
     }
   }
+  // The shape of an entry (a constant's dims or a value's shape).
+  static Shape shape_of(const Entry& e) { return e.is_const() ? e.c->dims : e.shape; }
+  // The INT64 values of constant input i (a shape, axes, indices...): an error unless it is a constant integer
+  // tensor (a FLOAT constant holding whole numbers is accepted too, as exporters sometimes emit).
+  Expected<std::vector<std::int64_t>> const_ints(const Node& n, std::size_t i, const char* what) const;
+  // A strided view of x as a new value (docs/design/faces.md §3: TransposeOp): out[j] = x[offset + Σ j_k·strides_k].
+  // A constant x is folded; a graph value becomes a TransposeOp step. Defines output `out` of n.
+  Status strided(const Node& n, const Entry& x, const Shape& dims, const std::vector<std::int64_t>& strides,
+                 std::int64_t offset, std::size_t out = 0);
+  // Row-major strides of a shape.
+  static std::vector<std::int64_t> strides_of(const Shape& s) {
+    std::vector<std::int64_t> st(s.size(), 1);
+    for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+    return st;
+  }
+  // An axis attribute/operand normalised to [0, rank) (rank_extra: Unsqueeze's output rank grows).
+  Expected<std::size_t> norm_axis(const Node& n, std::int64_t axis, std::size_t rank) const {
+    const auto r = static_cast<std::int64_t>(rank);
+    const std::int64_t a = axis < 0 ? axis + r : axis;
+    if (a < 0 || a >= r) return err(n, "axis " + std::to_string(axis) + " for rank " + std::to_string(rank));
+    return static_cast<std::size_t>(a);
+  }
+  // The batch dimension of the graph input (docs/design/faces.md §2): a reshape target whose dim 0 is one of these
+  // (the declared batch when > 1, the batch the program is lowered for when > 1) means "the batch" and becomes 1.
+  bool is_batch_dim(std::int64_t d) const { return d > 1 && (d == declared_batch_ || d == lowered_batch_); }
+  std::int64_t opset() const { return g_.opset; }
 
   // --- operators (lower_ops.cpp, lower_aliases.cpp): each lowers one node whose single output lower_node has
   // checked; x is input 0 as the operator's rule asks for it (empty for rules that read their operands
@@ -190,6 +225,38 @@ class Lowerer {
   Status lower_reshape(const Node& n, const Entry& x);
   Status lower_identity(const Node& n, const Entry& x);
   Status lower_constant(const Node& n, const Entry& none);
+  // shape subgraphs and data movement (lower_shape.cpp)
+  Status lower_shape(const Node& n, const Entry& x);
+  Status lower_gather(const Node& n, const Entry& x);
+  Status lower_unsqueeze(const Node& n, const Entry& x);
+  Status lower_squeeze(const Node& n, const Entry& x);
+  Status lower_concat(const Node& n, const Entry& none);
+  Status lower_slice(const Node& n, const Entry& x);
+  Status lower_cast(const Node& n, const Entry& x);
+  Status lower_constant_of_shape(const Node& n, const Entry& none);
+  Status lower_range(const Node& n, const Entry& none);
+  Status lower_expand(const Node& n, const Entry& x);
+  Status lower_split(const Node& n, const Entry& x);
+  Status lower_compare(const Node& n, const Entry& none);
+  Status lower_where(const Node& n, const Entry& none);
+  // the other new operators (lower_nn.cpp)
+  Status lower_softmax(const Node& n, const Entry& x);
+  Status lower_avgpool(const Node& n, const Entry& x);
+  Status lower_pad(const Node& n, const Entry& x);
+  Status lower_reduce_mean(const Node& n, const Entry& x);
+  Status lower_matmul(const Node& n, const Entry& a);
+  Status lower_upsample(const Node& n, const Entry& x);
+  Status lower_resize_general(const Node& n, const Entry& x, ResizeMode mode, ResizeCoord coord,
+                              ResizeNearest nearest, std::int64_t oh, std::int64_t ow, float sy, float sx);
+  // Pool output size (docs/design/faces.md §2): floor or ceil of (in + pads − k)/s + 1, a ceil window that would start
+  // past the input and its leading pad dropped (as PyTorch and onnxruntime).
+  static std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p0, std::int64_t p1,
+                               bool ceil) {
+    const std::int64_t span = in + p0 + p1 - k;
+    std::int64_t o = (ceil ? (span + s - 1) / s : span / s) + 1;
+    if (ceil && (o - 1) * s >= in + p0) --o;
+    return o;
+  }
 
  private:
   Status lower_node(const Node& n);
@@ -201,6 +268,7 @@ class Lowerer {
   Program prog_;
   std::map<std::string, Entry> names_;
   std::map<const ConstTensor*, std::int32_t> const_ids_;
+  std::int64_t declared_batch_ = 0, lowered_batch_ = 1;
 };
 
 }  // namespace facetrace::faces::detail

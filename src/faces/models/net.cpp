@@ -244,7 +244,7 @@ Expected<Net> Net::create(std::span<const std::uint8_t> bytes, const NetOptions&
     return not_supported("ONNX graph: " + std::to_string(impl->graph.inputs.size()) +
                          " inputs (exactly one is supported)");
   Shape s = impl->graph.inputs[0].dims;
-  if (!s.empty() && s[0] == 0) s[0] = 1;
+  if (!s.empty()) s[0] = 1;  // the program is per image (docs/design/faces.md §2)
   bool concrete = !s.empty();
   for (auto d : s) concrete = concrete && d > 0;
   if (concrete) {
@@ -348,6 +348,27 @@ std::optional<std::string> Net::detach_reason() const {
 }
 
 Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const Shape& shape) const {
+  if (!shape.empty() && shape[0] > 1) {  // a batch of shape[0] images (docs/design/faces.md §2): run per image
+    const auto b = static_cast<std::size_t>(shape[0]);
+    if (input.size() % b != 0)
+      return invalid_argument("input holds " + std::to_string(input.size()) + " values, not a batch of " +
+                              std::to_string(b));
+    const std::size_t per = input.size() / b;
+    std::vector<std::span<const float>> items;
+    for (std::size_t i = 0; i < b; ++i) items.push_back(input.subspan(i * per, per));
+    Shape one = shape;
+    one[0] = 1;
+    auto r = run_batch(items, one);
+    if (!r) return r.status();
+    std::vector<NamedTensor> out = std::move((*r)[0]);
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      for (std::size_t i = 1; i < b; ++i)
+        out[o].data.insert(out[o].data.end(), (*r)[i][o].data.begin(), (*r)[i][o].data.end());
+      if (out[o].shape.empty()) out[o].shape = {1};
+      out[o].shape[0] *= shape[0];
+    }
+    return out;
+  }
   const std::span<const float> one[1] = {input};
   auto r = run_batch(one, shape);
   if (!r) return r.status();
@@ -356,7 +377,9 @@ Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const 
 
 Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input) const {
   if (!impl_->declared) return invalid_argument("the model's input shape is symbolic; pass a shape");
-  return run(input, impl_->declared_shape);
+  Shape s = impl_->graph.inputs[0].dims;  // the declared batch
+  if (!s.empty() && s[0] == 0) s[0] = 1;
+  return run(input, s);
 }
 
 }  // namespace facetrace::faces

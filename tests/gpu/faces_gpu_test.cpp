@@ -1,0 +1,761 @@
+// GPU face program (cuda/faces/gpu_program.h, docs/design/faces.md §8) against two references: a plain
+// step-by-step definition written here (double sums, no fusion, every op of program.h) and the CPU interpreter
+// (run_program_cpu) wherever it runs the program. ggml-style: every IR op on random shapes (odd sizes, groups,
+// strides, pads, dilation, broadcasting) at batch 1 and 7; fused groups against their unfused programs; the
+// conv shapes of the spec's "GPU conv" row; the real YuNet against the CPU, run to run bit identity, and batch
+// 16 against 16 single runs. In-process CUDA; every test skips without a usable GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compare.h"
+#include "faces/gpu_program.h"
+#include "facetrace/faces/detector.h"
+#include "facetrace/faces/net.h"
+#include "facetrace/faces/program.h"
+#include "gpu_skip.h"
+
+namespace facetrace::faces {
+namespace {
+
+using gpu::GpuProgram;
+using gpu::PlanOptions;
+using Outputs = std::vector<std::vector<std::vector<float>>>;  // per input, per program output
+
+std::int64_t count_of(const Shape& s) {
+  return std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+Blob blob(std::vector<float> v) { return std::make_shared<const std::vector<float>>(std::move(v)); }
+
+// ---- a Program built by hand ---------------------------------------------------------------------------------
+
+struct Builder {
+  Program p;
+  explicit Builder(const Shape& in) {
+    p.input_shape = in;
+    p.lens.push_back(count_of(in));
+    p.shapes.push_back(in);
+  }
+  std::int32_t constant(std::vector<float> v) {
+    p.consts.push_back(blob(std::move(v)));
+    return static_cast<std::int32_t>(p.consts.size() - 1);
+  }
+  std::int32_t step(Op op, std::vector<Arg> args, const Shape& out) {
+    const auto v = static_cast<std::int32_t>(p.lens.size());
+    p.lens.push_back(count_of(out));
+    p.shapes.push_back(out);
+    p.steps.push_back(Step{std::move(op), std::move(args), v, "n" + std::to_string(p.steps.size()), Fusion{}});
+    if (std::holds_alternative<ConvJob>(p.steps.back().op)) ++p.conv_count;
+    return v;
+  }
+  // Marks every value as program output when it is `outs`, and computes the free lists from last readers.
+  Program done(std::vector<std::int32_t> outs) {
+    for (auto v : outs) p.outputs.push_back(ProgramOutput{"y" + std::to_string(v), v, p.shapes[static_cast<std::size_t>(v)]});
+    std::vector<std::int32_t> last(p.lens.size(), -1);
+    for (std::size_t i = 0; i < p.steps.size(); ++i)
+      for (const auto& a : p.steps[i].args)
+        if (a.kind == Arg::Kind::kValue) last[static_cast<std::size_t>(a.id)] = static_cast<std::int32_t>(i);
+    p.free.assign(p.steps.size(), {});
+    for (std::size_t v = 0; v < last.size(); ++v) {
+      const bool out = std::any_of(outs.begin(), outs.end(), [&](auto o) { return o == static_cast<std::int32_t>(v); });
+      if (last[v] >= 0 && !out) p.free[static_cast<std::size_t>(last[v])].push_back(static_cast<std::int32_t>(v));
+    }
+    return p;
+  }
+};
+
+ConvJob conv_job(std::int64_t cin, std::int64_t cout, std::int64_t g, std::int64_t k, std::int64_t s,
+                 std::int64_t pad, std::int64_t h, std::int64_t w, std::uint32_t seed, std::int64_t dil = 1,
+                 bool bias = true, std::int64_t pad_r = -1) {
+  ConvJob j;
+  j.cin = cin, j.cout = cout, j.groups = g, j.kh = j.kw = k, j.sh = j.sw = s, j.pt = j.pl = pad, j.h = h, j.w = w;
+  j.dh = j.dw = dil;
+  const std::int64_t pr = pad_r < 0 ? pad : pad_r;  // bottom/right pad (asymmetric when it differs)
+  j.oh = (h + pad + pr - dil * (k - 1) - 1) / s + 1;
+  j.ow = (w + pad + pr - dil * (k - 1) - 1) / s + 1;
+  const float sc = 1.0f / std::sqrt(static_cast<float>(cin / g * k * k));
+  j.weights = blob(random_floats(static_cast<std::size_t>(cout * (cin / g) * k * k), seed, -sc, sc));
+  if (bias) j.bias = blob(random_floats(static_cast<std::size_t>(cout), seed + 1));
+  return j;
+}
+
+// ---- the plain definition of every op (per image) -----------------------------------------------------------
+
+struct Naive {
+  const Program& p;
+  std::vector<std::vector<float>> v;
+
+  const float* arg(const Arg& a) const {
+    return a.kind == Arg::Kind::kConst ? p.consts[static_cast<std::size_t>(a.id)]->data()
+                                       : v[static_cast<std::size_t>(a.id)].data();
+  }
+
+  static float unary(const UnaryOp& u, float x) {
+    switch (u.kind) {
+      case UnaryKind::kRelu: return x > 0 ? x : 0;
+      case UnaryKind::kSigmoid: return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(x))));
+      case UnaryKind::kClip: return std::min(std::max(x, u.lo), u.hi);
+      case UnaryKind::kLeakyRelu: return x >= 0 ? x : u.alpha * x;
+      case UnaryKind::kTanh: return static_cast<float>(std::tanh(static_cast<double>(x)));
+      case UnaryKind::kHardSigmoid: return std::max(0.0f, std::min(1.0f, u.alpha * x + u.beta));
+      case UnaryKind::kHardSwish: return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
+      case UnaryKind::kSqrt: return std::sqrt(x);
+    }
+    return x;
+  }
+
+  static float coord(ResizeCoord c, std::int64_t o, float s, std::int64_t in, std::int64_t out) {
+    const float xo = static_cast<float>(o);
+    switch (c) {
+      case ResizeCoord::kAsymmetric: return xo / s;
+      case ResizeCoord::kHalfPixel: return (xo + 0.5f) / s - 0.5f;
+      case ResizeCoord::kPytorchHalfPixel: return out > 1 ? (xo + 0.5f) / s - 0.5f : 0.0f;
+      case ResizeCoord::kAlignCorners:
+        return out > 1 ? xo * static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+    }
+    return 0;
+  }
+  static std::int64_t nearest(ResizeNearest m, float x, std::int64_t in) {
+    const float f = std::floor(x);
+    float r = m == ResizeNearest::kFloor  ? f
+              : m == ResizeNearest::kCeil ? std::ceil(x)
+              : x - f == 0.5f             ? (m == ResizeNearest::kRoundPreferFloor ? f : f + 1)
+                                          : std::round(x);
+    return std::clamp<std::int64_t>(static_cast<std::int64_t>(r), 0, in - 1);
+  }
+
+  std::vector<float> step(const Step& s) const {
+    const float* x = arg(s.args[0]);
+    std::vector<float> y(static_cast<std::size_t>(p.lens[static_cast<std::size_t>(s.out)]));
+    if (const auto* j = std::get_if<ConvJob>(&s.op)) {
+      const std::int64_t cg = j->cin / j->groups, og = j->cout / j->groups;
+      for (std::int64_t co = 0; co < j->cout; ++co)
+        for (std::int64_t oy = 0; oy < j->oh; ++oy)
+          for (std::int64_t ox = 0; ox < j->ow; ++ox) {
+            double acc = j->bias ? (*j->bias)[static_cast<std::size_t>(co)] : 0.0;
+            for (std::int64_t ci = 0; ci < cg; ++ci)
+              for (std::int64_t ky = 0; ky < j->kh; ++ky)
+                for (std::int64_t kx = 0; kx < j->kw; ++kx) {
+                  const std::int64_t iy = oy * j->sh + ky * j->dh - j->pt, ix = ox * j->sw + kx * j->dw - j->pl;
+                  if (iy < 0 || iy >= j->h || ix < 0 || ix >= j->w) continue;
+                  acc += static_cast<double>(x[((co / og) * cg + ci) * j->h * j->w + iy * j->w + ix]) *
+                         (*j->weights)[static_cast<std::size_t>(((co * cg + ci) * j->kh + ky) * j->kw + kx)];
+                }
+            y[static_cast<std::size_t>((co * j->oh + oy) * j->ow + ox)] = static_cast<float>(acc);
+          }
+    } else if (const auto* u = std::get_if<UnaryOp>(&s.op)) {
+      for (std::size_t i = 0; i < y.size(); ++i) y[i] = unary(*u, x[i]);
+    } else if (const auto* a = std::get_if<ChannelAffineOp>(&s.op)) {
+      const float *sc = arg(s.args[1]), *sh = arg(s.args[2]);
+      for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[i] * sc[i / a->plane] + sh[i / a->plane];
+    } else if (const auto* pr = std::get_if<ChannelPreluOp>(&s.op)) {
+      const float* sl = arg(s.args[1]);
+      for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[i] >= 0 ? x[i] : sl[i / pr->plane] * x[i];
+    } else if (const auto* b = std::get_if<BinaryOp>(&s.op)) {
+      const float* o = arg(s.args[1]);
+      std::size_t k = 0;
+      for (std::int64_t i0 = 0; i0 < b->dims[0]; ++i0)
+        for (std::int64_t i1 = 0; i1 < b->dims[1]; ++i1)
+          for (std::int64_t i2 = 0; i2 < b->dims[2]; ++i2)
+            for (std::int64_t i3 = 0; i3 < b->dims[3]; ++i3) {
+              const auto& as = b->a_strides;
+              const auto& bs = b->b_strides;
+              const float u = x[i0 * as[0] + i1 * as[1] + i2 * as[2] + i3 * as[3]];
+              const float w = o[i0 * bs[0] + i1 * bs[1] + i2 * bs[2] + i3 * bs[3]];
+              y[k++] = b->kind == BinaryKind::kAdd   ? u + w
+                       : b->kind == BinaryKind::kSub ? u - w
+                       : b->kind == BinaryKind::kMul ? u * w
+                                                     : u / w;
+            }
+    } else if (const auto* t = std::get_if<TransposeOp>(&s.op)) {
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        std::int64_t r = static_cast<std::int64_t>(i), at = t->offset;
+        for (std::size_t ax = t->dims.size(); ax-- > 0;) {
+          at += (r % t->dims[ax]) * t->strides[ax];
+          r /= t->dims[ax];
+        }
+        y[i] = x[at];
+      }
+    } else if (const auto* m = std::get_if<MaxPoolOp>(&s.op)) {
+      for (std::int64_t c = 0; c < m->channels; ++c)
+        for (std::int64_t oy = 0; oy < m->oh; ++oy)
+          for (std::int64_t ox = 0; ox < m->ow; ++ox) {
+            float best = -std::numeric_limits<float>::infinity();
+            for (std::int64_t ky = 0; ky < m->kh; ++ky)
+              for (std::int64_t kx = 0; kx < m->kw; ++kx) {
+                const std::int64_t iy = oy * m->sh + ky - m->pt, ix = ox * m->sw + kx - m->pl;
+                if (iy >= 0 && iy < m->h && ix >= 0 && ix < m->w) best = std::max(best, x[(c * m->h + iy) * m->w + ix]);
+              }
+            y[static_cast<std::size_t>((c * m->oh + oy) * m->ow + ox)] = best;
+          }
+    } else if (const auto* a = std::get_if<AvgPoolOp>(&s.op)) {
+      for (std::int64_t c = 0; c < a->channels; ++c)
+        for (std::int64_t oy = 0; oy < a->oh; ++oy)
+          for (std::int64_t ox = 0; ox < a->ow; ++ox) {
+            double sum = 0;
+            std::int64_t real = 0, padded = 0;
+            for (std::int64_t ky = 0; ky < a->kh; ++ky)
+              for (std::int64_t kx = 0; kx < a->kw; ++kx) {
+                const std::int64_t iy = oy * a->sh + ky - a->pt, ix = ox * a->sw + kx - a->pl;
+                if (iy >= -a->pt && iy < a->h + a->pb && ix >= -a->pl && ix < a->w + a->pr) ++padded;
+                if (iy < 0 || iy >= a->h || ix < 0 || ix >= a->w) continue;
+                sum += x[(c * a->h + iy) * a->w + ix];
+                ++real;
+              }
+            y[static_cast<std::size_t>((c * a->oh + oy) * a->ow + ox)] =
+                static_cast<float>(sum / static_cast<double>(a->count_include_pad ? padded : real));
+          }
+    } else if (const auto* r = std::get_if<ResizeOp>(&s.op)) {
+      const float sy = r->scale_y > 0 ? r->scale_y : static_cast<float>(r->oh) / static_cast<float>(r->h);
+      const float sx = r->scale_x > 0 ? r->scale_x : static_cast<float>(r->ow) / static_cast<float>(r->w);
+      for (std::int64_t c = 0; c < r->channels; ++c)
+        for (std::int64_t oy = 0; oy < r->oh; ++oy)
+          for (std::int64_t ox = 0; ox < r->ow; ++ox) {
+            const float* in = x + c * r->h * r->w;
+            float out;
+            if (r->mode == ResizeMode::kNearest) {
+              out = in[nearest(r->nearest, coord(r->coord, oy, sy, r->h, r->oh), r->h) * r->w +
+                       nearest(r->nearest, coord(r->coord, ox, sx, r->w, r->ow), r->w)];
+            } else {
+              const double fy = std::clamp(coord(r->coord, oy, sy, r->h, r->oh), 0.0f, static_cast<float>(r->h - 1));
+              const double fx = std::clamp(coord(r->coord, ox, sx, r->w, r->ow), 0.0f, static_cast<float>(r->w - 1));
+              const auto y0 = static_cast<std::int64_t>(std::floor(fy)), x0 = static_cast<std::int64_t>(std::floor(fx));
+              const std::int64_t y1 = std::min(y0 + 1, r->h - 1), x1 = std::min(x0 + 1, r->w - 1);
+              const double ly = fy - y0, lx = fx - x0;
+              out = static_cast<float>((1 - ly) * ((1 - lx) * in[y0 * r->w + x0] + lx * in[y0 * r->w + x1]) +
+                                       ly * ((1 - lx) * in[y1 * r->w + x0] + lx * in[y1 * r->w + x1]));
+            }
+            y[static_cast<std::size_t>((c * r->oh + oy) * r->ow + ox)] = out;
+          }
+    } else if (const auto* g = std::get_if<GlobalAverageOp>(&s.op)) {
+      for (std::int64_t c = 0; c < g->channels; ++c) {
+        double sum = 0;
+        for (std::int64_t i = 0; i < g->plane; ++i) sum += x[c * g->plane + i];
+        y[static_cast<std::size_t>(c)] = static_cast<float>(sum / static_cast<double>(g->plane));
+      }
+    } else if (const auto* gm = std::get_if<GemvOp>(&s.op)) {
+      const float* w = arg(s.args[1]);
+      for (std::int64_t jn = 0; jn < gm->n; ++jn) {
+        double acc = 0;
+        for (std::int64_t i = 0; i < gm->k; ++i) acc += static_cast<double>(x[i]) * (gm->trans_b ? w[jn * gm->k + i] : w[i * gm->n + jn]);
+        y[static_cast<std::size_t>(jn)] =
+            static_cast<float>(gm->alpha * acc + (gm->has_bias ? gm->beta * arg(s.args[2])[jn] : 0.0));
+      }
+    } else if (const auto* sm = std::get_if<SoftmaxOp>(&s.op)) {
+      for (std::int64_t o = 0; o < sm->outer; ++o)
+        for (std::int64_t in = 0; in < sm->inner; ++in) {
+          const auto at = [&](std::int64_t k) { return (o * sm->axis + k) * sm->inner + in; };
+          double mx = -INFINITY, sum = 0;
+          for (std::int64_t k = 0; k < sm->axis; ++k) mx = std::max(mx, static_cast<double>(x[at(k)]));
+          for (std::int64_t k = 0; k < sm->axis; ++k) sum += std::exp(x[at(k)] - mx);
+          for (std::int64_t k = 0; k < sm->axis; ++k)
+            y[static_cast<std::size_t>(at(k))] = static_cast<float>(std::exp(x[at(k)] - mx) / sum);
+        }
+    } else if (const auto* ct = std::get_if<ConcatOp>(&s.op)) {
+      std::int64_t total = 0;
+      for (auto q : ct->parts) total += q;
+      std::int64_t off = 0;
+      for (std::size_t k = 0; k < ct->parts.size(); ++k) {
+        const float* src = arg(s.args[k]);
+        for (std::int64_t o = 0; o < ct->outer; ++o)
+          for (std::int64_t q = 0; q < ct->parts[k] * ct->inner; ++q)
+            y[static_cast<std::size_t>((o * total + off) * ct->inner + q)] = src[o * ct->parts[k] * ct->inner + q];
+        off += ct->parts[k];
+      }
+    } else if (const auto* mm = std::get_if<MatMulOp>(&s.op)) {
+      const float* bm = arg(s.args[1]);
+      for (std::int64_t i = 0; i < mm->batch; ++i)
+        for (std::int64_t r = 0; r < mm->m; ++r)
+          for (std::int64_t c = 0; c < mm->n; ++c) {
+            double acc = 0;
+            for (std::int64_t k = 0; k < mm->k; ++k)
+              acc += static_cast<double>(x[i * mm->a_stride + r * mm->k + k]) *
+                     bm[i * mm->b_stride + (mm->trans_b ? c * mm->k + k : k * mm->n + c)];
+            y[static_cast<std::size_t>((i * mm->m + r) * mm->n + c)] = static_cast<float>(acc);
+          }
+    } else if (const auto* rm = std::get_if<ReduceMeanOp>(&s.op)) {
+      for (std::int64_t o = 0; o < rm->outer; ++o)
+        for (std::int64_t in = 0; in < rm->inner; ++in) {
+          double sum = 0;
+          for (std::int64_t k = 0; k < rm->len; ++k) sum += x[(o * rm->len + k) * rm->inner + in];
+          y[static_cast<std::size_t>(o * rm->inner + in)] = static_cast<float>(sum / static_cast<double>(rm->len));
+        }
+    } else if (const auto* pd = std::get_if<PadOp>(&s.op)) {
+      std::array<std::int64_t, 4> od{};
+      for (int k = 0; k < 4; ++k) od[k] = pd->in_dims[k] + pd->begin[k] + pd->end[k];
+      std::size_t q = 0;
+      for (std::int64_t a0 = 0; a0 < od[0]; ++a0)
+        for (std::int64_t a1 = 0; a1 < od[1]; ++a1)
+          for (std::int64_t a2 = 0; a2 < od[2]; ++a2)
+            for (std::int64_t a3 = 0; a3 < od[3]; ++a3) {
+              const std::int64_t j[4] = {a0 - pd->begin[0], a1 - pd->begin[1], a2 - pd->begin[2], a3 - pd->begin[3]};
+              bool in = true;
+              for (int k = 0; k < 4; ++k) in = in && j[k] >= 0 && j[k] < pd->in_dims[k];
+              y[q++] = in ? x[((j[0] * pd->in_dims[1] + j[1]) * pd->in_dims[2] + j[2]) * pd->in_dims[3] + j[3]] : pd->value;
+            }
+    }
+    return y;
+  }
+
+  static std::vector<std::vector<float>> run(const Program& p, std::span<const float> input) {
+    Naive n{p, std::vector<std::vector<float>>(p.lens.size())};
+    n.v[0].assign(input.begin(), input.end());
+    for (const auto& s : p.steps) n.v[static_cast<std::size_t>(s.out)] = n.step(s);
+    std::vector<std::vector<float>> outs;
+    for (const auto& o : p.outputs) outs.push_back(n.v[static_cast<std::size_t>(o.value)]);
+    return outs;
+  }
+};
+
+// ---- the GPU side ------------------------------------------------------------------------------------------
+
+#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+// Device copies of a program's constants, a stream, and plan/run helpers.
+class FacesGpu : public ::testing::Test {
+ public:
+  void SetUp() override {
+    FT_REQUIRE_GPU();
+    ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    for (void* p : device_) cudaFree(p);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  float* upload(std::span<const float> v) {
+    void* d = nullptr;
+    if (cudaMalloc(&d, std::max<std::size_t>(4, v.size() * 4)) != cudaSuccess) return nullptr;
+    device_.push_back(d);
+    // synchronous copy: the plan's stream is non-blocking and does not wait for the legacy stream's DMA
+    cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
+    return static_cast<float*>(d);
+  }
+  gpu::ConstTable consts_of(const Program& p) {
+    gpu::ConstTable t;
+    for (const auto& c : p.consts) t.push_back(upload(*c));
+    return t;
+  }
+  Expected<std::unique_ptr<GpuProgram>> plan(const Program& p, PlanOptions o = {}) {
+    return GpuProgram::plan(p, consts_of(p), o, stream_);
+  }
+  // Runs a planned program on inputs (each lens[0] floats); outputs as run_program_cpu returns them.
+  Outputs run(GpuProgram& g, const Program& p, const std::vector<std::vector<float>>& inputs) {
+    const std::size_t n0 = static_cast<std::size_t>(p.lens[0]);
+    std::vector<float> flat;
+    for (const auto& in : inputs) flat.insert(flat.end(), in.begin(), in.end());
+    float* din = upload(flat);
+    float* dout = nullptr;
+    EXPECT_EQ(cudaMalloc(&dout, g.output_floats() * 4), cudaSuccess);
+    device_.push_back(dout);
+    const Status st = g.run(din, dout);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    std::vector<float> host(g.output_floats());
+    cudaMemcpy(host.data(), dout, host.size() * 4, cudaMemcpyDeviceToHost);
+    Outputs out(inputs.size());
+    std::size_t at = 0;
+    for (const auto& o : p.outputs) {
+      const auto len = static_cast<std::size_t>(p.lens[static_cast<std::size_t>(o.value)]);
+      for (std::size_t b = 0; b < inputs.size(); ++b) {
+        out[b].emplace_back(host.begin() + static_cast<std::ptrdiff_t>(at), host.begin() + static_cast<std::ptrdiff_t>(at + len));
+        at += len;
+      }
+    }
+    static_cast<void>(n0);
+    return out;
+  }
+  // Plans at batch inputs.size() and runs.
+  Outputs plan_run(const Program& p, const std::vector<std::vector<float>>& inputs, PlanOptions o = {}) {
+    o.batch = static_cast<int>(inputs.size());
+    auto g = plan(p, o);
+    EXPECT_TRUE(g.ok()) << g.status().to_string();
+    if (!g) return {};
+    return run(**g, p, inputs);
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> device_;
+};
+
+std::vector<std::vector<float>> inputs_for(const Program& p, int batch, std::uint32_t seed, float lo = -2.0f,
+                                           float hi = 2.0f) {
+  std::vector<std::vector<float>> in;
+  for (int b = 0; b < batch; ++b) in.push_back(random_floats(static_cast<std::size_t>(p.lens[0]), seed + 17u * b, lo, hi));
+  return in;
+}
+
+double max_abs(std::span<const float> v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::abs(x)));
+  return m;
+}
+
+// GPU vs the plain definition (and vs the CPU interpreter where it runs the program) at batch 1 and 7:
+// |gpu − ref| ≤ rel·(|ref| + max|ref|) per output.
+void expect_matches(FacesGpu& t, const Program& p, const Outputs& got, const std::vector<std::vector<float>>& in,
+                    double rel, const char* what) {
+  ASSERT_EQ(got.size(), in.size()) << what;
+  std::vector<std::span<const float>> spans(in.begin(), in.end());
+  auto cpu = run_program_cpu(p, spans, 1);
+  for (std::size_t b = 0; b < in.size(); ++b) {
+    const auto want = Naive::run(p, in[b]);
+    ASSERT_EQ(got[b].size(), want.size());
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      const double m = max_abs(want[k]);
+      EXPECT_TRUE(testing::all_close(std::span<const float>(got[b][k]), std::span<const float>(want[k]),
+                                     {rel * m + 1e-7, rel}))
+          << what << ": image " << b << " output " << k << " vs the definition";
+      if (cpu)
+        EXPECT_TRUE(testing::all_close(std::span<const float>(got[b][k]), std::span<const float>((*cpu)[b][k]),
+                                       {rel * m + 1e-7, rel}))
+            << what << ": image " << b << " output " << k << " vs the CPU interpreter";
+    }
+  }
+  static_cast<void>(t);
+}
+
+void check_op(FacesGpu& t, const Program& p, const char* what, double rel = 1e-5, float lo = -2.0f, float hi = 2.0f,
+              PlanOptions o = {}) {
+  for (int batch : {1, 7}) {
+    const auto in = inputs_for(p, batch, 1234u + static_cast<std::uint32_t>(batch), lo, hi);
+    const Outputs got = t.plan_run(p, in, o);
+    expect_matches(t, p, got, in, rel, what);
+  }
+}
+
+// ---- ops ---------------------------------------------------------------------------------------------------
+
+TEST_F(FacesGpu, UnaryEveryKind) {
+  const Shape s{1, 5, 7, 9};
+  const std::vector<UnaryOp> ops{
+      {UnaryKind::kRelu},
+      {UnaryKind::kSigmoid},
+      {UnaryKind::kClip, -0.5f, 0.75f},
+      {UnaryKind::kLeakyRelu, 0, 0, 0.1f},
+      {UnaryKind::kTanh},
+      {UnaryKind::kHardSigmoid, 0, 0, 0.2f, 0.5f},
+      {UnaryKind::kHardSwish},
+  };
+  for (const auto& u : ops) {
+    Builder b(s);
+    const auto y = b.step(u, {Arg::value(0)}, s);
+    check_op(*this, b.done({y}), "unary");
+  }
+  Builder b(s);  // Sqrt of a Relu (no negative operand)
+  const auto r = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(0)}, s);
+  const auto q = b.step(UnaryOp{UnaryKind::kSqrt}, {Arg::value(r)}, s);
+  check_op(*this, b.done({q}), "sqrt");
+}
+
+TEST_F(FacesGpu, ChannelAffineAndPrelu) {
+  const Shape s{1, 6, 5, 11};
+  Builder b(s);
+  const auto sc = b.constant(random_floats(6, 3)), sh = b.constant(random_floats(6, 4)), sl = b.constant(random_floats(6, 5));
+  const auto a = b.step(ChannelAffineOp{6, 55}, {Arg::value(0), Arg::constant(sc), Arg::constant(sh)}, s);
+  const auto p = b.step(ChannelPreluOp{6, 55}, {Arg::value(a), Arg::constant(sl)}, s);
+  check_op(*this, b.done({a, p}), "affine+prelu");
+}
+
+TEST_F(FacesGpu, BinaryBroadcastEveryKind) {
+  for (auto kind : {BinaryKind::kAdd, BinaryKind::kSub, BinaryKind::kMul, BinaryKind::kDiv}) {
+    // a: [1,3,5,7] value; b: [1,3,1,7] slice of the input (broadcast over axis 2); c: const [7]
+    Builder bl(Shape{1, 3, 5, 7});
+    TransposeOp slice{{1, 3, 1, 7}, {105, 35, 0, 1}, 7};
+    const auto bv = bl.step(slice, {Arg::value(0)}, {1, 3, 1, 7});
+    std::vector<float> cv = random_floats(7, 9, 0.5f, 2.0f);  // away from 0 for Div
+    const auto c = bl.constant(cv);
+    BinaryOp op{kind, {1, 3, 5, 7}, {105, 35, 7, 1}, {21, 7, 0, 1}};
+    const auto y = bl.step(op, {Arg::value(0), Arg::value(bv)}, {1, 3, 5, 7});
+    BinaryOp op2{kind, {1, 3, 5, 7}, {105, 35, 7, 1}, {0, 0, 0, 1}};
+    const auto z = bl.step(op2, {Arg::value(y), Arg::constant(c)}, {1, 3, 5, 7});
+    BinaryOp op3{kind, {1, 3, 5, 7}, {0, 0, 0, 1}, {105, 35, 7, 1}};  // constant first operand
+    const auto w = bl.step(op3, {Arg::constant(c), Arg::value(z)}, {1, 3, 5, 7});
+    if (kind == BinaryKind::kDiv) {
+      check_op(*this, bl.done({z}), "binary div", 1e-5, 0.5f, 2.0f);
+    } else {
+      check_op(*this, bl.done({y, z, w}), "binary");
+    }
+  }
+}
+
+TEST_F(FacesGpu, StridedCopyTransposeSliceReverseExpand) {
+  Builder b(Shape{1, 4, 6, 5});
+  const auto t = b.step(TransposeOp{{1, 5, 4, 6}, {120, 1, 30, 5}, 0}, {Arg::value(0)}, {1, 5, 4, 6});   // NCHW→NWCH
+  const auto s = b.step(TransposeOp{{2, 3, 2}, {30, 5, 2}, 31}, {Arg::value(0)}, {2, 3, 2});              // slice
+  const auto r = b.step(TransposeOp{{4, 6, 5}, {30, 5, -1}, 4}, {Arg::value(0)}, {4, 6, 5});              // reverse W
+  const auto e = b.step(TransposeOp{{3, 4, 5}, {0, 30, 1}, 0}, {Arg::value(0)}, {3, 4, 5});               // expand
+  check_op(*this, b.done({t, s, r, e}), "strided copy");
+}
+
+TEST_F(FacesGpu, StridedCopyOfRankFiveIsDeclined) {
+  Builder b(Shape{1, 2, 3, 4, 5});
+  const auto t = b.step(TransposeOp{{1, 2, 3, 5, 4}, {120, 60, 20, 1, 5}, 0}, {Arg::value(0)}, {1, 2, 3, 5, 4});
+  const Program p = b.done({t});
+  auto g = plan(p);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Code::kDeclined) << g.status().to_string();
+}
+
+TEST_F(FacesGpu, PoolsWithPads) {
+  Builder b(Shape{1, 3, 13, 11});
+  MaxPoolOp m1{3, 13, 11, 3, 3, 2, 2, 7, 6, 1, 1};
+  MaxPoolOp m2{3, 13, 11, 2, 2, 2, 2, 7, 6, 0, 0};  // ceil_mode: the last window hangs past the plane
+  AvgPoolOp a1{3, 13, 11, 3, 3, 2, 2, 7, 6, 1, 1, 1, 1, true};
+  AvgPoolOp a2{3, 13, 11, 3, 3, 2, 2, 7, 6, 1, 1, 1, 1, false};
+  AvgPoolOp a3{3, 13, 11, 2, 2, 2, 2, 7, 6, 0, 0, 0, 0, true};  // ceil_mode tail does not count
+  const auto y1 = b.step(m1, {Arg::value(0)}, {1, 3, 7, 6});
+  const auto y2 = b.step(m2, {Arg::value(0)}, {1, 3, 7, 6});
+  const auto y3 = b.step(a1, {Arg::value(0)}, {1, 3, 7, 6});
+  const auto y4 = b.step(a2, {Arg::value(0)}, {1, 3, 7, 6});
+  const auto y5 = b.step(a3, {Arg::value(0)}, {1, 3, 7, 6});
+  check_op(*this, b.done({y1, y2, y3, y4, y5}), "pools");
+}
+
+TEST_F(FacesGpu, ResizeModes) {
+  std::vector<std::int32_t> outs;
+  Builder b(Shape{1, 2, 5, 7});
+  ResizeOp up{2, 5, 7, 2, 2, 10, 14};  // integer nearest
+  outs.push_back(b.step(up, {Arg::value(0)}, {1, 2, 10, 14}));
+  for (auto coord : {ResizeCoord::kAsymmetric, ResizeCoord::kHalfPixel, ResizeCoord::kPytorchHalfPixel, ResizeCoord::kAlignCorners}) {
+    ResizeOp lin{2, 5, 7, 0, 0, 9, 12, ResizeMode::kLinear, coord};
+    outs.push_back(b.step(lin, {Arg::value(0)}, {1, 2, 9, 12}));
+    ResizeOp down{2, 5, 7, 0, 0, 3, 4, ResizeMode::kLinear, coord};
+    outs.push_back(b.step(down, {Arg::value(0)}, {1, 2, 3, 4}));
+  }
+  for (auto nm : {ResizeNearest::kFloor, ResizeNearest::kRoundPreferFloor, ResizeNearest::kRoundPreferCeil, ResizeNearest::kCeil}) {
+    ResizeOp near{2, 5, 7, 0, 0, 8, 11, ResizeMode::kNearest, ResizeCoord::kHalfPixel, nm};
+    outs.push_back(b.step(near, {Arg::value(0)}, {1, 2, 8, 11}));
+    ResizeOp half{2, 5, 7, 0, 0, 10, 14, ResizeMode::kNearest, ResizeCoord::kAsymmetric, nm, 2.0f, 2.0f};
+    outs.push_back(b.step(half, {Arg::value(0)}, {1, 2, 10, 14}));
+  }
+  check_op(*this, b.done(outs), "resize");
+}
+
+TEST_F(FacesGpu, ReductionsSoftmaxConcatPad) {
+  Builder b(Shape{1, 6, 9, 13});
+  const auto g = b.step(GlobalAverageOp{6, 117}, {Arg::value(0)}, {1, 6, 1, 1});
+  const auto s1 = b.step(SoftmaxOp{6, 9, 13}, {Arg::value(0)}, {1, 6, 9, 13});
+  const auto s2 = b.step(SoftmaxOp{54, 13, 1}, {Arg::value(0)}, {1, 6, 9, 13});
+  const auto r = b.step(ReduceMeanOp{6, 9, 13}, {Arg::value(0)}, {1, 6, 13});
+  const auto c0 = b.constant(random_floats(6 * 2 * 13, 77));
+  const auto cc = b.step(ConcatOp{6, 13, {9, 2, 9}}, {Arg::value(0), Arg::constant(c0), Arg::value(s1)}, {1, 6, 20, 13});
+  PadOp pd{{1, 6, 9, 13}, {0, 1, 2, 0}, {0, 0, 1, 3}, 0.25f};
+  const auto p = b.step(pd, {Arg::value(0)}, {1, 7, 12, 16});
+  check_op(*this, b.done({g, s1, s2, r, cc, p}), "reductions");
+}
+
+TEST_F(FacesGpu, GemvAndMatMul) {
+  Builder b(Shape{1, 37});
+  const auto w1 = b.constant(random_floats(37 * 19, 5)), w2 = b.constant(random_floats(19 * 37, 6)),
+             bias = b.constant(random_floats(19, 7));
+  const auto g1 = b.step(GemvOp{37, 19, false, 1.0f, 1.0f, true}, {Arg::value(0), Arg::constant(w1), Arg::constant(bias)}, {1, 19});
+  const auto g2 = b.step(GemvOp{37, 19, true, 0.5f, 2.0f, true}, {Arg::value(0), Arg::constant(w2), Arg::constant(bias)}, {1, 19});
+  const auto g3 = b.step(GemvOp{37, 19, true, 1.0f, 1.0f, false}, {Arg::value(0), Arg::constant(w2)}, {1, 19});
+  check_op(*this, b.done({g1, g2, g3}), "gemv");
+
+  Builder m(Shape{1, 3, 5, 8});  // batched MatMul: [3,5,8]·[8,6] shared const, [3,5,8]·[3,8,5]ᵀ value
+  const auto bc = m.constant(random_floats(8 * 6, 8));
+  const auto y1 = m.step(MatMulOp{3, 5, 8, 6, 40, 0, false}, {Arg::value(0), Arg::constant(bc)}, {1, 3, 5, 6});
+  const auto y2 = m.step(MatMulOp{3, 5, 8, 5, 40, 40, true}, {Arg::value(0), Arg::value(0)}, {1, 3, 5, 5});
+  const auto y3 = m.step(MatMulOp{1, 15, 8, 6, 0, 0, false}, {Arg::value(0), Arg::constant(bc)}, {1, 15, 6});
+  check_op(*this, m.done({y1, y2, y3}), "matmul");
+}
+
+// The spec's "GPU conv" shapes (cin, cout, g, k, s, p, h, w), dilation, asymmetric pads, m < 8, no bias.
+TEST_F(FacesGpu, ConvShapes) {
+  struct C {
+    std::int64_t cin, cout, g, k, s, p, h, w, dil = 1, pad_r = -1;
+    bool bias = true;
+  };
+  const std::vector<C> cases{{3, 16, 1, 3, 2, 1, 41, 37},   {64, 64, 1, 3, 1, 1, 28, 28},  {32, 32, 32, 3, 1, 1, 30, 31},
+                             {16, 32, 4, 3, 2, 1, 33, 20},  {48, 72, 1, 1, 1, 0, 50, 45},  {8, 130, 1, 5, 1, 2, 23, 19},
+                             {12, 20, 1, 3, 1, 2, 17, 15, 2}, {6, 6, 1, 3, 2, 0, 16, 16, 1, 1}, {24, 12, 6, 3, 1, 1, 9, 13},
+                             {10, 5, 1, 3, 1, 1, 11, 7, 1, -1, false}, {40, 40, 40, 5, 2, 2, 19, 21}};
+  std::uint32_t seed = 100;
+  for (const auto& c : cases) {
+    const ConvJob j = conv_job(c.cin, c.cout, c.g, c.k, c.s, c.p, c.h, c.w, seed++, c.dil, c.bias, c.pad_r);
+    Builder b(Shape{1, c.cin, c.h, c.w});
+    const auto y = b.step(j, {Arg::value(0)}, {1, c.cout, j.oh, j.ow});
+    const Program p = b.done({y});
+    check_op(*this, p, "conv");
+    PlanOptions own;
+    own.autotune = false;  // cuDNN's choice alone (the autotuned run may have kept the own kernel)
+    check_op(*this, p, "conv (no autotune)", 1e-5, -2.0f, 2.0f, own);
+  }
+}
+
+TEST_F(FacesGpu, ConvTf32IsCloseAndMarked) {
+  const ConvJob j = conv_job(64, 64, 1, 3, 1, 1, 28, 28, 9);
+  Builder b(Shape{1, 64, 28, 28});
+  const auto y = b.step(j, {Arg::value(0)}, {1, 64, 28, 28});
+  const Program p = b.done({y});
+  PlanOptions o;
+  o.precision = Precision::kTf32;
+  check_op(*this, p, "conv tf32", 5e-3, -2.0f, 2.0f, o);
+  PlanOptions bf;
+  bf.precision = Precision::kBf16;
+  auto g = plan(p, bf);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Code::kDeclined);
+}
+
+// ---- fusion: each fused group against the same program with its marks cleared --------------------------
+
+Program unfused(Program p) {
+  for (auto& s : p.steps) s.fusion = Fusion{};
+  return p;
+}
+
+void check_fused(FacesGpu& t, const Program& fused, const char* what) {
+  for (int batch : {1, 7}) {
+    const auto in = inputs_for(fused, batch, 55u);
+    const Outputs a = t.plan_run(fused, in), b = t.plan_run(unfused(fused), in);
+    expect_matches(t, unfused(fused), a, in, 1e-5, what);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      for (std::size_t k = 0; k < a[i].size(); ++k)
+        // plans choose their conv algorithms by timing, so two plans agree closely, not bit for bit
+        EXPECT_TRUE(testing::all_close(std::span<const float>(a[i][k]), std::span<const float>(b[i][k]),
+                                       {1e-5 * max_abs(b[i][k]) + 1e-7, 1e-5}))
+            << what << ": fused vs unfused";
+  }
+}
+
+TEST_F(FacesGpu, FusedConvActEqualsUnfused) {
+  for (const auto& act : {UnaryOp{UnaryKind::kRelu}, UnaryOp{UnaryKind::kClip, 0.0f, 6.0f}, UnaryOp{UnaryKind::kClip, -0.5f, 0.5f}}) {
+    Builder b(Shape{1, 16, 19, 17});
+    const auto c = b.step(conv_job(16, 24, 1, 3, 1, 1, 19, 17, 31), {Arg::value(0)}, {1, 24, 19, 17});
+    const auto y = b.step(act, {Arg::value(c)}, {1, 24, 19, 17});
+    Program p = b.done({y});
+    p.steps[0].fusion = Fusion{FusionKind::kConvAct, 2};
+    // the unfused program runs Conv and Relu apart: cuDNN's fused epilogue must give the same bits
+    for (int batch : {1, 7}) {
+      const auto in = inputs_for(p, batch, 56u);
+      const Outputs a = plan_run(p, in);
+      expect_matches(*this, unfused(p), a, in, 1e-5, "conv+act");
+    }
+  }
+}
+
+TEST_F(FacesGpu, FusedBandAndResizeBinaryEqualUnfused) {
+  {  // 1×1 conv → ReLU → depthwise 3×3 → ReLU → MaxPool (kConvBand)
+    Builder b(Shape{1, 8, 21, 19});
+    const auto pw = b.step(conv_job(8, 16, 1, 1, 1, 0, 21, 19, 41), {Arg::value(0)}, {1, 16, 21, 19});
+    const auto pa = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(pw)}, {1, 16, 21, 19});
+    const auto dw = b.step(conv_job(16, 16, 16, 3, 1, 1, 21, 19, 42), {Arg::value(pa)}, {1, 16, 21, 19});
+    const auto da = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(dw)}, {1, 16, 21, 19});
+    const auto mp = b.step(MaxPoolOp{16, 21, 19, 2, 2, 2, 2, 10, 9}, {Arg::value(da)}, {1, 16, 10, 9});
+    Program p = b.done({mp});
+    Fusion f{FusionKind::kConvBand, 5};
+    f.pw = 0, f.pw_act = 1, f.dw = 2, f.dw_act = 3, f.pool = 4;
+    p.steps[0].fusion = f;
+    check_fused(*this, p, "conv band");
+  }
+  {  // nearest ×2 Resize → Add (kResizeBinary), both sides
+    for (std::int8_t side : {0, 1}) {
+      Builder b(Shape{1, 3, 8, 10});
+      const auto sm = b.step(MaxPoolOp{3, 8, 10, 2, 2, 2, 2, 4, 5}, {Arg::value(0)}, {1, 3, 4, 5});
+      const auto up = b.step(ResizeOp{3, 4, 5, 2, 2, 8, 10}, {Arg::value(sm)}, {1, 3, 8, 10});
+      BinaryOp add{BinaryKind::kSub, {1, 3, 8, 10}, {240, 80, 10, 1}, {240, 80, 10, 1}};
+      const auto y = b.step(add, side == 0 ? std::vector<Arg>{Arg::value(up), Arg::value(0)}
+                                           : std::vector<Arg>{Arg::value(0), Arg::value(up)},
+                            {1, 3, 8, 10});
+      Program p = b.done({y});
+      Fusion f{FusionKind::kResizeBinary, 2};
+      f.side = side;
+      p.steps[1].fusion = f;
+      check_fused(*this, p, "resize+binary");
+    }
+  }
+}
+
+// ---- whole programs ---------------------------------------------------------------------------------------
+
+TEST_F(FacesGpu, BadConstTableAndBatchAreInvalid) {
+  Builder b(Shape{1, 2, 3, 3});
+  const auto c = b.constant({1.0f, 2.0f});
+  const auto y = b.step(ChannelPreluOp{2, 9}, {Arg::value(0), Arg::constant(c)}, {1, 2, 3, 3});
+  const Program p = b.done({y});
+  auto g = GpuProgram::plan(p, {}, {}, stream_);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Code::kInvalidArgument);
+  PlanOptions o;
+  o.batch = 0;
+  auto g0 = plan(p, o);
+  ASSERT_FALSE(g0.ok());
+  EXPECT_EQ(g0.status().code(), Code::kInvalidArgument);
+}
+
+Expected<Program> yunet_program(int size) {
+  auto net = Net::create(builtin_yunet_onnx());
+  if (!net) return net.status();
+  return net->program({1, 3, size, size});
+}
+
+TEST_F(FacesGpu, YunetMatchesCpuAndIsBitIdenticalRunToRun) {
+  auto p = yunet_program(640);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  const auto in = inputs_for(*p, 1, 7, 0.0f, 1.0f);
+  std::vector<std::span<const float>> spans(in.begin(), in.end());
+  auto cpu = run_program_cpu(*p, spans, 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  for (bool graph : {true, false}) {
+    PlanOptions o;
+    o.use_graph = graph;
+    auto g = plan(*p, o);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const Outputs a = run(**g, *p, in), b = run(**g, *p, in);
+    ASSERT_EQ(a.size(), 1u);
+    for (std::size_t k = 0; k < p->outputs.size(); ++k) {
+      const double m = max_abs((*cpu)[0][k]);
+      EXPECT_TRUE(testing::all_close(std::span<const float>(a[0][k]), std::span<const float>((*cpu)[0][k]),
+                                     {1e-4 + 1e-3 * m, 1e-3}))
+          << "YuNet output " << p->outputs[k].name;
+      EXPECT_TRUE(testing::bit_identical(a[0][k], b[0][k])) << "run to run, output " << p->outputs[k].name;
+    }
+  }
+}
+
+TEST_F(FacesGpu, YunetBatch16EqualsSixteenSingleRuns) {
+  auto p = yunet_program(640);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  const auto in = inputs_for(*p, 16, 21, 0.0f, 1.0f);
+  const Outputs batched = plan_run(*p, in);
+  PlanOptions one;
+  auto g = plan(*p, one);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(batched.size(), 16u);
+  for (std::size_t b = 0; b < 16; ++b) {
+    const Outputs single = run(**g, *p, {in[b]});
+    for (std::size_t k = 0; k < p->outputs.size(); ++k) {
+      const double m = max_abs(single[0][k]);
+      // the same kernels per image; cuDNN may pick another algorithm at batch 16, so close rather than equal
+      EXPECT_TRUE(testing::all_close(std::span<const float>(batched[b][k]), std::span<const float>(single[0][k]),
+                                     {1e-5 * m + 1e-6, 1e-5}))
+          << "image " << b << " output " << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace facetrace::faces
