@@ -97,30 +97,43 @@ Program every_op_program() {
   };
   using A = Arg;
   ConvJob cj;
-  cj.cin = 4, cj.h = 8, cj.w = 8, cj.cout = 4, cj.kh = 3, cj.kw = 3, cj.pt = 1, cj.pl = 1, cj.oh = 8, cj.ow = 8;
+  cj.cin = 4, cj.h = 8, cj.w = 8, cj.cout = 4, cj.kh = 3, cj.kw = 3, cj.pt = 1, cj.pl = 1, cj.oh = 8,
+  cj.ow = 8;
   cj.weights = blob(144, -1), cj.bias = blob(4, 0.5f);
   const auto v1 = step(cj, {A::value(0)}, {1, 4, 8, 8}, "conv");
   p.steps.back().fusion = Fusion{FusionKind::kConvAct, 2};
   const auto v2 = step(UnaryOp{UnaryKind::kLeakyRelu, 0, 0, 0.1f, 0}, {A::value(v1)}, {1, 4, 8, 8}, "act");
-  const auto v3 = step(ChannelAffineOp{4, 64}, {A::value(v2), A::constant(0), A::constant(1)}, {1, 4, 8, 8}, "bn");
+  const auto v3 =
+      step(ChannelAffineOp{4, 64}, {A::value(v2), A::constant(0), A::constant(1)}, {1, 4, 8, 8}, "bn");
   const auto v4 = step(ChannelPreluOp{4, 64}, {A::value(v3), A::constant(2)}, {1, 4, 8, 8}, "prelu");
   const auto v5 = step(BinaryOp{BinaryKind::kDiv, {1, 4, 8, 8}, {256, 64, 8, 1}, {256, 64, 8, 1}},
                        {A::value(v4), A::value(v3)}, {1, 4, 8, 8}, "div");
   const auto v6 = step(TransposeOp{{1, 8, 8, 4}, {256, 8, 1, 64}, 0}, {A::value(v5)}, {1, 8, 8, 4}, "nhwc");
   const auto v7 = step(MaxPoolOp{4, 8, 8, 2, 2, 2, 2, 4, 4, 0, 0}, {A::value(v5)}, {1, 4, 4, 4}, "pool");
-  ResizeOp rz{4, 4, 4, 2, 2, 8, 8, ResizeMode::kNearest, ResizeCoord::kHalfPixel, ResizeNearest::kRoundPreferCeil,
-              2.0f, 2.0f};
+  ResizeOp rz{4,
+              4,
+              4,
+              2,
+              2,
+              8,
+              8,
+              ResizeMode::kNearest,
+              ResizeCoord::kHalfPixel,
+              ResizeNearest::kRoundPreferCeil,
+              2.0f,
+              2.0f};
   const auto v8 = step(rz, {A::value(v7)}, {1, 4, 8, 8}, "up");
   const auto v9 = step(GlobalAverageOp{4, 64}, {A::value(v8)}, {1, 4, 1, 1}, "gap");
-  const auto v10 = step(GemvOp{4, 3, true, 1.0f, 0.5f, true}, {A::value(v9), A::constant(3), A::constant(4)}, {1, 3},
-                        "fc");
+  const auto v10 = step(GemvOp{4, 3, true, 1.0f, 0.5f, true}, {A::value(v9), A::constant(3), A::constant(4)},
+                        {1, 3}, "fc");
   AvgPoolOp ap{4, 8, 8, 2, 2, 2, 2, 4, 4, 0, 0, 0, 0, true};
   const auto v11 = step(ap, {A::value(v8)}, {1, 4, 4, 4}, "avg");
   const auto v12 = step(SoftmaxOp{1, 3, 1}, {A::value(v10)}, {1, 3}, "softmax");
   const auto v13 = step(ConcatOp{1, 1, {3, 3}}, {A::value(v12), A::value(v10)}, {1, 6}, "cat");
   const auto v14 = step(MatMulOp{1, 2, 3, 2, 0, 0, false}, {A::value(v13), A::constant(5)}, {1, 2, 2}, "mm");
   const auto v15 = step(ReduceMeanOp{2, 2, 1}, {A::value(v14)}, {1, 2}, "mean");
-  const auto v16 = step(PadOp{{1, 1, 1, 2}, {0, 0, 0, 1}, {0, 0, 0, 1}, -3.0f}, {A::value(v15)}, {1, 4}, "pad");
+  const auto v16 =
+      step(PadOp{{1, 1, 1, 2}, {0, 0, 0, 1}, {0, 0, 0, 1}, -3.0f}, {A::value(v15)}, {1, 4}, "pad");
   p.free.assign(p.steps.size(), {});
   p.free[1] = {v1};
   p.outputs = {{"pad", v16, {1, 4}}, {"avg", v11, {1, 64}}, {"nhwc", v6, {1, 8, 8, 4}}};
@@ -233,7 +246,8 @@ TEST(ProgramCodec, flipped_bytes_never_crash_and_what_decodes_is_valid) {
       // What decodes has every index in range: binding a table of the advertised sizes and re-encoding work.
       std::uint64_t total = 0;
       for (auto f : d->blob_floats) total += f;
-      if (total > (1u << 22)) continue;  // a flipped size that validates (an unused constant); too big to bind here
+      if (total > (1u << 22))
+        continue;  // a flipped size that validates (an unused constant); too big to bind here
       std::vector<Blob> blobs;
       for (auto f : d->blob_floats) blobs.push_back(std::make_shared<const std::vector<float>>(f, 1.0f));
       EXPECT_TRUE(gpu::bind_blobs(d->program, blobs).ok()) << "byte " << i;
@@ -322,10 +336,11 @@ struct SimRig {
   std::shared_ptr<std::atomic<bool>> wrong = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<std::atomic<int>> runs = std::make_shared<std::atomic<int>>(0);
 
-  explicit SimRig(std::uint64_t budget = std::uint64_t{768} << 20) {
+  explicit SimRig(std::uint64_t budget = std::uint64_t{768} << 20, std::uint64_t ring = 8ull << 20,
+                  std::uint64_t transfer = 32ull << 20) {
     runtime::ExecutorOptions o;
-    o.ring_bytes = 8ull << 20;
-    o.transfer_bytes = 32ull << 20;
+    o.ring_bytes = ring;
+    o.transfer_bytes = transfer;
     auto ex = runtime::make_simulated_executor(o);
     sim = ex.get();
     gpu::SimFacesOptions so;
@@ -350,7 +365,8 @@ struct SimRig {
   }
 };
 
-std::vector<std::vector<NamedTensor>> cpu_batch(const Net& net, const std::vector<std::vector<float>>& images) {
+std::vector<std::vector<NamedTensor>> cpu_batch(const Net& net,
+                                                const std::vector<std::vector<float>>& images) {
   std::vector<std::vector<NamedTensor>> out;
   for (const auto& im : images) {
     auto r = run_program_cpu(*net.program(net.input_shape()), std::vector<std::span<const float>>{im}, 1);
@@ -362,11 +378,13 @@ std::vector<std::vector<NamedTensor>> cpu_batch(const Net& net, const std::vecto
   return out;
 }
 
-void expect_same(const std::vector<std::vector<NamedTensor>>& got, const std::vector<std::vector<NamedTensor>>& want) {
+void expect_same(const std::vector<std::vector<NamedTensor>>& got,
+                 const std::vector<std::vector<NamedTensor>>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t b = 0; b < got.size(); ++b) {
     ASSERT_EQ(got[b].size(), want[b].size());
-    for (std::size_t o = 0; o < got[b].size(); ++o) EXPECT_EQ(got[b][o].data, want[b][o].data) << b << "/" << o;
+    for (std::size_t o = 0; o < got[b].size(); ++o)
+      EXPECT_EQ(got[b][o].data, want[b][o].data) << b << "/" << o;
   }
 }
 
@@ -494,7 +512,7 @@ TEST(FacesAccel, a_loss_mid_batch_completes_on_the_cpu_and_the_net_reattaches_af
   EXPECT_EQ(rig.acc->generation(), gen0 + 1);
   EXPECT_EQ(rig.sim->restarts(), 1);
   EXPECT_GT(rig.sim->resident_uploads(), uploads0);  // the executor re-uploaded the residents
-  EXPECT_EQ(rig.runs->load() - before, 2);            // the re-check and the batch, both on the new device
+  EXPECT_EQ(rig.runs->load() - before, 2);           // the re-check and the batch, both on the new device
   EXPECT_TRUE(net.accelerator().has_value());
   EXPECT_FALSE(net.detach_reason().has_value());
 }
@@ -537,10 +555,25 @@ TEST(FacesAccel, constants_past_the_resident_budget_travel_with_each_run_and_agr
   expect_same(*r2, cpu_batch(net2, ims));
 }
 
+TEST(FacesAccel, a_batch_past_the_transfer_region_runs_as_sub_batches_with_the_same_results) {
+  // 2 MiB ring: a quarter holds 254 images' outputs (516 floats each); 2 MiB transfer: half holds 341 inputs.
+  SimRig rig(std::uint64_t{768} << 20, 2ull << 20, 2ull << 20);
+  Net net = small_net();
+  ASSERT_TRUE(net.attach_checked(rig.acc).ok());
+  const auto ims = images(300, 500);
+  const int before = rig.runs->load();
+  auto r = net.run_batch(spans(ims), net.input_shape());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(rig.runs->load() - before, 2);  // 254 + 46
+  expect_same(*r, cpu_batch(net, ims));
+  EXPECT_TRUE(net.accelerator().has_value());
+}
+
 TEST(FacesAccel, conv_declines_below_min_macs_and_matches_the_cpu_above) {
   SimRig rig;
   ConvJob small;
-  small.cin = 1, small.h = 8, small.w = 8, small.cout = 1, small.kh = 3, small.kw = 3, small.oh = 6, small.ow = 6;
+  small.cin = 1, small.h = 8, small.w = 8, small.cout = 1, small.kh = 3, small.kw = 3, small.oh = 6,
+  small.ow = 6;
   small.weights = std::make_shared<const std::vector<float>>(9, 0.5f);
   const std::vector<float> x(64, 1.0f);
   const int before = rig.runs->load();

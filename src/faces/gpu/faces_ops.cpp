@@ -39,8 +39,8 @@ struct PlanKey {
 
 struct PlanEntry {
   std::unique_ptr<GpuProgram> plan;
-  ConstTable table;    ///< the device pointers it was planned with (a captured graph holds them)
-  Status declined;     ///< non-ok: plan declined this (model, batch, precision); the caller runs the CPU
+  ConstTable table;  ///< the device pointers it was planned with (a captured graph holds them)
+  Status declined;   ///< non-ok: plan declined this (model, batch, precision); the caller runs the CPU
 };
 
 /// Per-process caches (the child's whole life; a replaced child starts empty). Ops run one at a time per
@@ -57,10 +57,12 @@ Blob host_blob(std::span<const std::byte> bytes) {
 
 /// Copies a device buffer to a new host blob (synchronous on the op's stream; once per model and constant).
 Expected<Blob> read_back(runtime::DeviceContext& ctx, const runtime::DeviceSpan& d, std::uint64_t floats) {
-  if (d.bytes < floats * sizeof(float)) return invalid_argument("faces_run: resident shorter than its constant");
+  if (d.bytes < floats * sizeof(float))
+    return invalid_argument("faces_run: resident shorter than its constant");
   auto v = std::make_shared<std::vector<float>>(static_cast<std::size_t>(floats));
   if (floats > 0) {
-    FT_CUDA_TRY(cudaMemcpyAsync(v->data(), d.data, floats * sizeof(float), cudaMemcpyDeviceToHost, ctx.stream()));
+    FT_CUDA_TRY(
+        cudaMemcpyAsync(v->data(), d.data, floats * sizeof(float), cudaMemcpyDeviceToHost, ctx.stream()));
     FT_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
   }
   return Blob(v);
@@ -128,7 +130,8 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
     }
     if (!inl.empty()) {
       if (!m.host[i]) m.host[i] = host_blob(inl);
-      FT_CUDA_TRY(cudaMemcpyAsync(inline_dev + at, inl.data(), inl.size(), cudaMemcpyHostToDevice, ctx.stream()));
+      FT_CUDA_TRY(
+          cudaMemcpyAsync(inline_dev + at, inl.data(), inl.size(), cudaMemcpyHostToDevice, ctx.stream()));
       table[i] = reinterpret_cast<const float*>(inline_dev + at);
       at += align_up(inl.size());
       continue;
@@ -137,7 +140,8 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
     if (!r) return r.status();
     if (r->bytes != floats * sizeof(float))
       return invalid_argument("faces_run: resident constant " + std::to_string(i) + " has " +
-                              std::to_string(r->bytes) + " bytes, expected " + std::to_string(floats * sizeof(float)));
+                              std::to_string(r->bytes) + " bytes, expected " +
+                              std::to_string(floats * sizeof(float)));
     if (!m.host[i]) {
       auto h = read_back(ctx, *r, floats);
       if (!h) return h.status();
@@ -177,7 +181,8 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   if (!d_in) return d_in.status();
   auto d_out = ctx.scratch("faces/out", out_bytes);
   if (!d_out) return d_out.status();
-  FT_CUDA_TRY(cudaMemcpyAsync(d_in->data, in->batch.data(), args.input_bytes, cudaMemcpyHostToDevice, ctx.stream()));
+  FT_CUDA_TRY(
+      cudaMemcpyAsync(d_in->data, in->batch.data(), args.input_bytes, cudaMemcpyHostToDevice, ctx.stream()));
   FT_TRY(e.plan->run(static_cast<const float*>(d_in->data), static_cast<float*>(d_out->data)));
   auto ticket = ctx.ring().record_copy(d_out->data, out_bytes, ctx.stream());
   if (!ticket) return ticket.status();

@@ -45,7 +45,9 @@ static_assert(sizeof(FacesRunArgs) == 40);
 /// Alignment of every part of the input region.
 inline constexpr std::uint64_t kInlineAlign = 256;
 
-inline constexpr std::uint64_t align_up(std::uint64_t n) { return (n + kInlineAlign - 1) / kInlineAlign * kInlineAlign; }
+inline constexpr std::uint64_t align_up(std::uint64_t n) {
+  return (n + kInlineAlign - 1) / kInlineAlign * kInlineAlign;
+}
 
 /// Resident names of model `key`.
 std::string program_resident_name(std::uint64_t key);

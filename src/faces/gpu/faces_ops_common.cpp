@@ -35,15 +35,15 @@ InputLayout input_layout(std::uint64_t input_bytes, std::span<const std::uint64_
 Expected<ParsedInput> parse_input(const FacesRunArgs& args, std::span<const std::byte> in,
                                   std::span<const std::uint64_t> blob_floats) {
   if (args.input_bytes > in.size())
-    return invalid_argument("faces_run: input region of " + std::to_string(in.size()) + " bytes, the batch needs " +
-                            std::to_string(args.input_bytes));
+    return invalid_argument("faces_run: input region of " + std::to_string(in.size()) +
+                            " bytes, the batch needs " + std::to_string(args.input_bytes));
   ParsedInput p;
   p.batch = in.first(static_cast<std::size_t>(args.input_bytes));
   p.inline_blobs.assign(blob_floats.size(), {});
   if (args.inline_count == 0) return p;
   if (args.inline_count > blob_floats.size())
-    return invalid_argument("faces_run: " + std::to_string(args.inline_count) + " inline constants, the model has " +
-                            std::to_string(blob_floats.size()));
+    return invalid_argument("faces_run: " + std::to_string(args.inline_count) +
+                            " inline constants, the model has " + std::to_string(blob_floats.size()));
   const std::uint64_t table = align_up(args.input_bytes);
   const std::uint64_t table_bytes = std::uint64_t{args.inline_count} * sizeof(std::uint32_t);
   if (table > in.size() || in.size() - table < table_bytes)
@@ -59,11 +59,13 @@ Expected<ParsedInput> parse_input(const FacesRunArgs& args, std::span<const std:
   }
   const InputLayout l = input_layout(args.input_bytes, floats);
   if (l.total > in.size())
-    return invalid_argument("faces_run: input region of " + std::to_string(in.size()) + " bytes, the inline "
-                            "constants need " + std::to_string(l.total));
+    return invalid_argument("faces_run: input region of " + std::to_string(in.size()) +
+                            " bytes, the inline "
+                            "constants need " +
+                            std::to_string(l.total));
   for (std::size_t i = 0; i < index.size(); ++i)
-    p.inline_blobs[index[i]] =
-        in.subspan(static_cast<std::size_t>(l.blob_offsets[i]), static_cast<std::size_t>(floats[i] * sizeof(float)));
+    p.inline_blobs[index[i]] = in.subspan(static_cast<std::size_t>(l.blob_offsets[i]),
+                                          static_cast<std::size_t>(floats[i] * sizeof(float)));
   return p;
 }
 

@@ -32,9 +32,10 @@ GpuAcceleratorOptions GpuAcceleratorOptions::from_env() {
 namespace facetrace::faces::gpu {
 namespace {
 
-constexpr std::chrono::milliseconds kRunDeadline{30000};     // docs/design/faces.md §4: a submission over 30 s
-constexpr std::int64_t kMaxIndex = std::int64_t{1} << 31;    // docs/design/faces.md §4: element index ≥ 2³¹ declines
-constexpr std::size_t kIdentityCacheSize = 16;                // programs remembered by constant identity
+constexpr std::chrono::milliseconds kRunDeadline{30000};  // docs/design/faces.md §4: a submission over 30 s
+constexpr std::int64_t kMaxIndex = std::int64_t{1}
+                                   << 31;       // docs/design/faces.md §4: element index ≥ 2³¹ declines
+constexpr std::size_t kIdentityCacheSize = 16;  // programs remembered by constant identity
 
 std::uint64_t fnv1a(std::span<const std::byte> b, std::uint64_t h = 0xcbf29ce484222325ull) {
   for (std::byte x : b) {
@@ -79,7 +80,8 @@ class RunWorkload final : public runtime::Workload {
   RunWorkload(GpuAccelerator& acc, Model& model, std::span<const std::span<const float>> inputs,
               std::optional<runtime::FaultKind> fault)
       : acc_(acc), model_(model), inputs_(inputs), fault_(fault) {
-    for (auto l : model.output_lens) output_bytes_ += static_cast<std::uint64_t>(l) * inputs.size() * sizeof(float);
+    for (auto l : model.output_lens)
+      output_bytes_ += static_cast<std::uint64_t>(l) * inputs.size() * sizeof(float);
   }
 
   std::size_t scratch_bytes() const override { return static_cast<std::size_t>(output_bytes_); }
@@ -128,7 +130,8 @@ class GpuAccelerator final : public Accelerator, public std::enable_shared_from_
   GpuAccelerator(runtime::GpuBackend& backend, GpuAcceleratorOptions options)
       : backend_(backend), options_(options) {}
 
-  std::optional<Expected<std::vector<float>>> conv(const ConvJob& job, std::span<const float> input) override {
+  std::optional<Expected<std::vector<float>>> conv(const ConvJob& job,
+                                                   std::span<const float> input) override {
     if (job.macs() < kMinMacs) return std::nullopt;
     if (static_cast<std::int64_t>(input.size()) != job.cin * job.h * job.w) return std::nullopt;
     Program p;
@@ -146,11 +149,12 @@ class GpuAccelerator final : public Accelerator, public std::enable_shared_from_
     return Expected<std::vector<float>>(std::move((**r)[0][0]));
   }
 
-  std::optional<Expected<ProgramOutputs>> run_program(const Program& program,
-                                                      std::span<const std::span<const float>> inputs) override;
+  std::optional<Expected<ProgramOutputs>> run_program(
+      const Program& program, std::span<const std::span<const float>> inputs) override;
 
   std::string device() const override {
-    return backend_.adapter_label().value_or("GPU (unavailable)") + " " + std::string(precision_name(precision()));
+    return backend_.adapter_label().value_or("GPU (unavailable)") + " " +
+           std::string(precision_name(precision()));
   }
   Precision precision() const override { return options_.precision; }
   std::uint64_t resident_bytes() const override { return resident_bytes_.load(std::memory_order_acquire); }
@@ -182,8 +186,9 @@ class GpuAccelerator final : public Accelerator, public std::enable_shared_from_
       const auto& blob = *m.enc.blobs[i];
       Status st = ex.put_resident(const_resident_name(m.key, i), bytes_of(blob));
       if (st.code() == Code::kOutOfMemory) {
-        FT_LOG_DEBUG("faces: resident {} of model {:016x} does not fit ({}); later constants go with every run", i,
-                     m.key, st.what());
+        FT_LOG_DEBUG(
+            "faces: resident {} of model {:016x} does not fit ({}); later constants go with every run", i,
+            m.key, st.what());
         fits = false;
         m.resident[i] = false;
         continue;
@@ -199,6 +204,8 @@ class GpuAccelerator final : public Accelerator, public std::enable_shared_from_
   /// The model of `program` (encoded, keyed, its constants placed), or a Status: kDeclined when the program is
   /// not one the device op can take (its own bytes do not validate), anything else a failure.
   Expected<Model*> model_of(const Program& program);
+  /// One sub-batch as one Workload; the failure mapping of docs/design/faces.md §4.
+  std::optional<Expected<ProgramOutputs>> run_once(Model& m, std::span<const std::span<const float>> inputs);
 
   runtime::GpuBackend& backend_;
   GpuAcceleratorOptions options_;
@@ -243,7 +250,8 @@ Expected<bool> RunWorkload::run_chunk(runtime::Executor& ex, std::span<std::byte
   if (!block) return note(block.status().with_context("faces: staging the batch"));
   std::byte* dst = block->bytes().data();
   for (std::size_t i = 0; i < b; ++i)
-    std::memcpy(dst + i * inputs_[0].size() * sizeof(float), inputs_[i].data(), inputs_[i].size() * sizeof(float));
+    std::memcpy(dst + i * inputs_[0].size() * sizeof(float), inputs_[i].data(),
+                inputs_[i].size() * sizeof(float));
   if (!table.empty()) {
     std::memcpy(dst + layout.table_offset, table.data(), table.size() * sizeof(std::uint32_t));
     for (std::size_t k = 0; k < table.size(); ++k) {
@@ -306,10 +314,12 @@ Expected<Model*> GpuAccelerator::model_of(const Program& program) {
   if (auto it = models_.find(*key); it != models_.end()) return it->second.get();
   // A new model: its own bytes must validate the way the device op will decode them.
   auto decoded = decode_program(enc->bytes);
-  if (!decoded) return Status(Code::kDeclined, "the device op cannot take this program: " + decoded.status().what());
+  if (!decoded)
+    return Status(Code::kDeclined, "the device op cannot take this program: " + decoded.status().what());
   auto m = std::make_unique<Model>();
   m->key = *key;
-  for (const auto& o : program.outputs) m->output_lens.push_back(program.lens[static_cast<std::size_t>(o.value)]);
+  for (const auto& o : program.outputs)
+    m->output_lens.push_back(program.lens[static_cast<std::size_t>(o.value)]);
   for (auto l : program.lens) m->max_len = std::max(m->max_len, l);
   m->resident.assign(enc->blobs.size(), false);
   for (std::size_t i = 0; i < enc->blobs.size(); ++i) {
@@ -324,8 +334,8 @@ Expected<Model*> GpuAccelerator::model_of(const Program& program) {
   return raw;
 }
 
-std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_program(const Program& program,
-                                                                    std::span<const std::span<const float>> inputs) {
+std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_program(
+    const Program& program, std::span<const std::span<const float>> inputs) {
   if (inputs.empty()) return Expected<ProgramOutputs>(ProgramOutputs{});
   if (backend_.unavailable_reason() || program.lens.empty()) return std::nullopt;
   for (const auto& in : inputs)
@@ -339,8 +349,34 @@ std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_program(const Progra
     return Expected<ProgramOutputs>(model.status());
   }
   Model& m = **model;
-  const auto batch = static_cast<std::int64_t>(inputs.size());
-  if (m.max_len > kMaxIndex / batch) return std::nullopt;  // an element index past 2³¹
+  // Sub-batches: each fits half the transfer region (with the constants that travel with it), a quarter of the
+  // ring, and element indices below 2³¹ (docs/design/faces.md §4).
+  runtime::Executor* ex = backend_.executor();
+  if (!ex) return std::nullopt;
+  const auto per_in = static_cast<std::uint64_t>(program.lens[0]) * sizeof(float);
+  std::uint64_t per_out = 0, inline_bytes = 0;
+  for (auto l : m.output_lens) per_out += static_cast<std::uint64_t>(l) * sizeof(float);
+  for (std::size_t i = 0; i < m.enc.blobs.size(); ++i)
+    if (!m.resident[i]) inline_bytes += align_up(m.enc.blobs[i]->size() * sizeof(float));
+  const std::uint64_t room = ex->arena().transfer_bytes() / 2;
+  std::uint64_t cap = room > inline_bytes + kInlineAlign ? (room - inline_bytes - kInlineAlign) / per_in : 0;
+  cap = std::min<std::uint64_t>(cap, ex->arena().ring_bytes() / 4 / std::max<std::uint64_t>(per_out, 1));
+  cap = std::min<std::uint64_t>(cap, static_cast<std::uint64_t>(kMaxIndex / std::max<std::int64_t>(m.max_len, 1)));
+  if (cap == 0)
+    return Expected<ProgramOutputs>(Status(Code::kOutOfMemory, "faces: one image of this program does not fit "
+                                                               "the runtime's transfer region and ring"));
+  ProgramOutputs all;
+  for (std::size_t at = 0; at < inputs.size(); at += static_cast<std::size_t>(cap)) {
+    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(cap), inputs.size() - at);
+    auto r = run_once(m, inputs.subspan(at, n));
+    if (!r || !*r) return r;
+    for (auto& image : **r) all.push_back(std::move(image));
+  }
+  return Expected<ProgramOutputs>(std::move(all));
+}
+
+std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_once(Model& m,
+                                                                 std::span<const std::span<const float>> inputs) {
   std::optional<runtime::FaultKind> fault;
   {
     std::lock_guard lock(mu_);
@@ -372,7 +408,8 @@ std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_program(const Progra
 
 Expected<std::shared_ptr<Accelerator>> make_gpu_accelerator_on(runtime::GpuBackend& backend,
                                                                const GpuAcceleratorOptions& options) {
-  if (auto why = backend.unavailable_reason()) return not_supported("no usable GPU for the face networks: " + *why);
+  if (auto why = backend.unavailable_reason())
+    return not_supported("no usable GPU for the face networks: " + *why);
 #ifdef FT_HAVE_CUDA_FACES
   runtime::OpRegistry::global().add_provider(&register_faces_ops);
 #endif

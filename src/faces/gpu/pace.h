@@ -15,8 +15,8 @@ namespace facetrace::faces::gpu {
 class Pace {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr int kDefaultConcurrent = 1 << 20;  ///< effectively unlimited until set_pace
-  static constexpr double kMinShare = 0.05;            // docs/design/faces.md §4
+  static constexpr int kDefaultConcurrent = 1 << 20;          ///< effectively unlimited until set_pace
+  static constexpr double kMinShare = 0.05;                   // docs/design/faces.md §4
   static constexpr std::chrono::milliseconds kMaxIdle{2000};  // docs/design/faces.md §4
 
   /// The instance set_pace configures.

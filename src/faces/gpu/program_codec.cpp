@@ -14,10 +14,11 @@ namespace {
 
 constexpr std::uint32_t kMagic = 0x47505446;  // "FTPG" little-endian
 constexpr std::uint32_t kVersion = 1;
-constexpr std::uint64_t kMaxRank = 8;           // docs/design/faces.md §1 (rank ≤ 8)
-constexpr std::uint64_t kMaxName = 4096;        // node and output names
+constexpr std::uint64_t kMaxRank = 8;                    // docs/design/faces.md §1 (rank ≤ 8)
+constexpr std::uint64_t kMaxName = 4096;                 // node and output names
 constexpr std::int64_t kMaxLen = std::int64_t{1} << 40;  // elements of one value (far above the load limits)
-constexpr std::uint64_t kMaxBlobFloats = std::uint64_t{64} << 20;  // docs/design/faces.md §1: one tensor ≤ 64 Mi
+constexpr std::uint64_t kMaxBlobFloats = std::uint64_t{64}
+                                         << 20;  // docs/design/faces.md §1: one tensor ≤ 64 Mi
 
 /// Little-endian writer (the project's hosts are little-endian; memcpy keeps it alignment-free).
 class Writer {
@@ -99,7 +100,8 @@ class Reader {
   void enumeration(E& v, E max, const char* what) {
     std::uint8_t u = 0;
     if (!pod(u, what)) return;
-    if (u > static_cast<std::uint8_t>(max)) fail(std::string(what) + ": enumerator " + std::to_string(u) + " out of range");
+    if (u > static_cast<std::uint8_t>(max))
+      fail(std::string(what) + ": enumerator " + std::to_string(u) + " out of range");
     v = static_cast<E>(u);
   }
   /// A count of elements of at least `min_bytes` each: never more than the bytes left could hold.
@@ -114,7 +116,8 @@ class Reader {
   }
   void vec_i64(std::vector<std::int64_t>& v, std::uint64_t max, const char* what) {
     const std::uint64_t n = count(8, what);
-    if (n > max) fail(std::string(what) + ": " + std::to_string(n) + " entries, at most " + std::to_string(max));
+    if (n > max)
+      fail(std::string(what) + ": " + std::to_string(n) + " entries, at most " + std::to_string(max));
     if (!ok()) return;
     v.resize(n);
     for (auto& x : v) pod(x, what);
@@ -131,7 +134,8 @@ class Reader {
   }
   void str(std::string& s, const char* what) {
     const std::uint64_t n = count(1, what);
-    if (n > kMaxName) fail(std::string(what) + ": " + std::to_string(n) + " bytes, at most " + std::to_string(kMaxName));
+    if (n > kMaxName)
+      fail(std::string(what) + ": " + std::to_string(n) + " bytes, at most " + std::to_string(kMaxName));
     if (!ok()) return;
     s.assign(reinterpret_cast<const char*>(b_.data() + pos_), n);
     pos_ += n;
@@ -156,7 +160,8 @@ void walk(IO& io, J& j, std::type_identity<ConvJob>) {
 template <class IO, class O>
 void walk(IO& io, O& o, std::type_identity<UnaryOp>) {
   io.enumeration(o.kind, UnaryKind::kSqrt, "unary.kind");
-  io.f32(o.lo, "unary.lo"), io.f32(o.hi, "unary.hi"), io.f32(o.alpha, "unary.alpha"), io.f32(o.beta, "unary.beta");
+  io.f32(o.lo, "unary.lo"), io.f32(o.hi, "unary.hi"), io.f32(o.alpha, "unary.alpha"),
+      io.f32(o.beta, "unary.beta");
 }
 template <class IO, class O>
 void walk(IO& io, O& o, std::type_identity<ChannelAffineOp>) {
@@ -180,8 +185,10 @@ void walk(IO& io, O& o, std::type_identity<TransposeOp>) {
 template <class IO, class O>
 void walk(IO& io, O& o, std::type_identity<MaxPoolOp>) {
   io.i64(o.channels, "maxpool.channels"), io.i64(o.h, "maxpool.h"), io.i64(o.w, "maxpool.w");
-  io.i64(o.kh, "maxpool.kh"), io.i64(o.kw, "maxpool.kw"), io.i64(o.sh, "maxpool.sh"), io.i64(o.sw, "maxpool.sw");
-  io.i64(o.oh, "maxpool.oh"), io.i64(o.ow, "maxpool.ow"), io.i64(o.pt, "maxpool.pt"), io.i64(o.pl, "maxpool.pl");
+  io.i64(o.kh, "maxpool.kh"), io.i64(o.kw, "maxpool.kw"), io.i64(o.sh, "maxpool.sh"),
+      io.i64(o.sw, "maxpool.sw");
+  io.i64(o.oh, "maxpool.oh"), io.i64(o.ow, "maxpool.ow"), io.i64(o.pt, "maxpool.pt"),
+      io.i64(o.pl, "maxpool.pl");
 }
 template <class IO, class O>
 void walk(IO& io, O& o, std::type_identity<ResizeOp>) {
@@ -204,9 +211,12 @@ void walk(IO& io, O& o, std::type_identity<GemvOp>) {
 template <class IO, class O>
 void walk(IO& io, O& o, std::type_identity<AvgPoolOp>) {
   io.i64(o.channels, "avgpool.channels"), io.i64(o.h, "avgpool.h"), io.i64(o.w, "avgpool.w");
-  io.i64(o.kh, "avgpool.kh"), io.i64(o.kw, "avgpool.kw"), io.i64(o.sh, "avgpool.sh"), io.i64(o.sw, "avgpool.sw");
-  io.i64(o.oh, "avgpool.oh"), io.i64(o.ow, "avgpool.ow"), io.i64(o.pt, "avgpool.pt"), io.i64(o.pl, "avgpool.pl");
-  io.i64(o.pb, "avgpool.pb"), io.i64(o.pr, "avgpool.pr"), io.flag(o.count_include_pad, "avgpool.count_include_pad");
+  io.i64(o.kh, "avgpool.kh"), io.i64(o.kw, "avgpool.kw"), io.i64(o.sh, "avgpool.sh"),
+      io.i64(o.sw, "avgpool.sw");
+  io.i64(o.oh, "avgpool.oh"), io.i64(o.ow, "avgpool.ow"), io.i64(o.pt, "avgpool.pt"),
+      io.i64(o.pl, "avgpool.pl");
+  io.i64(o.pb, "avgpool.pb"), io.i64(o.pr, "avgpool.pr"),
+      io.flag(o.count_include_pad, "avgpool.count_include_pad");
 }
 template <class IO, class O>
 void walk(IO& io, O& o, std::type_identity<SoftmaxOp>) {
@@ -220,7 +230,8 @@ void walk(IO& io, O& o, std::type_identity<ConcatOp>) {
 template <class IO, class O>
 void walk(IO& io, O& o, std::type_identity<MatMulOp>) {
   io.i64(o.batch, "matmul.batch"), io.i64(o.m, "matmul.m"), io.i64(o.k, "matmul.k"), io.i64(o.n, "matmul.n");
-  io.i64(o.a_stride, "matmul.a_stride"), io.i64(o.b_stride, "matmul.b_stride"), io.flag(o.trans_b, "matmul.trans_b");
+  io.i64(o.a_stride, "matmul.a_stride"), io.i64(o.b_stride, "matmul.b_stride"),
+      io.flag(o.trans_b, "matmul.trans_b");
 }
 template <class IO, class O>
 void walk(IO& io, O& o, std::type_identity<ReduceMeanOp>) {
@@ -286,7 +297,8 @@ class Validator {
       std::int64_t c = 1;
       if (!shape_count(p_.shapes[v], c)) return bad("value " + std::to_string(v) + ": bad shape");
       if (p_.lens[v] < 1 || p_.lens[v] != c)
-        return bad("value " + std::to_string(v) + ": len " + std::to_string(p_.lens[v]) + " is not its shape's");
+        return bad("value " + std::to_string(v) + ": len " + std::to_string(p_.lens[v]) +
+                   " is not its shape's");
     }
     std::int64_t in_count = 1;
     if (!shape_count(p_.input_shape, in_count) || in_count != p_.lens[0])
@@ -299,7 +311,8 @@ class Validator {
       const Step& s = p_.steps[i];
       step_ = i;
       if (s.out < 1 || s.out >= nv) return bad("output value " + std::to_string(s.out) + " out of range");
-      if (written[static_cast<std::size_t>(s.out)]) return bad("value " + std::to_string(s.out) + " written twice");
+      if (written[static_cast<std::size_t>(s.out)])
+        return bad("value " + std::to_string(s.out) + " written twice");
       for (const Arg& a : s.args) {
         if (a.kind == Arg::Kind::kValue) {
           if (a.id < 0 || a.id >= nv) return bad("value operand " + std::to_string(a.id) + " out of range");
@@ -364,8 +377,10 @@ class Validator {
                       j.sh > 0 && j.sw > 0 && j.dh > 0 && j.dw > 0 && j.pt >= 0 && j.pl >= 0 && j.oh > 0 &&
                       j.ow > 0 && j.cin % j.groups == 0 && j.cout % j.groups == 0;
     FT_TRY(expect(geom, "Conv: bad geometry"));
-    FT_TRY(expect(product({j.cin, j.h, j.w}, in) && in == len(s.args[0]), "Conv: input size differs from its value"));
-    FT_TRY(expect(product({j.cout, j.oh, j.ow}, out) && out == out_len(s), "Conv: output size differs from its value"));
+    FT_TRY(expect(product({j.cin, j.h, j.w}, in) && in == len(s.args[0]),
+                  "Conv: input size differs from its value"));
+    FT_TRY(expect(product({j.cout, j.oh, j.ow}, out) && out == out_len(s),
+                  "Conv: output size differs from its value"));
     FT_TRY(expect(product({j.cout, j.cin / j.groups, j.kh, j.kw}, wts), "Conv: weights too large"));
     FT_TRY(take_blob(static_cast<std::uint64_t>(wts), "Conv weights"));
     if (j.bias) FT_TRY(take_blob(static_cast<std::uint64_t>(j.cout), "Conv bias"));
@@ -383,14 +398,15 @@ class Validator {
                       n == out_len(s),
                   std::string(name) + ": sizes differ"));
     for (std::size_t i = 1; i <= consts; ++i)
-      FT_TRY(expect(const_arg(s, i, o.channels), std::string(name) + ": per-channel constant of a wrong size"));
+      FT_TRY(
+          expect(const_arg(s, i, o.channels), std::string(name) + ": per-channel constant of a wrong size"));
     return {};
   }
   Status check(const ChannelAffineOp& o, const Step& s) const { return channel(o, s, 2, "ChannelAffine"); }
   Status check(const ChannelPreluOp& o, const Step& s) const { return channel(o, s, 1, "ChannelPrelu"); }
   /// Largest index + 1 that `dims` with `strides` reach from `offset`; false when negative or overflowing.
-  static bool extent(std::span<const std::int64_t> dims, std::span<const std::int64_t> strides, std::int64_t offset,
-                     std::int64_t& hi) {
+  static bool extent(std::span<const std::int64_t> dims, std::span<const std::int64_t> strides,
+                     std::int64_t offset, std::int64_t& hi) {
     std::int64_t lo_i = offset, hi_i = offset;
     for (std::size_t k = 0; k < dims.size(); ++k) {
       std::int64_t span = 0;
@@ -411,28 +427,33 @@ class Validator {
     std::int64_t n = 1, ea = 0, eb = 0;
     for (auto d : o.dims) FT_TRY(expect(d >= 1 && mul(n, d, n), "Binary: bad dims"));
     FT_TRY(expect(n == out_len(s), "Binary: output size differs"));
-    for (int k = 0; k < 4; ++k) FT_TRY(expect(o.a_strides[k] >= 0 && o.b_strides[k] >= 0, "Binary: negative stride"));
+    for (int k = 0; k < 4; ++k)
+      FT_TRY(expect(o.a_strides[k] >= 0 && o.b_strides[k] >= 0, "Binary: negative stride"));
     FT_TRY(expect(extent(o.dims, o.a_strides, 0, ea) && ea <= len(s.args[0]), "Binary: operand a too small"));
     FT_TRY(expect(extent(o.dims, o.b_strides, 0, eb) && eb <= len(s.args[1]), "Binary: operand b too small"));
     return {};
   }
   Status check(const TransposeOp& o, const Step& s) const {
     FT_TRY(args(s, 1, 1));
-    FT_TRY(expect(!o.dims.empty() && o.dims.size() == o.strides.size(), "Transpose: dims and strides differ"));
+    FT_TRY(
+        expect(!o.dims.empty() && o.dims.size() == o.strides.size(), "Transpose: dims and strides differ"));
     std::int64_t n = 1, e = 0;
     for (auto d : o.dims) FT_TRY(expect(d >= 1 && mul(n, d, n), "Transpose: bad dims"));
     FT_TRY(expect(n == out_len(s), "Transpose: output size differs"));
-    return expect(extent(o.dims, o.strides, o.offset, e) && e <= len(s.args[0]), "Transpose: reads past its input");
+    return expect(extent(o.dims, o.strides, o.offset, e) && e <= len(s.args[0]),
+                  "Transpose: reads past its input");
   }
   template <class Pool>
   Status pool(const Pool& o, const Step& s, const char* name) const {
     FT_TRY(args(s, 1, 1));
     std::int64_t in = 0, out = 0;
-    FT_TRY(expect(o.channels > 0 && o.h > 0 && o.w > 0 && o.kh > 0 && o.kw > 0 && o.sh > 0 && o.sw > 0 && o.oh > 0 &&
-                      o.ow > 0 && o.pt >= 0 && o.pl >= 0 && o.pt < o.kh && o.pl < o.kw,
+    FT_TRY(expect(o.channels > 0 && o.h > 0 && o.w > 0 && o.kh > 0 && o.kw > 0 && o.sh > 0 && o.sw > 0 &&
+                      o.oh > 0 && o.ow > 0 && o.pt >= 0 && o.pl >= 0 && o.pt < o.kh && o.pl < o.kw,
                   std::string(name) + ": bad geometry"));
-    FT_TRY(expect(product({o.channels, o.h, o.w}, in) && in == len(s.args[0]), std::string(name) + ": input size"));
-    return expect(product({o.channels, o.oh, o.ow}, out) && out == out_len(s), std::string(name) + ": output size");
+    FT_TRY(expect(product({o.channels, o.h, o.w}, in) && in == len(s.args[0]),
+                  std::string(name) + ": input size"));
+    return expect(product({o.channels, o.oh, o.ow}, out) && out == out_len(s),
+                  std::string(name) + ": output size");
   }
   Status check(const MaxPoolOp& o, const Step& s) const { return pool(o, s, "MaxPool"); }
   Status check(const AvgPoolOp& o, const Step& s) const {
@@ -473,7 +494,8 @@ class Validator {
   }
   Status check(const ConcatOp& o, const Step& s) const {
     FT_TRY(args(s, 1, std::numeric_limits<std::size_t>::max(), false));
-    FT_TRY(expect(o.parts.size() == s.args.size() && o.outer > 0 && o.inner > 0, "Concat: one part per operand"));
+    FT_TRY(expect(o.parts.size() == s.args.size() && o.outer > 0 && o.inner > 0,
+                  "Concat: one part per operand"));
     std::int64_t total = 0;
     for (std::size_t i = 0; i < o.parts.size(); ++i) {
       std::int64_t n = 0;
@@ -521,7 +543,8 @@ class Validator {
                   "fused group runs past the last step"));
     for (std::int8_t m : {f.pre, f.pre_act, f.pw, f.pw_act, f.dw, f.dw_act, f.pool, f.side})
       FT_TRY(expect(m >= -1 && m < f.steps, "fusion member offset out of range"));
-    if (f.kind == FusionKind::kConvBand) FT_TRY(expect(f.pw >= 0 && f.dw >= 0, "band without its 1×1 or depthwise"));
+    if (f.kind == FusionKind::kConvBand)
+      FT_TRY(expect(f.pw >= 0 && f.dw >= 0, "band without its 1×1 or depthwise"));
     if (f.kind == FusionKind::kResizeBinary) FT_TRY(expect(f.side == 0 || f.side == 1, "resize fusion side"));
     return {};
   }
@@ -644,8 +667,8 @@ Expected<DecodedProgram> decode_program(std::span<const std::byte> bytes) {
     if (b > kMaxBlobFloats) r.fail("constant of " + std::to_string(b) + " floats, above 64 Mi");
   }
   if (!r.ok()) return invalid_argument("program bytes: " + r.error());
-  if (!r.at_end()) return invalid_argument("program bytes: " + std::to_string(bytes.size() - r.pos()) +
-                                           " trailing bytes");
+  if (!r.at_end())
+    return invalid_argument("program bytes: " + std::to_string(bytes.size() - r.pos()) + " trailing bytes");
   // Program::consts are the blobs before the conv weights.
   std::size_t conv_blobs = 0;
   for (bool b : conv_bias) conv_blobs += b ? 2 : 1;
@@ -682,7 +705,8 @@ Status bind_blobs(Program& p, std::span<const Blob> blobs) {
     if (blobs[k]->size() != wts) return invalid_argument("bind_blobs: conv weights of a wrong size");
     j->weights = blobs[k++];
     if (j->bias) {
-      if (blobs[k]->size() != static_cast<std::size_t>(j->cout)) return invalid_argument("bind_blobs: conv bias size");
+      if (blobs[k]->size() != static_cast<std::size_t>(j->cout))
+        return invalid_argument("bind_blobs: conv bias size");
       j->bias = blobs[k++];
     }
   }

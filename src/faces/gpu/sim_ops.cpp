@@ -39,8 +39,9 @@ Status sim_run(runtime::SimDevice& dev, const runtime::OpArgs& a, const SimFaces
       bytes = *r;
     }
     if (bytes.size() != decoded->blob_floats[i] * sizeof(float))
-      return invalid_argument("faces_run: constant " + std::to_string(i) + " has " + std::to_string(bytes.size()) +
-                              " bytes, expected " + std::to_string(decoded->blob_floats[i] * sizeof(float)));
+      return invalid_argument("faces_run: constant " + std::to_string(i) + " has " +
+                              std::to_string(bytes.size()) + " bytes, expected " +
+                              std::to_string(decoded->blob_floats[i] * sizeof(float)));
     blobs.push_back(blob_from(bytes));
   }
   FT_TRY(bind_blobs(p, blobs));
@@ -52,12 +53,13 @@ Status sim_run(runtime::SimDevice& dev, const runtime::OpArgs& a, const SimFaces
   std::vector<std::span<const float>> inputs;
   for (std::uint32_t i = 0; i < args.batch; ++i)
     inputs.push_back(std::span<const float>(*batch).subspan(i * static_cast<std::size_t>(p.lens[0]),
-                                                              static_cast<std::size_t>(p.lens[0])));
+                                                            static_cast<std::size_t>(p.lens[0])));
   auto r = run_program_cpu(p, inputs, 1);
   if (!r) return r.status();
   std::vector<float> packed;
   for (std::size_t out = 0; out < p.outputs.size(); ++out)
-    for (std::size_t i = 0; i < r->size(); ++i) packed.insert(packed.end(), (*r)[i][out].begin(), (*r)[i][out].end());
+    for (std::size_t i = 0; i < r->size(); ++i)
+      packed.insert(packed.end(), (*r)[i][out].begin(), (*r)[i][out].end());
   if (packed.size() * sizeof(float) != args.output_bytes)
     return invalid_argument("faces_run: outputs hold " + std::to_string(packed.size() * sizeof(float)) +
                             " bytes, the caller expects " + std::to_string(args.output_bytes));

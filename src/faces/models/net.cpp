@@ -26,9 +26,9 @@ struct Net::Impl {
     std::uint64_t generation = 0;  ///< acc->generation() when its check passed
     std::optional<std::string> detach_reason;
   };
-  mutable std::mutex acc_mu;     // attached
+  mutable std::mutex acc_mu;      // attached
   mutable std::mutex recheck_mu;  // one re-check at a time
-  mutable Attached attached;  // the const API changes it only under acc_mu
+  mutable Attached attached;      // the const API changes it only under acc_mu
 
   /// The attached accelerator, re-checked first when its device was replaced since its check: a failed re-check
   /// detaches it with the reason, a declined one keeps it attached and this call runs on the CPU. Null: the CPU.
@@ -44,10 +44,10 @@ struct Net::Impl {
 
 namespace {
 
-constexpr std::uint32_t kCheckSeed = 0x2545F491u;  // docs/design/faces.md §4
+constexpr std::uint32_t kCheckSeed = 0x2545F491u;   // docs/design/faces.md §4
 constexpr double kFp32Abs = 1e-4, kFp32Rel = 1e-3;  // docs/design/faces.md §4 (fp32 bar)
-constexpr double kLooseCosine = 0.999;             // docs/design/faces.md §4 (tf32/bf16 bar)
-constexpr float kCheckMax = 255.0f;                // the check input's range, 0..255 (docs/design/faces.md §4)
+constexpr double kLooseCosine = 0.999;              // docs/design/faces.md §4 (tf32/bf16 bar)
+constexpr float kCheckMax = 255.0f;  // the check input's range, 0..255 (docs/design/faces.md §4)
 
 /// xorshift32 noise, value = state >> 8 scaled to [0, kCheckMax] (docs/design/faces.md §4).
 std::vector<float> check_input(std::size_t n) {
@@ -83,13 +83,13 @@ std::optional<std::string> disagreement(const Program& prog, const std::vector<s
     if (p == Precision::kFp32) {
       const double bar = kFp32Abs + kFp32Rel * max_cpu;
       if (max_diff > bar)
-        return "output '" + name + "': max|acc - cpu| = " + std::to_string(max_diff) + " above the fp32 bar " +
-               std::to_string(bar);
+        return "output '" + name + "': max|acc - cpu| = " + std::to_string(max_diff) +
+               " above the fp32 bar " + std::to_string(bar);
     } else {
       const double cosine = (na == 0.0 && nc == 0.0) ? 1.0 : dot / std::sqrt(na * nc);
       if (!(cosine >= kLooseCosine))
-        return "output '" + name + "': cosine " + std::to_string(cosine) + " below " + std::to_string(kLooseCosine) +
-               " (" + std::string(precision_name(p)) + ")";
+        return "output '" + name + "': cosine " + std::to_string(cosine) + " below " +
+               std::to_string(kLooseCosine) + " (" + std::string(precision_name(p)) + ")";
     }
   }
   return std::nullopt;
@@ -151,7 +151,8 @@ std::shared_ptr<Accelerator> Net::Impl::ready_accelerator() const {
   if (st.ok()) {
     std::lock_guard lock(acc_mu);
     if (attached.acc == acc) attached.generation = now;
-    FT_LOG_INFO("faces: accelerator {} re-attached after its device was replaced (check passed)", acc->device());
+    FT_LOG_INFO("faces: accelerator {} re-attached after its device was replaced (check passed)",
+                acc->device());
     return acc;
   }
   if (st.code() == Code::kDeclined || st.code() == Code::kOutOfMemory) {
@@ -198,12 +199,9 @@ std::optional<std::vector<std::vector<std::vector<float>>>> Net::Impl::run_accel
 
 std::string_view precision_name(Precision p) noexcept {
   switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kTf32:
-      return "tf32";
-    case Precision::kBf16:
-      return "bf16";
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kBf16: return "bf16";
   }
   return "?";
 }
@@ -348,7 +346,8 @@ std::optional<std::string> Net::detach_reason() const {
 }
 
 Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const Shape& shape) const {
-  if (!shape.empty() && shape[0] > 1) {  // a batch of shape[0] images (docs/design/faces.md §2): run per image
+  if (!shape.empty() &&
+      shape[0] > 1) {  // a batch of shape[0] images (docs/design/faces.md §2): run per image
     const auto b = static_cast<std::size_t>(shape[0]);
     if (input.size() % b != 0)
       return invalid_argument("input holds " + std::to_string(input.size()) + " values, not a batch of " +
