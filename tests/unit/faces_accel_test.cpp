@@ -334,10 +334,11 @@ struct SimRig {
   std::shared_ptr<Accelerator> acc;
   std::shared_ptr<std::atomic<int>> fail_code = std::make_shared<std::atomic<int>>(0);  // 0: run normally
   std::shared_ptr<std::atomic<bool>> wrong = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<int>> mode = std::make_shared<std::atomic<int>>(0);  // tamper modes, below
   std::shared_ptr<std::atomic<int>> runs = std::make_shared<std::atomic<int>>(0);
 
   explicit SimRig(std::uint64_t budget = std::uint64_t{768} << 20, std::uint64_t ring = 8ull << 20,
-                  std::uint64_t transfer = 32ull << 20) {
+                  std::uint64_t transfer = 32ull << 20, Precision precision = Precision::kFp32) {
     runtime::ExecutorOptions o;
     o.ring_bytes = ring;
     o.transfer_bytes = transfer;
@@ -350,8 +351,12 @@ struct SimRig {
       if (code == 0) return {};
       return Status(static_cast<Code>(code), "simulated failure");
     };
-    so.tamper = [w = wrong](std::vector<float>& v) {
+    so.tamper = [w = wrong, m = mode](std::vector<float>& v) {
       if (*w) v[0] = v[0] * 1.01f + 1.0f;  // 1 % + 1 off: past the fp32 bar at any magnitude
+      if (*m == 1)
+        for (float& x : v) x *= 1.01f;  // every value 1 % off: past the fp32 bar, cosine exactly 1
+      if (*m == 2)
+        for (float& x : v) x = -x;  // cosine −1
     };
     gpu::add_faces_sim_op(*sim, so);
     runtime::RecoveryConfig rc;
@@ -359,6 +364,7 @@ struct SimRig {
     backend = runtime::GpuBackend::with_executor(std::move(ex), runtime::SteadyClock::instance(), rc);
     GpuAcceleratorOptions opts;
     opts.resident_budget_bytes = budget;
+    opts.precision = precision;
     auto a = gpu::make_gpu_accelerator_on(*backend, opts);
     EXPECT_TRUE(a.ok()) << a.status().to_string();
     acc = *a;
@@ -449,6 +455,24 @@ TEST(FacesAccel, a_deliberately_wrong_accelerator_is_refused_with_a_reason) {
   const int before = rig.runs->load();
   ASSERT_TRUE(net.run(image(3)).ok());
   EXPECT_EQ(rig.runs->load(), before);
+}
+
+TEST(FacesAccel, tf32_and_bf16_attach_on_the_cosine_bar_which_fp32_does_not_use) {
+  const std::uint64_t budget = std::uint64_t{768} << 20, ring = 8ull << 20, transfer = 32ull << 20;
+  Net net = small_net();
+  SimRig fp32(budget, ring, transfer, Precision::kFp32);
+  fp32.mode->store(1);  // 1 % off everywhere
+  EXPECT_EQ(net.attach_checked(fp32.acc).code(), Code::kInvalidArgument);
+  SimRig tf32(budget, ring, transfer, Precision::kTf32);
+  tf32.mode->store(1);
+  ASSERT_TRUE(net.attach_checked(tf32.acc).ok());
+  EXPECT_NE(net.accelerator()->find("tf32"), std::string::npos) << *net.accelerator();
+  SimRig bf16(budget, ring, transfer, Precision::kBf16);
+  bf16.mode->store(2);  // negated: cosine −1
+  Status st = net.attach_checked(bf16.acc);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.what().find("cosine"), std::string::npos) << st.what();
+  EXPECT_FALSE(net.accelerator().has_value());  // a failed check leaves the net CPU-only
 }
 
 TEST(FacesAccel, out_of_memory_runs_that_call_on_the_cpu_and_stays_attached) {
