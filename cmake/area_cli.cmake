@@ -16,23 +16,34 @@ if(FT_WITH_FACES)
   target_sources(facetrace PRIVATE src/cli/cmd_faces.cpp)
   target_compile_definitions(facetrace PRIVATE FT_HAVE_FACES=1)
   target_link_libraries(facetrace PRIVATE ft_faces nlohmann_json::nlohmann_json)
+  if(TARGET ft_faces_gpu)  # make_gpu_accelerator (cmake/area_faces_runtime.cmake)
+    target_link_libraries(facetrace PRIVATE ft_faces_gpu)
+  else()
+    target_sources(facetrace PRIVATE src/faces/gpu/without_runtime.cpp)  # --device gpu: says why not
+  endif()
   if(FT_BUILD_TESTS)
-    # docs/faces.md "CLI": the built-in detector with no setup (FACETRACE_MODELS unset), and the bad-input exit
-    # code 2 for a missing photo and for a truncated model.
+    # docs/faces.md "CLI": the built-in detector with no setup (FACETRACE_MODELS unset), one JSON line per photo;
+    # a missing photo is an error record and exit 1; a truncated model is bad input, exit 2.
     add_test(NAME cli_faces_detect_builtin
-             COMMAND facetrace faces detect --json ${FT_TEST_DATA_DIR}/images/obama_portrait_2012.jpg)
+             COMMAND facetrace faces detect --json --device cpu ${FT_TEST_DATA_DIR}/images/obama_portrait_2012.jpg)
     set_tests_properties(cli_faces_detect_builtin PROPERTIES LABELS cpu
                          ENVIRONMENT_MODIFICATION "FACETRACE_MODELS=unset:"
                          PASS_REGULAR_EXPRESSION
-                         "\"width\":910,\"height\":1137,\"faces\":\\[\\{\"score\":0\\.[0-9]+,\"box\":\\[[^{}]*\\]\\}\\]\\}\\]\\}")
-    add_test(NAME cli_faces_missing_photo_is_bad_input
-             COMMAND sh -c "\"$0\" faces detect \"$1\"; test $? -eq 2" $<TARGET_FILE:facetrace>
+                         "^\\{\"path\":\"[^\"]*obama_portrait_2012\\.jpg\",\"width\":910,\"height\":1137,\"faces\":\\[\\{\"score\":0\\.[0-9]+,\"box\":\\[[^{}]*\\]\\}\\]\\}\n$")
+    add_test(NAME cli_faces_missing_photo_is_a_failure
+             COMMAND sh -c "\"$0\" faces detect --device cpu \"$1\"; test $? -eq 1" $<TARGET_FILE:facetrace>
                      ${CMAKE_CURRENT_BINARY_DIR}/no_such_photo.jpg)
     add_test(NAME cli_faces_truncated_model_is_bad_input
              COMMAND sh -c "t=$(mktemp) && head -c 100000 \"$1\" > \"$t\" && \"$0\" faces detect --model \"$t\" \"$2\"; r=$?; rm -f \"$t\"; test $r -eq 2"
                      $<TARGET_FILE:facetrace> ${PROJECT_SOURCE_DIR}/models/face_detection_yunet_2023mar.onnx
                      ${FT_TEST_DATA_DIR}/images/obama_portrait_2012.jpg)
-    set_tests_properties(cli_faces_missing_photo_is_bad_input cli_faces_truncated_model_is_bad_input
+    set_tests_properties(cli_faces_missing_photo_is_a_failure cli_faces_truncated_model_is_bad_input
                          PROPERTIES LABELS cpu)
+    # The batch CLI end to end (streaming, @lists, every exit code, --device, native input, annotations,
+    # progress, embed): tests/unit/cli_faces_test.cpp runs this binary in child processes.
+    ft_add_test(cli_faces_test cpu SOURCES tests/unit/cli_faces_test.cpp
+                LIBS ft_core nlohmann_json::nlohmann_json onnx_proto protobuf::libprotobuf)
+    target_compile_definitions(cli_faces_test PRIVATE FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>")
+    add_dependencies(cli_faces_test facetrace)
   endif()
 endif()

@@ -1,5 +1,6 @@
 # Core: Status / Expected, logging, environment helpers, the capped file reader, the one parallel loop, the one
-# image type (decode through stb_image, PNG output through libpng).
+# image type (JPEG decode through libjpeg-turbo, PNG decode and the atomic PNG writer through libpng).
+find_package(JPEG REQUIRED)   # libjpeg62-turbo-dev (scripts/setup)
 # Private include root: src/core (the library's spdlog logger, log.h), handed to the other library modules
 # through ft_core_internal; the CLI, gpud and benchmarks see only include/facetrace (docs/design/layout.md).
 add_library(ft_core STATIC
@@ -10,7 +11,7 @@ add_library(ft_core STATIC
   src/core/image.cpp
   src/core/file.cpp)
 target_include_directories(ft_core PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/core)
-target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt PNG::PNG ft_warnings)
+target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt PNG::PNG JPEG::JPEG ft_warnings)
 target_compile_features(ft_core PUBLIC cxx_std_20)
 
 # The library modules' view of core's private headers (log.h: FT_LOG_* through spdlog, .cpp files only).
@@ -23,7 +24,9 @@ if(FT_BUILD_TESTS)
   target_compile_definitions(ft_test_support PRIVATE FT_TEST_DATA_DIR="${FT_TEST_DATA_DIR}")
   target_include_directories(ft_test_support PUBLIC ${PROJECT_SOURCE_DIR}/tests/support)
   target_link_libraries(ft_test_support PUBLIC ft_core_internal GTest::gtest PRIVATE spdlog::spdlog)
-  ft_add_test(core_test cpu SOURCES tests/unit/core_test.cpp LIBS ft_core)
+  # core_image_test makes its inputs with libjpeg's and libpng's encoders
+  ft_add_test(core_test cpu SOURCES tests/unit/core_test.cpp tests/unit/core_image_test.cpp
+              LIBS ft_core JPEG::JPEG PNG::PNG)
 endif()
 
 if(FT_BUILD_BENCHMARKS)

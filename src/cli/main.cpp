@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help / --version exit 0; every usage error is the one bad-input code (exit_codes.h), not CLI11's own
+    return app.exit(e) == 0 ? facetrace::cli::kExitOk : facetrace::cli::kExitBadInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "facetrace: %s\n", e.what());
     return facetrace::cli::kExitFailure;

@@ -1,35 +1,32 @@
 /// @file
-/// Image decode (stb_image for JPEG and PNG), EXIF orientation, PNG output (libpng), drawing.
+/// Image decode (libjpeg-turbo for JPEG, libpng for PNG, every library error a Status), EXIF orientation, the
+/// atomic PNG writer (libpng), drawing.
 #include "facetrace/core/image.h"
 
+// clang-format off: jpeglib.h needs <cstdio> (FILE, size_t) first
+#include <cstdio>
+#include <jerror.h>
+#include <jpeglib.h>
+// clang-format on
+#include <fcntl.h>
 #include <png.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <csetjmp>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "facetrace/core/file.h"
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
-#pragma GCC diagnostic ignored "-Wpedantic"
-#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_JPEG
-#define STBI_ONLY_PNG
-#define STBI_NO_STDIO
-#include <stb/stb_image.h>
-#pragma GCC diagnostic pop
 
 namespace facetrace::core {
 namespace {
 
-/// Largest image file read: the size decode_image accepts (stb_image takes an int length).
+/// Largest image file read (decode_image refuses more).
 constexpr std::uint64_t kMaxImageFileBytes = std::uint64_t{1} << 31;
 
 std::uint32_t rd(const std::uint8_t* p, bool le, int n) {
@@ -125,24 +122,252 @@ Image apply_orientation(const Image& im, int o) {
   return out;
 }
 
+namespace {
+
+// ---- JPEG (libjpeg-turbo) ---------------------------------------------------------------------------
+
+/// Most progressive scans accepted: a crafted progressive JPEG can hold thousands of tiny scans, each a full pass
+/// over the coefficients (libjpeg-turbo's djpeg -maxscans guards the same way).
+constexpr int kMaxJpegScans = 1000;
+
+/// libjpeg's error manager, extended: every error (and the warnings that mean truncated or corrupt entropy data)
+/// formats its message into `message` and longjmps back to decode_jpeg, never exit().
+struct JpegErrors {
+  jpeg_error_mgr mgr;
+  jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void jpeg_fail(j_common_ptr cinfo) {
+  auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+void jpeg_warning(j_common_ptr cinfo, int level) {
+  // level −1 is a warning about the data; the two that mean the entropy data ended early are errors here (a
+  // truncated photo is refused, not padded with grey). Trace messages (level ≥ 0) and other warnings pass.
+  if (level < 0 && (cinfo->err->msg_code == JWRN_JPEG_EOF || cinfo->err->msg_code == JWRN_HIT_MARKER)) {
+    auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+    (*cinfo->err->format_message)(cinfo, e->message);
+    std::strncat(e->message, " (truncated or corrupt file)", sizeof e->message - std::strlen(e->message) - 1);
+    std::longjmp(e->jump, 1);
+  }
+}
+
+void jpeg_scan_limit(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->input_scan_number > kMaxJpegScans) {
+    auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
+    std::snprintf(e->message, sizeof e->message, "more than %d progressive scans", kMaxJpegScans);
+    std::longjmp(e->jump, 1);
+  }
+}
+
+/// Sets `why` for sizes beyond kMaxImageSide / kMaxImagePixels; true when the size is accepted.
+bool size_ok(std::uint64_t w, std::uint64_t h, std::string& why) {
+  if (w >= 1 && h >= 1 && w <= static_cast<std::uint64_t>(kMaxImageSide) &&
+      h <= static_cast<std::uint64_t>(kMaxImageSide) && w * h <= static_cast<std::uint64_t>(kMaxImagePixels))
+    return true;
+  why = "size " + std::to_string(w) + "x" + std::to_string(h) + " beyond the limits (sides 1.." +
+        std::to_string(kMaxImageSide) + ", at most " + std::to_string(kMaxImagePixels) + " pixels)";
+  return false;
+}
+
+/// Decodes a JPEG (baseline, progressive, grey, YCbCr, RGB, CMYK/YCCK) into `out` as RGB. Returns false with
+/// `why` set on any error. No C++ object with a destructor lives between setjmp and the libjpeg calls that may
+/// longjmp: `out` and `why` belong to the caller.
+bool decode_jpeg(std::span<const std::uint8_t> bytes, Image& out, std::string& why) {
+  jpeg_decompress_struct cinfo;
+  JpegErrors err;
+  jpeg_progress_mgr progress;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_fail;
+  err.mgr.emit_message = jpeg_warning;
+  err.message[0] = '\0';
+  progress.progress_monitor = jpeg_scan_limit;
+  // volatile: read after a longjmp, so it must not live in a register the jump restores
+  std::uint8_t* volatile row_buf = nullptr;
+  if (setjmp(err.jump)) {
+    why = std::string("JPEG: ") + err.message;
+    jpeg_destroy_decompress(&cinfo);
+    std::free(row_buf);
+    return false;
+  }
+  jpeg_create_decompress(&cinfo);
+  cinfo.progress = &progress;
+  jpeg_mem_src(&cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  if (!size_ok(cinfo.image_width, cinfo.image_height, why)) {
+    why = "JPEG: " + why;
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // libjpeg-turbo expands grey to RGB itself
+  jpeg_start_decompress(&cinfo);
+  const std::size_t w = cinfo.output_width, h = cinfo.output_height;
+  const int comps = cinfo.output_components;
+  if (w != cinfo.image_width || h != cinfo.image_height || comps != (cmyk ? 4 : 3)) {
+    why = "JPEG: unexpected output layout";
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  out.width = static_cast<int>(w);
+  out.height = static_cast<int>(h);
+  try {
+    out.rgb.resize(w * h * 3);
+  } catch (const std::bad_alloc&) {
+    why = "JPEG: out of memory for " + std::to_string(w) + "x" + std::to_string(h);
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  if (cmyk) row_buf = static_cast<std::uint8_t*>(std::malloc(w * 4));
+  if (cmyk && !row_buf) {
+    why = "JPEG: out of memory";
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  // Adobe's CMYK JPEGs store inverted values (255 = no ink), the usual kind; without the Adobe marker the values
+  // are plain ink amounts.
+  const bool inverted = cinfo.saw_Adobe_marker;
+  while (cinfo.output_scanline < cinfo.output_height) {
+    std::uint8_t* dst = out.rgb.data() + static_cast<std::size_t>(cinfo.output_scanline) * w * 3;
+    JSAMPROW row = cmyk ? row_buf : dst;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+    if (!cmyk) continue;
+    for (std::size_t x = 0; x < w; ++x) {
+      const std::uint8_t* p = row_buf + x * 4;
+      const unsigned k = inverted ? p[3] : 255u - p[3];
+      for (int c = 0; c < 3; ++c) {
+        const unsigned v = inverted ? p[c] : 255u - p[c];  // 255 − ink
+        dst[x * 3 + static_cast<std::size_t>(c)] = static_cast<std::uint8_t>((v * k + 127) / 255);
+      }
+    }
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  std::free(row_buf);
+  return true;
+}
+
+// ---- PNG (libpng) -----------------------------------------------------------------------------------
+
+/// libpng's error callback target and the in-memory reader's position.
+struct PngState {
+  jmp_buf jump;
+  char message[400];
+  /// The first warning, added to an error's message (libpng explains IHDR errors this way).
+  char warning[200];
+  const std::uint8_t* data;
+  std::size_t size, pos;
+};
+
+[[noreturn]] void png_fail(png_structp png, png_const_charp msg) {
+  auto* s = static_cast<PngState*>(png_get_error_ptr(png));
+  if (s->warning[0])
+    std::snprintf(s->message, sizeof s->message, "%s (%s)", msg, s->warning);
+  else
+    std::snprintf(s->message, sizeof s->message, "%s", msg);
+  std::longjmp(s->jump, 1);
+}
+
+/// Warnings are benign on their own (an unknown chunk, a bad iCCP: decoding goes on); the first is kept.
+void png_warn(png_structp png, png_const_charp msg) {
+  auto* s = static_cast<PngState*>(png_get_error_ptr(png));
+  if (!s->warning[0]) std::snprintf(s->warning, sizeof s->warning, "%s", msg);
+}
+
+void png_read_memory(png_structp png, png_bytep dst, png_size_t n) {
+  auto* s = static_cast<PngState*>(png_get_io_ptr(png));
+  if (n > s->size - s->pos) png_error(png, "truncated file (premature end of data)");
+  std::memcpy(dst, s->data + s->pos, n);
+  s->pos += n;
+}
+
+/// Decodes any PNG (grey, grey+alpha, palette, RGB, RGBA; 1..16 bits; interlaced) into `out` as 8-bit RGB: 16-bit
+/// samples are scaled to 8, grey is replicated, palette expanded, alpha (and tRNS) dropped. Same setjmp rules as
+/// decode_jpeg.
+bool decode_png(std::span<const std::uint8_t> bytes, Image& out, std::string& why) {
+  PngState st;
+  st.message[0] = '\0';
+  st.warning[0] = '\0';
+  st.data = bytes.data();
+  st.size = bytes.size();
+  st.pos = 0;
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &st, png_fail, png_warn);
+  if (!png) {
+    why = "PNG: out of memory";
+    return false;
+  }
+  png_infop info = png_create_info_struct(png);
+  // volatile: read after a longjmp (see decode_jpeg)
+  png_bytep* volatile rows = nullptr;
+  if (!info || setjmp(st.jump)) {
+    why = std::string("PNG: ") + (st.message[0] ? st.message : "out of memory");
+    png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
+    std::free(rows);
+    return false;
+  }
+  png_set_read_fn(png, &st, png_read_memory);
+  png_set_user_limits(png, kMaxImageSide, kMaxImageSide);
+  // text and ICC chunks; image rows are not chunk allocations
+  png_set_chunk_malloc_max(png, std::size_t{64} << 20);
+  png_read_info(png, info);
+  const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  if (!size_ok(w, h, why)) {
+    why = "PNG: " + why;
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  const int type = png_get_color_type(png, info);
+  if (png_get_bit_depth(png, info) == 16) png_set_scale_16(png);
+  if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (type == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+  if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_channels(png, info) != 3 || png_get_bit_depth(png, info) != 8 ||
+      png_get_rowbytes(png, info) != std::size_t{w} * 3)
+    png_error(png, "unexpected output layout");
+  out.width = static_cast<int>(w);
+  out.height = static_cast<int>(h);
+  try {
+    out.rgb.resize(std::size_t{w} * h * 3);
+  } catch (const std::bad_alloc&) {
+    png_error(png, "out of memory");
+  }
+  rows = static_cast<png_bytep*>(std::malloc(sizeof(png_bytep) * h));
+  if (!rows) png_error(png, "out of memory");
+  for (png_uint_32 y = 0; y < h; ++y) rows[y] = out.rgb.data() + std::size_t{y} * w * 3;
+  png_read_image(png, rows);
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  std::free(rows);
+  return true;
+}
+
+}  // namespace
+
 Expected<Image> decode_image(std::span<const std::uint8_t> bytes) {
-  if (bytes.empty() || bytes.size() > static_cast<std::size_t>(1) << 31)
-    return invalid_argument("image: " + std::to_string(bytes.size()) + " bytes");
-  const int len = static_cast<int>(bytes.size());
-  int w = 0, h = 0, c = 0;
-  if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &c))
-    return invalid_argument("image: not a decodable JPEG or PNG");
-  if (w < 1 || h < 1 || w > kMaxImageSide || h > kMaxImageSide ||
-      static_cast<std::int64_t>(w) * h > kMaxImagePixels)
-    return invalid_argument("image: size " + std::to_string(w) + "x" + std::to_string(h) +
-                            " beyond the limits");
-  unsigned char* px = stbi_load_from_memory(bytes.data(), len, &w, &h, &c, 3);
-  if (!px) return invalid_argument(std::string("image: decode failed (") + stbi_failure_reason() + ")");
+  if (bytes.empty() || bytes.size() > kMaxImageFileBytes)
+    return invalid_argument("image: " + std::to_string(bytes.size()) + " bytes (1.." +
+                            std::to_string(kMaxImageFileBytes) + " accepted)");
+  const bool jpeg = bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
+  const bool png = bytes.size() >= 8 && std::memcmp(bytes.data(), "\x89PNG\r\n\x1a\n", 8) == 0;
+  if (!jpeg && !png) return invalid_argument("image: not a JPEG or PNG (unknown signature)");
   Image im;
-  im.width = w;
-  im.height = h;
-  im.rgb.assign(px, px + static_cast<std::size_t>(w) * h * 3);
-  stbi_image_free(px);
+  std::string why;
+  bool ok = false;
+  try {
+    ok = jpeg ? decode_jpeg(bytes, im, why) : decode_png(bytes, im, why);
+  } catch (const std::bad_alloc&) {
+    return Status(Code::kOutOfMemory,
+                  std::string("image: out of memory decoding ") + (jpeg ? "JPEG" : "PNG"));
+  }
+  if (!ok) return invalid_argument("image: " + why);
   return apply_orientation(im, exif_orientation(bytes));
 }
 
@@ -155,6 +380,25 @@ Expected<Image> load_image(const std::string& path) {
   return im;
 }
 
+namespace {
+
+/// A temporary file beside `path` (same directory, so rename() is atomic), created exclusively with mode 0666
+/// less the umask, like the file it replaces. Returns the descriptor (−1 with errno set) and its name.
+int create_temporary_beside(const std::string& path, std::string& tmp) {
+  static std::atomic<unsigned> counter{0};
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    tmp = dir + "." + base + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
 Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height,
                         PixelFormat format, std::span<const std::uint8_t> pixels) {
   const bool rgba = format == PixelFormat::kRgba8;
@@ -163,17 +407,40 @@ Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint3
     return invalid_argument(path + ": cannot write PNG: image buffer does not match " +
                             std::to_string(width) + "x" + std::to_string(height) +
                             (rgba ? " RGBA8" : " RGB8"));
+  auto fail = [&](const std::string& why) { return io_error(path + ": cannot write PNG: " + why); };
+  std::string tmp;
+  const int fd = create_temporary_beside(path, tmp);
+  if (fd < 0) return fail(std::string("cannot create a temporary file beside it: ") + std::strerror(errno));
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (!f) {
+    const int e = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return fail(std::strerror(e));
+  }
   png_image png;
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
   png.width = width;
   png.height = height;
   png.format = rgba ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;  // 8-bit sRGB: libpng writes the sRGB chunk
+  // Every step's failure is kept (the first wins): libpng's own write check, then the flush of stdio's buffer,
+  // the sync to the disk and the close, each of which is where a full disk or a file size limit shows up.
   errno = 0;
-  if (!png_image_write_to_file(&png, path.c_str(), 0, pixels.data(), 0, nullptr)) {
-    const std::string why = png.message[0] ? png.message : (errno ? std::strerror(errno) : "unknown error");
-    png_image_free(&png);
-    return io_error(path + ": cannot write PNG: " + why);
+  std::string why;
+  if (!png_image_write_to_stdio(&png, f, 0, pixels.data(), 0, nullptr))
+    why = std::string(png.message[0] ? png.message : "write failed") +
+          (errno ? std::string(": ") + std::strerror(errno) : "");
+  png_image_free(&png);
+  if (std::fflush(f) != 0 && why.empty()) why = std::strerror(errno);
+  if (std::ferror(f) && why.empty()) why = "write error";
+  if (why.empty() && ::fsync(::fileno(f)) != 0) why = std::string("fsync: ") + std::strerror(errno);
+  if (std::fclose(f) != 0 && why.empty()) why = std::strerror(errno);
+  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    why = std::string("rename from ") + tmp + ": " + std::strerror(errno);
+  if (!why.empty()) {
+    ::unlink(tmp.c_str());
+    return fail(why);
   }
   return {};
 }

@@ -1,9 +1,12 @@
 /// @file
 /// The built-in YuNet on the photos (tests/data) and odd inputs; a generated MobileFaceNet-shaped embedder checked
-/// against a naive reference written here; the Embedder API; alignment, letterbox, SHA-256 and image decode.
+/// against a naive reference written here; the Embedder API; batches (detect_batch, embed_batch) against single
+/// calls; the native input size; alignment, letterbox, SHA-256 and image decode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -555,6 +558,198 @@ TEST(FacesImage, exif_orientation_is_applied) {
   EXPECT_EQ(core::exif_orientation(jpeg), 8);
   EXPECT_EQ(core::exif_orientation(std::vector<std::uint8_t>{1, 2, 3}), 1);
   EXPECT_FALSE(core::decode_image(std::vector<std::uint8_t>{1, 2, 3}).ok());
+}
+
+// ---- batches and the native input size ----------------------------------------------------------------
+
+/// Every field of two detection lists bit-identical.
+void expect_same_detections(const std::vector<Detection>& a, const std::vector<Detection>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(Detection)), 0)
+        << "detection " << i << ": score " << a[i].score << " vs " << b[i].score;
+  }
+}
+
+float iou(const Detection& a, const Detection& b) {
+  const float ix = std::max(0.0f, std::min(a.x1, b.x1) - std::max(a.x0, b.x0));
+  const float iy = std::max(0.0f, std::min(a.y1, b.y1) - std::max(a.y0, b.y0));
+  const float inter = ix * iy;
+  return inter / ((a.x1 - a.x0) * (a.y1 - a.y0) + (b.x1 - b.x0) * (b.y1 - b.y0) - inter);
+}
+
+std::vector<core::Image> load_photos(const std::string& dir) {
+  std::vector<core::Image> photos;
+  for (const char* name : kPhotos) {
+    auto im = core::load_image(dir + "/images/" + name);
+    EXPECT_TRUE(im.ok()) << im.status().to_string();
+    if (im) photos.push_back(std::move(*im));
+  }
+  return photos;
+}
+
+TEST(FacesBatch, detect_batch_equals_single_calls_exactly_and_isolates_a_bad_image) {
+  FT_REQUIRE_TEST_DATA(dir);
+  std::vector<core::Image> photos = load_photos(dir);
+  ASSERT_EQ(photos.size(), 5u);
+  core::Image bad{10, 10, std::vector<std::uint8_t>(7)};  // wrong byte count
+  photos.insert(photos.begin() + 2, bad);
+  const auto batch = yunet().detect_batch(photos);
+  ASSERT_EQ(batch.size(), photos.size());
+  for (std::size_t i = 0; i < photos.size(); ++i) {
+    SCOPED_TRACE(i);
+    auto single = yunet().detect(photos[i]);
+    ASSERT_EQ(batch[i].ok(), single.ok());
+    if (!single) {
+      EXPECT_EQ(i, 2u);
+      EXPECT_EQ(batch[i].status().code(), Code::kInvalidArgument);
+      EXPECT_EQ(batch[i].status().what(), single.status().what());
+      continue;
+    }
+    EXPECT_EQ(batch[i]->size(), 1u);
+    expect_same_detections(*batch[i], *single);
+  }
+  EXPECT_TRUE(yunet().detect_batch({}).empty());
+}
+
+TEST(FacesNative, pads_right_and_bottom_with_zeros_and_never_resizes) {
+  // 33×2 → [3, 32, 64]: pixel (x, y) = (x + 100·y, 7, 200) lands unscaled at [c][y][x], BGR, the rest 0.
+  const int w = 33, h = 2;
+  std::vector<std::uint8_t> rgb;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) rgb.insert(rgb.end(), {static_cast<std::uint8_t>(x + 100 * y), 7, 200});
+  std::vector<float> out(3 * 32 * 64, -1.0f);
+  native_bgr(rgb, w, h, out);
+  const std::size_t plane = 32 * 64;
+  for (int y = 0; y < 32; ++y)
+    for (int x = 0; x < 64; ++x) {
+      const std::size_t o = static_cast<std::size_t>(y) * 64 + x;
+      const bool in = x < w && y < h;
+      ASSERT_EQ(out[o], in ? 200.0f : 0.0f) << x << "," << y;  // B
+      ASSERT_EQ(out[plane + o], in ? 7.0f : 0.0f) << x << "," << y;
+      ASSERT_EQ(out[2 * plane + o], in ? static_cast<float>(x + 100 * y) : 0.0f) << x << "," << y;  // R
+    }
+}
+
+TEST(FacesNative, the_program_is_lowered_for_the_padded_size_with_its_own_grids) {
+  // 626×1200 pads to 640×1216: grids 1216/s × 640/s at strides 8, 16, 32 (152·80, 76·40, 38·20 cells).
+  auto prog = yunet().net().program({1, 3, 1216, 640});
+  ASSERT_TRUE(prog.ok()) << prog.status().to_string();
+  const std::pair<const char*, std::int64_t> want[] = {{"cls_8", 152 * 80},      {"cls_16", 76 * 40},
+                                                       {"cls_32", 38 * 20},      {"bbox_8", 4 * 152 * 80},
+                                                       {"kps_32", 10 * 38 * 20}, {"obj_16", 76 * 40}};
+  for (const auto& [name, len] : want) {
+    auto it = std::find_if(prog->outputs.begin(), prog->outputs.end(),
+                           [&](const ProgramOutput& o) { return o.name == name; });
+    ASSERT_NE(it, prog->outputs.end()) << name;
+    EXPECT_EQ(prog->lens[static_cast<std::size_t>(it->value)], len) << name;
+  }
+}
+
+TEST(FacesNative, finds_the_letterbox_faces_on_the_photos_and_batches_mixed_sizes_exactly) {
+  FT_REQUIRE_TEST_DATA(dir);
+  const std::vector<core::Image> photos = load_photos(dir);
+  ASSERT_EQ(photos.size(), 5u);
+  DetectOptions native;
+  native.input = DetectInput::kNative;
+  const auto batch = yunet().detect_batch(photos, native);  // five sizes: five runs of one image each
+  ASSERT_EQ(batch.size(), photos.size());
+  for (std::size_t i = 0; i < photos.size(); ++i) {
+    SCOPED_TRACE(kPhotos[i]);
+    auto boxed = yunet().detect(photos[i]);
+    auto own = yunet().detect(photos[i], native);
+    ASSERT_TRUE(boxed.ok() && own.ok()) << own.status().to_string();
+    ASSERT_EQ(own->size(), boxed->size());
+    for (std::size_t k = 0; k < own->size(); ++k) {
+      EXPECT_GT(iou((*own)[k], (*boxed)[k]), 0.5f);
+      EXPECT_GE((*own)[k].score, 0.6f);
+      EXPECT_LT((*own)[k].landmarks[0].x, (*own)[k].landmarks[1].x);
+    }
+    ASSERT_TRUE(batch[i].ok()) << batch[i].status().to_string();
+    expect_same_detections(*batch[i], *own);
+  }
+  // two copies of one photo share a shape: one run of two, each equal to the single call
+  const std::vector<core::Image> twice = {photos[0], photos[3], photos[0]};
+  const auto pair = yunet().detect_batch(twice, native);
+  ASSERT_TRUE(pair[0].ok() && pair[1].ok() && pair[2].ok());
+  expect_same_detections(*pair[0], *batch[0]);
+  expect_same_detections(*pair[1], *batch[3]);
+  expect_same_detections(*pair[2], *batch[0]);
+}
+
+TEST(FacesNative, keeps_a_small_face_in_a_big_photo_that_the_letterbox_loses) {
+  // The astronaut photo halved (her face ~45 pixels wide) in a 4000×3000 grey frame: the letterbox shrinks the
+  // frame 6.25× (the face to ~7 pixels, below what YuNet finds); native sees it at 45 pixels.
+  FT_REQUIRE_TEST_DATA(dir);
+  auto photo = core::load_image(dir + "/images/astronaut_eileen_collins.png");
+  ASSERT_TRUE(photo.ok());
+  Similarity half;
+  half.a_re = 0.5;
+  auto small = warp_similarity(*photo, half, 256, 256);
+  ASSERT_TRUE(small.ok()) << small.status().to_string();
+  core::Image frame{4000, 3000, std::vector<std::uint8_t>(std::size_t{4000} * 3000 * 3, 110)};
+  const int ox = 2400, oy = 1700;
+  for (int y = 0; y < 256; ++y)
+    std::memcpy(&frame.rgb[(static_cast<std::size_t>(oy + y) * 4000 + ox) * 3],
+                &small->rgb[static_cast<std::size_t>(y) * 256 * 3], 256 * 3);
+  auto boxed = yunet().detect(frame);
+  ASSERT_TRUE(boxed.ok());
+  EXPECT_TRUE(boxed->empty()) << "letterbox found " << boxed->size() << ", score " << (*boxed)[0].score;
+  DetectOptions native;
+  native.input = DetectInput::kNative;
+  auto own = yunet().detect(frame, native);
+  ASSERT_TRUE(own.ok()) << own.status().to_string();
+  ASSERT_EQ(own->size(), 1u);
+  // where the full-size photo's face lands after halving and the offset
+  auto full = yunet().detect(*photo);
+  ASSERT_TRUE(full.ok() && full->size() == 1u);
+  Detection want = (*full)[0];
+  want.x0 = ox + want.x0 / 2, want.x1 = ox + want.x1 / 2, want.y0 = oy + want.y0 / 2,
+  want.y1 = oy + want.y1 / 2;
+  EXPECT_GT(iou((*own)[0], want), 0.5f);
+}
+
+TEST(FacesEmbed, embed_batch_equals_single_embeds_exactly_and_isolates_a_wrong_face) {
+  const Embedder& emb = generated_embedder();
+  std::vector<core::Image> faces = {pattern_face(1), pattern_face(2),
+                                    core::Image{5, 5, std::vector<std::uint8_t>(75)}, pattern_face(3)};
+  const auto batch = emb.embed_batch(faces);
+  ASSERT_EQ(batch.size(), faces.size());
+  for (std::size_t i = 0; i < faces.size(); ++i) {
+    SCOPED_TRACE(i);
+    auto single = emb.embed(faces[i]);
+    ASSERT_EQ(batch[i].ok(), single.ok());
+    if (!single) {
+      EXPECT_EQ(i, 2u);
+      EXPECT_EQ(batch[i].status().what(), single.status().what());
+      continue;
+    }
+    EXPECT_TRUE(facetrace::testing::bit_identical(*batch[i], *single));
+  }
+  EXPECT_TRUE(emb.embed_batch({}).empty());
+}
+
+TEST(FacesEmbed, embed_faces_equals_embed_face_for_every_detection) {
+  FT_REQUIRE_TEST_DATA(dir);
+  const Embedder& emb = generated_embedder();
+  auto im = core::load_image(dir + "/images/" + kPhotos[1]);
+  ASSERT_TRUE(im.ok());
+  auto found = yunet().detect(*im);
+  ASSERT_TRUE(found.ok());
+  ASSERT_EQ(found->size(), 1u);
+  std::vector<Detection> faces = {(*found)[0], (*found)[0], (*found)[0]};
+  for (Point& p : faces[1].landmarks) p.x += 3.0f;       // a second, shifted alignment
+  for (Point& p : faces[2].landmarks) p = {5.0f, 5.0f};  // degenerate: alignment fails for this one only
+  const auto vs = emb.embed_faces(*im, faces);
+  ASSERT_EQ(vs.size(), 3u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    auto one = emb.embed_face(*im, faces[k]);
+    ASSERT_TRUE(vs[k].ok() && one.ok());
+    EXPECT_TRUE(facetrace::testing::bit_identical(*vs[k], *one));
+  }
+  EXPECT_NE(*vs[0], *vs[1]);  // the shifted landmarks reach the embedding
+  ASSERT_FALSE(vs[2].ok());
+  EXPECT_EQ(vs[2].status().what(), emb.embed_face(*im, faces[2]).status().what());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 /// @file
-/// The one image type (8-bit RGB) and the one PNG writer (libpng): JPEG/PNG decode with EXIF orientation,
-/// PNG output of RGB or RGBA pixels, simple drawing.
+/// The one image type (8-bit RGB) and the one PNG writer (libpng): JPEG (libjpeg-turbo) and PNG (libpng) decode
+/// with EXIF orientation, atomic PNG output of RGB or RGBA pixels, simple drawing.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +23,12 @@ struct Image {
 inline constexpr int kMaxImageSide = 65536;
 inline constexpr std::int64_t kMaxImagePixels = std::int64_t{1} << 28;
 
-/// Decodes JPEG or PNG bytes to RGB and applies the EXIF orientation (JPEG APP1 or PNG eXIf). kInvalidArgument
-/// for undecodable data or sizes beyond the limits.
+/// Decodes JPEG (baseline or progressive; grey, YCbCr, RGB, CMYK or YCCK) or PNG (any colour type, 1..16 bits,
+/// interlaced) bytes to 8-bit RGB — grey replicated, palettes expanded, 16-bit scaled, alpha and tRNS dropped — and
+/// applies the EXIF orientation (JPEG APP1 or PNG eXIf). The declared size is checked against the limits before
+/// any pixel is allocated. kInvalidArgument naming the problem for anything else: an unknown signature, a size
+/// beyond the limits, a truncated file, corrupt data (libjpeg's / libpng's message, e.g. "JPEG: Bogus Huffman
+/// table definition"), more than 1000 progressive scans; kOutOfMemory. Never aborts. Thread-safe.
 Expected<Image> decode_image(std::span<const std::uint8_t> bytes);
 /// Reads and decodes a file. kIo when it cannot be read.
 Expected<Image> load_image(const std::string& path);
@@ -32,8 +36,11 @@ Expected<Image> load_image(const std::string& path);
 enum class PixelFormat : std::uint8_t { kRgb8, kRgba8 };
 
 /// Writes interleaved 8-bit sRGB pixels (rows top to bottom, no row padding) as a PNG through libpng; the file
-/// carries the sRGB chunk. Errors: kInvalidArgument naming `path` when a side is 0 or pixels.size() is not
-/// width·height·channels; kIo naming `path` and the reason when the file cannot be written. Thread-safe.
+/// carries the sRGB chunk. Atomic: the PNG is written to a temporary file in the same directory, flushed, synced
+/// and renamed over `path`, so `path` is either the old file or the whole new one; on failure the temporary is
+/// removed. Errors: kInvalidArgument naming `path` when a side is 0 or pixels.size() is not width·height·channels;
+/// kIo naming `path` and the reason (every write, flush, sync, close and rename is checked: a full disk or a file
+/// size limit is reported, e.g. "File too large"). Thread-safe.
 Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height,
                         PixelFormat format, std::span<const std::uint8_t> pixels);
 /// Writes an RGB image as a PNG (write_png_pixels with kRgb8). Errors as write_png_pixels().

@@ -56,6 +56,13 @@ class Embedder {
   Expected<std::vector<float>> embed(const core::Image& aligned) const;
   /// Aligns a detection (landmarks) to the template and embeds it.
   Expected<std::vector<float>> embed_face(const core::Image& photo, const Detection& face) const;
+  /// Embeddings of many aligned faces, in order, in one Net::run_batch; each equals embed(aligned[i]) exactly. A
+  /// face of the wrong size (or an all-zero one) gets its own error and the others are still embedded; a failed
+  /// run gives its error to every face in it.
+  std::vector<Expected<std::vector<float>>> embed_batch(std::span<const core::Image> aligned) const;
+  /// Aligns every detection of `photo` and embeds them in one run; each equals embed_face(photo, faces[i]).
+  std::vector<Expected<std::vector<float>>> embed_faces(const core::Image& photo,
+                                                        std::span<const Detection> faces) const;
 
  private:
   Embedder(Net net, ModelInfo info) : net_(std::move(net)), info_(std::move(info)) {}

@@ -33,6 +33,10 @@ struct NetOptions {
   NetLimits limits;
   /// Threads per call: 0 = all hardware threads, 1 = the calling thread only.
   int threads = 0;
+  /// Accept input shapes whose dims after the first two differ from the declared ones, and leave the declared
+  /// output shapes unchecked: a convolutional net run at another image size, as OpenCV runs YuNet at a photo's
+  /// own size (docs/design/faces.md §5). input_shape() and the cached program stay the declared ones.
+  bool free_spatial_dims = false;
 };
 
 /// A named output tensor of one run.
@@ -66,7 +70,7 @@ class Net {
 
   /// Infers every shape for `shape` (batch 1) without allocating activations. kInvalidArgument on mismatch.
   Status validate_input(const Shape& shape) const;
-  /// The program lowered for `shape` (cached for the declared shape).
+  /// The program lowered for `shape` (cached: the declared shape and the 16 others most recently used).
   Expected<Program> program(const Shape& shape) const;
 
   /// Runs one input of `shape` (its element count must match). Non-finite input or any non-finite node output

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "facetrace/core/file.h"
+#include "facetrace/faces/decode_math.h"
 #include "facetrace/faces/sha256.h"
 
 namespace facetrace::faces {
@@ -48,6 +49,8 @@ std::vector<std::vector<Tap>> taps(int src, int dst) {
   }
   return t;
 }
+
+int pad32(int v) { return (v + 31) / 32 * 32; }
 
 float sane(float v, float def) { return std::isfinite(v) ? std::clamp(v, 0.0f, 1.0f) : def; }
 
@@ -94,8 +97,26 @@ float letterbox_bgr(std::span<const std::uint8_t> rgb, int width, int height, in
   return scale;
 }
 
+void native_bgr(std::span<const std::uint8_t> rgb, int width, int height, std::span<float> out) {
+  const std::size_t pw = static_cast<std::size_t>(pad32(width)), ph = static_cast<std::size_t>(pad32(height));
+  const std::size_t plane = pw * ph;
+  std::fill(out.begin(), out.end(), 0.0f);
+  for (std::size_t y = 0; y < static_cast<std::size_t>(height); ++y) {
+    const std::uint8_t* row = rgb.data() + y * static_cast<std::size_t>(width) * 3;
+    for (std::size_t x = 0; x < static_cast<std::size_t>(width); ++x) {
+      const std::size_t o = y * pw + x;
+      out[o] = row[x * 3 + 2], out[plane + o] = row[x * 3 + 1], out[2 * plane + o] = row[x * 3];  // B, G, R
+    }
+  }
+}
+
 std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int n, float scale, int width,
                                     int height, const DetectOptions& options) {
+  return decode_yunet(outs, n, n, scale, width, height, options);
+}
+
+std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int in_width, int in_height,
+                                    float scale, int width, int height, const DetectOptions& options) {
   const float thr = sane(options.score, 0.6f);
   const float iou_max = sane(options.nms_iou, 0.3f);
   const int max_faces = std::clamp(options.max_faces, 0, 10000);
@@ -113,8 +134,8 @@ std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int n,
     const NamedTensor* bbox = find(outs, std::string("bbox_").append(sfx));
     const NamedTensor* kps = find(outs, std::string("kps_").append(sfx));
     if (!cls || !obj || !bbox || !kps) continue;
-    const int cols = n / s;
-    const std::size_t cells = static_cast<std::size_t>(cols) * cols;
+    const int cols = in_width / s, rows = in_height / s;
+    const std::size_t cells = static_cast<std::size_t>(cols) * static_cast<std::size_t>(rows);
     if (cls->data.size() < cells || obj->data.size() < cells || bbox->data.size() < 4 * cells ||
         kps->data.size() < 10 * cells)
       continue;
@@ -127,8 +148,9 @@ std::vector<Detection> decode_yunet(const std::vector<NamedTensor>& outs, int n,
       const auto col = static_cast<float>(i % static_cast<std::size_t>(cols));
       const float* b = &bbox->data[4 * i];
       const float cx = (col + b[0]) * fs, cy = (row + b[1]) * fs;
-      const float w = std::exp(std::clamp(b[2], -10.0f, 10.0f)) * fs;
-      const float h = std::exp(std::clamp(b[3], -10.0f, 10.0f)) * fs;
+      // decode_expf, not std::exp: the GPU post-processing computes the same bits (decode_math.h).
+      const float w = decode_expf(std::clamp(b[2], -10.0f, 10.0f)) * fs;
+      const float h = decode_expf(std::clamp(b[3], -10.0f, 10.0f)) * fs;
       Cand c;
       c.score = score;
       c.box[0] = (cx - w / 2) / scale / fw, c.box[1] = (cy - h / 2) / scale / fh;
@@ -183,6 +205,8 @@ Expected<Detector> Detector::create(std::span<const std::uint8_t> bytes, const D
   }
   NetOptions o;
   o.threads = config.threads;
+  // DetectInput::kNative runs the photo's own padded size (docs/design/faces.md §5)
+  o.free_spatial_dims = true;
   auto net = Net::create(bytes, o);
   if (!net) return net.status().with_context("YuNet model");
   const Shape& s = net->input_shape();
@@ -227,8 +251,15 @@ Expected<Detector> Detector::builtin(const DetectorConfig& config) {
   return d;
 }
 
-Expected<std::vector<Detection>> Detector::detect(std::span<const std::uint8_t> rgb, int width, int height,
-                                                  const DetectOptions& options) const {
+/// One image made ready for the network: its input, shape and where the photo sits in it.
+struct Detector::Prepared {
+  Shape shape;
+  std::vector<float> input;
+  float scale = 1.0f;
+};
+
+Expected<Detector::Prepared> Detector::prepare(std::span<const std::uint8_t> rgb, int width, int height,
+                                               const DetectOptions& options) const {
   if (width < 1 || height < 1 || width > core::kMaxImageSide || height > core::kMaxImageSide)
     return invalid_argument("detect: image size " + std::to_string(width) + "x" + std::to_string(height) +
                             " outside 1..65536");
@@ -236,11 +267,71 @@ Expected<std::vector<Detection>> Detector::detect(std::span<const std::uint8_t> 
     return invalid_argument("detect: " + std::to_string(rgb.size()) + " bytes for a " +
                             std::to_string(width) + "x" + std::to_string(height) + " RGB image (expected " +
                             std::to_string(static_cast<std::size_t>(width) * height * 3) + ")");
-  std::vector<float> input(static_cast<std::size_t>(3) * n_ * n_);
-  const float scale = letterbox_bgr(rgb, width, height, n_, input);
-  auto outs = net_.run(input, {1, 3, n_, n_});
+  Prepared p;
+  if (options.input == DetectInput::kNative) {
+    const int pw = pad32(width), ph = pad32(height);
+    const std::int64_t elements = std::int64_t{3} * pw * ph;
+    if (elements > NetLimits{}.max_tensor_elements)
+      return invalid_argument("detect: native input " + std::to_string(pw) + "x" + std::to_string(ph) + " (" +
+                              std::to_string(elements) + " values) is over the network's limit of " +
+                              std::to_string(NetLimits{}.max_tensor_elements) + "; use the letterbox");
+    p.shape = {1, 3, ph, pw};
+    p.input.resize(static_cast<std::size_t>(3) * pw * ph);
+    native_bgr(rgb, width, height, p.input);
+  } else {
+    p.shape = {1, 3, n_, n_};
+    p.input.resize(static_cast<std::size_t>(3) * n_ * n_);
+    p.scale = letterbox_bgr(rgb, width, height, n_, p.input);
+  }
+  return p;
+}
+
+Expected<std::vector<Detection>> Detector::detect(std::span<const std::uint8_t> rgb, int width, int height,
+                                                  const DetectOptions& options) const {
+  auto p = prepare(rgb, width, height, options);
+  if (!p) return p.status();
+  auto outs = net_.run(p->input, p->shape);
   if (!outs) return outs.status().with_context("YuNet");
-  return decode_yunet(*outs, n_, scale, width, height, options);
+  return decode_yunet(*outs, static_cast<int>(p->shape[3]), static_cast<int>(p->shape[2]), p->scale, width,
+                      height, options);
+}
+
+std::vector<Expected<std::vector<Detection>>> Detector::detect_batch(std::span<const core::Image> images,
+                                                                     const DetectOptions& options) const {
+  std::vector<Expected<std::vector<Detection>>> results;
+  std::vector<Expected<Prepared>> prepared;
+  results.reserve(images.size());
+  prepared.reserve(images.size());
+  for (const core::Image& im : images) {
+    prepared.push_back(prepare(im.rgb, im.width, im.height, options));
+    results.emplace_back(prepared.back() ? internal_error("detect_batch: not run")
+                                         : prepared.back().status());
+  }
+  // One run per distinct input shape, images in their given order within it.
+  std::vector<bool> done(images.size(), false);
+  for (std::size_t first = 0; first < images.size(); ++first) {
+    if (done[first] || !prepared[first]) continue;
+    const Shape& shape = prepared[first]->shape;
+    std::vector<std::size_t> group;
+    std::vector<std::span<const float>> inputs;
+    for (std::size_t i = first; i < images.size(); ++i)
+      if (!done[i] && prepared[i] && prepared[i]->shape == shape) {
+        done[i] = true;
+        group.push_back(i);
+        inputs.emplace_back(prepared[i]->input);
+      }
+    auto outs = net_.run_batch(inputs, shape);
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      const std::size_t i = group[k];
+      if (!outs) {
+        results[i] = outs.status().with_context("YuNet");
+        continue;
+      }
+      results[i] = decode_yunet((*outs)[k], static_cast<int>(shape[3]), static_cast<int>(shape[2]),
+                                prepared[i]->scale, images[i].width, images[i].height, options);
+    }
+  }
+  return results;
 }
 
 }  // namespace facetrace::faces

@@ -95,24 +95,76 @@ Expected<std::vector<float>> Embedder::preprocess(const core::Image& im) const {
   return x;
 }
 
-Expected<std::vector<float>> Embedder::embed(const core::Image& aligned) const {
-  auto x = preprocess(aligned);
-  if (!x) return x.status();
-  auto out = net_.run(*x, {1, 3, info_.input, info_.input});
-  if (!out) return out.status().with_context("embedder");
-  std::vector<float>& v = (*out)[0].data;
+namespace {
+
+/// The network's output scaled to unit norm (norm in f64).
+Expected<std::vector<float>> unit_norm(std::vector<float> v) {
   double n2 = 0.0;
   for (float f : v) n2 += static_cast<double>(f) * f;
   const double norm = std::sqrt(n2);
   if (!(norm >= 1e-9) || !std::isfinite(norm)) return invalid_argument("embedder: all-zero face");
   for (float& f : v) f = static_cast<float>(f / norm);
-  return std::move(v);
+  return v;
+}
+
+}  // namespace
+
+Expected<std::vector<float>> Embedder::embed(const core::Image& aligned) const {
+  auto x = preprocess(aligned);
+  if (!x) return x.status();
+  auto out = net_.run(*x, {1, 3, info_.input, info_.input});
+  if (!out) return out.status().with_context("embedder");
+  return unit_norm(std::move((*out)[0].data));
 }
 
 Expected<std::vector<float>> Embedder::embed_face(const core::Image& photo, const Detection& face) const {
   auto al = align_face(photo, face.landmarks, info_.input, info_.input);
   if (!al) return al.status();
   return embed(*al);
+}
+
+std::vector<Expected<std::vector<float>>> Embedder::embed_batch(std::span<const core::Image> aligned) const {
+  std::vector<Expected<std::vector<float>>> results;
+  std::vector<std::vector<float>> inputs;
+  std::vector<std::size_t> ran;  // index in `aligned` of each input
+  results.reserve(aligned.size());
+  for (std::size_t i = 0; i < aligned.size(); ++i) {
+    auto x = preprocess(aligned[i]);
+    if (x) {
+      ran.push_back(i);
+      inputs.push_back(std::move(*x));
+    }
+    results.emplace_back(x ? internal_error("embed_batch: not run") : x.status());
+  }
+  if (inputs.empty()) return results;
+  std::vector<std::span<const float>> spans(inputs.begin(), inputs.end());
+  auto outs = net_.run_batch(spans, {1, 3, info_.input, info_.input});
+  for (std::size_t k = 0; k < ran.size(); ++k) {
+    if (outs)
+      results[ran[k]] = unit_norm(std::move((*outs)[k][0].data));
+    else
+      results[ran[k]] = outs.status().with_context("embedder");
+  }
+  return results;
+}
+
+std::vector<Expected<std::vector<float>>> Embedder::embed_faces(const core::Image& photo,
+                                                                std::span<const Detection> faces) const {
+  std::vector<core::Image> aligned;
+  std::vector<std::size_t> ok;
+  std::vector<Expected<std::vector<float>>> results;
+  results.reserve(faces.size());
+  for (std::size_t i = 0; i < faces.size(); ++i) {
+    auto al = align_face(photo, faces[i].landmarks, info_.input, info_.input);
+    if (al) {
+      ok.push_back(i);
+      aligned.push_back(std::move(*al));
+    }
+    results.emplace_back(al ? internal_error("embed_faces: not run") : al.status());
+  }
+  auto embedded = embed_batch(aligned);
+  for (std::size_t k = 0; k < ok.size(); ++k) results[ok[k]] = std::move(embedded[k]);
+  return results;
 }
 
 std::optional<float> cosine_similarity(std::span<const float> a, std::span<const float> b) {

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cmath>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "facetrace/core/file.h"
 #include "log.h"
@@ -18,6 +20,7 @@ struct Net::Impl {
   NetOptions options;
   std::shared_ptr<const Program> declared;  // lowered for the declared shape (batch 0 → 1), when concrete
   Shape declared_shape;
+  Shape input_dims;  // the input's dims as declared (graph.inputs[0].dims may be freed, NetOptions)
   std::atomic<int> threads{0};
 
   /// The attached accelerator (docs/design/faces.md §4), shared by every copy of the Net.
@@ -40,6 +43,10 @@ struct Net::Impl {
       std::span<const std::span<const float>> inputs) const;
   /// Detaches `acc` if it is still the attached one, keeping `reason`, with one warning.
   void detach_for(const std::shared_ptr<Accelerator>& acc, const std::string& reason) const;
+  // Programs lowered for other shapes (YuNet at a photo's own size, docs/design/faces.md §5), most recently used
+  // last, at most kMaxLoweredShapes.
+  std::mutex lowered_mu;
+  std::vector<std::pair<Shape, std::shared_ptr<const Program>>> lowered;
 };
 
 namespace {
@@ -115,6 +122,29 @@ bool all_finite(std::span<const std::span<const float>> inputs) {
     for (float v : in)
       if (!std::isfinite(v)) return false;
   return true;
+}
+
+constexpr std::size_t kMaxLoweredShapes = 16;
+
+/// The program for `shape`: the declared one, a cached one, or lowered now (and cached).
+Expected<std::shared_ptr<const Program>> program_for(Net::Impl& impl, const Shape& shape) {
+  if (impl.declared && shape == impl.declared_shape) return impl.declared;
+  {
+    std::lock_guard<std::mutex> lock(impl.lowered_mu);
+    for (auto it = impl.lowered.begin(); it != impl.lowered.end(); ++it)
+      if (it->first == shape) {
+        std::shared_ptr<const Program> p = it->second;
+        std::rotate(it, it + 1, impl.lowered.end());
+        return p;
+      }
+  }
+  auto p = detail::lower_graph(impl.graph, shape, impl.options.limits);
+  if (!p) return p.status();
+  auto prog = std::make_shared<const Program>(std::move(*p));
+  std::lock_guard<std::mutex> lock(impl.lowered_mu);
+  if (impl.lowered.size() >= kMaxLoweredShapes) impl.lowered.erase(impl.lowered.begin());
+  impl.lowered.emplace_back(shape, prog);
+  return prog;
 }
 
 }  // namespace
@@ -251,6 +281,12 @@ Expected<Net> Net::create(std::span<const std::uint8_t> bytes, const NetOptions&
     impl->declared = std::make_shared<const Program>(std::move(*p));
     impl->declared_shape = s;
   }
+  impl->input_dims = impl->graph.inputs[0].dims;
+  if (options.free_spatial_dims) {  // the lowering checks against the graph's dims: free them there
+    auto& dims = impl->graph.inputs[0].dims;
+    for (std::size_t i = 2; i < dims.size(); ++i) dims[i] = 0;
+    for (auto& o : impl->graph.outputs) o.dims.clear();
+  }
   return Net(std::move(impl));
 }
 
@@ -264,7 +300,7 @@ Expected<Net> Net::load(const std::string& path, const NetOptions& options) {
 }
 
 const std::string& Net::input_name() const { return impl_->graph.inputs[0].name; }
-const Shape& Net::input_shape() const { return impl_->graph.inputs[0].dims; }
+const Shape& Net::input_shape() const { return impl_->input_dims; }
 std::vector<std::string> Net::output_names() const {
   std::vector<std::string> r;
   for (const auto& o : impl_->graph.outputs) r.push_back(o.name);
@@ -275,8 +311,9 @@ int Net::threads() const { return impl_->threads.load(); }
 void Net::set_threads(int threads) { impl_->threads = threads < 0 ? 0 : threads; }
 
 Expected<Program> Net::program(const Shape& shape) const {
-  if (impl_->declared && shape == impl_->declared_shape) return *impl_->declared;
-  return detail::lower_graph(impl_->graph, shape, impl_->options.limits);
+  auto p = program_for(*impl_, shape);
+  if (!p) return p.status();
+  return **p;
 }
 
 Status Net::validate_input(const Shape& shape) const {
@@ -287,14 +324,9 @@ Status Net::validate_input(const Shape& shape) const {
 
 Expected<std::vector<std::vector<NamedTensor>>> Net::run_batch(std::span<const std::span<const float>> inputs,
                                                                const Shape& shape) const {
-  std::shared_ptr<const Program> prog;
-  if (impl_->declared && shape == impl_->declared_shape) {
-    prog = impl_->declared;
-  } else {
-    auto p = detail::lower_graph(impl_->graph, shape, impl_->options.limits);
-    if (!p) return p.status();
-    prog = std::make_shared<const Program>(std::move(*p));
-  }
+  auto lowered = program_for(*impl_, shape);
+  if (!lowered) return lowered.status();
+  const std::shared_ptr<const Program> prog = std::move(*lowered);
   auto wrap = [&](std::vector<std::vector<std::vector<float>>> r) {
     std::vector<std::vector<NamedTensor>> out(r.size());
     for (std::size_t b = 0; b < r.size(); ++b)

@@ -1,0 +1,110 @@
+/// @file
+/// YuNet preprocessing on the GPU (docs/design/faces.md §5 letterbox): RGB8 frames to the planar BGR float input,
+/// letterboxed (the CPU's letterbox_bgr, bit for bit) or zero-padded at native size. The launchers of
+/// cuda/faces/prepost_launch.h; arguments are checked by cuda/faces/yunet_gpu.cpp.
+#include <algorithm>
+
+#include "common/cuda_check.cuh"
+#include "faces/preprocess.cuh"
+#include "faces/prepost_launch.h"
+
+namespace facetrace::faces::gpu {
+namespace {
+
+constexpr int kBlock = 256;
+
+// Thread ↔ output pixel (x, y) of one frame's n×n plane (blockIdx.y: frame of the table); it writes all three
+// channels. The resampled value is Σ_ty wy·(Σ_tx wx·p) with each sum in tap order from 0 in float, which is
+// exactly the CPU's horizontal pass into a temporary followed by its vertical pass (the temporary's entries are
+// pure functions of their inputs, so recomputing them per output gives the same bits). Reads: the frame's bytes
+// (global, through L1); writes: out, coalesced per plane. Deterministic.
+__global__ void letterbox_kernel(PrepTable table, int n, float* out, ImageGeom* geom) {
+  const PrepFrame& f = table.frame[blockIdx.y];
+  const std::size_t plane = static_cast<std::size_t>(n) * n;
+  const std::size_t pix = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (pix == 0) geom[f.out_index] = ImageGeom{f.scale, f.width, f.height, 0};
+  if (pix >= plane) return;
+  const int x = static_cast<int>(pix % n), y = static_cast<int>(pix / n);
+  float* o = out + static_cast<std::size_t>(f.out_index) * 3 * plane + pix;
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+  if (x < f.placed_w && y < f.placed_h) {
+    for_each_tap(y, f.height, f.ry, [&](int sy, float wy) {
+      const std::uint8_t* row = f.rgb + static_cast<std::size_t>(sy) * f.width * 3;
+      float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
+      for_each_tap(x, f.width, f.rx, [&](int sx, float wx) {
+        const std::uint8_t* p = row + static_cast<std::size_t>(sx) * 3;
+        h0 = __fadd_rn(h0, __fmul_rn(wx, static_cast<float>(p[0])));
+        h1 = __fadd_rn(h1, __fmul_rn(wx, static_cast<float>(p[1])));
+        h2 = __fadd_rn(h2, __fmul_rn(wx, static_cast<float>(p[2])));
+      });
+      s0 = __fadd_rn(s0, __fmul_rn(wy, h0));
+      s1 = __fadd_rn(s1, __fmul_rn(wy, h1));
+      s2 = __fadd_rn(s2, __fmul_rn(wy, h2));
+    });
+  }
+  o[0] = s2, o[plane] = s1, o[2 * plane] = s0;  // B, G, R
+}
+
+// Thread ↔ output pixel (x, y) of one frame's out_w×out_h plane: the source pixel as float, or 0 outside it.
+__global__ void pad_native_kernel(PrepTable table, int out_w, int out_h, float* out, ImageGeom* geom) {
+  const PrepFrame& f = table.frame[blockIdx.y];
+  const std::size_t plane = static_cast<std::size_t>(out_w) * out_h;
+  const std::size_t pix = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (pix == 0) geom[f.out_index] = ImageGeom{1.0f, f.width, f.height, 0};
+  if (pix >= plane) return;
+  const int x = static_cast<int>(pix % out_w), y = static_cast<int>(pix / out_w);
+  float* o = out + static_cast<std::size_t>(f.out_index) * 3 * plane + pix;
+  float r = 0.0f, g = 0.0f, b = 0.0f;
+  if (x < f.width && y < f.height) {
+    const std::uint8_t* p = f.rgb + (static_cast<std::size_t>(y) * f.width + x) * 3;
+    r = p[0], g = p[1], b = p[2];
+  }
+  o[0] = b, o[plane] = g, o[2 * plane] = r;
+}
+
+}  // namespace
+
+Status launch_letterbox(const LetterboxFrame* frames, int count, int n, float* d_out, ImageGeom* d_geom,
+                        CUstream_st* stream) {
+  const std::size_t plane = static_cast<std::size_t>(n) * n;
+  for (int first = 0; first < count; first += kFramesPerLaunch) {
+    PrepTable t{};
+    t.frames = std::min(kFramesPerLaunch, count - first);
+    for (int j = 0; j < t.frames; ++j) {
+      const LetterboxFrame& f = frames[first + j];
+      // The ratios of the CPU's taps(src, dst): src / dst in double.
+      t.frame[j] = PrepFrame{f.rgb,
+                             f.width,
+                             f.height,
+                             f.placed_width,
+                             f.placed_height,
+                             static_cast<double>(f.width) / f.placed_width,
+                             static_cast<double>(f.height) / f.placed_height,
+                             f.scale,
+                             first + j};
+    }
+    const dim3 grid(static_cast<unsigned>((plane + kBlock - 1) / kBlock), static_cast<unsigned>(t.frames));
+    letterbox_kernel<<<grid, kBlock, 0, stream>>>(t, n, d_out, d_geom);
+    FT_CUDA_LAUNCH_CHECK("letterbox_kernel", stream);
+  }
+  return {};
+}
+
+Status launch_pad_native(const FrameDesc* frames, int count, int out_width, int out_height, float* d_out,
+                         ImageGeom* d_geom, CUstream_st* stream) {
+  const std::size_t plane = static_cast<std::size_t>(out_width) * out_height;
+  for (int first = 0; first < count; first += kFramesPerLaunch) {
+    PrepTable t{};
+    t.frames = std::min(kFramesPerLaunch, count - first);
+    for (int j = 0; j < t.frames; ++j) {
+      const FrameDesc& f = frames[first + j];
+      t.frame[j] = PrepFrame{f.rgb, f.width, f.height, f.width, f.height, 1.0, 1.0, 1.0f, first + j};
+    }
+    const dim3 grid(static_cast<unsigned>((plane + kBlock - 1) / kBlock), static_cast<unsigned>(t.frames));
+    pad_native_kernel<<<grid, kBlock, 0, stream>>>(t, out_width, out_height, d_out, d_geom);
+    FT_CUDA_LAUNCH_CHECK("pad_native_kernel", stream);
+  }
+  return {};
+}
+
+}  // namespace facetrace::faces::gpu
