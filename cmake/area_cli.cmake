@@ -16,6 +16,11 @@ if(FT_WITH_FACES)
   target_sources(facetrace PRIVATE src/cli/cmd_faces.cpp)
   target_compile_definitions(facetrace PRIVATE FT_HAVE_FACES=1)
   target_link_libraries(facetrace PRIVATE ft_faces nlohmann_json::nlohmann_json)
+  if(TARGET ft_faces_gpu)  # make_gpu_accelerator (cmake/area_faces_runtime.cmake)
+    target_link_libraries(facetrace PRIVATE ft_faces_gpu)
+  else()
+    target_sources(facetrace PRIVATE src/faces/gpu/without_runtime.cpp)  # --device gpu: says why not
+  endif()
   if(FT_BUILD_TESTS)
     # docs/faces.md "CLI": the built-in detector with no setup (FACETRACE_MODELS unset), one JSON line per photo;
     # a missing photo is an error record and exit 1; a truncated model is bad input, exit 2.

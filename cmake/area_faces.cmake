@@ -24,9 +24,7 @@ add_library(ft_faces STATIC
   src/faces/models/sha256.cpp
   src/faces/models/detector.cpp
   src/faces/models/align.cpp
-  src/faces/models/embedder.cpp
-  # TEMPORARY (helper cli): the GPU accelerator entry points until branch `accel` lands; delete on merge.
-  src/faces/models/accelerator_stub.cpp)
+  src/faces/models/embedder.cpp)
 target_include_directories(ft_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
 target_link_libraries(ft_faces PUBLIC ft_core PRIVATE ft_core_internal onnx_proto protobuf::libprotobuf
                       ft_warnings)

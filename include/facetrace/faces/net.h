@@ -82,11 +82,13 @@ class Net {
   Expected<std::vector<std::vector<NamedTensor>>> run_batch(std::span<const std::span<const float>> inputs,
                                                             const Shape& shape) const;
 
-  /// Checks `acc` against the CPU on a deterministic input (xorshift32 noise, seed 0x2545F491:
-  /// docs/design/faces.md §4) for the declared input shape and attaches it only if every output is within the bar of its precision:
-  /// fp32 max|acc − cpu| ≤ 1e-4 + 1e-3·max|cpu|; tf32/bf16 cosine ≥ 0.999 per output. Otherwise the net stays
-  /// CPU-only and the Status says why (kDeclined when `acc` declined the check input). Attaching replaces any
-  /// previous accelerator. Shared by every copy of this Net.
+  /// Checks `acc` against the CPU on a deterministic input (xorshift32 noise, seed 0x2545F491,
+  /// docs/design/faces.md §4) for the declared input shape and attaches it only if every output is within the bar
+  /// of its precision: fp32 max|acc − cpu| ≤ 1e-4 + 1e-3·max|cpu|; tf32/bf16 cosine ≥ 0.999 per output. Otherwise
+  /// the net stays CPU-only and the Status says why (kDeclined when `acc` declined the check input). Attaching
+  /// replaces any previous accelerator. Shared by every copy of this Net. run / run_batch then use it per the
+  /// failure table of docs/design/faces.md §4 (declined or out of memory: that call on the CPU; any other error:
+  /// detached for good, that call on the CPU; a replaced device: checked again first).
   Status attach_checked(std::shared_ptr<Accelerator> acc);
   /// Back to the CPU only.
   void detach();

@@ -108,6 +108,9 @@ class GpuBackend {
   /// Brings a lost device back if the policy allows now and no other thread is trying; true when usable on
   /// return (false for a backend that never had a GPU: it never retries). Never blocks behind another recovery.
   bool try_recover();
+  /// Successful replacements of a lost device so far (try_recover returning true after a loss): a workload that
+  /// keeps state on the device (face networks' checks) compares it to notice a new device.
+  std::uint64_t recoveries() const { return recoveries_.load(std::memory_order_acquire); }
 
   /// The executor (nullptr when disabled); for info, residents and fault injection. Do not call invoke()
   /// outside a turn: use accumulate.
@@ -131,6 +134,7 @@ class GpuBackend {
   RecoveryPolicy policy_;
   std::atomic<bool> lost_{false};
   std::atomic<bool> recovering_{false};
+  std::atomic<std::uint64_t> recoveries_{0};
   bool never_had_gpu_ = true;
   std::string none_reason_;
   std::unique_ptr<ScratchPool> scratch_;  // requests lease their scratch here (backend/scratch_lease.h)
@@ -138,6 +142,10 @@ class GpuBackend {
   std::optional<std::string> last_lost_reason_;
   std::optional<DeviceInfo> info_;
 };
+
+/// The process-wide backend (GpuBackend::acquire on first use), shared by renders and face networks so that they
+/// take turns on one device and one GPU child. Thread-safe; lives until exit.
+GpuBackend& shared_backend();
 
 /// At most this many scratch buffers stay pooled between requests.
 inline constexpr std::size_t kMaxPooledScratch = 2;  // docs/design/tracer.md §10.3

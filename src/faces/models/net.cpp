@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "facetrace/core/file.h"
+#include "log.h"
 #include "onnx/graph.h"
 
 namespace facetrace::faces {
@@ -21,6 +23,27 @@ struct Net::Impl {
   bool per_image = false;  // `declared` is per image and right for any batch (docs/design/faces.md §2)
   Shape input_dims;        // the input's dims as declared (graph.inputs[0].dims may be freed, NetOptions)
   std::atomic<int> threads{0};
+
+  /// The attached accelerator (docs/design/faces.md §4), shared by every copy of the Net.
+  struct Attached {
+    std::shared_ptr<Accelerator> acc;
+    std::uint64_t generation = 0;  ///< acc->generation() when its check passed
+    std::optional<std::string> detach_reason;
+  };
+  mutable std::mutex acc_mu;      // attached
+  mutable std::mutex recheck_mu;  // one re-check at a time
+  mutable Attached attached;      // the const API changes it only under acc_mu
+
+  /// The attached accelerator, re-checked first when its device was replaced since its check: a failed re-check
+  /// detaches it with the reason, a declined one keeps it attached and this call runs on the CPU. Null: the CPU.
+  std::shared_ptr<Accelerator> ready_accelerator() const;
+  /// The outputs from `acc`, or nullopt: run this call on the CPU (declined; out of memory; or any other error,
+  /// which detaches `acc` for good with a log line — the caller never sees it). docs/design/faces.md §4.
+  std::optional<std::vector<std::vector<std::vector<float>>>> run_accelerated(
+      const std::shared_ptr<Accelerator>& acc, const Program& prog,
+      std::span<const std::span<const float>> inputs) const;
+  /// Detaches `acc` if it is still the attached one, keeping `reason`, with one warning.
+  void detach_for(const std::shared_ptr<Accelerator>& acc, const std::string& reason) const;
   // Programs lowered for other shapes (YuNet at a photo's own size, docs/design/faces.md §5), most recently used
   // last, at most kMaxLoweredShapes.
   std::mutex lowered_mu;
@@ -34,6 +57,79 @@ struct Net::Impl {
 };
 
 namespace {
+
+constexpr std::uint32_t kCheckSeed = 0x2545F491u;   // docs/design/faces.md §4
+constexpr double kFp32Abs = 1e-4, kFp32Rel = 1e-3;  // docs/design/faces.md §4 (fp32 bar)
+constexpr double kLooseCosine = 0.999;              // docs/design/faces.md §4 (tf32/bf16 bar)
+constexpr float kCheckMax = 255.0f;  // the check input's range, 0..255 (docs/design/faces.md §4)
+
+/// xorshift32 noise, value = state >> 8 scaled to [0, kCheckMax] (docs/design/faces.md §4).
+std::vector<float> check_input(std::size_t n) {
+  std::vector<float> v(n);
+  std::uint32_t x = kCheckSeed;
+  for (auto& f : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    f = static_cast<float>(x >> 8) * (kCheckMax / 16777215.0f);
+  }
+  return v;
+}
+
+/// Why `acc` does not agree with `cpu` at `p`'s bar, or nullopt when every output does.
+std::optional<std::string> disagreement(const Program& prog, const std::vector<std::vector<float>>& cpu,
+                                        const std::vector<std::vector<float>>& acc, Precision p) {
+  if (acc.size() != cpu.size())
+    return "returned " + std::to_string(acc.size()) + " outputs, expected " + std::to_string(cpu.size());
+  for (std::size_t o = 0; o < cpu.size(); ++o) {
+    const std::string name = o < prog.outputs.size() ? prog.outputs[o].name : std::to_string(o);
+    if (acc[o].size() != cpu[o].size())
+      return "output '" + name + "' has " + std::to_string(acc[o].size()) + " values, expected " +
+             std::to_string(cpu[o].size());
+    double max_cpu = 0.0, max_diff = 0.0, dot = 0.0, na = 0.0, nc = 0.0;
+    for (std::size_t i = 0; i < cpu[o].size(); ++i) {
+      const double c = cpu[o][i], a = acc[o][i];
+      if (!std::isfinite(a)) return "output '" + name + "' has a non-finite value at " + std::to_string(i);
+      max_cpu = std::max(max_cpu, std::abs(c));
+      max_diff = std::max(max_diff, std::abs(a - c));
+      dot += a * c, na += a * a, nc += c * c;
+    }
+    if (p == Precision::kFp32) {
+      const double bar = kFp32Abs + kFp32Rel * max_cpu;
+      if (max_diff > bar)
+        return "output '" + name + "': max|acc - cpu| = " + std::to_string(max_diff) +
+               " above the fp32 bar " + std::to_string(bar);
+    } else {
+      const double cosine = (na == 0.0 && nc == 0.0) ? 1.0 : dot / std::sqrt(na * nc);
+      if (!(cosine >= kLooseCosine))
+        return "output '" + name + "': cosine " + std::to_string(cosine) + " below " +
+               std::to_string(kLooseCosine) + " (" + std::string(precision_name(p)) + ")";
+    }
+  }
+  return std::nullopt;
+}
+
+/// Runs the check of `acc` on `prog`: ok, kDeclined (acc declined), or the failure / disagreement.
+Status check_accelerator(Accelerator& acc, const Program& prog, int threads) {
+  const std::vector<float> in = check_input(static_cast<std::size_t>(prog.lens[0]));
+  const std::span<const float> one[1] = {in};
+  auto cpu = run_program_cpu(prog, one, threads);
+  if (!cpu) return cpu.status().with_context("attach_checked: the CPU reference");
+  auto got = acc.run_program(prog, one);
+  if (!got) return Status(Code::kDeclined, "attach_checked: " + acc.device() + " declined the check input");
+  if (!*got) return got->status().with_context("attach_checked: " + acc.device());
+  if ((*got)->size() != 1) return invalid_argument("attach_checked: " + acc.device() + " returned no result");
+  if (auto why = disagreement(prog, (*cpu)[0], (**got)[0], acc.precision()))
+    return invalid_argument("attach_checked: " + acc.device() + " disagrees with the CPU: " + *why);
+  return {};
+}
+
+bool all_finite(std::span<const std::span<const float>> inputs) {
+  for (const auto& in : inputs)
+    for (float v : in)
+      if (!std::isfinite(v)) return false;
+  return true;
+}
 
 constexpr std::size_t kMaxLoweredShapes = 16;
 
@@ -59,6 +155,102 @@ Expected<std::shared_ptr<const Program>> program_for(Net::Impl& impl, const Shap
 }
 
 }  // namespace
+
+void Net::Impl::detach_for(const std::shared_ptr<Accelerator>& acc, const std::string& reason) const {
+  {
+    std::lock_guard lock(acc_mu);
+    if (attached.acc != acc) return;  // another call detached it first
+    attached.acc.reset();
+    attached.detach_reason = reason;
+  }
+  FT_LOG_WARN("faces: accelerator {} detached, the CPU runs this net from now on: {}", acc->device(), reason);
+}
+
+std::shared_ptr<Accelerator> Net::Impl::ready_accelerator() const {
+  std::shared_ptr<Accelerator> acc;
+  std::uint64_t checked = 0;
+  {
+    std::lock_guard lock(acc_mu);
+    acc = attached.acc;
+    checked = attached.generation;
+  }
+  if (!acc) return nullptr;
+  const std::uint64_t now = acc->generation();
+  if (now == checked) return acc;
+  std::lock_guard one(recheck_mu);
+  {
+    std::lock_guard lock(acc_mu);
+    if (attached.acc != acc) return attached.acc;  // replaced or detached meanwhile
+    if (attached.generation == now) return acc;    // another call re-checked it
+  }
+  Status st = declared ? check_accelerator(*acc, *declared, threads.load())
+                       : invalid_argument("the model's input shape is symbolic");
+  if (st.ok()) {
+    std::lock_guard lock(acc_mu);
+    if (attached.acc == acc) attached.generation = now;
+    FT_LOG_INFO("faces: accelerator {} re-attached after its device was replaced (check passed)",
+                acc->device());
+    return acc;
+  }
+  if (st.code() == Code::kDeclined || st.code() == Code::kOutOfMemory) {
+    FT_LOG_DEBUG("faces: re-check after a device replacement declined ({}); this call runs on the CPU",
+                 st.to_string());
+    return nullptr;
+  }
+  detach_for(acc, "re-check after the device was replaced: " + st.to_string());
+  return nullptr;
+}
+
+std::optional<std::vector<std::vector<std::vector<float>>>> Net::Impl::run_accelerated(
+    const std::shared_ptr<Accelerator>& acc, const Program& prog,
+    std::span<const std::span<const float>> inputs) const {
+  auto r = acc->run_program(prog, inputs);
+  if (!r) return std::nullopt;  // declined: the CPU runs this call
+  if (!*r) {
+    if (r->status().code() == Code::kOutOfMemory) {
+      FT_LOG_DEBUG("faces: {} is out of memory for this call; the CPU runs it: {}", acc->device(),
+                   r->status().what());
+      return std::nullopt;
+    }
+    detach_for(acc, r->status().to_string());
+    return std::nullopt;
+  }
+  auto& out = **r;
+  bool shaped = out.size() == inputs.size();
+  bool finite = true;
+  for (std::size_t b = 0; shaped && b < out.size(); ++b) {
+    shaped = out[b].size() == prog.outputs.size();
+    for (std::size_t o = 0; shaped && o < out[b].size(); ++o) {
+      shaped = static_cast<std::int64_t>(out[b][o].size()) ==
+               prog.lens[static_cast<std::size_t>(prog.outputs[o].value)];
+      for (float v : out[b][o]) finite = finite && std::isfinite(v);
+    }
+  }
+  if (!shaped) {
+    detach_for(acc, "returned outputs that do not match the program's");
+    return std::nullopt;
+  }
+  if (!finite) return std::nullopt;  // the CPU gives the values or names the non-finite node
+  return std::move(out);
+}
+
+std::string_view precision_name(Precision p) noexcept {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kBf16: return "bf16";
+  }
+  return "?";
+}
+
+bool parse_precision(std::string_view text, Precision& out) noexcept {
+  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16})
+    if (text == precision_name(p)) {
+      out = p;
+      return true;
+    }
+  return false;
+}
 
 std::string_view op_name(const Op& op) {
   static constexpr std::string_view kNames[] = {"Conv",          "Unary",     "ChannelAffine", "ChannelPrelu",
@@ -142,13 +334,54 @@ Expected<std::vector<std::vector<NamedTensor>>> Net::run_batch(std::span<const s
   auto lowered = program_for(*impl_, shape);
   if (!lowered) return lowered.status();
   const std::shared_ptr<const Program> prog = std::move(*lowered);
+  auto wrap = [&](std::vector<std::vector<std::vector<float>>> r) {
+    std::vector<std::vector<NamedTensor>> out(r.size());
+    for (std::size_t b = 0; b < r.size(); ++b)
+      for (std::size_t o = 0; o < prog->outputs.size(); ++o)
+        out[b].push_back(NamedTensor{prog->outputs[o].name, prog->outputs[o].shape, std::move(r[b][o])});
+    return out;
+  };
+  if (auto acc = impl_->ready_accelerator(); acc && !inputs.empty() && all_finite(inputs)) {
+    if (auto r = impl_->run_accelerated(acc, *prog, inputs)) return wrap(std::move(*r));
+  }
   auto r = run_program_cpu(*prog, inputs, impl_->threads.load());
   if (!r) return r.status();
-  std::vector<std::vector<NamedTensor>> out(r->size());
-  for (std::size_t b = 0; b < r->size(); ++b)
-    for (std::size_t o = 0; o < prog->outputs.size(); ++o)
-      out[b].push_back(NamedTensor{prog->outputs[o].name, prog->outputs[o].shape, std::move((*r)[b][o])});
-  return out;
+  return wrap(std::move(*r));
+}
+
+Status Net::attach_checked(std::shared_ptr<Accelerator> acc) {
+  if (!acc) return invalid_argument("attach_checked: no accelerator");
+  if (!impl_->declared) return invalid_argument("attach_checked: the model's input shape is symbolic");
+  const std::uint64_t generation = acc->generation();
+  if (Status st = check_accelerator(*acc, *impl_->declared, impl_->threads.load()); !st.ok()) {
+    detach();  // the net stays (or becomes) CPU-only
+    return st;
+  }
+  std::lock_guard lock(impl_->acc_mu);
+  impl_->attached.acc = std::move(acc);
+  impl_->attached.generation = generation;
+  impl_->attached.detach_reason.reset();
+  return {};
+}
+
+void Net::detach() {
+  std::lock_guard lock(impl_->acc_mu);
+  impl_->attached.acc.reset();
+}
+
+std::optional<std::string> Net::accelerator() const {
+  std::shared_ptr<Accelerator> acc;
+  {
+    std::lock_guard lock(impl_->acc_mu);
+    acc = impl_->attached.acc;
+  }
+  if (!acc) return std::nullopt;
+  return acc->device();
+}
+
+std::optional<std::string> Net::detach_reason() const {
+  std::lock_guard lock(impl_->acc_mu);
+  return impl_->attached.detach_reason;
 }
 
 Expected<std::vector<NamedTensor>> Net::run(std::span<const float> input, const Shape& shape) const {

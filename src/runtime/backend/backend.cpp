@@ -30,6 +30,11 @@ std::unique_ptr<GpuBackend> GpuBackend::acquire() {
 #endif
 }
 
+GpuBackend& shared_backend() {
+  static const std::unique_ptr<GpuBackend> backend = GpuBackend::acquire();
+  return *backend;
+}
+
 std::unique_ptr<GpuBackend> GpuBackend::with_executor(std::unique_ptr<Executor> executor, const Clock& clock,
                                                       RecoveryConfig config) {
   std::unique_ptr<GpuBackend> b(new GpuBackend(std::move(executor), clock, config));
@@ -141,6 +146,7 @@ bool GpuBackend::try_recover() {
       if (info) info_ = *info;
     }
     policy_.record_recovered();
+    recoveries_.fetch_add(1, std::memory_order_acq_rel);
     lost_.store(false, std::memory_order_release);
     FT_LOG_INFO("GPU recovered: {}", info ? info->name : std::string("?"));
   } else {

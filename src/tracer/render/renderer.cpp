@@ -38,13 +38,11 @@ Expected<RenderDevice> parse_render_device(const std::string& name) {
 }
 
 runtime::GpuBackend& shared_gpu_backend() {
-  static std::unique_ptr<runtime::GpuBackend> backend = [] {
 #ifdef FT_HAVE_CUDA_TRACER
-    runtime::OpRegistry::global().add_provider(&register_tracer_ops);
+  // In-process executors dispatch through this process's registry (idempotent; the child has it linked in).
+  runtime::OpRegistry::global().add_provider(&register_tracer_ops);
 #endif
-    return runtime::GpuBackend::acquire();
-  }();
-  return *backend;
+  return runtime::shared_backend();  // one backend per process, shared with the face networks
 }
 
 Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples,

@@ -1,0 +1,38 @@
+# The face networks on the device runtime (docs/design/faces.md §4, §8): the Program codec, the faces device op
+# (kOpFacesRun; CUDA builds, linked into facetrace-gpud), the GPU accelerator over runtime::GpuBackend, the pace,
+# and the simulated op for CPU tests (ft_faces_gpu). Needs ft_faces and ft_runtime; the CUDA op needs the GPU
+# program library ft_cuda_faces (cmake/area_faces_gpu.cmake), included before this file.
+add_library(ft_faces_gpu STATIC
+  src/faces/gpu/program_codec.cpp
+  src/faces/gpu/faces_ops_common.cpp
+  src/faces/gpu/gpu_accelerator.cpp
+  src/faces/gpu/pace.cpp
+  src/faces/gpu/sim_ops.cpp)
+target_include_directories(ft_faces_gpu PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
+target_link_libraries(ft_faces_gpu PUBLIC ft_faces ft_runtime PRIVATE ft_core_internal ft_warnings)
+if(FT_ENABLE_CUDA)
+  if(TARGET ft_cuda_faces)
+    target_sources(ft_faces_gpu PRIVATE src/faces/gpu/faces_ops.cpp)
+    # cuda/ for faces/gpu_program.h (the GpuProgram interface) and common/cuda_check.cuh (FT_CUDA_TRY).
+    target_include_directories(ft_faces_gpu PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
+    target_compile_definitions(ft_faces_gpu PRIVATE FT_HAVE_CUDA_FACES=1)
+    target_link_libraries(ft_faces_gpu PRIVATE ft_cuda_faces CUDA::cudart_static)
+    ft_add_gpu_ops(ft_faces_gpu facetrace::faces::gpu::register_faces_ops)
+  else()
+    message(STATUS "faces: ft_cuda_faces not defined; the GPU accelerator is built without its CUDA op")
+  endif()
+endif()
+
+if(FT_BUILD_TESTS)
+  ft_add_test(faces_accel_test cpu SOURCES tests/unit/faces_accel_test.cpp
+              LIBS ft_faces_gpu onnx_proto protobuf::libprotobuf)
+  target_include_directories(faces_accel_test PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
+  if(NOT FT_ENABLE_CUDA)
+    target_compile_definitions(faces_accel_test PRIVATE FT_FACES_TEST_NO_CUDA=1)
+  endif()
+  if(FT_ENABLE_CUDA AND TARGET ft_cuda_faces)
+    ft_add_test(faces_accel_gpu_test gpu SOURCES tests/gpu/faces_accel_gpu_test.cpp LIBS ft_faces_gpu)
+    target_include_directories(faces_accel_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
+    add_dependencies(faces_accel_gpu_test facetrace-gpud)
+  endif()
+endif()

@@ -1,0 +1,201 @@
+/// @file
+/// kOpFacesRun on CUDA (faces_ops.h; CUDA builds, linked into facetrace-gpud): the model's program and constants
+/// from its residents (or the input region), one GpuProgram cached per (model, batch, precision, graph) in this
+/// process, the batch uploaded once from the pinned arena, the run, and every output in one ring ticket.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "common/cuda_check.cuh"
+#include "faces/gpu_program.h"
+#include "gpu/faces_ops.h"
+#include "gpu/program_codec.h"
+#include "log.h"
+
+namespace facetrace::faces::gpu {
+namespace {
+
+constexpr std::uint32_t kMaxBatch = 1u << 16;
+
+/// A model decoded in this process: the program with every constant bound to a host copy (plan reads the
+/// weights; conv weights are packed at plan time).
+struct ChildModel {
+  Program program;
+  std::vector<std::uint64_t> blob_floats;
+  std::vector<Blob> host;  ///< per constant, filled on first sight
+  bool bound = false;
+};
+
+struct PlanKey {
+  std::uint64_t key;
+  std::uint32_t batch;
+  std::uint8_t precision;
+  std::uint8_t use_graph;
+  bool operator<(const PlanKey& o) const {
+    return std::tie(key, batch, precision, use_graph) < std::tie(o.key, o.batch, o.precision, o.use_graph);
+  }
+};
+
+struct PlanEntry {
+  std::unique_ptr<GpuProgram> plan;
+  ConstTable table;  ///< the device pointers it was planned with (a captured graph holds them)
+  Status declined;   ///< non-ok: plan declined this (model, batch, precision); the caller runs the CPU
+};
+
+/// Per-process caches (the child's whole life; a replaced child starts empty). Ops run one at a time per
+/// executor, but an in-process executor may share the process with another: one lock.
+std::mutex g_mu;
+std::map<std::uint64_t, std::unique_ptr<ChildModel>> g_models;
+std::map<PlanKey, PlanEntry> g_plans;
+
+Blob host_blob(std::span<const std::byte> bytes) {
+  auto v = std::make_shared<std::vector<float>>(bytes.size() / sizeof(float));
+  std::memcpy(v->data(), bytes.data(), v->size() * sizeof(float));
+  return v;
+}
+
+/// Copies a device buffer to a new host blob (synchronous on the op's stream; once per model and constant).
+Expected<Blob> read_back(runtime::DeviceContext& ctx, const runtime::DeviceSpan& d, std::uint64_t floats) {
+  if (d.bytes < floats * sizeof(float))
+    return invalid_argument("faces_run: resident shorter than its constant");
+  auto v = std::make_shared<std::vector<float>>(static_cast<std::size_t>(floats));
+  if (floats > 0) {
+    FT_CUDA_TRY(
+        cudaMemcpyAsync(v->data(), d.data, floats * sizeof(float), cudaMemcpyDeviceToHost, ctx.stream()));
+    FT_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
+  }
+  return Blob(v);
+}
+
+Expected<ChildModel*> child_model(runtime::DeviceContext& ctx, std::uint64_t key) {
+  if (auto it = g_models.find(key); it != g_models.end()) return it->second.get();
+  auto r = ctx.resident(program_resident_name(key));
+  if (!r) return r.status();
+  std::vector<std::byte> bytes(static_cast<std::size_t>(r->bytes));
+  if (!bytes.empty()) {
+    FT_CUDA_TRY(cudaMemcpyAsync(bytes.data(), r->data, bytes.size(), cudaMemcpyDeviceToHost, ctx.stream()));
+    FT_CUDA_TRY(cudaStreamSynchronize(ctx.stream()));
+  }
+  auto d = decode_program(bytes);
+  if (!d) return d.status();
+  auto m = std::make_unique<ChildModel>();
+  m->program = std::move(d->program);
+  m->blob_floats = std::move(d->blob_floats);
+  m->host.assign(m->blob_floats.size(), nullptr);
+  ChildModel* raw = m.get();
+  g_models.emplace(key, std::move(m));
+  return raw;
+}
+
+Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
+  FacesRunArgs args;
+  FT_TRY(a.args_as(args));
+  if (args.batch < 1 || args.batch > kMaxBatch)
+    return invalid_argument("faces_run: batch " + std::to_string(args.batch) + " outside 1.." +
+                            std::to_string(kMaxBatch));
+  if (args.precision > static_cast<std::uint8_t>(Precision::kBf16))
+    return invalid_argument("faces_run: precision " + std::to_string(args.precision));
+  std::lock_guard lock(g_mu);
+  auto model = child_model(ctx, args.key);
+  if (!model) return model.status();
+  ChildModel& m = **model;
+  const Program& p = m.program;
+  const std::uint64_t per_image = static_cast<std::uint64_t>(p.lens[0]) * sizeof(float);
+  if (args.input_bytes != per_image * args.batch)
+    return invalid_argument("faces_run: input of " + std::to_string(args.input_bytes) + " bytes for batch " +
+                            std::to_string(args.batch));
+  auto in = parse_input(args, a.in, m.blob_floats);
+  if (!in) return in.status();
+
+  // Device pointers of every constant in wire order (Program::consts, then the conv weights and biases: the
+  // table form of cuda/faces/gpu_program.h): residents in place; inline ones uploaded to this model's scratch.
+  std::uint64_t inline_bytes = 0;
+  for (const auto& b : in->inline_blobs) inline_bytes += align_up(b.size());
+  std::byte* inline_dev = nullptr;
+  if (inline_bytes > 0) {
+    auto s = ctx.scratch(const_resident_name(args.key, m.blob_floats.size()) + ".inline", inline_bytes);
+    if (!s) return s.status();
+    inline_dev = static_cast<std::byte*>(s->data);
+  }
+  ConstTable table(m.blob_floats.size(), nullptr);
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < m.blob_floats.size(); ++i) {
+    const std::uint64_t floats = m.blob_floats[i];
+    const std::span<const std::byte> inl = in->inline_blobs[i];
+    if (floats == 0) {  // an empty constant: nothing to point at, but never a null entry
+      if (!m.host[i]) m.host[i] = host_blob({});
+      table[i] = reinterpret_cast<const float*>(&m.host[i]);
+      continue;
+    }
+    if (!inl.empty()) {
+      if (!m.host[i]) m.host[i] = host_blob(inl);
+      FT_CUDA_TRY(
+          cudaMemcpyAsync(inline_dev + at, inl.data(), inl.size(), cudaMemcpyHostToDevice, ctx.stream()));
+      table[i] = reinterpret_cast<const float*>(inline_dev + at);
+      at += align_up(inl.size());
+      continue;
+    }
+    auto r = ctx.resident(const_resident_name(args.key, i));
+    if (!r) return r.status();
+    if (r->bytes != floats * sizeof(float))
+      return invalid_argument("faces_run: resident constant " + std::to_string(i) + " has " +
+                              std::to_string(r->bytes) + " bytes, expected " +
+                              std::to_string(floats * sizeof(float)));
+    if (!m.host[i]) {
+      auto h = read_back(ctx, *r, floats);
+      if (!h) return h.status();
+      m.host[i] = *h;
+    }
+    table[i] = static_cast<const float*>(r->data);
+  }
+  if (!m.bound) {
+    FT_TRY(bind_blobs(m.program, m.host));
+    m.bound = true;
+  }
+
+  const PlanKey pk{args.key, args.batch, args.precision, args.use_graph};
+  PlanEntry& e = g_plans[pk];
+  if (!e.declined.ok()) return e.declined;
+  if (!e.plan || e.table != table) {
+    e.plan.reset();
+    PlanOptions o;
+    o.batch = static_cast<int>(args.batch);
+    o.precision = static_cast<Precision>(args.precision);
+    o.use_graph = args.use_graph != 0;
+    auto plan = GpuProgram::plan(m.program, table, o, ctx.stream());
+    if (!plan) {
+      if (plan.status().code() == Code::kDeclined) e.declined = plan.status();
+      return plan.status();
+    }
+    e.plan = std::move(*plan);
+    e.table = table;
+    FT_LOG_DEBUG("faces_run: planned model {:016x} at batch {} ({}), {} device bytes", args.key, args.batch,
+                 precision_name(o.precision), e.plan->device_bytes());
+  }
+  const std::uint64_t out_bytes = e.plan->output_floats() * sizeof(float);
+  if (out_bytes != args.output_bytes)
+    return invalid_argument("faces_run: the program's outputs hold " + std::to_string(out_bytes) +
+                            " bytes, the caller expects " + std::to_string(args.output_bytes));
+  auto d_in = ctx.scratch("faces/in", args.input_bytes);
+  if (!d_in) return d_in.status();
+  auto d_out = ctx.scratch("faces/out", out_bytes);
+  if (!d_out) return d_out.status();
+  FT_CUDA_TRY(
+      cudaMemcpyAsync(d_in->data, in->batch.data(), args.input_bytes, cudaMemcpyHostToDevice, ctx.stream()));
+  FT_TRY(e.plan->run(static_cast<const float*>(d_in->data), static_cast<float*>(d_out->data)));
+  auto ticket = ctx.ring().record_copy(d_out->data, out_bytes, ctx.stream());
+  if (!ticket) return ticket.status();
+  a.reply.tickets.push_back(*ticket);
+  return {};
+}
+
+}  // namespace
+
+void register_faces_ops(runtime::OpRegistry& registry) {
+  // An id clash (a second registration) leaves the first handler in place; say so instead of dropping it.
+  if (Status st = registry.add(kOpFacesRun, "faces.run", faces_run); !st.ok())
+    FT_LOG_ERROR("faces ops: {}", st.to_string());
+}
+
+}  // namespace facetrace::faces::gpu

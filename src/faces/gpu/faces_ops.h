@@ -1,0 +1,78 @@
+/// @file
+/// Private: the face networks' device op (runtime op seam, docs/runtime.md; docs/design/faces.md §8) — its id, its
+/// argument struct and the layout of its input region, shared by the host side (gpu_accelerator.cpp) and the
+/// handlers (faces_ops.cpp in CUDA builds, linked into facetrace-gpud; sim_ops.cpp for the simulated executor).
+///
+/// kOpFacesRun runs one lowered program on a batch. The program is the resident "faces/<key>/program" (encoded by
+/// program_codec.h); constant i of its wire order is the resident "faces/<key>/c<i>", except the constants
+/// listed in the input region, which travel with every run (a model past the resident budget). The input
+/// region holds, in order: the batch (B·lens[0] floats), the inline table (inline_count u32 constant indices,
+/// ascending), then each inline constant's floats, every part starting at a multiple of kInlineAlign bytes. The
+/// reply is ONE ring ticket holding every Program::outputs entry in order, each B·lens[value] floats
+/// image-major (one readback).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "facetrace/core/status.h"
+#include "facetrace/faces/accelerator.h"
+#include "facetrace/runtime/op.h"
+
+namespace facetrace::faces::gpu {
+
+/// Faces op ids (range 0x0002'xxxx, op.h).
+inline constexpr runtime::OpId kOpFacesRun = 0x00020001;
+
+/// Arguments of kOpFacesRun.
+struct FacesRunArgs {
+  std::uint64_t key = 0;           ///< the model: hash of the program bytes and every constant's data
+  std::uint64_t input_bytes = 0;   ///< B·lens[0]·4
+  std::uint64_t output_bytes = 0;  ///< Σ over outputs of B·lens[value]·4: the reply ticket's size
+  std::uint32_t batch = 1;         ///< B ≥ 1
+  std::uint32_t inline_count = 0;  ///< constants carried in the input region
+  std::uint8_t precision = 0;      ///< faces::Precision
+  std::uint8_t use_graph = 1;      ///< GpuProgram PlanOptions::use_graph
+  std::uint16_t reserved = 0;
+  std::uint32_t flags = 0;
+};
+static_assert(std::is_trivially_copyable_v<FacesRunArgs>);
+static_assert(sizeof(FacesRunArgs) == 40);
+
+/// Alignment of every part of the input region.
+inline constexpr std::uint64_t kInlineAlign = 256;
+
+inline constexpr std::uint64_t align_up(std::uint64_t n) {
+  return (n + kInlineAlign - 1) / kInlineAlign * kInlineAlign;
+}
+
+/// Resident names of model `key`.
+std::string program_resident_name(std::uint64_t key);
+std::string const_resident_name(std::uint64_t key, std::size_t index);
+
+/// Offsets of the input region's parts, from the inline constants' sizes (floats, in table order).
+struct InputLayout {
+  std::uint64_t table_offset = 0;
+  std::vector<std::uint64_t> blob_offsets;  ///< per inline constant
+  std::uint64_t total = 0;
+};
+InputLayout input_layout(std::uint64_t input_bytes, std::span<const std::uint64_t> inline_floats);
+
+/// The input region as the handler sees it: the batch and, per constant index, its inline bytes (empty when the
+/// constant is a resident). kInvalidArgument when the region is shorter than the layout, the table is not
+/// ascending or names a constant out of range.
+struct ParsedInput {
+  std::span<const std::byte> batch;
+  std::vector<std::span<const std::byte>> inline_blobs;  ///< indexed by constant; empty = resident
+};
+Expected<ParsedInput> parse_input(const FacesRunArgs& args, std::span<const std::byte> in,
+                                  std::span<const std::uint64_t> blob_floats);
+
+/// Registers kOpFacesRun on `registry` (CUDA builds; faces_ops.cpp). Linked into facetrace-gpud through
+/// ft_add_gpu_ops; in-process users call OpRegistry::global().add_provider(&register_faces_ops).
+void register_faces_ops(runtime::OpRegistry& registry);
+
+}  // namespace facetrace::faces::gpu
