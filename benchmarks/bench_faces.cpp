@@ -314,13 +314,15 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
   bench::Table table({"case", "threads", "median_ms", "p10_ms", "p90_ms", "throughput"});
   std::vector<Precision> precs;
   if (precision == "all") {
-    precs = {Precision::kFp32, Precision::kTf32};
+    precs = {Precision::kFp32, Precision::kTf32, Precision::kBf16};
   } else {
-    if (precision != "fp32" && precision != "tf32") {
-      std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32 or all)\n", precision.c_str());
+    if (precision != "fp32" && precision != "tf32" && precision != "bf16") {
+      std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32, bf16 or all)\n", precision.c_str());
       return 2;
     }
-    precs = {precision == "fp32" ? Precision::kFp32 : Precision::kTf32};
+    precs = {precision == "fp32"   ? Precision::kFp32
+             : precision == "tf32" ? Precision::kTf32
+                                   : Precision::kBf16};
   }
   const std::vector<int> batches = short_run ? std::vector<int>{1} : std::vector<int>{1, 64, 256};
   const int warmup = short_run ? 1 : 3, iters = short_run ? 3 : 10;
@@ -377,7 +379,7 @@ int main(int argc, char** argv) {
   [[maybe_unused]] std::uint64_t workspace_mb = 4096;
 #ifdef FT_HAVE_CUDA_FACES
   app.add_option("--device", device, "cpu, gpu (the GPU face program in-process) or all (default cpu)");
-  app.add_option("--precision", precision, "GPU rows: fp32, tf32 or all (default fp32)");
+  app.add_option("--precision", precision, "GPU rows: fp32, tf32, bf16 or all (default fp32)");
   app.add_option("--model", model, "GPU rows: an ONNX embedder instead of the synthetic IResNet-100");
   app.add_option("--workspace-mb", workspace_mb,
                  "GPU rows: cuDNN workspace cap per plan in MiB (default 4096)");

@@ -129,8 +129,6 @@ class Plan final : public GpuProgram {
     const Program& p = p_;
     if (p.lens.empty() || p.steps.empty()) return invalid_argument("empty program");
     if (o_.batch < 1) return invalid_argument("batch " + std::to_string(o_.batch) + " (must be >= 1)");
-    if (o_.precision == Precision::kBf16)
-      return Status(Code::kDeclined, "bf16 is not implemented by the GPU face program (fp32 and tf32 are)");
     if (p.free.size() != p.steps.size()) return invalid_argument("program free lists do not match its steps");
     FT_TRY(bind_consts(consts));
     FT_TRY(validate());
@@ -182,7 +180,11 @@ class Plan final : public GpuProgram {
     for (const auto& o : p_.outputs) n += static_cast<std::uint64_t>(o_.batch) * lens(o.value);
     return n;
   }
-  std::uint64_t device_bytes() const override { return arena_bytes_ + weight_bytes_; }
+  std::uint64_t device_bytes() const override {
+    std::uint64_t n = arena_bytes_ + weight_bytes_;
+    for (const auto& c : convs_) n += c->bf16_weight_bytes();
+    return n;
+  }
   int batch() const override { return o_.batch; }
   Precision precision() const override { return o_.precision; }
   const std::vector<StepPlan>& steps() const override { return plans_; }
@@ -478,7 +480,8 @@ class Plan final : public GpuProgram {
         static_cast<float*>(probe_xy),
         reinterpret_cast<float*>(static_cast<char*>(probe_xy) + aligned(B * max_x * sizeof(float))), probe_ws,
         ws};
-    ConvSetup cs{o_.batch, o_.precision == Precision::kTf32, o_.autotune, o_.max_workspace_bytes};
+    ConvSetup cs{o_.batch, o_.precision != Precision::kFp32, o_.precision == Precision::kBf16, o_.autotune,
+                 o_.max_workspace_bytes};
     std::map<std::vector<std::int64_t>, ConvAlgo> cache;
     Status st;
     for (const auto& u : units_) {
@@ -585,6 +588,8 @@ class Plan final : public GpuProgram {
     FT_CUBLAS_TRY(cublasSetWorkspace(cublas_, static_cast<char*>(arena_) + cublas_ws_at_, kCublasWorkspace));
     FT_CUBLAS_TRY(cublasSetMathMode(
         cublas_, o_.precision == Precision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    // bf16: cublasGemmEx on the fp32 operands with bf16 tensor-core products and fp32 accumulate
+    if (o_.precision == Precision::kBf16) gemm_compute_ = CUBLAS_COMPUTE_32F_FAST_16BF;
     return {};
   }
 
@@ -604,6 +609,18 @@ class Plan final : public GpuProgram {
     const auto i = [](std::int64_t v) { return static_cast<int>(v); };
     const cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int ldb = i(trans_b ? k : n);
+    if (gemm_compute_ != CUBLAS_COMPUTE_32F) {
+      if (count == 1) {
+        FT_CUBLAS_TRY(cublasGemmEx(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, CUDA_R_32F, ldb, a,
+                                   CUDA_R_32F, i(k), &beta, c, CUDA_R_32F, i(n), gemm_compute_,
+                                   CUBLAS_GEMM_DEFAULT));
+      } else {
+        FT_CUBLAS_TRY(cublasGemmStridedBatchedEx(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, CUDA_R_32F,
+                                                 ldb, sb, a, CUDA_R_32F, i(k), sa, &beta, c, CUDA_R_32F, i(n),
+                                                 sc, i(count), gemm_compute_, CUBLAS_GEMM_DEFAULT));
+      }
+      return {};
+    }
     if (count == 1) {
       FT_CUBLAS_TRY(
           cublasSgemm(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, ldb, a, i(k), &beta, c, i(n)));
@@ -763,8 +780,10 @@ class Plan final : public GpuProgram {
              (bias_moved_from_.count(u.first) ? "+bias-to-next" : "") +
              (bias_moved_to_.count(u.first) ? "+in-bias" : "");
     if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
-    if (std::holds_alternative<GemvOp>(s.op)) return "cublas:sgemm";
-    if (std::holds_alternative<MatMulOp>(s.op)) return "cublas:sgemm_strided_batched";
+    const bool bf = gemm_compute_ != CUBLAS_COMPUTE_32F;
+    if (std::holds_alternative<GemvOp>(s.op)) return bf ? "cublas:gemm_ex/bf16" : "cublas:sgemm";
+    if (std::holds_alternative<MatMulOp>(s.op))
+      return bf ? "cublas:gemm_strided_batched_ex/bf16" : "cublas:sgemm_strided_batched";
     return "own:" + std::string(op_name(s.op));
   }
 
@@ -862,6 +881,7 @@ class Plan final : public GpuProgram {
   std::vector<float*> val_;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasComputeType_t gemm_compute_ = CUBLAS_COMPUTE_32F;  // bf16: CUBLAS_COMPUTE_32F_FAST_16BF (GemmEx)
   std::vector<std::unique_ptr<GpuConv>> convs_;
   std::map<std::size_t, std::size_t> conv_of_unit_;
   std::map<std::int32_t, OperandBias> deferred_;  // conv output → its bias, added by its one reader
