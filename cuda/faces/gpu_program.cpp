@@ -469,6 +469,8 @@ class Plan final : public GpuProgram {
     FT_CUDA_TRY(cudaMalloc(&probe_xy, xy));
     void* probe_ws = nullptr;
     std::uint64_t ws = o_.max_workspace_bytes;
+    // bf16: the workspace also holds the conv's bf16 input and output after cuDNN's part (not under the cap)
+    if (o_.precision == Precision::kBf16) ws += aligned(B * max_x * 2) + aligned(B * max_y * 2);
     while (ws > 0) {
       if (cudaMalloc(&probe_ws, ws) == cudaSuccess) break;
       FT_CUDA_IGNORE(cudaGetLastError());  // not sticky: a smaller workspace then
