@@ -426,16 +426,20 @@ IgemmGeom igemm_geom(const ConvJob& j, int batch, int splits) {
 }
 
 // The bf16 form (docs/design/faces.md §8.1): per image the [C][P] fp32 plane matrix to [P][C] bf16 (round to
-// nearest even) through 32×32 tiles of shared memory.
+// nearest even) through 32×32 tiles of shared memory, with the input affine when one is fused (scale non-null).
 __global__ void nchw_to_nhwc_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int C,
-                                         int P) {
+                                         int P, const float* __restrict__ scale, const float* __restrict__ shift) {
   __shared__ float t[32][33];
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.z) * C * P;
   const int p0 = static_cast<int>(blockIdx.x) * 32, c0 = static_cast<int>(blockIdx.y) * 32;
   const int tx = static_cast<int>(threadIdx.x);
   for (int k = static_cast<int>(threadIdx.y); k < 32; k += 8) {
     const int c = c0 + k, p = p0 + tx;
-    if (c < C && p < P) t[k][tx] = x[base + static_cast<std::int64_t>(c) * P + p];
+    if (c < C && p < P) {
+      const float v = x[base + static_cast<std::int64_t>(c) * P + p];
+      // the fused ChannelAffine: x·scale + shift, two roundings like its own kernel
+      t[k][tx] = scale ? __fadd_rn(__fmul_rn(v, scale[c]), shift[c]) : v;
+    }
   }
   __syncthreads();
   for (int k = static_cast<int>(threadIdx.y); k < 32; k += 8) {
@@ -526,7 +530,8 @@ Status GpuConv::run_bf16(const ConvAlgo& a, const float* x, float* y, void* work
   const dim3 block(32, 8);
   const dim3 gin(static_cast<unsigned>((pin + 31) / 32), static_cast<unsigned>((j.cin + 31) / 32),
                  static_cast<unsigned>(batch_));
-  nchw_to_nhwc_bf16_kernel<<<gin, block, 0, stream>>>(x, xh, static_cast<int>(j.cin), pin);
+  nchw_to_nhwc_bf16_kernel<<<gin, block, 0, stream>>>(x, xh, static_cast<int>(j.cin), pin, in_scale_,
+                                                       in_shift_);
   FT_CUDA_LAUNCH_CHECK("nchw_to_nhwc_bf16_kernel", stream);
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;

@@ -80,6 +80,9 @@ class GpuConv {
     return b;
   }
   void set_input_bias(const float* bias) { act_.in_bias = bias; }
+  /// bf16 form only: the ChannelAffine before this conv (x·scale + shift per input channel), applied by its
+  /// input conversion (docs/design/faces.md §8.1).
+  void set_input_affine(const float* scale, const float* shift) { in_scale_ = scale, in_shift_ = shift; }
   /// Device bytes of the bf16 weight copy this conv holds (0 unless it runs the bf16 form).
   std::uint64_t bf16_weight_bytes() const {
     return w_bf16_ ? (static_cast<std::uint64_t>(job_.cout * job_.cin * job_.kh * job_.kw) * 2 + 255) / 256 * 256
@@ -104,6 +107,8 @@ class GpuConv {
   cudnnFilterDescriptor_t wh_ = nullptr;
   cudnnConvolutionDescriptor_t ch_ = nullptr;  // fp32 compute, tensor-op math
   void* w_bf16_ = nullptr;                     // KRSC bf16 weights (owned)
+  const float* in_scale_ = nullptr;            // bf16: the input affine (null: none)
+  const float* in_shift_ = nullptr;
   bool cudnn_ok_ = false;  ///< cuDNN can express the shape (symmetric pads give the IR's output size)
   ConvJob job_;
   int batch_ = 1;

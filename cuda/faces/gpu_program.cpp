@@ -143,6 +143,7 @@ class Plan final : public GpuProgram {
     FT_TRY(upload_conv_weights());
     FT_TRY(setup_convs());
     defer_biases_into_convs();
+    fuse_affines_into_bf16_convs();
     FT_TRY(allocate_arena());
     FT_TRY(setup_cublas());
     FT_TRY(build_launches());
@@ -583,6 +584,37 @@ class Plan final : public GpuProgram {
     return {};
   }
 
+  // bf16 (docs/design/faces.md §8.1): a ChannelAffine with constant scale and shift whose one reader is the
+  // next unit, a conv running the bf16 form, is applied by that conv's input conversion; the affine's unit then
+  // does nothing and the conv reads the affine's input (nothing runs between them, so it is still there).
+  void fuse_affines_into_bf16_convs() {
+    if (o_.precision != Precision::kBf16) return;
+    std::vector<int> reads(p_.lens.size(), 0);
+    for (const auto& st : p_.steps)
+      for (const auto& a : st.args)
+        if (a.kind == Arg::Kind::kValue) ++reads[static_cast<std::size_t>(a.id)];
+    for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;
+    for (std::size_t k = 0; k + 1 < units_.size(); ++k) {
+      const Unit& a = units_[k];
+      const Unit& c = units_[k + 1];
+      const Step& sa = p_.steps[a.first];
+      if (a.kind != Unit::Kind::kStep || !std::holds_alternative<ChannelAffineOp>(sa.op) || sa.args.size() < 3 ||
+          sa.args[0].kind != Arg::Kind::kValue || sa.args[1].kind != Arg::Kind::kConst ||
+          sa.args[2].kind != Arg::Kind::kConst || deferred_.count(sa.args[0].id) ||
+          reads[static_cast<std::size_t>(a.out)] != 1)
+        continue;
+      const Step& sc = p_.steps[c.first];
+      const auto conv = conv_of_unit_.find(c.first);
+      if (c.kind == Unit::Kind::kResizeBinary || conv == conv_of_unit_.end() || sc.args.empty() ||
+          sc.args[0].kind != Arg::Kind::kValue || sc.args[0].id != a.out || !convs_[conv->second]->algo().bf16)
+        continue;
+      convs_[conv->second]->set_input_affine(consts_[static_cast<std::size_t>(sa.args[1].id)],
+                                             consts_[static_cast<std::size_t>(sa.args[2].id)]);
+      affine_skipped_.insert(a.first);
+      conv_input_[c.first] = sa.args[0];
+    }
+  }
+
   Status setup_cublas() {
     if (!needs_cublas_) return {};
     FT_CUBLAS_TRY(cublasCreate(&cublas_));
@@ -651,8 +683,10 @@ class Plan final : public GpuProgram {
       return Launch(
           [=](cudaStream_t st) { return launch_resize_binary(r, kind, side, B, x, o, obs, y, st); });
     }
+    if (affine_skipped_.count(u.first)) return Launch([](cudaStream_t) { return Status{}; });
     if (std::holds_alternative<ConvJob>(s.op)) {
       GpuConv* c = convs_[conv_of_unit_.at(u.first)].get();
+      if (const auto in = conv_input_.find(u.first); in != conv_input_.end()) x = ptr(in->second);
       void* ws = static_cast<char*>(arena_) + ws_at_;
       const float* res = u.act.has_residual ? ptr(u.residual) : nullptr;
       return Launch([=](cudaStream_t st) { return c->run(x, y, ws, st, res); });
@@ -780,8 +814,9 @@ class Plan final : public GpuProgram {
              (deferred_.count(u.out) ? "+bias-deferred" : "") +
              (u.act.kind == EpilogueAct::Kind::kPrelu ? "+prelu" : "") + (u.act.has_residual ? "+add" : "") +
              (bias_moved_from_.count(u.first) ? "+bias-to-next" : "") +
-             (bias_moved_to_.count(u.first) ? "+in-bias" : "");
+             (bias_moved_to_.count(u.first) ? "+in-bias" : "") + (conv_input_.count(u.first) ? "+in-affine" : "");
     if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
+    if (affine_skipped_.count(u.first)) return "fused:affine-into-bf16-conv";
     const bool bf = gemm_compute_ != CUBLAS_COMPUTE_32F;
     if (std::holds_alternative<GemvOp>(s.op)) return bf ? "cublas:gemm_ex/bf16" : "cublas:sgemm";
     if (std::holds_alternative<MatMulOp>(s.op))
@@ -888,6 +923,8 @@ class Plan final : public GpuProgram {
   std::map<std::size_t, std::size_t> conv_of_unit_;
   std::map<std::int32_t, OperandBias> deferred_;  // conv output → its bias, added by its one reader
   std::set<std::size_t> bias_moved_from_, bias_moved_to_;  // conv units of an input-bias deferral
+  std::set<std::size_t> affine_skipped_;      // ChannelAffine steps applied by the next (bf16) conv
+  std::map<std::size_t, Arg> conv_input_;     // conv step → the input it reads instead (the affine's input)
   std::vector<Launch> launches_;
   std::vector<StepPlan> plans_;
   cudaGraph_t graph_ = nullptr;

@@ -820,7 +820,8 @@ TEST_F(FacesGpu, ConvBf16IsCloseAndMarked) {
 }
 
 // An IResNet-like program: stem conv (3 input channels: stays fp32), BN (ChannelAffine), PReLU, two residual
-// blocks (the second downsampling, with a 1x1 shortcut conv), then the embedding Gemm. tf32 and bf16 (with and
+// blocks (the first with a BN before its conv, the second downsampling, with a 1x1 shortcut conv), then the
+// embedding Gemm. tf32 and bf16 (with and
 // without autotune) against the CPU per output, batch 1 and 5.
 TEST_F(FacesGpu, IresnetLikeTf32AndBf16CloseToCpu) {
   constexpr std::int64_t c = 64, hw = 28, oh = 14, e = 128;
@@ -832,8 +833,12 @@ TEST_F(FacesGpu, IresnetLikeTf32AndBf16CloseToCpu) {
                          {1, c, hw, hw});
   const auto sl = b.constant(random_floats(c, 84, 0.1f, 0.3f));
   const auto x0 = b.step(ChannelPreluOp{c, hw * hw}, {Arg::value(bn), Arg::constant(sl)}, {1, c, hw, hw});
-  // block 1: conv, PReLU, conv, + x0
-  const auto c1 = b.step(conv_job(c, c, 1, 3, 1, 1, hw, hw, 85), {Arg::value(x0)}, {1, c, hw, hw});
+  // block 1: BN, conv, PReLU, conv, + x0 (bf16 runs the BN in the conv's input conversion)
+  const auto b1s = b.constant(random_floats(c, 94, 0.5f, 1.5f));
+  const auto b1h = b.constant(random_floats(c, 95, -0.2f, 0.2f));
+  const auto bn1 = b.step(ChannelAffineOp{c, hw * hw},
+                          {Arg::value(x0), Arg::constant(b1s), Arg::constant(b1h)}, {1, c, hw, hw});
+  const auto c1 = b.step(conv_job(c, c, 1, 3, 1, 1, hw, hw, 85), {Arg::value(bn1)}, {1, c, hw, hw});
   const auto p1 = b.step(ChannelPreluOp{c, hw * hw}, {Arg::value(c1), Arg::constant(sl)}, {1, c, hw, hw});
   const auto c2 = b.step(conv_job(c, c, 1, 3, 1, 1, hw, hw, 86), {Arg::value(p1)}, {1, c, hw, hw});
   const std::int64_t n1 = c * hw * hw;
@@ -872,6 +877,8 @@ TEST_F(FacesGpu, IresnetLikeTf32AndBf16CloseToCpu) {
       if (prec == Precision::kBf16 && !tune) {
         EXPECT_NE(kernels.find("cudnn-bf16:"), std::string::npos) << kernels;
         EXPECT_NE(kernels.find("cublas:gemm_ex/bf16"), std::string::npos) << kernels;
+        EXPECT_NE(kernels.find("+in-affine"), std::string::npos) << kernels;
+        EXPECT_NE(kernels.find("fused:affine-into-bf16-conv"), std::string::npos) << kernels;
       }
       const Outputs a = run(**gp, p, in);
       expect_cosine_to_cpu(p, in, a, prec == Precision::kTf32 ? "iresnet-like tf32" : "iresnet-like bf16");
