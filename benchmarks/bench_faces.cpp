@@ -29,6 +29,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <random>
 #include <sstream>
 
 #include "faces/gpu_program.h"
@@ -274,6 +275,43 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       cudaEventDestroy(a);
       cudaEventDestroy(e);
       if (!ok) return fail("a run failed");
+      // tf32/bf16 at batch 64: the outputs against an fp32 plan's on one random input, the smallest cosine over
+      // every (output, image)
+      double min_cos = -2.0;
+      if (prec != Precision::kFp32 && batch == 64) {
+        std::vector<float> h(in_floats);
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+        for (auto& v : h) v = d(rng);
+        gpu::PlanOptions f = o;
+        f.precision = Precision::kFp32;
+        auto g32 = gpu::GpuProgram::plan(program, consts, f, stream);
+        if (!g32) return fail(g32.status().to_string());
+        const std::size_t nout = (*g)->output_floats();
+        std::vector<float> a(nout), b(nout);
+        void* out32 = nullptr;
+        if (cudaMalloc(&out32, nout * 4) != cudaSuccess) return fail("fp32 output buffer");
+        ok = cudaMemcpy(in, h.data(), in_floats * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+             (*g)->run(static_cast<const float*>(in), static_cast<float*>(out)).ok() &&
+             (*g32)->run(static_cast<const float*>(in), static_cast<float*>(out32)).ok() &&
+             cudaStreamSynchronize(stream) == cudaSuccess &&
+             cudaMemcpy(a.data(), out, nout * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+             cudaMemcpy(b.data(), out32, nout * 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+        cudaFree(out32);
+        if (!ok) return fail("the fp32 comparison run failed");
+        min_cos = 2.0;
+        std::size_t at = 0;
+        for (const auto& po : program.outputs) {
+          const auto len = static_cast<std::size_t>(program.lens[static_cast<std::size_t>(po.value)]);
+          for (int img = 0; img < batch; ++img, at += len) {
+            double ab = 0.0, aa = 0.0, bb = 0.0;
+            for (std::size_t i = at; i < at + len; ++i)
+              ab += static_cast<double>(a[i]) * b[i], aa += static_cast<double>(a[i]) * a[i],
+                  bb += static_cast<double>(b[i]) * b[i];
+            min_cos = std::min(min_cos, aa > 0.0 && bb > 0.0 ? ab / std::sqrt(aa * bb) : 1.0);
+          }
+        }
+      }
       const bench::Stats s = bench::summarize(ms);
       const double per_s = 1000.0 * batch / s.median_ms;
       const std::string cas = std::string(name) + "_b" + std::to_string(batch);
@@ -288,6 +326,7 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       j["device_mb"] = bench::rounded(static_cast<double>((*g)->device_bytes()) / (1 << 20), 1);
       j["kernels"] = kernel_summary(**g);
       j["top_steps"] = top_steps(**g, 8);
+      if (min_cos > -2.0) j["min_cosine_vs_fp32"] = bench::rounded(min_cos, 6);
       bench::emit(std::move(j), context);
       table.add({cas + " " + prec_name(prec), "gpu", bench::cell("%.3f", s.median_ms),
                  bench::cell("%.3f", s.p10_ms), bench::cell("%.3f", s.p90_ms),
@@ -314,13 +353,15 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
   bench::Table table({"case", "threads", "median_ms", "p10_ms", "p90_ms", "throughput"});
   std::vector<Precision> precs;
   if (precision == "all") {
-    precs = {Precision::kFp32, Precision::kTf32};
+    precs = {Precision::kFp32, Precision::kTf32, Precision::kBf16};
   } else {
-    if (precision != "fp32" && precision != "tf32") {
-      std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32 or all)\n", precision.c_str());
+    if (precision != "fp32" && precision != "tf32" && precision != "bf16") {
+      std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32, bf16 or all)\n", precision.c_str());
       return 2;
     }
-    precs = {precision == "fp32" ? Precision::kFp32 : Precision::kTf32};
+    precs = {precision == "fp32"   ? Precision::kFp32
+             : precision == "tf32" ? Precision::kTf32
+                                   : Precision::kBf16};
   }
   const std::vector<int> batches = short_run ? std::vector<int>{1} : std::vector<int>{1, 64, 256};
   const int warmup = short_run ? 1 : 3, iters = short_run ? 3 : 10;
@@ -377,7 +418,7 @@ int main(int argc, char** argv) {
   [[maybe_unused]] std::uint64_t workspace_mb = 4096;
 #ifdef FT_HAVE_CUDA_FACES
   app.add_option("--device", device, "cpu, gpu (the GPU face program in-process) or all (default cpu)");
-  app.add_option("--precision", precision, "GPU rows: fp32, tf32 or all (default fp32)");
+  app.add_option("--precision", precision, "GPU rows: fp32, tf32, bf16 or all (default fp32)");
   app.add_option("--model", model, "GPU rows: an ONNX embedder instead of the synthetic IResNet-100");
   app.add_option("--workspace-mb", workspace_mb,
                  "GPU rows: cuDNN workspace cap per plan in MiB (default 4096)");

@@ -20,6 +20,8 @@ if(FT_BUILD_TESTS)
   ft_add_test(faces_gpu_test gpu SOURCES tests/gpu/faces_gpu_test.cpp
     LIBS ft_cuda_faces ft_faces ft_runtime onnx_proto protobuf::libprotobuf)
   target_include_directories(faces_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
+  # the photo of the YuNet precision test (FT_TEST_DATA_DIR in the environment overrides it on another machine)
+  target_compile_definitions(faces_gpu_test PRIVATE FT_FACES_GPU_TEST_DATA_DIR="${FT_TEST_DATA_DIR}")
 endif()
 
 if(FT_BUILD_BENCHMARKS)

@@ -2,6 +2,7 @@
 /// Convolutions of the GPU face program (docs/design/faces.md §8): cuDNN descriptors and the plan-time algorithm
 /// search (deterministic results only; FP32 mode also CUDNN_FMA_MATH only), and the own direct kernels cuDNN is
 /// slow at (depthwise, few output channels per group) or cannot express (asymmetric pads).
+#include <cuda_bf16.h>
 #include <cudnn.h>
 
 #include "common/cuda_check.cuh"
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace facetrace::faces::gpu {
@@ -423,7 +425,126 @@ IgemmGeom igemm_geom(const ConvJob& j, int batch, int splits) {
   return g;
 }
 
+// The bf16 form (docs/design/faces.md §8.1): per image the [C][P] fp32 plane matrix to [P][C] bf16 (round to
+// nearest even) through 32×32 tiles of shared memory, with the input affine when one is fused (scale non-null).
+__global__ void nchw_to_nhwc_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int C,
+                                         int P, const float* __restrict__ scale, const float* __restrict__ shift) {
+  __shared__ float t[32][33];
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.z) * C * P;
+  const int p0 = static_cast<int>(blockIdx.x) * 32, c0 = static_cast<int>(blockIdx.y) * 32;
+  const int tx = static_cast<int>(threadIdx.x);
+  for (int k = static_cast<int>(threadIdx.y); k < 32; k += 8) {
+    const int c = c0 + k, p = p0 + tx;
+    if (c < C && p < P) {
+      const float v = x[base + static_cast<std::int64_t>(c) * P + p];
+      // the fused ChannelAffine: x·scale + shift, two roundings like its own kernel
+      t[k][tx] = scale ? __fadd_rn(__fmul_rn(v, scale[c]), shift[c]) : v;
+    }
+  }
+  __syncthreads();
+  for (int k = static_cast<int>(threadIdx.y); k < 32; k += 8) {
+    const int p = p0 + k, c = c0 + tx;
+    if (c < C && p < P) y[base + static_cast<std::int64_t>(p) * C + c] = __float2bfloat16_rn(t[tx][k]);
+  }
+}
+
+// Back: [P][C] bf16 to the [C][P] fp32 output with the bias and the epilogue (the bias/activation kernel's
+// arithmetic).
+__global__ void nhwc_bf16_to_nchw_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ bias,
+                                         EpilogueAct e, float* __restrict__ y, int C, int P) {
+  __shared__ float t[32][33];
+  const std::int64_t img = blockIdx.z;
+  const std::int64_t base = img * C * P;
+  const int p0 = static_cast<int>(blockIdx.x) * 32, c0 = static_cast<int>(blockIdx.y) * 32;
+  const int tx = static_cast<int>(threadIdx.x);
+  for (int k = static_cast<int>(threadIdx.y); k < 32; k += 8) {
+    const int p = p0 + k, c = c0 + tx;
+    if (c < C && p < P) t[k][tx] = __bfloat162float(x[base + static_cast<std::int64_t>(p) * C + c]);
+  }
+  __syncthreads();
+  for (int k = static_cast<int>(threadIdx.y); k < 32; k += 8) {
+    const int c = c0 + k, p = p0 + tx;
+    if (c < C && p < P) {
+      float v = t[tx][k];
+      if (bias) v = __fadd_rn(v, bias[c]);
+      const std::int64_t at = static_cast<std::int64_t>(c) * P + p;
+      y[base + at] = apply_epilogue(e, v, c, img, at);
+    }
+  }
+}
+
+// KCRS fp32 weights to KRSC bf16.
+__global__ void weights_to_krsc_bf16_kernel(const float* __restrict__ w, __nv_bfloat16* __restrict__ y,
+                                            std::int64_t C, std::int64_t RS, std::int64_t n) {
+  FT_FOR_EACH(i, n) {
+    const std::int64_t c = i % C, rs = (i / C) % RS, k = i / (C * RS);
+    y[i] = __float2bfloat16_rn(w[(k * C + c) * RS + rs]);
+  }
+}
+
+std::size_t bf16_bytes(std::int64_t n) { return (static_cast<std::size_t>(n) * 2 + 255) / 256 * 256; }
+
 }  // namespace
+
+Status GpuConv::setup_bf16(cudaStream_t stream) {
+  const auto i32 = [](std::int64_t v) { return static_cast<int>(v); };
+  const ConvJob& j = job_;
+  if (!xh_) {
+    FT_CUDNN_TRY(cudnnCreateTensorDescriptor(&xh_));
+    FT_CUDNN_TRY(cudnnCreateTensorDescriptor(&yh_));
+    FT_CUDNN_TRY(cudnnCreateFilterDescriptor(&wh_));
+    FT_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&ch_));
+    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(xh_, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, batch_, i32(j.cin),
+                                            i32(j.h), i32(j.w)));
+    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(yh_, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, batch_, i32(j.cout),
+                                            i32(j.oh), i32(j.ow)));
+    FT_CUDNN_TRY(cudnnSetFilter4dDescriptor(wh_, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, i32(j.cout),
+                                            i32(j.cin), i32(j.kh), i32(j.kw)));
+    FT_CUDNN_TRY(cudnnSetConvolution2dDescriptor(ch_, i32(j.pt), i32(j.pl), i32(j.sh), i32(j.sw), i32(j.dh),
+                                                 i32(j.dw), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    FT_CUDNN_TRY(cudnnSetConvolutionMathType(ch_, CUDNN_TENSOR_OP_MATH));
+  }
+  if (!w_bf16_) {
+    const std::int64_t n = j.cout * j.cin * j.kh * j.kw;
+    FT_CUDA_TRY(cudaMalloc(&w_bf16_, bf16_bytes(n)));
+    weights_to_krsc_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        w_dev_, static_cast<__nv_bfloat16*>(w_bf16_), j.cin, j.kh * j.kw, n);
+    FT_CUDA_LAUNCH_CHECK("weights_to_krsc_bf16_kernel", stream);
+    FT_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
+  return {};
+}
+
+void GpuConv::drop_bf16_weights() {
+  if (w_bf16_) FT_CUDA_IGNORE(cudaFree(w_bf16_));
+  w_bf16_ = nullptr;
+}
+
+Status GpuConv::run_bf16(const ConvAlgo& a, const float* x, float* y, void* workspace,
+                         cudaStream_t stream) const {
+  const ConvJob& j = job_;
+  auto* ws = static_cast<char*>(workspace);
+  auto* xh = reinterpret_cast<__nv_bfloat16*>(ws + a.cudnn_workspace);
+  auto* yh = reinterpret_cast<__nv_bfloat16*>(ws + a.cudnn_workspace + bf16_bytes(batch_ * j.cin * j.h * j.w));
+  const int pin = static_cast<int>(j.h * j.w), pout = static_cast<int>(j.oh * j.ow);
+  const dim3 block(32, 8);
+  const dim3 gin(static_cast<unsigned>((pin + 31) / 32), static_cast<unsigned>((j.cin + 31) / 32),
+                 static_cast<unsigned>(batch_));
+  nchw_to_nhwc_bf16_kernel<<<gin, block, 0, stream>>>(x, xh, static_cast<int>(j.cin), pin, in_scale_,
+                                                       in_shift_);
+  FT_CUDA_LAUNCH_CHECK("nchw_to_nhwc_bf16_kernel", stream);
+  FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
+  const float one = 1.0f, zero = 0.0f;
+  FT_CUDNN_TRY(cudnnConvolutionForward(handle_, &one, xh_, xh, wh_, w_bf16_, ch_, a.algo,
+                                       a.cudnn_workspace ? workspace : nullptr, a.cudnn_workspace, &zero, yh_,
+                                       yh));
+  const dim3 gout(static_cast<unsigned>((pout + 31) / 32), static_cast<unsigned>((j.cout + 31) / 32),
+                  static_cast<unsigned>(batch_));
+  nhwc_bf16_to_nchw_kernel<<<gout, block, 0, stream>>>(yh, b_dev_, act_, y, static_cast<int>(j.cout), pout);
+  FT_CUDA_LAUNCH_CHECK("nhwc_bf16_to_nchw_kernel", stream);
+  return {};
+}
+
 
 bool igemm_fits(const ConvJob& j, int batch) {
   const std::int64_t lim = std::int64_t{1} << 30;
@@ -522,6 +643,11 @@ GpuConv::~GpuConv() {
   if (w_) FT_CUDA_IGNORE(cudnnDestroyFilterDescriptor(w_));
   if (c_) FT_CUDA_IGNORE(cudnnDestroyConvolutionDescriptor(c_));
   if (act_desc_) FT_CUDA_IGNORE(cudnnDestroyActivationDescriptor(act_desc_));
+  if (xh_) FT_CUDA_IGNORE(cudnnDestroyTensorDescriptor(xh_));
+  if (yh_) FT_CUDA_IGNORE(cudnnDestroyTensorDescriptor(yh_));
+  if (wh_) FT_CUDA_IGNORE(cudnnDestroyFilterDescriptor(wh_));
+  if (ch_) FT_CUDA_IGNORE(cudnnDestroyConvolutionDescriptor(ch_));
+  drop_bf16_weights();
 }
 
 Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup& setup, EpilogueAct act,
@@ -571,10 +697,16 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   const bool fusable = cudnn_ok_ && bias != nullptr && !act.has_residual &&
                        (act.kind == EpilogueAct::Kind::kRelu ||
                         (act.kind == EpilogueAct::Kind::kClip && act.lo == 0.0f && std::isfinite(act.hi)));
+  // the bf16 form: cuDNN's NHWC tensor-core kernels want channel counts of a multiple of 8
+  const bool bf16_ok = setup.bf16 && cudnn_ok_ && job.groups == 1 && job.cin % 8 == 0 && job.cout % 8 == 0;
   if (known) {
     algo_ = *known;
     if (!algo_.own && !cudnn_ok_)
       return internal_error("conv " + shape_text(job) + ": cached cuDNN algorithm");
+    if (algo_.bf16) {
+      if (!bf16_ok) return internal_error("conv " + shape_text(job) + ": cached bf16 algorithm");
+      FT_TRY(setup_bf16(stream));
+    }
     algo_.fused = algo_.fused && fusable;
     if (!algo_.own) FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, algo_.math));
     return {};
@@ -691,9 +823,57 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       }
     }
   }
+  if (bf16_ok) {  // the bf16 candidate, timed with its conversions (docs/design/faces.md §8.1)
+    FT_TRY(setup_bf16(stream));
+    auto h = find_bf16(setup, probe, stream);
+    if (!h) return h.status().with_context("conv " + shape_text(job));
+    bool take = false;
+    if (h->has_value()) {
+      ConvAlgo& a = **h;
+      if (setup.autotune) {
+        auto t = time_us([&] { return run_with(a, probe.x, probe.y, probe.workspace, stream); }, stream);
+        if (!t) return t.status().with_context("conv " + shape_text(job) + " (bf16)");
+        a.us = *t;
+      }
+      take = !setup.autotune || a.us < best.us;
+      if (take) best = a;
+    }
+    if (!take) drop_bf16_weights();
+  }
   if (best.fused) best.kernel += "+bias+relu";
   algo_ = best;
   return {};
+}
+
+Expected<std::optional<ConvAlgo>> GpuConv::find_bf16(const ConvSetup& setup, const ConvProbe& probe,
+                                                     cudaStream_t stream) {
+  const ConvJob& j = job_;
+  const std::size_t io = bf16_bytes(batch_ * j.cin * j.h * j.w) + bf16_bytes(batch_ * j.cout * j.oh * j.ow);
+  if (io >= probe.workspace_bytes) return std::optional<ConvAlgo>();
+  constexpr int kAlgos = 16;
+  cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
+  int returned = 0;
+  FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
+  // the probe's fp32 buffers hold the bf16 input and output (half their size)
+  FT_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(handle_, xh_, probe.x, wh_, w_bf16_, ch_, yh_, probe.y,
+                                                      kAlgos, &returned, perf, probe.workspace,
+                                                      probe.workspace_bytes - io));
+  for (int k = 0; k < returned; ++k) {
+    const auto& p = perf[k];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
+    const std::size_t ws = (p.memory + 255) / 256 * 256;
+    if (p.memory > setup.max_workspace_bytes || ws + io > probe.workspace_bytes) continue;
+    ConvAlgo a;
+    a.bf16 = true;
+    a.algo = p.algo;
+    a.math = p.mathType;
+    a.cudnn_workspace = ws;
+    a.workspace = ws + io;
+    a.kernel = std::string("cudnn-bf16:") + algo_name(p.algo);
+    a.us = 1000.0f * p.time;
+    return std::optional<ConvAlgo>(a);
+  }
+  return std::optional<ConvAlgo>();
 }
 
 Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* workspace,
@@ -703,6 +883,7 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
                              static_cast<float*>(workspace), stream, a.pipelined, a.tile_m);
   if (a.own && a.splits < 0) return launch_dw3x3_x4(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
+  if (a.bf16) return run_bf16(a, x, y, workspace, stream);
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;
   if (a.fused) {

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "faces/eltwise.cuh"
@@ -30,7 +31,8 @@ struct ConvProbe {
 /// How GpuConv::setup chooses.
 struct ConvSetup {
   int batch = 1;
-  bool tf32 = false;     ///< tensor-op math allowed (Precision::kTf32)
+  bool tf32 = false;     ///< tensor-op math allowed (Precision::kTf32 and kBf16)
+  bool bf16 = false;     ///< the bf16 cuDNN form is a candidate too (Precision::kBf16, docs/design/faces.md §8.1)
   bool autotune = true;  ///< time own kernels against cuDNN where both apply
   std::size_t max_workspace_bytes = std::size_t{256} << 20;
 };
@@ -46,6 +48,8 @@ struct ConvAlgo {
   cudnnMathType_t math = CUDNN_FMA_MATH;
   std::size_t workspace = 0;
   bool fused = false;  ///< cudnnConvolutionBiasActivationForward (conv + bias + ReLU)
+  bool bf16 = false;   ///< cuDNN on NHWC bf16 copies of the input and weights, fp32 accumulate
+  std::size_t cudnn_workspace = 0;  ///< bf16: cuDNN's part of `workspace` (the bf16 input and output follow it)
   std::string kernel;
   float us = 0.0f;
 };
@@ -76,16 +80,35 @@ class GpuConv {
     return b;
   }
   void set_input_bias(const float* bias) { act_.in_bias = bias; }
+  /// bf16 form only: the ChannelAffine before this conv (x·scale + shift per input channel), applied by its
+  /// input conversion (docs/design/faces.md §8.1).
+  void set_input_affine(const float* scale, const float* shift) { in_scale_ = scale, in_shift_ = shift; }
+  /// Device bytes of the bf16 weight copy this conv holds (0 unless it runs the bf16 form).
+  std::uint64_t bf16_weight_bytes() const {
+    return w_bf16_ ? (static_cast<std::uint64_t>(job_.cout * job_.cin * job_.kh * job_.kw) * 2 + 255) / 256 * 256
+                   : 0;
+  }
 
  private:
   Status run_with(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const;
   Status run_own(const float* x, float* y, cudaStream_t stream) const;
+  Status setup_bf16(cudaStream_t stream);  // the NHWC bf16 descriptors and the bf16 copy of the weights
+  Expected<std::optional<ConvAlgo>> find_bf16(const ConvSetup& setup, const ConvProbe& probe,
+                                              cudaStream_t stream);
+  void drop_bf16_weights();
+  Status run_bf16(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const;
 
   cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t c_ = nullptr;
   cudnnActivationDescriptor_t act_desc_ = nullptr;
+  cudnnTensorDescriptor_t xh_ = nullptr, yh_ = nullptr;  // bf16 NHWC
+  cudnnFilterDescriptor_t wh_ = nullptr;
+  cudnnConvolutionDescriptor_t ch_ = nullptr;  // fp32 compute, tensor-op math
+  void* w_bf16_ = nullptr;                     // KRSC bf16 weights (owned)
+  const float* in_scale_ = nullptr;            // bf16: the input affine (null: none)
+  const float* in_shift_ = nullptr;
   bool cudnn_ok_ = false;  ///< cuDNN can express the shape (symmetric pads give the IR's output size)
   ConvJob job_;
   int batch_ = 1;

@@ -129,8 +129,6 @@ class Plan final : public GpuProgram {
     const Program& p = p_;
     if (p.lens.empty() || p.steps.empty()) return invalid_argument("empty program");
     if (o_.batch < 1) return invalid_argument("batch " + std::to_string(o_.batch) + " (must be >= 1)");
-    if (o_.precision == Precision::kBf16)
-      return Status(Code::kDeclined, "bf16 is not implemented by the GPU face program (fp32 and tf32 are)");
     if (p.free.size() != p.steps.size()) return invalid_argument("program free lists do not match its steps");
     FT_TRY(bind_consts(consts));
     FT_TRY(validate());
@@ -145,6 +143,7 @@ class Plan final : public GpuProgram {
     FT_TRY(upload_conv_weights());
     FT_TRY(setup_convs());
     defer_biases_into_convs();
+    fuse_affines_into_bf16_convs();
     FT_TRY(allocate_arena());
     FT_TRY(setup_cublas());
     FT_TRY(build_launches());
@@ -182,7 +181,11 @@ class Plan final : public GpuProgram {
     for (const auto& o : p_.outputs) n += static_cast<std::uint64_t>(o_.batch) * lens(o.value);
     return n;
   }
-  std::uint64_t device_bytes() const override { return arena_bytes_ + weight_bytes_; }
+  std::uint64_t device_bytes() const override {
+    std::uint64_t n = arena_bytes_ + weight_bytes_;
+    for (const auto& c : convs_) n += c->bf16_weight_bytes();
+    return n;
+  }
   int batch() const override { return o_.batch; }
   Precision precision() const override { return o_.precision; }
   const std::vector<StepPlan>& steps() const override { return plans_; }
@@ -467,6 +470,8 @@ class Plan final : public GpuProgram {
     FT_CUDA_TRY(cudaMalloc(&probe_xy, xy));
     void* probe_ws = nullptr;
     std::uint64_t ws = o_.max_workspace_bytes;
+    // bf16: the workspace also holds the conv's bf16 input and output after cuDNN's part (not under the cap)
+    if (o_.precision == Precision::kBf16) ws += aligned(B * max_x * 2) + aligned(B * max_y * 2);
     while (ws > 0) {
       if (cudaMalloc(&probe_ws, ws) == cudaSuccess) break;
       FT_CUDA_IGNORE(cudaGetLastError());  // not sticky: a smaller workspace then
@@ -478,7 +483,8 @@ class Plan final : public GpuProgram {
         static_cast<float*>(probe_xy),
         reinterpret_cast<float*>(static_cast<char*>(probe_xy) + aligned(B * max_x * sizeof(float))), probe_ws,
         ws};
-    ConvSetup cs{o_.batch, o_.precision == Precision::kTf32, o_.autotune, o_.max_workspace_bytes};
+    ConvSetup cs{o_.batch, o_.precision != Precision::kFp32, o_.precision == Precision::kBf16, o_.autotune,
+                 o_.max_workspace_bytes};
     std::map<std::vector<std::int64_t>, ConvAlgo> cache;
     Status st;
     for (const auto& u : units_) {
@@ -578,6 +584,37 @@ class Plan final : public GpuProgram {
     return {};
   }
 
+  // bf16 (docs/design/faces.md §8.1): a ChannelAffine with constant scale and shift whose one reader is the
+  // next unit, a conv running the bf16 form, is applied by that conv's input conversion; the affine's unit then
+  // does nothing and the conv reads the affine's input (nothing runs between them, so it is still there).
+  void fuse_affines_into_bf16_convs() {
+    if (o_.precision != Precision::kBf16) return;
+    std::vector<int> reads(p_.lens.size(), 0);
+    for (const auto& st : p_.steps)
+      for (const auto& a : st.args)
+        if (a.kind == Arg::Kind::kValue) ++reads[static_cast<std::size_t>(a.id)];
+    for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;
+    for (std::size_t k = 0; k + 1 < units_.size(); ++k) {
+      const Unit& a = units_[k];
+      const Unit& c = units_[k + 1];
+      const Step& sa = p_.steps[a.first];
+      if (a.kind != Unit::Kind::kStep || !std::holds_alternative<ChannelAffineOp>(sa.op) || sa.args.size() < 3 ||
+          sa.args[0].kind != Arg::Kind::kValue || sa.args[1].kind != Arg::Kind::kConst ||
+          sa.args[2].kind != Arg::Kind::kConst || deferred_.count(sa.args[0].id) ||
+          reads[static_cast<std::size_t>(a.out)] != 1)
+        continue;
+      const Step& sc = p_.steps[c.first];
+      const auto conv = conv_of_unit_.find(c.first);
+      if (c.kind == Unit::Kind::kResizeBinary || conv == conv_of_unit_.end() || sc.args.empty() ||
+          sc.args[0].kind != Arg::Kind::kValue || sc.args[0].id != a.out || !convs_[conv->second]->algo().bf16)
+        continue;
+      convs_[conv->second]->set_input_affine(consts_[static_cast<std::size_t>(sa.args[1].id)],
+                                             consts_[static_cast<std::size_t>(sa.args[2].id)]);
+      affine_skipped_.insert(a.first);
+      conv_input_[c.first] = sa.args[0];
+    }
+  }
+
   Status setup_cublas() {
     if (!needs_cublas_) return {};
     FT_CUBLAS_TRY(cublasCreate(&cublas_));
@@ -585,6 +622,8 @@ class Plan final : public GpuProgram {
     FT_CUBLAS_TRY(cublasSetWorkspace(cublas_, static_cast<char*>(arena_) + cublas_ws_at_, kCublasWorkspace));
     FT_CUBLAS_TRY(cublasSetMathMode(
         cublas_, o_.precision == Precision::kTf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    // bf16: cublasGemmEx on the fp32 operands with bf16 tensor-core products and fp32 accumulate
+    if (o_.precision == Precision::kBf16) gemm_compute_ = CUBLAS_COMPUTE_32F_FAST_16BF;
     return {};
   }
 
@@ -604,6 +643,18 @@ class Plan final : public GpuProgram {
     const auto i = [](std::int64_t v) { return static_cast<int>(v); };
     const cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int ldb = i(trans_b ? k : n);
+    if (gemm_compute_ != CUBLAS_COMPUTE_32F) {
+      if (count == 1) {
+        FT_CUBLAS_TRY(cublasGemmEx(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, CUDA_R_32F, ldb, a,
+                                   CUDA_R_32F, i(k), &beta, c, CUDA_R_32F, i(n), gemm_compute_,
+                                   CUBLAS_GEMM_DEFAULT));
+      } else {
+        FT_CUBLAS_TRY(cublasGemmStridedBatchedEx(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, CUDA_R_32F,
+                                                 ldb, sb, a, CUDA_R_32F, i(k), sa, &beta, c, CUDA_R_32F, i(n),
+                                                 sc, i(count), gemm_compute_, CUBLAS_GEMM_DEFAULT));
+      }
+      return {};
+    }
     if (count == 1) {
       FT_CUBLAS_TRY(
           cublasSgemm(cublas_, ob, CUBLAS_OP_N, i(n), i(m), i(k), &alpha, b, ldb, a, i(k), &beta, c, i(n)));
@@ -632,8 +683,10 @@ class Plan final : public GpuProgram {
       return Launch(
           [=](cudaStream_t st) { return launch_resize_binary(r, kind, side, B, x, o, obs, y, st); });
     }
+    if (affine_skipped_.count(u.first)) return Launch([](cudaStream_t) { return Status{}; });
     if (std::holds_alternative<ConvJob>(s.op)) {
       GpuConv* c = convs_[conv_of_unit_.at(u.first)].get();
+      if (const auto in = conv_input_.find(u.first); in != conv_input_.end()) x = ptr(in->second);
       void* ws = static_cast<char*>(arena_) + ws_at_;
       const float* res = u.act.has_residual ? ptr(u.residual) : nullptr;
       return Launch([=](cudaStream_t st) { return c->run(x, y, ws, st, res); });
@@ -761,10 +814,13 @@ class Plan final : public GpuProgram {
              (deferred_.count(u.out) ? "+bias-deferred" : "") +
              (u.act.kind == EpilogueAct::Kind::kPrelu ? "+prelu" : "") + (u.act.has_residual ? "+add" : "") +
              (bias_moved_from_.count(u.first) ? "+bias-to-next" : "") +
-             (bias_moved_to_.count(u.first) ? "+in-bias" : "");
+             (bias_moved_to_.count(u.first) ? "+in-bias" : "") + (conv_input_.count(u.first) ? "+in-affine" : "");
     if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
-    if (std::holds_alternative<GemvOp>(s.op)) return "cublas:sgemm";
-    if (std::holds_alternative<MatMulOp>(s.op)) return "cublas:sgemm_strided_batched";
+    if (affine_skipped_.count(u.first)) return "fused:affine-into-bf16-conv";
+    const bool bf = gemm_compute_ != CUBLAS_COMPUTE_32F;
+    if (std::holds_alternative<GemvOp>(s.op)) return bf ? "cublas:gemm_ex/bf16" : "cublas:sgemm";
+    if (std::holds_alternative<MatMulOp>(s.op))
+      return bf ? "cublas:gemm_strided_batched_ex/bf16" : "cublas:sgemm_strided_batched";
     return "own:" + std::string(op_name(s.op));
   }
 
@@ -862,10 +918,13 @@ class Plan final : public GpuProgram {
   std::vector<float*> val_;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasComputeType_t gemm_compute_ = CUBLAS_COMPUTE_32F;  // bf16: CUBLAS_COMPUTE_32F_FAST_16BF (GemmEx)
   std::vector<std::unique_ptr<GpuConv>> convs_;
   std::map<std::size_t, std::size_t> conv_of_unit_;
   std::map<std::int32_t, OperandBias> deferred_;  // conv output → its bias, added by its one reader
   std::set<std::size_t> bias_moved_from_, bias_moved_to_;  // conv units of an input-bias deferral
+  std::set<std::size_t> affine_skipped_;      // ChannelAffine steps applied by the next (bf16) conv
+  std::map<std::size_t, Arg> conv_input_;     // conv step → the input it reads instead (the affine's input)
   std::vector<Launch> launches_;
   std::vector<StepPlan> plans_;
   cudaGraph_t graph_ = nullptr;

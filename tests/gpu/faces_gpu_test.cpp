@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -24,6 +25,7 @@
 #include "compare.h"
 #include "faces/conv.cuh"
 #include "faces/gpu_program.h"
+#include "facetrace/core/image.h"
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/net.h"
 #include "facetrace/faces/program.h"
@@ -760,11 +762,128 @@ TEST_F(FacesGpu, ConvTf32IsCloseAndMarked) {
   PlanOptions o;
   o.precision = Precision::kTf32;
   check_op(*this, p, "conv tf32", 5e-3, -2.0f, 2.0f, o);
-  PlanOptions bf;
-  bf.precision = Precision::kBf16;
-  auto g = plan(p, bf);
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), Code::kDeclined);
+}
+
+// cos(a, b) in double.
+double cosine(std::span<const float> a, std::span<const float> b) {
+  double ab = 0.0, aa = 0.0, bb = 0.0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+    ab += static_cast<double>(a[i]) * b[i], aa += static_cast<double>(a[i]) * a[i],
+        bb += static_cast<double>(b[i]) * b[i];
+  return aa > 0.0 && bb > 0.0 ? ab / std::sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+// Every output of every image of `got` against the CPU interpreter: cosine >= 0.999 and the same size.
+void expect_cosine_to_cpu(const Program& p, const std::vector<std::vector<float>>& in, const Outputs& got,
+                          const char* what) {
+  std::vector<std::span<const float>> spans(in.begin(), in.end());
+  auto cpu = run_program_cpu(p, spans, 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  ASSERT_EQ(got.size(), cpu->size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    for (std::size_t k = 0; k < p.outputs.size(); ++k) {
+      ASSERT_EQ(got[i][k].size(), (*cpu)[i][k].size());
+      const double c = cosine(got[i][k], (*cpu)[i][k]);
+      EXPECT_GE(c, 0.999) << what << ": image " << i << " output " << p.outputs[k].name;
+    }
+}
+
+// The bf16 form of a conv cuDNN takes (no autotune: bf16 whenever it applies) is marked and close to the CPU.
+TEST_F(FacesGpu, ConvBf16IsCloseAndMarked) {
+  const ConvJob j = conv_job(64, 64, 1, 3, 1, 1, 28, 28, 9);
+  Builder b(Shape{1, 64, 28, 28});
+  const auto c = b.step(j, {Arg::value(0)}, {1, 64, 28, 28});
+  const auto y = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(c)}, {1, 64, 28, 28});
+  Program p = b.done({y});
+  p.steps[0].fusion = Fusion{FusionKind::kConvAct, 2};
+  PlanOptions o;
+  o.precision = Precision::kBf16;
+  o.autotune = false;
+  for (int batch : {1, 7}) {
+    o.batch = batch;
+    auto g = plan(p, o);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ((*g)->precision(), Precision::kBf16);
+    ASSERT_FALSE((*g)->steps().empty());
+    EXPECT_EQ((*g)->steps()[0].kernel.rfind("cudnn-bf16:", 0), 0u) << (*g)->steps()[0].kernel;
+    const auto in = inputs_for(p, batch, 77u);
+    const Outputs a = run(**g, p, in), a2 = run(**g, p, in);
+    expect_cosine_to_cpu(p, in, a, "conv bf16");
+    for (std::size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(testing::bit_identical(a[i][0], a2[i][0])) << "bf16 run to run, image " << i;
+    // not the fp32 bits: the products are bf16 (an fp32 result would mean the bf16 form did not run)
+    PlanOptions f = o;
+    f.precision = Precision::kFp32;
+    const Outputs r = plan_run(p, in, f);
+    EXPECT_FALSE(testing::bit_identical(a[0][0], r[0][0]));
+  }
+}
+
+// An IResNet-like program: stem conv (3 input channels: stays fp32), BN (ChannelAffine), PReLU, two residual
+// blocks (the first with a BN before its conv, the second downsampling, with a 1x1 shortcut conv), then the
+// embedding Gemm. tf32 and bf16 (with and
+// without autotune) against the CPU per output, batch 1 and 5.
+TEST_F(FacesGpu, IresnetLikeTf32AndBf16CloseToCpu) {
+  constexpr std::int64_t c = 64, hw = 28, oh = 14, e = 128;
+  Builder b(Shape{1, 3, hw, hw});
+  const auto stem = b.step(conv_job(3, c, 1, 3, 1, 1, hw, hw, 81), {Arg::value(0)}, {1, c, hw, hw});
+  const auto bs = b.constant(random_floats(c, 82, 0.5f, 1.5f));
+  const auto bh = b.constant(random_floats(c, 83, -0.2f, 0.2f));
+  const auto bn = b.step(ChannelAffineOp{c, hw * hw}, {Arg::value(stem), Arg::constant(bs), Arg::constant(bh)},
+                         {1, c, hw, hw});
+  const auto sl = b.constant(random_floats(c, 84, 0.1f, 0.3f));
+  const auto x0 = b.step(ChannelPreluOp{c, hw * hw}, {Arg::value(bn), Arg::constant(sl)}, {1, c, hw, hw});
+  // block 1: BN, conv, PReLU, conv, + x0 (bf16 runs the BN in the conv's input conversion)
+  const auto b1s = b.constant(random_floats(c, 94, 0.5f, 1.5f));
+  const auto b1h = b.constant(random_floats(c, 95, -0.2f, 0.2f));
+  const auto bn1 = b.step(ChannelAffineOp{c, hw * hw},
+                          {Arg::value(x0), Arg::constant(b1s), Arg::constant(b1h)}, {1, c, hw, hw});
+  const auto c1 = b.step(conv_job(c, c, 1, 3, 1, 1, hw, hw, 85), {Arg::value(bn1)}, {1, c, hw, hw});
+  const auto p1 = b.step(ChannelPreluOp{c, hw * hw}, {Arg::value(c1), Arg::constant(sl)}, {1, c, hw, hw});
+  const auto c2 = b.step(conv_job(c, c, 1, 3, 1, 1, hw, hw, 86), {Arg::value(p1)}, {1, c, hw, hw});
+  const std::int64_t n1 = c * hw * hw;
+  BinaryOp add1{BinaryKind::kAdd, {1, c, hw, hw}, {n1, hw * hw, hw, 1}, {n1, hw * hw, hw, 1}};
+  const auto x1 = b.step(add1, {Arg::value(c2), Arg::value(x0)}, {1, c, hw, hw});
+  // block 2: conv, PReLU, conv stride 2, + 1x1 stride-2 shortcut conv
+  const auto sl2 = b.constant(random_floats(2 * c, 87, 0.1f, 0.3f));
+  const auto c3 = b.step(conv_job(c, 2 * c, 1, 3, 1, 1, hw, hw, 88), {Arg::value(x1)}, {1, 2 * c, hw, hw});
+  const auto p3 =
+      b.step(ChannelPreluOp{2 * c, hw * hw}, {Arg::value(c3), Arg::constant(sl2)}, {1, 2 * c, hw, hw});
+  const auto c4 = b.step(conv_job(2 * c, 2 * c, 1, 3, 2, 1, hw, hw, 89), {Arg::value(p3)}, {1, 2 * c, oh, oh});
+  const auto sc = b.step(conv_job(c, 2 * c, 1, 1, 2, 0, hw, hw, 90), {Arg::value(x1)}, {1, 2 * c, oh, oh});
+  const std::int64_t n2 = 2 * c * oh * oh;
+  BinaryOp add2{BinaryKind::kAdd, {1, 2 * c, oh, oh}, {n2, oh * oh, oh, 1}, {n2, oh * oh, oh, 1}};
+  const auto x2 = b.step(add2, {Arg::value(c4), Arg::value(sc)}, {1, 2 * c, oh, oh});
+  // embedding: Y[1,e] = X[1,n2]·W(n2,e) + bias
+  const float ws = 1.0f / std::sqrt(static_cast<float>(n2));
+  const auto w = b.constant(random_floats(static_cast<std::size_t>(n2 * e), 91, -ws, ws));
+  const auto bias = b.constant(random_floats(e, 92));
+  GemvOp g;
+  g.k = n2, g.n = e, g.has_bias = true;
+  const auto y = b.step(g, {Arg::value(x2), Arg::constant(w), Arg::constant(bias)}, {1, e});
+  const Program p = b.done({y, x2});
+  for (int batch : {1, 5}) {
+    const auto in = inputs_for(p, batch, 93u, 0.0f, 1.0f);
+    for (const auto& [prec, tune] : {std::pair{Precision::kTf32, true}, std::pair{Precision::kBf16, true},
+                                     std::pair{Precision::kBf16, false}}) {
+      PlanOptions o;
+      o.batch = batch;
+      o.precision = prec;
+      o.autotune = tune;
+      auto gp = plan(p, o);
+      ASSERT_TRUE(gp.ok()) << gp.status().to_string();
+      std::string kernels;
+      for (const auto& st : (*gp)->steps()) kernels += st.kernel + " ";
+      if (prec == Precision::kBf16 && !tune) {
+        EXPECT_NE(kernels.find("cudnn-bf16:"), std::string::npos) << kernels;
+        EXPECT_NE(kernels.find("cublas:gemm_ex/bf16"), std::string::npos) << kernels;
+        EXPECT_NE(kernels.find("+in-affine"), std::string::npos) << kernels;
+        EXPECT_NE(kernels.find("fused:affine-into-bf16-conv"), std::string::npos) << kernels;
+      }
+      const Outputs a = run(**gp, p, in);
+      expect_cosine_to_cpu(p, in, a, prec == Precision::kTf32 ? "iresnet-like tf32" : "iresnet-like bf16");
+    }
+  }
 }
 
 // ---- fusion: each fused group against the same program with its marks cleared --------------------------
@@ -929,6 +1048,49 @@ TEST_F(FacesGpu, YunetMatchesCpuAndIsBitIdenticalRunToRun) {
                                      {1e-4 + 1e-3 * m, 1e-3}))
           << "YuNet output " << p->outputs[k].name;
       EXPECT_TRUE(testing::bit_identical(a[0][k], b[0][k])) << "run to run, output " << p->outputs[k].name;
+    }
+  }
+}
+
+// YuNet in tf32 and bf16 on a real photo: every output close to the CPU (cosine), and the faces at score >= 0.6
+// the same (decode_yunet on each).
+TEST_F(FacesGpu, YunetTf32AndBf16CloseToCpuWithTheSameFaces) {
+  constexpr int n = 640;
+  auto p = yunet_program(n);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  const char* dir = std::getenv("FT_TEST_DATA_DIR");
+  const std::string path =
+      std::string(dir ? dir : FT_FACES_GPU_TEST_DATA_DIR) + "/images/obama_biden_kagan_crop_2010.jpg";
+  auto img = core::load_image(path);
+  ASSERT_TRUE(img.ok()) << path << ": " << img.status().to_string();
+  std::vector<std::vector<float>> in(1, std::vector<float>(static_cast<std::size_t>(3 * n * n)));
+  const float scale = letterbox_bgr(img->rgb, img->width, img->height, n, in[0]);
+  std::vector<std::span<const float>> spans(in.begin(), in.end());
+  auto cpu = run_program_cpu(*p, spans, 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  const auto faces_of = [&](const std::vector<std::vector<float>>& outs) {
+    std::vector<NamedTensor> named;
+    for (std::size_t k = 0; k < p->outputs.size(); ++k)
+      named.push_back(NamedTensor{p->outputs[k].name, p->outputs[k].shape, outs[k]});
+    return decode_yunet(named, n, scale, img->width, img->height, DetectOptions{});
+  };
+  const auto want = faces_of((*cpu)[0]);
+  EXPECT_GE(want.size(), 1u) << "the photo holds faces";
+  for (Precision prec : {Precision::kTf32, Precision::kBf16}) {
+    const char* name = prec == Precision::kTf32 ? "tf32" : "bf16";
+    PlanOptions o;
+    o.precision = prec;
+    const Outputs a = plan_run(*p, in, o);
+    expect_cosine_to_cpu(*p, in, a, name);
+    const auto got = faces_of(a[0]);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const float side = std::max(want[i].x1 - want[i].x0, want[i].y1 - want[i].y0);
+      EXPECT_NEAR(got[i].x0, want[i].x0, 0.05f * side) << name << " face " << i;
+      EXPECT_NEAR(got[i].y0, want[i].y0, 0.05f * side) << name << " face " << i;
+      EXPECT_NEAR(got[i].x1, want[i].x1, 0.05f * side) << name << " face " << i;
+      EXPECT_NEAR(got[i].y1, want[i].y1, 0.05f * side) << name << " face " << i;
+      EXPECT_NEAR(got[i].score, want[i].score, 0.05f) << name << " face " << i;
     }
   }
 }
