@@ -753,7 +753,8 @@ int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
   CLI::App app{"bench_faces: YuNet and embedder times on the CPU (JSON lines on stdout, table on stderr)"};
   std::string device = "cpu", data = FT_TEST_DATA_DIR, model, precision = "fp32", models_dir;
-  bool short_run = false, share = false;
+  bool short_run = false;
+  [[maybe_unused]] bool share = false;
   [[maybe_unused]] std::uint64_t workspace_mb = 4096;
 #ifdef FT_HAVE_CUDA_FACES
   app.add_option("--device", device,
