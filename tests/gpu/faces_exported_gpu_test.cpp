@@ -8,10 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,13 +53,50 @@ std::string photos_dir() {
   return "tests/data/images/";
 }
 
-/// A fresh GPU accelerator attached to `net` with a fresh GPU accelerator attached; fails the test when either step fails.
-void attach_gpu(Net& net, const std::string& what) {
+/// The GPU accelerator with a count of the programs it ran and of the runs it handed back to the CPU (declined or
+/// failed), so that a test cannot pass on the CPU fallback.
+class CountingAccelerator final : public Accelerator {
+ public:
+  explicit CountingAccelerator(std::shared_ptr<Accelerator> inner) : inner_(std::move(inner)) {}
+  std::optional<Expected<std::vector<float>>> conv(const ConvJob& job, std::span<const float> input) override {
+    return inner_->conv(job, input);
+  }
+  std::optional<Expected<ProgramOutputs>> run_program(const Program& program,
+                                                      std::span<const std::span<const float>> inputs) override {
+    auto r = inner_->run_program(program, inputs);
+    if (r && r->ok())
+      ++ran;
+    else
+      ++fell_back;
+    return r;
+  }
+  std::string device() const override { return inner_->device(); }
+  Precision precision() const override { return inner_->precision(); }
+  std::uint64_t resident_bytes() const override { return inner_->resident_bytes(); }
+  std::uint64_t generation() const override { return inner_->generation(); }
+
+  std::atomic<std::uint64_t> ran{0}, fell_back{0};
+
+ private:
+  std::shared_ptr<Accelerator> inner_;
+};
+
+/// A fresh GPU accelerator attached to `net` (fails the test when either step fails); null on failure.
+std::shared_ptr<CountingAccelerator> attach_gpu(Net& net, const std::string& what) {
   auto acc = make_gpu_accelerator();
-  ASSERT_TRUE(acc.ok()) << what << ": make_gpu_accelerator: " << acc.status().to_string();
-  const Status st = net.attach_checked(*acc);
-  ASSERT_TRUE(st.ok()) << what << ": attach_checked: " << st.to_string();
-  ASSERT_TRUE(net.accelerator().has_value()) << what;
+  EXPECT_TRUE(acc.ok()) << what << ": make_gpu_accelerator: " << acc.status().to_string();
+  if (!acc.ok()) return nullptr;
+  auto counting = std::make_shared<CountingAccelerator>(*acc);
+  const Status st = net.attach_checked(counting);
+  EXPECT_TRUE(st.ok()) << what << ": attach_checked: " << st.to_string();
+  if (!st.ok() || !net.accelerator().has_value()) return nullptr;
+  return counting;
+}
+
+/// Every program since the attach ran on the GPU.
+void expect_all_on_gpu(const CountingAccelerator& acc, const std::string& what) {
+  EXPECT_GT(acc.ran.load(), 0u) << what;
+  EXPECT_EQ(acc.fell_back.load(), 0u) << what << ": runs handed back to the CPU";
 }
 
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
@@ -76,9 +116,10 @@ void check_model_on_gpu(const ExportedModel& m) {
     SCOPED_TRACE(m.name + " opset " + std::to_string(f.opset));
     auto gpu = Net::load(f.path);
     ASSERT_TRUE(gpu) << m.name << ": Net::load refused it: " << gpu.status().to_string();
-    attach_gpu(*gpu, m.name);
-    if (::testing::Test::HasFatalFailure()) return;
+    const auto acc = attach_gpu(*gpu, m.name);
+    ASSERT_TRUE(acc) << m.name;
     for (const auto& c : m.cases) EXPECT_TRUE(check_exported_case(*gpu, m, c)) << "opset " << f.opset;
+    expect_all_on_gpu(*acc, m.name);
     EXPECT_TRUE(gpu->accelerator().has_value())
         << m.name << ": detached while running: " << gpu->detach_reason().value_or("?");
 
@@ -199,8 +240,8 @@ TEST(FacesYunetGpu, PhotosGiveTheCpuDetectionsAndOutputs) {
   auto gpu = Detector::builtin();
   ASSERT_TRUE(cpu && gpu) << (cpu ? gpu.status() : cpu.status()).to_string();
   Net gnet = gpu->net();  // shares its state with the detector's net: attaching here attaches the detector
-  attach_gpu(gnet, "yunet");
-  if (HasFatalFailure()) return;
+  const auto acc = attach_gpu(gnet, "yunet");
+  ASSERT_TRUE(acc);
   ASSERT_TRUE(gpu->net().accelerator().has_value());
   ASSERT_FALSE(cpu->net().accelerator().has_value());
   const int n = gpu->input_size();
@@ -222,6 +263,7 @@ TEST(FacesYunetGpu, PhotosGiveTheCpuDetectionsAndOutputs) {
     expect_outputs_within_bar(*go, *co, kPhotos[i]);
   }
   EXPECT_GE(faces, ims.size()) << "every photo holds at least one face";
+  expect_all_on_gpu(*acc, "yunet");
   EXPECT_TRUE(gpu->net().accelerator().has_value()) << gpu->net().detach_reason().value_or("?");
 }
 
@@ -232,8 +274,8 @@ TEST(FacesYunetGpu, BatchOf16EqualsSixteenSingleRuns) {
   auto det = Detector::builtin();
   ASSERT_TRUE(det) << det.status().to_string();
   Net net = det->net();
-  attach_gpu(net, "yunet");
-  if (HasFatalFailure()) return;
+  const auto acc = attach_gpu(net, "yunet");
+  ASSERT_TRUE(acc);
   std::vector<core::Image> batch;
   for (int i = 0; i < 16; ++i) batch.push_back(ims[static_cast<std::size_t>(i) % ims.size()]);
 
@@ -264,6 +306,7 @@ TEST(FacesYunetGpu, BatchOf16EqualsSixteenSingleRuns) {
     ASSERT_TRUE(one) << one.status().to_string();
     expect_outputs_within_bar((*b16)[i], *one, "run_batch image " + std::to_string(i));
   }
+  expect_all_on_gpu(*acc, "yunet");
   EXPECT_TRUE(net.accelerator().has_value()) << net.detach_reason().value_or("?");
 }
 
