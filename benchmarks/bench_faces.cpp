@@ -547,7 +547,10 @@ int run_product_rows(const std::string& model, const std::string& images, const 
       return 1;
     }
     ProductModel e;
-    e.name = "embedder_model";
+    // The case is named by the file ("iresnet100" for make_models.py's DIR/iresnet100/model.onnx).
+    const std::filesystem::path mp(model);
+    e.name = mp.stem() == "model" && mp.has_parent_path() ? mp.parent_path().filename().string()
+                                                           : mp.stem().string();
     e.unit = "faces_per_s";
     e.make = [model] { return Net::load(model); };
     e.shape = one_image(probe->input_shape());
