@@ -1,8 +1,11 @@
 /// @file
 /// bench_faces: YuNet 640×640 per image and embedder per face on the CPU, 1 thread and all threads; in CUDA builds
 /// also the GPU face program (cuda/faces/gpu_program.h, planned in-process) for YuNet 640 and an IResNet-100 at
-/// batch 1, 64 and 256 (--device gpu|all). JSON lines on stdout (docs/design/style.md §10, through bench_common.h),
-/// a table on stderr.
+/// batch 1, 64 and 256 (--device gpu|all); and the product path (make_gpu_accelerator + Net::attach_checked +
+/// Net::run_batch through the isolated device child, host copies included) for YuNet 640, the exported MobileFaceNet
+/// of tests/models and an IResNet-100 (--model), each beside the CPU interpreter in the same run; and the share row
+/// (--share: a GPU render of the built-in diamond alone and beside a paced YuNet stream, docs/design/faces.md §4).
+/// JSON lines on stdout (docs/design/style.md §10, through bench_common.h), a table on stderr.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -34,6 +37,17 @@
 
 #include "faces/gpu_program.h"
 #endif
+#ifdef FT_HAVE_FACES_RUNTIME
+#include <atomic>
+#include <functional>
+
+#include "facetrace/faces/accelerator.h"
+#ifdef FT_HAVE_TRACER_RENDER
+#include "facetrace/tracer/film.h"
+#include "facetrace/tracer/renderer.h"
+#include "facetrace/tracer/scene.h"
+#endif
+#endif
 
 namespace {
 
@@ -54,6 +68,7 @@ bool measure(const char* cas, int threads, int warmup, int iters, const char* un
   const double per_s = 1000.0 / s.median_ms;
   bench::Json j = bench::line("faces", cas);
   j["device"] = "cpu";
+  j["precision"] = "fp32";
   j["threads"] = threads;
   bench::add_stats(j, s, iters, warmup);
   j[unit] = bench::rounded(per_s, 2);
@@ -341,9 +356,368 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
   return true;
 }
 
-// The GPU rows: YuNet 640 and IResNet-100 (or --model) at each batch and precision. Exit code for main.
+// --precision: fp32, tf32, bf16 or all (fp32 and tf32). False (reported) on anything else.
+bool parse_precisions(const std::string& precision, std::vector<Precision>& precs) {
+  Precision p{};
+  if (precision == "all") {
+    precs = {Precision::kFp32, Precision::kTf32, Precision::kBf16};
+  } else if (parse_precision(precision, p)) {
+    precs = {p};
+  } else {
+    std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32, bf16 or all)\n", precision.c_str());
+    return false;
+  }
+  return true;
+}
+
+#ifdef FT_HAVE_FACES_RUNTIME
+// ---- Product rows: make_gpu_accelerator + Net::attach_checked + Net::run_batch (the isolated device child) ----
+
+using facetrace::Expected;
+using facetrace::Status;
+
+// Forwards to the GPU accelerator and counts the runs it took and the ones that came back to the CPU, so that a
+// row timed on a CPU fallback says so.
+class CountingAccelerator final : public Accelerator {
+ public:
+  explicit CountingAccelerator(std::shared_ptr<Accelerator> inner) : inner_(std::move(inner)) {}
+  std::optional<Expected<std::vector<float>>> conv(const ConvJob& job, std::span<const float> input) override {
+    return inner_->conv(job, input);
+  }
+  std::optional<Expected<ProgramOutputs>> run_program(const Program& program,
+                                                      std::span<const std::span<const float>> inputs) override {
+    auto r = inner_->run_program(program, inputs);
+    if (r && r->ok())
+      ++ran;
+    else
+      ++fell_back;
+    return r;
+  }
+  std::string device() const override { return inner_->device(); }
+  Precision precision() const override { return inner_->precision(); }
+  std::uint64_t resident_bytes() const override { return inner_->resident_bytes(); }
+  std::uint64_t generation() const override { return inner_->generation(); }
+
+  std::atomic<std::uint64_t> ran{0}, fell_back{0};
+
+ private:
+  std::shared_ptr<Accelerator> inner_;
+};
+
+// One model of the product rows.
+struct ProductModel {
+  std::string name;                       // case prefix
+  const char* unit = "images_per_s";
+  std::function<Expected<Net>()> make;    // a fresh Net (its own shared state) per device
+  std::vector<float> image;               // one input [1, C, H, W]
+  Shape shape;
+  std::vector<int> gpu_batches, cpu_batches;
+};
+
+// Deterministic values in [-1, 1) (an aligned face stand-in for the embedders).
+std::vector<float> noise(std::size_t n, std::uint32_t seed) {
+  std::vector<float> v(n);
+  std::uint32_t x = seed * 2654435761u + 1u;
+  for (auto& f : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    f = static_cast<float>(x >> 8) / 8388608.0f - 1.0f;
+  }
+  return v;
+}
+
+// Times Net::run_batch of `batch` copies of the model's image; one JSON line and table row. `cpu_per_s` > 0 adds
+// the ratio to the CPU interpreter's throughput at `cpu_batch`. Returns the throughput, or a negative on failure.
+double product_row(const ProductModel& m, const Net& net, const std::string& device, Precision prec, int batch,
+                   int warmup, int iters, CountingAccelerator* acc, double attach_ms, double cpu_per_s,
+                   int cpu_batch, const bench::RunContext& context, bench::Table& table) {
+  std::vector<std::span<const float>> in(static_cast<std::size_t>(batch), std::span<const float>(m.image));
+  auto run = [&] {
+    auto r = net.run_batch(in, m.shape);
+    if (!r) std::fprintf(stderr, "bench_faces: %s: %s\n", m.name.c_str(), r.status().to_string().c_str());
+    return r.ok() && static_cast<int>(r->size()) == batch;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!run()) return -1.0;
+  const double first_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const std::uint64_t ran0 = acc ? acc->ran.load() : 0, back0 = acc ? acc->fell_back.load() : 0;
+  auto ms = bench::time_runs(std::max(0, warmup - 1), iters, run);
+  if (!ms) return -1.0;
+  const bench::Stats s = bench::summarize(*ms);
+  const double per_s = 1000.0 * batch / s.median_ms;
+  const std::string cas = m.name + "_product_b" + std::to_string(batch);
+  bench::Json j = bench::line("faces", cas);
+  j["device"] = device;
+  j["path"] = acc ? "make_gpu_accelerator+attach_checked+run_batch" : "cpu interpreter run_batch";
+  j["precision"] = acc ? prec_name(prec) : "fp32";
+  j["batch"] = batch;
+  j["threads"] = acc ? 0 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  bench::add_stats(j, s, iters, warmup);
+  j[m.unit] = bench::rounded(per_s, 1);
+  j["first_run_ms"] = bench::rounded(first_ms, 1);
+  if (acc) {
+    j["accelerator"] = net.accelerator().value_or("detached: " + net.detach_reason().value_or("?"));
+    j["attach_ms"] = bench::rounded(attach_ms, 1);
+    j["resident_mb"] = bench::rounded(static_cast<double>(acc->resident_bytes()) / (1 << 20), 1);
+    j["gpu_runs"] = acc->ran.load() - ran0;
+    j["cpu_fallbacks"] = acc->fell_back.load() - back0;  // non-zero: some timed runs were the CPU's
+    if (cpu_per_s > 0) {
+      j["cpu_batch"] = cpu_batch;
+      j["gpu_over_cpu"] = bench::rounded(per_s / cpu_per_s, 2);
+    }
+  }
+  bench::emit(std::move(j), context);
+  std::string thr = bench::cell("%.1f", per_s) + " " + m.unit;
+  if (acc && cpu_per_s > 0) thr += " (" + bench::cell("%.1f", per_s / cpu_per_s) + "x cpu b" +
+                                   std::to_string(cpu_batch) + ")";
+  table.add({cas + (acc ? " " + prec_name(prec) : ""), device, bench::cell("%.2f", s.median_ms),
+             bench::cell("%.2f", s.p10_ms), bench::cell("%.2f", s.p90_ms), thr});
+  return per_s;
+}
+
+// One model: the CPU interpreter at m.cpu_batches (a few repeats), then the GPU accelerator at m.gpu_batches for
+// each precision, each GPU row with its ratio to the CPU row of the same batch (else the CPU's largest batch).
+bool product_model(const ProductModel& m, const std::vector<Precision>& precs, bool short_run,
+                   const bench::RunContext& context, bench::Table& table) {
+  auto cpu = m.make();
+  if (!cpu) {
+    std::fprintf(stderr, "bench_faces: %s: %s\n", m.name.c_str(), cpu.status().to_string().c_str());
+    return false;
+  }
+  std::map<int, double> cpu_rate;
+  for (int b : m.cpu_batches) {
+    const double r = product_row(m, *cpu, "cpu", Precision::kFp32, b, 1, short_run ? 2 : 3, nullptr, 0, 0, 0,
+                                 context, table);
+    if (r < 0) return false;
+    cpu_rate[b] = r;
+  }
+  for (Precision prec : precs) {
+    GpuAcceleratorOptions o = GpuAcceleratorOptions::from_env();
+    o.precision = prec;
+    auto inner = make_gpu_accelerator(o);
+    if (!inner) {
+      std::fprintf(stderr, "bench_faces: %s: make_gpu_accelerator: %s\n", m.name.c_str(),
+                   inner.status().to_string().c_str());
+      return false;
+    }
+    auto acc = std::make_shared<CountingAccelerator>(*inner);
+    auto gnet = m.make();
+    if (!gnet) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status st = gnet->attach_checked(acc);
+    const double attach_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!st.ok()) {
+      std::fprintf(stderr, "bench_faces: %s %s: attach_checked: %s\n", m.name.c_str(), prec_name(prec).c_str(),
+                   st.to_string().c_str());
+      return false;
+    }
+    for (int b : m.gpu_batches) {
+      int cb = 0;
+      double cr = 0;
+      if (auto it = cpu_rate.find(b); it != cpu_rate.end()) {
+        cb = b, cr = it->second;
+      } else if (!cpu_rate.empty()) {
+        cb = cpu_rate.rbegin()->first, cr = cpu_rate.rbegin()->second;
+      }
+      if (product_row(m, *gnet, "gpu", prec, b, short_run ? 1 : 2, short_run ? 2 : 5, acc.get(), attach_ms, cr,
+                      cb, context, table) < 0)
+        return false;
+    }
+  }
+  return true;
+}
+
+// The letterboxed 640² input of the benchmark photo, or empty (reported).
+std::vector<float> yunet_input(const std::string& images) {
+  auto photo = facetrace::core::load_image(images + "obama_portrait_2012.jpg");
+  if (!photo) {
+    std::fprintf(stderr, "bench_faces: %s\n", photo.status().to_string().c_str());
+    return {};
+  }
+  std::vector<float> input(3 * 640 * 640);
+  letterbox_bgr(photo->rgb, photo->width, photo->height, 640, input);
+  return input;
+}
+
+Shape one_image(Shape s) {
+  if (!s.empty()) s[0] = 1;
+  return s;
+}
+
+// The product rows: YuNet 640 (GPU 1/64/256, CPU 1/64), the exported MobileFaceNet of `models` (GPU and CPU
+// 1/16/64) and the IResNet-100 of --model (GPU 1/64/256, CPU 1). Exit code for main.
+int run_product_rows(const std::string& model, const std::string& images, const std::string& models,
+                     const std::vector<Precision>& precs, bool short_run, const bench::RunContext& context,
+                     bench::Table& table) {
+  auto pick = [&](std::vector<int> full) { return short_run ? std::vector<int>{1} : full; };
+  ProductModel y;
+  y.name = "yunet_640";
+  y.make = [] { return Net::create(builtin_yunet_onnx()); };
+  y.image = yunet_input(images);
+  if (y.image.empty()) return 1;
+  y.shape = {1, 3, 640, 640};
+  y.gpu_batches = pick({1, 64, 256});
+  y.cpu_batches = pick({1, 64});
+  if (!product_model(y, precs, short_run, context, table)) return 1;
+
+  const std::string mfn_path = models + "/mobilefacenet_w05/model.onnx";
+  if (std::filesystem::exists(mfn_path)) {
+    ProductModel f;
+    f.name = "mobilefacenet_w05_112";
+    f.unit = "faces_per_s";
+    f.make = [mfn_path] { return Net::load(mfn_path); };
+    f.shape = {1, 3, 112, 112};
+    f.image = noise(3 * 112 * 112, 7);
+    f.gpu_batches = pick({1, 16, 64});
+    f.cpu_batches = pick({1, 16, 64});
+    if (!product_model(f, precs, short_run, context, table)) return 1;
+  } else {
+    std::fprintf(stderr, "bench_faces: no %s (--models DIR); the MobileFaceNet product rows are skipped\n",
+                 mfn_path.c_str());
+  }
+
+  if (!model.empty()) {
+    auto probe = Net::load(model);
+    if (!probe) {
+      std::fprintf(stderr, "bench_faces: %s\n", probe.status().to_string().c_str());
+      return 1;
+    }
+    ProductModel e;
+    // The case is named by the file ("iresnet100" for make_models.py's DIR/iresnet100/model.onnx).
+    const std::filesystem::path mp(model);
+    e.name = mp.stem() == "model" && mp.has_parent_path() ? mp.parent_path().filename().string()
+                                                           : mp.stem().string();
+    e.unit = "faces_per_s";
+    e.make = [model] { return Net::load(model); };
+    e.shape = one_image(probe->input_shape());
+    for (auto& d : e.shape)
+      if (d == 0) d = 1;
+    std::int64_t n = 1;
+    for (auto d : e.shape) n *= d;
+    e.image = noise(static_cast<std::size_t>(n), 11);
+    e.gpu_batches = pick({1, 64, 256});
+    e.cpu_batches = {1};
+    if (!product_model(e, precs, short_run, context, table)) return 1;
+  } else {
+    std::fprintf(stderr,
+                 "bench_faces: no --model; the IResNet-100 product rows are skipped (an ONNX file from "
+                 "`tests/models/make_models.py --only iresnet100 --out DIR`)\n");
+  }
+  return 0;
+}
+
+#ifdef FT_HAVE_TRACER_RENDER
+// ---- The share row: a GPU render alone and beside a paced YuNet stream (docs/design/faces.md §4 "Pace") ----
+
+int run_share_row(const std::string& images, bool short_run, const bench::RunContext& context,
+                  bench::Table& table) {
+  namespace tr = facetrace::tracer;
+  constexpr double kShare = 0.25, kTarget = 0.75;
+  tr::Scene scene = tr::builtin_diamond_scene();
+  scene.width = scene.height = short_run ? 256 : 1024;
+  const std::uint32_t samples = short_run ? 64 : 2048;
+  tr::RenderOptions ro;
+  ro.device = tr::RenderDevice::kGpu;
+  struct Timed {
+    double seconds = -1;
+    std::uint64_t gpu_samples = 0;
+  };
+  auto render = [&](std::uint32_t spp) {
+    tr::Film film(scene.width, scene.height);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = tr::render(scene, 0, spp, film, ro);
+    Timed t;
+    if (!r) {
+      std::fprintf(stderr, "bench_faces: share: render: %s\n", r.status().to_string().c_str());
+      return t;
+    }
+    t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.gpu_samples = r->gpu_samples;
+    return t;
+  };
+  if (render(16).seconds < 0) return 1;  // the child, the tracer's module and its buffers
+  const Timed alone = render(samples);
+  if (alone.seconds < 0) return 1;
+
+  auto acc = make_gpu_accelerator();
+  if (!acc) {
+    std::fprintf(stderr, "bench_faces: share: %s\n", acc.status().to_string().c_str());
+    return 1;
+  }
+  auto net = Net::create(builtin_yunet_onnx());
+  if (!net) return 1;
+  if (Status st = net->attach_checked(*acc); !st.ok()) {
+    std::fprintf(stderr, "bench_faces: share: attach_checked: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  const std::vector<float> image = yunet_input(images);
+  if (image.empty()) return 1;
+  const int batch = 16;
+  std::vector<std::span<const float>> in(batch, std::span<const float>(image));
+  if (!net->run_batch(in, {1, 3, 640, 640}).ok()) return 1;  // plan B = 16 before measuring
+  set_pace(1, kShare);
+  std::atomic<bool> stop{false}, failed{false};
+  std::atomic<std::int64_t> streamed{0};
+  const auto s0 = std::chrono::steady_clock::now();
+  std::thread faces([&] {
+    while (!stop.load()) {
+      if (!net->run_batch(in, {1, 3, 640, 640}).ok()) {
+        failed = true;
+        return;
+      }
+      streamed += batch;
+    }
+  });
+  const Timed shared = render(samples);
+  stop = true;
+  faces.join();
+  const double stream_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+  set_pace(1 << 20, 1.0);
+  if (shared.seconds < 0 || failed.load()) return 1;
+  const double paths = static_cast<double>(scene.width) * scene.height * samples;
+  const double alone_ps = paths / alone.seconds, shared_ps = paths / shared.seconds;
+  const double kept = shared_ps / alone_ps;
+  bench::Json j = bench::line("faces", "share_render_diamond_vs_yunet_stream");
+  j["device"] = "gpu";
+  j["precision"] = "fp32";
+  j["width"] = scene.width;
+  j["height"] = scene.height;
+  j["samples"] = samples;
+  j["pace_concurrent"] = 1;
+  j["pace_share"] = kShare;
+  j["face_batch"] = batch;
+  j["render_alone_s"] = bench::rounded(alone.seconds, 3);
+  j["render_shared_s"] = bench::rounded(shared.seconds, 3);
+  j["paths_per_s_alone"] = bench::rounded(alone_ps, 0);
+  j["paths_per_s_shared"] = bench::rounded(shared_ps, 0);
+  j["kept"] = bench::rounded(kept, 3);
+  j["target_kept"] = kTarget;
+  j["meets_target"] = kept >= kTarget;
+  j["faces_images_per_s"] = bench::rounded(static_cast<double>(streamed.load()) / stream_s, 1);
+  j["gpu_samples_alone"] = alone.gpu_samples;  // below `samples`: some requests fell back to the CPU
+  j["gpu_samples_shared"] = shared.gpu_samples;
+  j["accelerator"] = net->accelerator().value_or("detached");
+  bench::emit(std::move(j), context);
+  table.add({"share render alone / with yunet b16 @0.25", "gpu", bench::cell("%.1f", alone.seconds * 1000),
+             bench::cell("%.1f", shared.seconds * 1000), "",
+             bench::cell("%.3f", kept) + " kept (target " + bench::cell("%.2f", kTarget) + "), faces " +
+                 bench::cell("%.1f", static_cast<double>(streamed.load()) / stream_s) + " images/s"});
+  return 0;
+}
+#endif  // FT_HAVE_TRACER_RENDER
+#endif  // FT_HAVE_FACES_RUNTIME
+
+int run_inprocess_rows(const std::string& model, const std::vector<Precision>& precs, std::uint64_t workspace_mb,
+                       bool short_run, const bench::RunContext& context, bench::Table& table);
+
+// The GPU rows: YuNet 640 and IResNet-100 (or --model) at each batch and precision planned in-process
+// (`inprocess`), the product rows (`product`) and the share row (`share`). Exit code for main.
 int run_gpu_rows(const std::string& model, const std::string& precision, std::uint64_t workspace_mb,
-                 bool short_run) {
+                 bool short_run, [[maybe_unused]] const std::string& images,
+                 [[maybe_unused]] const std::string& models, bool inprocess, bool product, bool share) {
   auto facts = cuda_facts();
   if (!facts) {
     std::fprintf(stderr, "bench_faces: no usable CUDA device\n");
@@ -352,17 +726,28 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
   const bench::RunContext context = bench::run_context(facts);
   bench::Table table({"case", "threads", "median_ms", "p10_ms", "p90_ms", "throughput"});
   std::vector<Precision> precs;
-  if (precision == "all") {
-    precs = {Precision::kFp32, Precision::kTf32, Precision::kBf16};
-  } else {
-    if (precision != "fp32" && precision != "tf32" && precision != "bf16") {
-      std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32, bf16 or all)\n", precision.c_str());
-      return 2;
-    }
-    precs = {precision == "fp32"   ? Precision::kFp32
-             : precision == "tf32" ? Precision::kTf32
-                                   : Precision::kBf16};
-  }
+  if (!parse_precisions(precision, precs)) return 2;
+  if (inprocess && run_inprocess_rows(model, precs, workspace_mb, short_run, context, table) != 0) return 1;
+#ifdef FT_HAVE_FACES_RUNTIME
+  // The product rows run the first precision only (fp32 for `all`): end to end they cost minutes per precision on
+  // the device, and the precisions differ only in the kernels, which the in-process rows compare.
+  if (product && run_product_rows(model, images, models, {precs.front()}, short_run, context, table) != 0)
+    return 1;
+#ifdef FT_HAVE_TRACER_RENDER
+  if (share && run_share_row(images, short_run, context, table) != 0) return 1;
+#else
+  if (share) std::fprintf(stderr, "bench_faces: built without the tracer's render loop; no share row\n");
+#endif
+#else
+  if (product || share)
+    std::fprintf(stderr, "bench_faces: built without the faces device runtime; no product or share rows\n");
+#endif
+  table.print();
+  return 0;
+}
+
+int run_inprocess_rows(const std::string& model, const std::vector<Precision>& precs, std::uint64_t workspace_mb,
+                       bool short_run, const bench::RunContext& context, bench::Table& table) {
   const std::vector<int> batches = short_run ? std::vector<int>{1} : std::vector<int>{1, 64, 256};
   const int warmup = short_run ? 1 : 3, iters = short_run ? 3 : 10;
   auto yunet = Net::create(builtin_yunet_onnx());
@@ -400,7 +785,6 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
   if (!gpu_rows(model.empty() ? "iresnet100_112" : "embedder", "faces_per_s", emb, batches, precs,
                 workspace_mb, warmup, iters, context, table))
     return 1;
-  table.print();
   return 0;
 }
 #endif
@@ -413,15 +797,24 @@ constexpr int kExitSkipped = 77;
 int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
   CLI::App app{"bench_faces: YuNet and embedder times on the CPU (JSON lines on stdout, table on stderr)"};
-  std::string device = "cpu", data = FT_TEST_DATA_DIR, model, precision = "fp32";
+  std::string device = "cpu", data = FT_TEST_DATA_DIR, model, precision = "fp32", models_dir;
   bool short_run = false;
+  [[maybe_unused]] bool share = false;
   [[maybe_unused]] std::uint64_t workspace_mb = 4096;
 #ifdef FT_HAVE_CUDA_FACES
-  app.add_option("--device", device, "cpu, gpu (the GPU face program in-process) or all (default cpu)");
+  app.add_option("--device", device,
+                 "cpu; gpu (the GPU face program in-process, then the product path: make_gpu_accelerator + "
+                 "attach_checked + run_batch beside the CPU interpreter); all (gpu, the share row, then the CPU "
+                 "rows); default cpu");
   app.add_option("--precision", precision, "GPU rows: fp32, tf32, bf16 or all (default fp32)");
-  app.add_option("--model", model, "GPU rows: an ONNX embedder instead of the synthetic IResNet-100");
+  app.add_option("--model", model,
+                 "GPU rows: an ONNX embedder (e.g. IResNet-100) instead of the synthetic IResNet-100 in-process, "
+                 "and for the product rows");
   app.add_option("--workspace-mb", workspace_mb,
                  "GPU rows: cuDNN workspace cap per plan in MiB (default 4096)");
+  app.add_flag("--share", share,
+               "the share row: a GPU render of the built-in diamond alone and beside a YuNet stream paced at "
+               "share 0.25 (included in --device all; alone with --device cpu)");
 #else
   app.add_option("--device", device, "cpu (the only device of this build; default cpu)");
 #endif
@@ -429,29 +822,36 @@ int main(int argc, char** argv) {
   app.add_option("--data", data,
                  "test data folder with images/ (and optionally models/; default the repository's "
                  "tests/data, or $FACETRACE_TEST_DATA when that is not a folder)");
+  app.add_option("--models", models_dir,
+                 "the exported models folder with mobilefacenet_w05/ (default: tests/models beside --data)");
   CLI11_PARSE(app, argc, argv);
+  if (auto env = facetrace::core::env_string("FACETRACE_TEST_DATA");
+      env && (data.empty() || !std::filesystem::is_directory(data)))
+    data = *env;
+  if (models_dir.empty()) models_dir = (std::filesystem::path(data).parent_path() / "models").string();
+  const std::string models = data + "/models/", images = data + "/images/";
 #ifdef FT_HAVE_CUDA_FACES
-  if (device == "gpu" || device == "all") {
-    if (const int rc = run_gpu_rows(model, precision, workspace_mb, short_run); rc != 0 || device == "gpu")
-      return rc;
-  } else if (device != "cpu") {
+  const bool gpu_wanted = device == "gpu" || device == "all";
+  if (device != "cpu" && !gpu_wanted) {
     std::fprintf(stderr, "bench_faces: unknown device '%s' (cpu, gpu or all)\n", device.c_str());
     return 2;
   }
-#endif
-#ifdef FT_HAVE_CUDA_FACES
-  if (device != "cpu" && device != "all") {
+  if (gpu_wanted || share) {
+    if (!std::filesystem::is_directory(images)) {
+      std::fprintf(stderr, "bench_faces: no photos at %s (pass --data DIR)\n", images.c_str());
+      return 1;
+    }
+    const int rc = run_gpu_rows(model, precision, workspace_mb, short_run, images, models_dir, gpu_wanted, gpu_wanted,
+                                share || device == "all");
+    if (rc != 0 || device != "all") return rc;
+  }
 #else
   if (device != "cpu") {
-#endif
     std::fprintf(stderr, "bench_faces: device '%s' is not available (only cpu in this build)\n",
                  device.c_str());
     return 2;
   }
-  if (auto env = facetrace::core::env_string("FACETRACE_TEST_DATA");
-      env && (data.empty() || !std::filesystem::is_directory(data)))
-    data = *env;
-  const std::string models = data + "/models/", images = data + "/images/";
+#endif
   if (!std::filesystem::is_directory(images)) {
     std::fprintf(stderr,
                  "bench_faces: no photos at %s (pass --data DIR or set FACETRACE_TEST_DATA); skipped\n",

@@ -34,5 +34,23 @@ if(FT_BUILD_TESTS)
     ft_add_test(faces_accel_gpu_test gpu SOURCES tests/gpu/faces_accel_gpu_test.cpp LIBS ft_faces_gpu)
     target_include_directories(faces_accel_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
     add_dependencies(faces_accel_gpu_test facetrace-gpud)
+    # The exported PyTorch models and the built-in YuNet with the GPU attached (issue 11).
+    ft_add_test(faces_exported_gpu_test gpu SOURCES tests/gpu/faces_exported_gpu_test.cpp
+                LIBS ft_faces_gpu ft_core nlohmann_json::nlohmann_json)
+    target_compile_definitions(faces_exported_gpu_test PRIVATE
+                               FT_EXPORTED_MODELS_DIR="${PROJECT_SOURCE_DIR}/tests/models")
+    add_dependencies(faces_exported_gpu_test facetrace-gpud)
+  endif()
+endif()
+
+if(FT_ENABLE_CUDA AND TARGET ft_cuda_faces AND TARGET bench_faces)
+  # bench_faces' product rows (make_gpu_accelerator + Net::attach_checked) and, with the tracer's render loop,
+  # the share row (a GPU render beside a paced YuNet stream).
+  target_link_libraries(bench_faces PRIVATE ft_faces_gpu)
+  target_compile_definitions(bench_faces PRIVATE FT_HAVE_FACES_RUNTIME=1)
+  add_dependencies(bench_faces facetrace-gpud)
+  if(TARGET ft_render)
+    target_link_libraries(bench_faces PRIVATE ft_render)
+    target_compile_definitions(bench_faces PRIVATE FT_HAVE_TRACER_RENDER=1)
   endif()
 endif()
