@@ -4,7 +4,7 @@
 /// letterboxes, runs the network and decodes + NMS on the device and reads back only the final boxes. On the five
 /// photos of tests/data/images its detections are bit for bit those of the GPU network with the CPU's letterbox and
 /// decode_yunet (the accelerator's run_program only), match the CPU-only detector (count and order exactly, every
-/// float within the network's fp32 bar), and a batch of 16 equals 16 single detects. Prints the end-to-end time
+/// float within the network's fp32 bar), and a batch of 16 equals 16 single detects bit for bit. Prints the end-to-end time
 /// per image at batch 1 and 64 for both paths.
 #include <gtest/gtest.h>
 
@@ -142,23 +142,12 @@ TEST(FacesDetectGpu, five_photos_end_to_end_on_the_gpu_equal_the_host_decode_and
   for (std::size_t i = 0; i < 16; ++i) sixteen.push_back(ims[i % ims.size()]);
   const auto batch = gpu.detect_batch(sixteen);
   ASSERT_EQ(batch.size(), 16u);
-  std::size_t batch_floats = 0, batch_equal = 0;
   for (std::size_t i = 0; i < 16; ++i) {
     ASSERT_TRUE(batch[i].ok());
     auto one = gpu.detect(sixteen[i]);
     ASSERT_TRUE(one.ok());
-    ASSERT_EQ(batch[i]->size(), one->size()) << "image " << i;
-    for (std::size_t k = 0; k < one->size(); ++k) {
-      const auto a = floats_of((*batch[i])[k]), b = floats_of((*one)[k]);
-      for (std::size_t f = 0; f < a.size(); ++f) {
-        EXPECT_NEAR(a[f], b[f], f == 4 ? 1e-3 : 1e-3 * std::max(sixteen[i].width, sixteen[i].height));
-        batch_equal += a[f] == b[f];
-        ++batch_floats;
-      }
-    }
+    expect_identical(*batch[i], *one, "image " + std::to_string(i) + " of 16 vs its single detect");
   }
-  std::printf("[ detect ] batch of 16 vs 16 singles: same counts and order, %zu of %zu floats bit-equal\n",
-              batch_equal, batch_floats);
   EXPECT_TRUE(gpu.net().accelerator().has_value()) << gpu.net().detach_reason().value_or("");
 
   // End-to-end time per image (decoded photos in, final detections out), both paths, batch 1 and 64.
