@@ -29,7 +29,8 @@ namespace {
 class RunOnly final : public Accelerator {
  public:
   explicit RunOnly(std::shared_ptr<Accelerator> acc) : acc_(std::move(acc)) {}
-  std::optional<Expected<std::vector<float>>> conv(const ConvJob& job, std::span<const float> input) override {
+  std::optional<Expected<std::vector<float>>> conv(const ConvJob& job,
+                                                   std::span<const float> input) override {
     return acc_->conv(job, input);
   }
   std::optional<Expected<ProgramOutputs>> run_program(const Program& p,
@@ -53,8 +54,9 @@ Detector yunet() {
 
 std::vector<core::Image> photos(const std::string& data) {
   std::vector<core::Image> v;
-  for (const char* name : {"astronaut_eileen_collins.png", "biden_crop_2010.jpg", "obama_biden_kagan_crop_2010.jpg",
-                           "obama_congress_2009.jpg", "obama_portrait_2012.jpg"}) {
+  for (const char* name :
+       {"astronaut_eileen_collins.png", "biden_crop_2010.jpg", "obama_biden_kagan_crop_2010.jpg",
+        "obama_congress_2009.jpg", "obama_portrait_2012.jpg"}) {
     auto im = core::load_image(data + "/images/" + name);
     EXPECT_TRUE(im.ok()) << name << ": " << im.status().to_string();
     if (im) v.push_back(std::move(*im));
@@ -69,7 +71,8 @@ std::vector<float> floats_of(const Detection& d) {
 }
 
 /// Bit for bit: same count, order and float bits.
-void expect_identical(const std::vector<Detection>& got, const std::vector<Detection>& want, const std::string& what) {
+void expect_identical(const std::vector<Detection>& got, const std::vector<Detection>& want,
+                      const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const auto a = floats_of(got[i]), b = floats_of(want[i]);
@@ -95,7 +98,8 @@ double ms_per_image(const Detector& d, const std::vector<core::Image>& frames, s
   return ms_since(t0) / static_cast<double>(frames.size());
 }
 
-TEST(FacesDetectGpu, five_photos_end_to_end_on_the_gpu_equal_the_host_decode_and_the_cpu_and_batch_16_equals_singles) {
+TEST(FacesDetectGpu,
+     five_photos_end_to_end_on_the_gpu_equal_the_host_decode_and_the_cpu_and_batch_16_equals_singles) {
   FT_REQUIRE_GPU();
   FT_REQUIRE_TEST_DATA(data);
   auto acc = make_gpu_accelerator();
@@ -134,9 +138,10 @@ TEST(FacesDetectGpu, five_photos_end_to_end_on_the_gpu_equal_the_host_decode_and
     faces += want->size();
   }
   EXPECT_GE(faces, 5u);  // every photo has at least one face
-  std::printf("[ detect ] %zu faces on 5 photos: identical to the host decode; vs the CPU detector same count and "
-              "order, %zu of %zu floats bit-equal, worst |gpu-cpu|/tol %.3g\n",
-              faces, equal_to_cpu, floats, worst);
+  std::printf(
+      "[ detect ] %zu faces on 5 photos: identical to the host decode; vs the CPU detector same count and "
+      "order, %zu of %zu floats bit-equal, worst |gpu-cpu|/tol %.3g\n",
+      faces, equal_to_cpu, floats, worst);
 
   std::vector<core::Image> sixteen;
   for (std::size_t i = 0; i < 16; ++i) sixteen.push_back(ims[i % ims.size()]);
@@ -156,9 +161,10 @@ TEST(FacesDetectGpu, five_photos_end_to_end_on_the_gpu_equal_the_host_decode_and
   const std::vector<core::Image> few(ims.begin(), ims.end());
   const double g1 = ms_per_image(gpu, few, 1), h1 = ms_per_image(host, few, 1);
   const double g64 = ms_per_image(gpu, many, 64), h64 = ms_per_image(host, many, 64);
-  std::printf("[ detect ] %s, 640 letterbox, end to end per image: batch 1 %.2f ms (host letterbox+decode %.2f ms), "
-              "batch 64 %.2f ms (host letterbox+decode %.2f ms)\n",
-              gpu.net().accelerator()->c_str(), g1, h1, g64, h64);
+  std::printf(
+      "[ detect ] %s, 640 letterbox, end to end per image: batch 1 %.2f ms (host letterbox+decode %.2f ms), "
+      "batch 64 %.2f ms (host letterbox+decode %.2f ms)\n",
+      gpu.net().accelerator()->c_str(), g1, h1, g64, h64);
   EXPECT_TRUE(gpu.net().accelerator().has_value()) << gpu.net().detach_reason().value_or("");
 }
 

@@ -690,7 +690,8 @@ Detector yunet_detector() {
 /// The photos of tests/data/images plus small synthetic frames (odd sizes, one enlarged by the letterbox).
 std::vector<core::Image> detect_frames(const std::string& data, int photos) {
   std::vector<core::Image> v;
-  for (const char* name : {"obama_portrait_2012.jpg", "obama_biden_kagan_crop_2010.jpg", "biden_crop_2010.jpg"}) {
+  for (const char* name :
+       {"obama_portrait_2012.jpg", "obama_biden_kagan_crop_2010.jpg", "biden_crop_2010.jpg"}) {
     if (static_cast<int>(v.size()) >= photos) break;
     auto im = core::load_image(data + "/images/" + name);
     EXPECT_TRUE(im.ok()) << name << ": " << im.status().to_string();
@@ -747,7 +748,7 @@ TEST(FacesDetectAccel, a_batch_runs_letterbox_network_and_nms_in_one_submission_
   FT_REQUIRE_TEST_DATA(data);
   DetectRig rig;
   Detector det = yunet_detector();
-  const Detector cpu = yunet_detector();  // its own Net: never attached
+  const Detector cpu = yunet_detector();                     // its own Net: never attached
   ASSERT_TRUE(Net(det.net()).attach_checked(rig.acc).ok());  // copies share the attachment
   auto frames = detect_frames(data, 2);
   core::Image bad;  // a wrong byte count: its own error, the others still run
@@ -779,7 +780,7 @@ TEST(FacesDetectAccel, sub_batches_past_the_ring_keep_the_images_in_order) {
   Detector det = yunet_detector();
   const Detector cpu = yunet_detector();
   ASSERT_TRUE(Net(det.net()).attach_checked(rig.acc).ok());  // copies share the attachment
-  const auto frames = detect_frames(data, 3);  // 3 photos + 2 synthetic
+  const auto frames = detect_frames(data, 3);                // 3 photos + 2 synthetic
   ASSERT_EQ(frames.size(), 5u);
   DetectOptions o;
   o.max_faces = 4000;
@@ -811,7 +812,8 @@ TEST(FacesDetectAccel, oom_runs_the_call_on_the_cpu_attached_and_another_error_d
   EXPECT_EQ(rig.run_calls->load() - runs0, 0);  // detached by the detect op's error: the rest is the CPU
   EXPECT_FALSE(det.net().accelerator().has_value());
   ASSERT_TRUE(det.net().detach_reason().has_value());
-  EXPECT_NE(det.net().detach_reason()->find("simulated failure"), std::string::npos) << *det.net().detach_reason();
+  EXPECT_NE(det.net().detach_reason()->find("simulated failure"), std::string::npos)
+      << *det.net().detach_reason();
   EXPECT_TRUE(logs.contains("detached"));
 }
 

@@ -99,7 +99,8 @@ struct Planned {
   std::span<const std::byte> batch;  ///< the input region's first part (args.input_bytes)
 };
 
-Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args, std::span<const std::byte> region) {
+Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args,
+                          std::span<const std::byte> region) {
   if (args.batch < 1 || args.batch > kMaxBatch)
     return invalid_argument("faces_run: batch " + std::to_string(args.batch) + " outside 1.." +
                             std::to_string(kMaxBatch));
@@ -225,7 +226,8 @@ Status faces_detect(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   const std::uint32_t b = args.batch;
   const std::span<const std::byte> region = pl->batch;
   const std::uint64_t header_bytes = std::uint64_t{b} * sizeof(FrameHeader);
-  if (region.size() < header_bytes) return invalid_argument("faces_detect: input region shorter than its headers");
+  if (region.size() < header_bytes)
+    return invalid_argument("faces_detect: input region shorter than its headers");
   std::vector<FrameHeader> headers(b);
   std::memcpy(headers.data(), region.data(), header_bytes);
   for (std::uint32_t i = 0; i < b; ++i) {
@@ -233,8 +235,8 @@ Status faces_detect(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
     const std::uint64_t bytes = std::uint64_t{h.width} * h.height * 3;
     if (h.width < 1 || h.height < 1 || h.width > 65536 || h.height > 65536 || h.offset < header_bytes ||
         h.offset > region.size() || region.size() - h.offset < bytes)
-      return invalid_argument("faces_detect: frame " + std::to_string(i) + " (" + std::to_string(h.width) + "x" +
-                              std::to_string(h.height) + " at " + std::to_string(h.offset) +
+      return invalid_argument("faces_detect: frame " + std::to_string(i) + " (" + std::to_string(h.width) +
+                              "x" + std::to_string(h.height) + " at " + std::to_string(h.offset) +
                               ") outside the input region");
   }
   std::vector<std::string> names;
@@ -267,7 +269,8 @@ Status faces_detect(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   auto d_reply = ctx.scratch("faces/detections", reply_bytes);
   if (!d_reply) return d_reply.status();
 
-  FT_CUDA_TRY(cudaMemcpyAsync(d_frames->data, region.data(), region.size(), cudaMemcpyHostToDevice, ctx.stream()));
+  FT_CUDA_TRY(
+      cudaMemcpyAsync(d_frames->data, region.data(), region.size(), cudaMemcpyHostToDevice, ctx.stream()));
   std::vector<FrameDesc> frames(b);
   for (std::uint32_t i = 0; i < b; ++i)
     frames[i] = FrameDesc{static_cast<const std::uint8_t*>(d_frames->data) + headers[i].offset,

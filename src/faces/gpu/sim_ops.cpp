@@ -28,7 +28,8 @@ struct SimModel {
   std::span<const std::byte> batch;
 };
 
-Expected<SimModel> sim_model(runtime::SimDevice& dev, const FacesRunArgs& args, std::span<const std::byte> region) {
+Expected<SimModel> sim_model(runtime::SimDevice& dev, const FacesRunArgs& args,
+                             std::span<const std::byte> region) {
   auto program_bytes = dev.resident(program_resident_name(args.key));
   if (!program_bytes) return program_bytes.status();
   auto decoded = decode_program(*program_bytes);
@@ -139,7 +140,8 @@ Status sim_detect(runtime::SimDevice& dev, const runtime::OpArgs& a, const SimFa
                                    static_cast<int>(headers[i].height), opts);
     const auto count = static_cast<std::int32_t>(std::min<std::size_t>(dets.size(), d.capacity));
     std::memcpy(reply.data() + i * sizeof count, &count, sizeof count);
-    std::byte* rec = reply.data() + detect_records_offset(b) + std::uint64_t{i} * d.capacity * kDetectionFloats * 4;
+    std::byte* rec =
+        reply.data() + detect_records_offset(b) + std::uint64_t{i} * d.capacity * kDetectionFloats * 4;
     for (std::int32_t j = 0; j < count; ++j) {
       const Detection& x = dets[static_cast<std::size_t>(j)];
       float f[kDetectionFloats] = {x.x0, x.y0, x.x1, x.y1, x.score};
@@ -157,7 +159,8 @@ Status sim_detect(runtime::SimDevice& dev, const runtime::OpArgs& a, const SimFa
 
 void add_faces_sim_op(runtime::SimulatedExecutor& ex, SimFacesOptions options) {
   auto o = std::make_shared<const SimFacesOptions>(std::move(options));
-  ex.add_op(kOpFacesRun, [o](runtime::SimDevice& dev, const runtime::OpArgs& a) { return sim_run(dev, a, *o); });
+  ex.add_op(kOpFacesRun,
+            [o](runtime::SimDevice& dev, const runtime::OpArgs& a) { return sim_run(dev, a, *o); });
   ex.add_op(kOpFacesDetect,
             [o](runtime::SimDevice& dev, const runtime::OpArgs& a) { return sim_detect(dev, a, *o); });
 }

@@ -62,7 +62,8 @@ const NamedTensor* find(const std::vector<NamedTensor>& outs, const std::string&
 
 }  // namespace
 
-std::optional<Expected<DetectionLists>> Accelerator::detect_yunet(const Program&, int, std::span<const RgbFrame>,
+std::optional<Expected<DetectionLists>> Accelerator::detect_yunet(const Program&, int,
+                                                                  std::span<const RgbFrame>,
                                                                   const DetectOptions&) {
   return std::nullopt;
 }
