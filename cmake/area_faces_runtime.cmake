@@ -1,6 +1,7 @@
-# The face networks on the device runtime (docs/design/faces.md §4, §8): the Program codec, the faces device op
-# (kOpFacesRun; CUDA builds, linked into facetrace-gpud), the GPU accelerator over runtime::GpuBackend, the pace,
-# and the simulated op for CPU tests (ft_faces_gpu). Needs ft_faces and ft_runtime; the CUDA op needs the GPU
+# The face networks on the device runtime (docs/design/faces.md §4, §8): the Program codec, the faces device ops
+# (kOpFacesRun; kOpFacesDetect with the YuNet pre/post kernels of ft_cuda_faces_prepost; CUDA builds, linked into
+# facetrace-gpud), the GPU accelerator over runtime::GpuBackend, the pace, and the simulated ops for CPU tests
+# (ft_faces_gpu). Needs ft_faces and ft_runtime; the CUDA op needs the GPU
 # program library ft_cuda_faces (cmake/area_faces_gpu.cmake), included before this file.
 add_library(ft_faces_gpu STATIC
   src/faces/gpu/program_codec.cpp
@@ -11,12 +12,12 @@ add_library(ft_faces_gpu STATIC
 target_include_directories(ft_faces_gpu PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
 target_link_libraries(ft_faces_gpu PUBLIC ft_faces ft_runtime PRIVATE ft_core_internal ft_warnings)
 if(FT_ENABLE_CUDA)
-  if(TARGET ft_cuda_faces)
+  if(TARGET ft_cuda_faces AND TARGET ft_cuda_faces_prepost)
     target_sources(ft_faces_gpu PRIVATE src/faces/gpu/faces_ops.cpp)
     # cuda/ for faces/gpu_program.h (the GpuProgram interface) and common/cuda_check.cuh (FT_CUDA_TRY).
     target_include_directories(ft_faces_gpu PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
     target_compile_definitions(ft_faces_gpu PRIVATE FT_HAVE_CUDA_FACES=1)
-    target_link_libraries(ft_faces_gpu PRIVATE ft_cuda_faces CUDA::cudart_static)
+    target_link_libraries(ft_faces_gpu PRIVATE ft_cuda_faces ft_cuda_faces_prepost CUDA::cudart_static)
     ft_add_gpu_ops(ft_faces_gpu facetrace::faces::gpu::register_faces_ops)
   else()
     message(STATUS "faces: ft_cuda_faces not defined; the GPU accelerator is built without its CUDA op")
@@ -53,4 +54,10 @@ if(FT_ENABLE_CUDA AND TARGET ft_cuda_faces AND TARGET bench_faces)
     target_link_libraries(bench_faces PRIVATE ft_render)
     target_compile_definitions(bench_faces PRIVATE FT_HAVE_TRACER_RENDER=1)
   endif()
+endif()
+
+if(FT_BUILD_TESTS AND FT_ENABLE_CUDA AND TARGET ft_cuda_faces AND TARGET ft_cuda_faces_prepost)
+  # YuNet end to end on the GPU (kOpFacesDetect) against the host decode and the CPU detector.
+  ft_add_test(faces_detect_gpu_test gpu SOURCES tests/gpu/faces_detect_gpu_test.cpp LIBS ft_faces_gpu)
+  add_dependencies(faces_detect_gpu_test facetrace-gpud)
 endif()

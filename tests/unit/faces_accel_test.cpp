@@ -11,7 +11,9 @@
 #include <cstring>
 #include <thread>
 
+#include "facetrace/core/image.h"
 #include "facetrace/faces/accelerator.h"
+#include "facetrace/faces/detector.h"
 #include "facetrace/faces/net.h"
 #include "facetrace/runtime/backend.h"
 #include "facetrace/runtime/testing/simulated_executor.h"
@@ -656,6 +658,191 @@ TEST(FacesAccel, options_read_the_resident_budget_from_the_environment) {
   EXPECT_EQ(p, Precision::kBf16);
   EXPECT_FALSE(parse_precision("fp16", p));
   EXPECT_EQ(precision_name(Precision::kTf32), "tf32");
+}
+
+// ---------------------------------------------------------------- YuNet end to end (kOpFacesDetect)
+
+/// A rig whose simulated ops also count their calls per op.
+struct DetectRig : SimRig {
+  std::shared_ptr<std::atomic<int>> run_calls = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> detect_calls = std::make_shared<std::atomic<int>>(0);
+  explicit DetectRig(std::uint64_t ring = 8ull << 20) : SimRig(std::uint64_t{768} << 20, ring) {
+    gpu::SimFacesOptions so;
+    so.fail = [c = fail_code, r = runs]() -> Status {
+      ++*r;
+      const int code = c->load();
+      return code == 0 ? Status{} : Status(static_cast<Code>(code), "simulated failure");
+    };
+    so.seen = [rc = run_calls, dc = detect_calls](runtime::OpId op) {
+      if (op == gpu::kOpFacesRun) ++*rc;
+      if (op == gpu::kOpFacesDetect) ++*dc;
+    };
+    gpu::add_faces_sim_op(*sim, so);
+  }
+};
+
+Detector yunet_detector() {
+  auto d = Detector::builtin();
+  EXPECT_TRUE(d.ok()) << d.status().to_string();
+  return std::move(*d);
+}
+
+/// The photos of tests/data/images plus small synthetic frames (odd sizes, one enlarged by the letterbox).
+std::vector<core::Image> detect_frames(const std::string& data, int photos) {
+  std::vector<core::Image> v;
+  for (const char* name :
+       {"obama_portrait_2012.jpg", "obama_biden_kagan_crop_2010.jpg", "biden_crop_2010.jpg"}) {
+    if (static_cast<int>(v.size()) >= photos) break;
+    auto im = core::load_image(data + "/images/" + name);
+    EXPECT_TRUE(im.ok()) << name << ": " << im.status().to_string();
+    if (im) v.push_back(std::move(*im));
+  }
+  for (auto [w, h] : {std::pair{97, 61}, std::pair{13, 300}}) {
+    core::Image im;
+    im.width = w, im.height = h;
+    im.rgb.resize(static_cast<std::size_t>(w) * h * 3);
+    std::uint32_t x = 12345u + static_cast<std::uint32_t>(w);
+    for (auto& b : im.rgb) {
+      x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+      b = static_cast<std::uint8_t>(x >> 24);
+    }
+    v.push_back(std::move(im));
+  }
+  return v;
+}
+
+/// Field by field, bit for bit (the expected side is the CPU detector, never the accelerator).
+void expect_same_detections(const std::vector<Detection>& got, const std::vector<Detection>& want,
+                            const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const Detection &a = got[i], &b = want[i];
+    EXPECT_EQ(a.score, b.score) << what << " #" << i;
+    EXPECT_EQ(a.x0, b.x0) << what << " #" << i;
+    EXPECT_EQ(a.y0, b.y0) << what << " #" << i;
+    EXPECT_EQ(a.x1, b.x1) << what << " #" << i;
+    EXPECT_EQ(a.y1, b.y1) << what << " #" << i;
+    for (std::size_t l = 0; l < 5; ++l) {
+      EXPECT_EQ(a.landmarks[l].x, b.landmarks[l].x) << what << " #" << i << " landmark " << l;
+      EXPECT_EQ(a.landmarks[l].y, b.landmarks[l].y) << what << " #" << i << " landmark " << l;
+    }
+  }
+}
+
+/// Per image: the accelerated detector's result equals the CPU-only detector's detect of that image alone.
+void expect_cpu_results(const std::vector<Expected<std::vector<Detection>>>& got, const Detector& cpu,
+                        const std::vector<core::Image>& frames, const DetectOptions& o) {
+  ASSERT_EQ(got.size(), frames.size());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    auto want = cpu.detect(frames[i], o);
+    ASSERT_EQ(got[i].ok(), want.ok()) << "image " << i;
+    if (!want) {
+      EXPECT_EQ(got[i].status().to_string(), want.status().to_string());
+      continue;
+    }
+    expect_same_detections(*got[i], *want, "image " + std::to_string(i));
+  }
+}
+
+TEST(FacesDetectAccel, a_batch_runs_letterbox_network_and_nms_in_one_submission_equal_to_the_cpu) {
+  FT_REQUIRE_TEST_DATA(data);
+  DetectRig rig;
+  Detector det = yunet_detector();
+  const Detector cpu = yunet_detector();                     // its own Net: never attached
+  ASSERT_TRUE(Net(det.net()).attach_checked(rig.acc).ok());  // copies share the attachment
+  auto frames = detect_frames(data, 2);
+  core::Image bad;  // a wrong byte count: its own error, the others still run
+  bad.width = 10, bad.height = 10;
+  bad.rgb.resize(7);
+  frames.insert(frames.begin() + 1, bad);
+  DetectOptions o;
+  o.score = 0.5f;
+  const int runs0 = rig.run_calls->load(), det0 = rig.detect_calls->load();
+  const auto got = det.detect_batch(frames, o);
+  EXPECT_EQ(rig.detect_calls->load() - det0, 1);  // the whole batch: one kOpFacesDetect
+  EXPECT_EQ(rig.run_calls->load() - runs0, 0);    // and no program run with a host decode
+  expect_cpu_results(got, cpu, frames, o);
+  EXPECT_FALSE(got[1].ok());
+  ASSERT_TRUE(got[0].ok());
+  EXPECT_GE(got[0]->size(), 1u);  // the portrait has a face: the comparison is not of empty lists
+  // detect of one photo: the same op, the same result.
+  auto one = det.detect(frames[2], o);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ(rig.detect_calls->load() - det0, 2);
+  expect_same_detections(*one, *got[2], "single");
+  EXPECT_TRUE(det.net().accelerator().has_value());
+}
+
+TEST(FacesDetectAccel, sub_batches_past_the_ring_keep_the_images_in_order) {
+  FT_REQUIRE_TEST_DATA(data);
+  // 4 MiB ring: a quarter holds the replies of 4 images at max_faces 4000 (256 + 4·4000·60 bytes ≤ 1 MiB).
+  DetectRig rig(4ull << 20);
+  Detector det = yunet_detector();
+  const Detector cpu = yunet_detector();
+  ASSERT_TRUE(Net(det.net()).attach_checked(rig.acc).ok());  // copies share the attachment
+  const auto frames = detect_frames(data, 3);                // 3 photos + 2 synthetic
+  ASSERT_EQ(frames.size(), 5u);
+  DetectOptions o;
+  o.max_faces = 4000;
+  o.score = 0.3f;
+  const int det0 = rig.detect_calls->load();
+  const auto got = det.detect_batch(frames, o);
+  EXPECT_EQ(rig.detect_calls->load() - det0, 2);  // 4 + 1
+  expect_cpu_results(got, cpu, frames, o);
+}
+
+TEST(FacesDetectAccel, oom_runs_the_call_on_the_cpu_attached_and_another_error_detaches) {
+  FT_REQUIRE_TEST_DATA(data);
+  DetectRig rig;
+  Detector det = yunet_detector();
+  const Detector cpu = yunet_detector();
+  ASSERT_TRUE(Net(det.net()).attach_checked(rig.acc).ok());  // copies share the attachment
+  const auto frames = detect_frames(data, 1);
+  DetectOptions o;
+  rig.fail_code->store(static_cast<int>(Code::kOutOfMemory));
+  expect_cpu_results(det.detect_batch(frames, o), cpu, frames, o);
+  EXPECT_TRUE(det.net().accelerator().has_value());
+  EXPECT_FALSE(det.net().detach_reason().has_value());
+
+  rig.fail_code->store(static_cast<int>(Code::kInternal));
+  facetrace::testing::ExpectLogs logs;
+  const int det0 = rig.detect_calls->load(), runs0 = rig.run_calls->load();
+  expect_cpu_results(det.detect_batch(frames, o), cpu, frames, o);  // the caller never sees the error
+  EXPECT_EQ(rig.detect_calls->load() - det0, 1);
+  EXPECT_EQ(rig.run_calls->load() - runs0, 0);  // detached by the detect op's error: the rest is the CPU
+  EXPECT_FALSE(det.net().accelerator().has_value());
+  ASSERT_TRUE(det.net().detach_reason().has_value());
+  EXPECT_NE(det.net().detach_reason()->find("simulated failure"), std::string::npos)
+      << *det.net().detach_reason();
+  EXPECT_TRUE(logs.contains("detached"));
+}
+
+TEST(FacesDetectAccel, native_input_and_a_detector_without_accelerator_keep_their_paths) {
+  DetectRig rig;
+  Detector det = yunet_detector();
+  const auto frames = detect_frames("", 0);  // the synthetic frames only
+  DetectOptions o;
+  o.score = 0.05f;
+  const int det0 = rig.detect_calls->load();
+  auto plain = det.detect_batch(frames, o);  // not attached: the CPU, no submission
+  EXPECT_EQ(rig.runs->load(), 0);
+  ASSERT_TRUE(Net(det.net()).attach_checked(rig.acc).ok());  // copies share the attachment
+  const int runs0 = rig.run_calls->load();
+  o.input = DetectInput::kNative;  // the native pad runs the program on the device and decodes on the host
+  auto native = det.detect_batch(frames, o);
+  EXPECT_EQ(rig.detect_calls->load() - det0, 0);
+  EXPECT_GE(rig.run_calls->load() - runs0, 1);
+  const Detector cpu = yunet_detector();
+  expect_cpu_results(native, cpu, frames, o);
+  o.input = DetectInput::kLetterbox;
+  ASSERT_EQ(plain.size(), frames.size());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    ASSERT_TRUE(plain[i].ok());
+    auto accel = det.detect(frames[i], o);
+    ASSERT_TRUE(accel.ok());
+    expect_same_detections(*accel, *plain[i], "letterbox " + std::to_string(i));
+  }
+  EXPECT_EQ(rig.detect_calls->load() - det0, static_cast<int>(frames.size()));
 }
 
 // ---------------------------------------------------------------- pace

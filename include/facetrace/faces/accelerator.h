@@ -30,6 +30,19 @@ bool parse_precision(std::string_view text, Precision& out) noexcept;
 /// Results of a program run: per input, per Program::outputs entry, the floats of that output.
 using ProgramOutputs = std::vector<std::vector<std::vector<float>>>;
 
+struct Detection;      // facetrace/faces/detector.h (which includes this header)
+struct DetectOptions;  // facetrace/faces/detector.h
+
+/// One decoded photo for Accelerator::detect_yunet: interleaved RGB8, rows packed (width·height·3 bytes).
+struct RgbFrame {
+  std::span<const std::uint8_t> rgb;
+  int width = 0;
+  int height = 0;
+};
+
+/// Per photo, its final detections (best score first), as Detector::detect returns them.
+using DetectionLists = std::vector<std::vector<Detection>>;
+
 /// An accelerator. Thread-safe. nullopt = declined (the caller runs the CPU); an Expected holding an error = a
 /// real failure (kOutOfMemory: this call only; anything else: the Net detaches it, docs/design/faces.md §4).
 class Accelerator {
@@ -40,6 +53,13 @@ class Accelerator {
   /// The whole program on B inputs of lens[0] floats each, in one submission.
   virtual std::optional<Expected<ProgramOutputs>> run_program(const Program& program,
                                                               std::span<const std::span<const float>> inputs) = 0;
+  /// YuNet end to end on the device (docs/design/faces.md §5): each frame letterboxed into `program`'s n×n input,
+  /// the program run, and decode, score filter, top-k and NMS, so only the final boxes come back; the results
+  /// equal letterbox_bgr + the CPU program + decode_yunet exactly. Frames are already checked (sides
+  /// 1..65536, byte counts). The default declines (the caller runs its own path); defined in detector.cpp.
+  virtual std::optional<Expected<DetectionLists>> detect_yunet(const Program& program, int n,
+                                                               std::span<const RgbFrame> frames,
+                                                               const DetectOptions& options);
   /// "NVIDIA H200 (sm_90, isolated) fp32".
   virtual std::string device() const = 0;
   virtual Precision precision() const = 0;

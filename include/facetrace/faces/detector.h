@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -105,6 +106,10 @@ class Detector {
 
  private:
   struct Prepared;
+  /// The whole detection on the attached accelerator (Accelerator::detect_yunet, letterbox only), per frame in
+  /// order (a bad frame gets its own error); nullopt: run the CPU path (no accelerator, declined, or failed).
+  std::optional<std::vector<Expected<std::vector<Detection>>>> detect_on_accelerator(
+      std::span<const RgbFrame> frames, const DetectOptions& options) const;
   Expected<Prepared> prepare(std::span<const std::uint8_t> rgb, int width, int height,
                              const DetectOptions& options) const;
   Detector(Net net, int n) : net_(std::move(net)), n_(n) {}

@@ -94,6 +94,13 @@ class Net {
   void detach();
   /// The attached accelerator's device() ("NVIDIA H200 (sm_90, isolated) fp32"), or nullopt.
   std::optional<std::string> accelerator() const;
+  /// For a caller's own accelerator hook (Detector's use of Accelerator::detect_yunet): the attached accelerator,
+  /// ready for this call (re-checked first when its device was replaced, as run does), or null: the CPU.
+  std::shared_ptr<Accelerator> ready_accelerator() const;
+  /// The failure table of docs/design/faces.md §4 for a hook's error from `acc`: kDeclined or kOutOfMemory keep it
+  /// attached; anything else detaches it for good (one log line, detach_reason). Either way the caller runs that
+  /// call on the CPU.
+  void accelerator_failed(const std::shared_ptr<Accelerator>& acc, const Status& error) const;
   /// Why the last accelerator was detached (its first non-OOM error, or a failed re-check after the device was
   /// replaced); nullopt when none was.
   std::optional<std::string> detach_reason() const;

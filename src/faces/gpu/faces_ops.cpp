@@ -1,7 +1,8 @@
 /// @file
-/// kOpFacesRun on CUDA (faces_ops.h; CUDA builds, linked into facetrace-gpud): the model's program and constants
-/// from its residents (or the input region), one GpuProgram cached per (model, batch, precision, graph) in this
-/// process, the batch uploaded once from the pinned arena, the run, and every output in one ring ticket.
+/// kOpFacesRun and kOpFacesDetect on CUDA (faces_ops.h; CUDA builds, linked into facetrace-gpud): the model's
+/// program and constants from its residents (or the input region), one GpuProgram cached per (model, batch,
+/// precision, graph) in this process and shared by both ops, the batch uploaded once from the pinned arena, the
+/// run, and every output (kOpFacesRun) or the final detections (kOpFacesDetect) in one ring ticket.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -9,6 +10,7 @@
 
 #include "common/cuda_check.cuh"
 #include "faces/gpu_program.h"
+#include "faces/yunet_gpu.h"
 #include "gpu/faces_ops.h"
 #include "gpu/program_codec.h"
 #include "log.h"
@@ -17,6 +19,7 @@ namespace facetrace::faces::gpu {
 namespace {
 
 constexpr std::uint32_t kMaxBatch = 1u << 16;
+static_assert(sizeof(GpuDetection) == kDetectionFloats * sizeof(float));
 
 /// A model decoded in this process: the program with every constant bound to a host copy (plan reads the
 /// weights; conv weights are packed at plan time).
@@ -88,24 +91,25 @@ Expected<ChildModel*> child_model(runtime::DeviceContext& ctx, std::uint64_t key
   return raw;
 }
 
-Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
-  FacesRunArgs args;
-  FT_TRY(a.args_as(args));
+/// What both ops share: the model of `args.key` (decoded once), its constants' device pointers (residents in
+/// place, inline ones uploaded), and the GpuProgram cached per (model, batch, precision, graph).
+struct Planned {
+  ChildModel* model = nullptr;
+  GpuProgram* plan = nullptr;
+  std::span<const std::byte> batch;  ///< the input region's first part (args.input_bytes)
+};
+
+Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args,
+                          std::span<const std::byte> region) {
   if (args.batch < 1 || args.batch > kMaxBatch)
     return invalid_argument("faces_run: batch " + std::to_string(args.batch) + " outside 1.." +
                             std::to_string(kMaxBatch));
   if (args.precision > static_cast<std::uint8_t>(Precision::kBf16))
     return invalid_argument("faces_run: precision " + std::to_string(args.precision));
-  std::lock_guard lock(g_mu);
   auto model = child_model(ctx, args.key);
   if (!model) return model.status();
   ChildModel& m = **model;
-  const Program& p = m.program;
-  const std::uint64_t per_image = static_cast<std::uint64_t>(p.lens[0]) * sizeof(float);
-  if (args.input_bytes != per_image * args.batch)
-    return invalid_argument("faces_run: input of " + std::to_string(args.input_bytes) + " bytes for batch " +
-                            std::to_string(args.batch));
-  auto in = parse_input(args, a.in, m.blob_floats);
+  auto in = parse_input(args, region, m.blob_floats);
   if (!in) return in.status();
 
   // Device pointers of every constant in wire order (Program::consts, then the conv weights and biases: the
@@ -173,7 +177,20 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
     FT_LOG_DEBUG("faces_run: planned model {:016x} at batch {} ({}), {} device bytes", args.key, args.batch,
                  precision_name(o.precision), e.plan->device_bytes());
   }
-  const std::uint64_t out_bytes = e.plan->output_floats() * sizeof(float);
+  return Planned{&m, e.plan.get(), in->batch};
+}
+
+Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
+  FacesRunArgs args;
+  FT_TRY(a.args_as(args));
+  std::lock_guard lock(g_mu);
+  auto pl = planned(ctx, args, a.in);
+  if (!pl) return pl.status();
+  const std::uint64_t per_image = static_cast<std::uint64_t>(pl->model->program.lens[0]) * sizeof(float);
+  if (args.input_bytes != per_image * args.batch)
+    return invalid_argument("faces_run: input of " + std::to_string(args.input_bytes) + " bytes for batch " +
+                            std::to_string(args.batch));
+  const std::uint64_t out_bytes = pl->plan->output_floats() * sizeof(float);
   if (out_bytes != args.output_bytes)
     return invalid_argument("faces_run: the program's outputs hold " + std::to_string(out_bytes) +
                             " bytes, the caller expects " + std::to_string(args.output_bytes));
@@ -182,9 +199,98 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   auto d_out = ctx.scratch("faces/out", out_bytes);
   if (!d_out) return d_out.status();
   FT_CUDA_TRY(
-      cudaMemcpyAsync(d_in->data, in->batch.data(), args.input_bytes, cudaMemcpyHostToDevice, ctx.stream()));
-  FT_TRY(e.plan->run(static_cast<const float*>(d_in->data), static_cast<float*>(d_out->data)));
+      cudaMemcpyAsync(d_in->data, pl->batch.data(), args.input_bytes, cudaMemcpyHostToDevice, ctx.stream()));
+  FT_TRY(pl->plan->run(static_cast<const float*>(d_in->data), static_cast<float*>(d_out->data)));
   auto ticket = ctx.ring().record_copy(d_out->data, out_bytes, ctx.stream());
+  if (!ticket) return ticket.status();
+  a.reply.tickets.push_back(*ticket);
+  return {};
+}
+
+/// kOpFacesDetect (faces_ops.h): frames up, letterbox, the program, decode + NMS, the final records back.
+Status faces_detect(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
+  FacesDetectArgs d;
+  FT_TRY(a.args_as(d));
+  const FacesRunArgs& args = d.run;
+  if (d.n < 1 || d.n > 4096) return invalid_argument("faces_detect: letterbox side " + std::to_string(d.n));
+  if (d.capacity < 1 || d.capacity > 4000)
+    return invalid_argument("faces_detect: capacity " + std::to_string(d.capacity) + " outside 1..4000");
+  std::lock_guard lock(g_mu);
+  auto pl = planned(ctx, args, a.in);
+  if (!pl) return pl.status();
+  const Program& p = pl->model->program;
+  const Shape want{1, 3, d.n, d.n};
+  if (p.input_shape != want || p.lens[0] != std::int64_t{3} * d.n * d.n)
+    return invalid_argument("faces_detect: the program's input is not [1,3," + std::to_string(d.n) + "," +
+                            std::to_string(d.n) + "]");
+  const std::uint32_t b = args.batch;
+  const std::span<const std::byte> region = pl->batch;
+  const std::uint64_t header_bytes = std::uint64_t{b} * sizeof(FrameHeader);
+  if (region.size() < header_bytes)
+    return invalid_argument("faces_detect: input region shorter than its headers");
+  std::vector<FrameHeader> headers(b);
+  std::memcpy(headers.data(), region.data(), header_bytes);
+  for (std::uint32_t i = 0; i < b; ++i) {
+    const FrameHeader& h = headers[i];
+    const std::uint64_t bytes = std::uint64_t{h.width} * h.height * 3;
+    if (h.width < 1 || h.height < 1 || h.width > 65536 || h.height > 65536 || h.offset < header_bytes ||
+        h.offset > region.size() || region.size() - h.offset < bytes)
+      return invalid_argument("faces_detect: frame " + std::to_string(i) + " (" + std::to_string(h.width) +
+                              "x" + std::to_string(h.height) + " at " + std::to_string(h.offset) +
+                              ") outside the input region");
+  }
+  std::vector<std::string> names;
+  std::vector<std::int64_t> lens;
+  for (const auto& o : p.outputs) {
+    names.push_back(o.name);
+    lens.push_back(p.lens[static_cast<std::size_t>(o.value)]);
+  }
+  auto layout = yunet_layout(names, lens, static_cast<int>(b), static_cast<int>(d.n), static_cast<int>(d.n));
+  if (!layout) return layout.status();
+  const std::uint64_t out_bytes = pl->plan->output_floats() * sizeof(float);
+  if (layout->total_floats * sizeof(float) != out_bytes)
+    return internal_error("faces_detect: the program's outputs hold " + std::to_string(out_bytes) +
+                          " bytes, the YuNet layout " + std::to_string(layout->total_floats * sizeof(float)));
+  const std::uint64_t reply_bytes = detect_reply_bytes(b, d.capacity);
+  if (reply_bytes != args.output_bytes)
+    return invalid_argument("faces_detect: the reply holds " + std::to_string(reply_bytes) +
+                            " bytes, the caller expects " + std::to_string(args.output_bytes));
+  auto d_frames = ctx.scratch("faces/frames", region.size());
+  if (!d_frames) return d_frames.status();
+  auto d_in = ctx.scratch("faces/in", static_cast<std::uint64_t>(p.lens[0]) * b * sizeof(float));
+  if (!d_in) return d_in.status();
+  auto d_geom = ctx.scratch("faces/geom", std::uint64_t{b} * sizeof(ImageGeom));
+  if (!d_geom) return d_geom.status();
+  auto d_out = ctx.scratch("faces/out", out_bytes);
+  if (!d_out) return d_out.status();
+  const std::uint64_t post_bytes = yunet_post_scratch_bytes(*layout);
+  auto d_post = ctx.scratch("faces/post", post_bytes);
+  if (!d_post) return d_post.status();
+  auto d_reply = ctx.scratch("faces/detections", reply_bytes);
+  if (!d_reply) return d_reply.status();
+
+  FT_CUDA_TRY(
+      cudaMemcpyAsync(d_frames->data, region.data(), region.size(), cudaMemcpyHostToDevice, ctx.stream()));
+  std::vector<FrameDesc> frames(b);
+  for (std::uint32_t i = 0; i < b; ++i)
+    frames[i] = FrameDesc{static_cast<const std::uint8_t*>(d_frames->data) + headers[i].offset,
+                          static_cast<int>(headers[i].width), static_cast<int>(headers[i].height)};
+  auto* in = static_cast<float*>(d_in->data);
+  auto* geom = static_cast<ImageGeom*>(d_geom->data);
+  FT_TRY(letterbox_batch(frames.data(), static_cast<int>(b), static_cast<int>(d.n), in, geom, nullptr,
+                         ctx.stream()));
+  FT_TRY(pl->plan->run(in, static_cast<float*>(d_out->data)));
+  DetectOptions o;
+  o.score = d.score;
+  o.nms_iou = d.nms_iou;
+  o.max_faces = d.max_faces;
+  auto* reply = static_cast<std::byte*>(d_reply->data);
+  const DetectionsOut out{reinterpret_cast<int*>(reply),
+                          reinterpret_cast<GpuDetection*>(reply + detect_records_offset(b)),
+                          static_cast<int>(d.capacity)};
+  FT_TRY(yunet_decode_nms(static_cast<const float*>(d_out->data), *layout, geom, o,
+                          DeviceScratch{d_post->data, post_bytes}, out, ctx.stream()));
+  auto ticket = ctx.ring().record_copy(d_reply->data, reply_bytes, ctx.stream());
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);
   return {};
@@ -195,6 +301,8 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
 void register_faces_ops(runtime::OpRegistry& registry) {
   // An id clash (a second registration) leaves the first handler in place; say so instead of dropping it.
   if (Status st = registry.add(kOpFacesRun, "faces.run", faces_run); !st.ok())
+    FT_LOG_ERROR("faces ops: {}", st.to_string());
+  if (Status st = registry.add(kOpFacesDetect, "faces.detect", faces_detect); !st.ok())
     FT_LOG_ERROR("faces ops: {}", st.to_string());
 }
 

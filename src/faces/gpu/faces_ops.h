@@ -42,11 +42,53 @@ struct FacesRunArgs {
 static_assert(std::is_trivially_copyable_v<FacesRunArgs>);
 static_assert(sizeof(FacesRunArgs) == 40);
 
+/// kOpFacesDetect: YuNet end to end on a batch of decoded frames (docs/design/faces.md §5), in ONE ring ticket.
+/// The model, residents, inline constants and plan cache are kOpFacesRun's (the same key, batch and precision;
+/// FacesDetectArgs::run). The input region's first part (run.input_bytes) holds batch FrameHeaders, then each
+/// frame's RGB8 pixels at its header's offset (from the region's start, a multiple of kInlineAlign); the inline
+/// table and constants follow as for kOpFacesRun. The handler uploads the frames, letterboxes them into the
+/// program's n×n input, runs the program and yunet_decode_nms (cuda/faces/yunet_gpu.h) on the same stream. The
+/// reply (run.output_bytes = detect_reply_bytes) holds batch int32 counts, then at detect_records_offset each
+/// image's `capacity` records of kDetectionFloats floats (x0, y0, x1, y1, score, 5 landmark x, y pairs).
+inline constexpr runtime::OpId kOpFacesDetect = 0x00020002;
+
+/// Arguments of kOpFacesDetect.
+struct FacesDetectArgs {
+  FacesRunArgs run;
+  std::uint32_t n = 0;         ///< the letterbox side: the program's input is [1, 3, n, n]
+  std::uint32_t capacity = 0;  ///< records per image in the reply, ≥ min(max_faces, 4000), ≥ 1
+  float score = 0.6f;          ///< DetectOptions, as given (the handler sanitises them as decode_yunet does)
+  float nms_iou = 0.3f;
+  std::int32_t max_faces = 200;
+  std::uint32_t reserved = 0;
+};
+static_assert(std::is_trivially_copyable_v<FacesDetectArgs>);
+static_assert(sizeof(FacesDetectArgs) == 64);
+
+/// One frame of kOpFacesDetect's input region.
+struct FrameHeader {
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint64_t offset = 0;  ///< of its width·height·3 bytes, from the region's start
+};
+static_assert(sizeof(FrameHeader) == 16);
+
+/// Floats of one reply record (GpuDetection in cuda/faces/prepost_launch.h).
+inline constexpr std::uint64_t kDetectionFloats = 15;
+
 /// Alignment of every part of the input region.
 inline constexpr std::uint64_t kInlineAlign = 256;
 
 inline constexpr std::uint64_t align_up(std::uint64_t n) {
   return (n + kInlineAlign - 1) / kInlineAlign * kInlineAlign;
+}
+
+/// Where kOpFacesDetect's records start in its reply, and the reply's size.
+inline constexpr std::uint64_t detect_records_offset(std::uint64_t batch) {
+  return align_up(batch * sizeof(std::int32_t));
+}
+inline constexpr std::uint64_t detect_reply_bytes(std::uint64_t batch, std::uint64_t capacity) {
+  return detect_records_offset(batch) + batch * capacity * kDetectionFloats * sizeof(float);
 }
 
 /// Resident names of model `key`.
@@ -71,7 +113,7 @@ struct ParsedInput {
 Expected<ParsedInput> parse_input(const FacesRunArgs& args, std::span<const std::byte> in,
                                   std::span<const std::uint64_t> blob_floats);
 
-/// Registers kOpFacesRun on `registry` (CUDA builds; faces_ops.cpp). Linked into facetrace-gpud through
+/// Registers kOpFacesRun and kOpFacesDetect on `registry` (CUDA builds; faces_ops.cpp). Linked into facetrace-gpud through
 /// ft_add_gpu_ops; in-process users call OpRegistry::global().add_provider(&register_faces_ops).
 void register_faces_ops(runtime::OpRegistry& registry);
 

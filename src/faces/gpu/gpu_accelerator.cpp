@@ -7,12 +7,14 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 
 #include "facetrace/core/env.h"
+#include "facetrace/faces/detector.h"
 #include "gpu/faces_ops.h"
 #include "gpu/pace.h"
 #include "gpu/program_codec.h"
@@ -74,39 +76,34 @@ struct Identity {
 
 class GpuAccelerator;
 
-/// One run: the Workload seam (runtime/backend.h) around one kOpFacesRun.
+/// One submission of a faces op: the op, its FacesRunArgs (batch, input_bytes, output_bytes set by the caller;
+/// key, precision and the inline table filled by the workload), the op's own arguments after them, and a writer
+/// of the input region's first part (input_bytes bytes).
+struct Request {
+  runtime::OpId op = kOpFacesRun;
+  FacesRunArgs args;
+  std::vector<std::byte> tail;
+  std::function<void(std::byte*)> write;
+};
+
+/// One run: the Workload seam (runtime/backend.h) around one faces op; the reply's bytes come back raw.
 class RunWorkload final : public runtime::Workload {
  public:
-  RunWorkload(GpuAccelerator& acc, Model& model, std::span<const std::span<const float>> inputs,
-              std::optional<runtime::FaultKind> fault)
-      : acc_(acc), model_(model), inputs_(inputs), fault_(fault) {
-    for (auto l : model.output_lens)
-      output_bytes_ += static_cast<std::uint64_t>(l) * inputs.size() * sizeof(float);
-  }
+  RunWorkload(GpuAccelerator& acc, Model& model, Request request, std::optional<runtime::FaultKind> fault)
+      : acc_(acc), model_(model), request_(std::move(request)), fault_(fault) {}
 
-  std::size_t scratch_bytes() const override { return static_cast<std::size_t>(output_bytes_); }
+  std::size_t scratch_bytes() const override { return static_cast<std::size_t>(request_.args.output_bytes); }
   void seed_scratch(std::span<std::byte>) override {}  // the one ticket overwrites every byte
   Status begin_turn(runtime::Executor& ex) override;
   Expected<bool> run_chunk(runtime::Executor& ex, std::span<std::byte> scratch) override;
   Status drain(runtime::Executor& ex, std::span<std::byte> scratch, bool discard) override;
   void commit(std::span<const std::byte> scratch) override {
-    const std::size_t b = inputs_.size();
-    outputs_.assign(b, {});
-    std::uint64_t at = 0;
-    for (std::size_t o = 0; o < model_.output_lens.size(); ++o) {
-      const auto n = static_cast<std::size_t>(model_.output_lens[o]);
-      for (std::size_t i = 0; i < b; ++i) {
-        std::vector<float> v(n);
-        std::memcpy(v.data(), scratch.data() + at, n * sizeof(float));
-        at += n * sizeof(float);
-        outputs_[i].push_back(std::move(v));
-      }
-    }
+    reply_.assign(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(request_.args.output_bytes));
   }
 
   /// The first failure of a hook (nullopt when none ran or none failed).
   const std::optional<Status>& error() const { return error_; }
-  ProgramOutputs take_outputs() { return std::move(outputs_); }
+  std::vector<std::byte> take_reply() { return std::move(reply_); }
 
  private:
   Status note(Status st) {
@@ -116,13 +113,12 @@ class RunWorkload final : public runtime::Workload {
 
   GpuAccelerator& acc_;
   Model& model_;
-  std::span<const std::span<const float>> inputs_;
+  Request request_;
   std::optional<runtime::FaultKind> fault_;
-  std::uint64_t output_bytes_ = 0;
   std::optional<runtime::RingTicket> ticket_;
   runtime::ArenaBlock block_;
   std::optional<Status> error_;
-  ProgramOutputs outputs_;
+  std::vector<std::byte> reply_;
 };
 
 class GpuAccelerator final : public Accelerator, public std::enable_shared_from_this<GpuAccelerator> {
@@ -151,6 +147,9 @@ class GpuAccelerator final : public Accelerator, public std::enable_shared_from_
 
   std::optional<Expected<ProgramOutputs>> run_program(
       const Program& program, std::span<const std::span<const float>> inputs) override;
+  std::optional<Expected<DetectionLists>> detect_yunet(const Program& program, int n,
+                                                       std::span<const RgbFrame> frames,
+                                                       const DetectOptions& options) override;
 
   std::string device() const override {
     return backend_.adapter_label().value_or("GPU (unavailable)") + " " +
@@ -205,7 +204,14 @@ class GpuAccelerator final : public Accelerator, public std::enable_shared_from_
   /// not one the device op can take (its own bytes do not validate), anything else a failure.
   Expected<Model*> model_of(const Program& program);
   /// One sub-batch as one Workload; the failure mapping of docs/design/faces.md §4.
-  std::optional<Expected<ProgramOutputs>> run_once(Model& m, std::span<const std::span<const float>> inputs);
+  std::optional<Expected<std::vector<std::byte>>> run_once(Model& m, Request request);
+  /// The sub-batch limits of docs/design/faces.md §4 for `m`: the bytes of the transfer region one submission
+  /// may use beside the constants that travel with it, and the ring's quarter.
+  struct Room {
+    std::uint64_t input = 0;
+    std::uint64_t reply = 0;
+  };
+  std::optional<Room> room(const Model& m);
 
   runtime::GpuBackend& backend_;
   GpuAcceleratorOptions options_;
@@ -227,13 +233,9 @@ Expected<bool> RunWorkload::run_chunk(runtime::Executor& ex, std::span<std::byte
     if (st.ok()) st = internal_error("fault injection reported no fault");
     return note(st);
   }
-  const std::size_t b = inputs_.size();
-  FacesRunArgs a;
+  FacesRunArgs& a = request_.args;
   a.key = model_.key;
-  a.batch = static_cast<std::uint32_t>(b);
   a.precision = static_cast<std::uint8_t>(acc_.precision());
-  a.output_bytes = output_bytes_;
-  a.input_bytes = static_cast<std::uint64_t>(inputs_[0].size()) * b * sizeof(float);
   std::vector<std::uint32_t> table;
   std::vector<std::uint64_t> floats;
   {
@@ -249,9 +251,7 @@ Expected<bool> RunWorkload::run_chunk(runtime::Executor& ex, std::span<std::byte
   auto block = ex.arena().allocate(std::max<std::uint64_t>(layout.total, 1));
   if (!block) return note(block.status().with_context("faces: staging the batch"));
   std::byte* dst = block->bytes().data();
-  for (std::size_t i = 0; i < b; ++i)
-    std::memcpy(dst + i * inputs_[0].size() * sizeof(float), inputs_[i].data(),
-                inputs_[i].size() * sizeof(float));
+  request_.write(dst);
   if (!table.empty()) {
     std::memcpy(dst + layout.table_offset, table.data(), table.size() * sizeof(std::uint32_t));
     for (std::size_t k = 0; k < table.size(); ++k) {
@@ -259,16 +259,19 @@ Expected<bool> RunWorkload::run_chunk(runtime::Executor& ex, std::span<std::byte
       std::memcpy(dst + layout.blob_offsets[k], blob.data(), blob.size() * sizeof(float));
     }
   }
+  std::vector<std::byte> args(sizeof a);
+  std::memcpy(args.data(), &a, sizeof a);
+  args.insert(args.end(), request_.tail.begin(), request_.tail.end());
   runtime::OpCall call;
-  call.op = kOpFacesRun;
-  call.args = std::as_bytes(std::span(&a, 1));
+  call.op = request_.op;
+  call.args = args;
   call.in = block->range();
   call.in.size = layout.total;
   call.deadline = kRunDeadline;
   auto reply = ex.invoke(call);
   if (!reply) return note(reply.status());
   if (reply->tickets.size() != 1)
-    return note(internal_error("faces_run returned " + std::to_string(reply->tickets.size()) +
+    return note(internal_error("faces op returned " + std::to_string(reply->tickets.size()) +
                                " ring tickets, expected 1"));
   ticket_ = reply->tickets[0];
   block_ = std::move(*block);
@@ -282,15 +285,16 @@ Status RunWorkload::drain(runtime::Executor& ex, std::span<std::byte> scratch, b
   bool short_slot = false;
   Status st = ex.collect(t, kRunDeadline, [&](std::span<const std::byte> bytes) {
     if (discard) return;
-    if (bytes.size() < output_bytes_ || scratch.size() < output_bytes_) {
+    const std::uint64_t want = request_.args.output_bytes;
+    if (bytes.size() < want || scratch.size() < want) {
       short_slot = true;
       return;
     }
-    std::memcpy(scratch.data(), bytes.data(), static_cast<std::size_t>(output_bytes_));
+    std::memcpy(scratch.data(), bytes.data(), static_cast<std::size_t>(want));
   });
   block_ = runtime::ArenaBlock();
   if (!st.ok()) return note(st);
-  if (short_slot) return note(internal_error("faces_run readback is shorter than the program's outputs"));
+  if (short_slot) return note(internal_error("faces op readback is shorter than its reply"));
   return {};
 }
 
@@ -351,16 +355,13 @@ std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_program(
   Model& m = **model;
   // Sub-batches: each fits half the transfer region (with the constants that travel with it), a quarter of the
   // ring, and element indices below 2³¹ (docs/design/faces.md §4).
-  runtime::Executor* ex = backend_.executor();
-  if (!ex) return std::nullopt;
+  const std::optional<Room> r = room(m);
+  if (!r) return std::nullopt;
   const auto per_in = static_cast<std::uint64_t>(program.lens[0]) * sizeof(float);
-  std::uint64_t per_out = 0, inline_bytes = 0;
+  std::uint64_t per_out = 0;
   for (auto l : m.output_lens) per_out += static_cast<std::uint64_t>(l) * sizeof(float);
-  for (std::size_t i = 0; i < m.enc.blobs.size(); ++i)
-    if (!m.resident[i]) inline_bytes += align_up(m.enc.blobs[i]->size() * sizeof(float));
-  const std::uint64_t room = ex->arena().transfer_bytes() / 2;
-  std::uint64_t cap = room > inline_bytes + kInlineAlign ? (room - inline_bytes - kInlineAlign) / per_in : 0;
-  cap = std::min<std::uint64_t>(cap, ex->arena().ring_bytes() / 4 / std::max<std::uint64_t>(per_out, 1));
+  std::uint64_t cap = r->input / per_in;
+  cap = std::min<std::uint64_t>(cap, r->reply / std::max<std::uint64_t>(per_out, 1));
   cap = std::min<std::uint64_t>(cap, static_cast<std::uint64_t>(kMaxIndex / std::max<std::int64_t>(m.max_len, 1)));
   if (cap == 0)
     return Expected<ProgramOutputs>(Status(Code::kOutOfMemory, "faces: one image of this program does not fit "
@@ -368,28 +369,164 @@ std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_program(
   ProgramOutputs all;
   for (std::size_t at = 0; at < inputs.size(); at += static_cast<std::size_t>(cap)) {
     const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(cap), inputs.size() - at);
-    auto r = run_once(m, inputs.subspan(at, n));
-    if (!r || !*r) return r;
-    for (auto& image : **r) all.push_back(std::move(image));
+    const auto part = inputs.subspan(at, n);
+    Request q;
+    q.args.batch = static_cast<std::uint32_t>(n);
+    q.args.input_bytes = per_in * n;
+    q.args.output_bytes = per_out * n;
+    q.write = [part, per_in](std::byte* dst) {
+      for (std::size_t i = 0; i < part.size(); ++i)
+        std::memcpy(dst + i * per_in, part[i].data(), static_cast<std::size_t>(per_in));
+    };
+    auto reply = run_once(m, std::move(q));
+    if (!reply) return std::nullopt;
+    if (!*reply) return Expected<ProgramOutputs>(reply->status());
+    // Every Program::outputs entry in order, each n·lens image-major.
+    const std::size_t first = all.size();
+    all.resize(first + n);
+    std::uint64_t off = 0;
+    for (auto l : m.output_lens)
+      for (std::size_t i = 0; i < n; ++i) {
+        std::vector<float> v(static_cast<std::size_t>(l));
+        std::memcpy(v.data(), (*reply)->data() + off, v.size() * sizeof(float));
+        off += v.size() * sizeof(float);
+        all[first + i].push_back(std::move(v));
+      }
   }
   return Expected<ProgramOutputs>(std::move(all));
 }
 
-std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_once(Model& m,
-                                                                 std::span<const std::span<const float>> inputs) {
+std::optional<GpuAccelerator::Room> GpuAccelerator::room(const Model& m) {
+  runtime::Executor* ex = backend_.executor();
+  if (!ex) return std::nullopt;
+  std::uint64_t inline_bytes = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < m.enc.blobs.size(); ++i)
+      if (!m.resident[i]) inline_bytes += align_up(m.enc.blobs[i]->size() * sizeof(float));
+  }
+  const std::uint64_t half = ex->arena().transfer_bytes() / 2;
+  Room r;
+  r.input = half > inline_bytes + kInlineAlign ? half - inline_bytes - kInlineAlign : 0;
+  r.reply = ex->arena().ring_bytes() / 4;
+  return r;
+}
+
+std::optional<Expected<DetectionLists>> GpuAccelerator::detect_yunet(const Program& program, int n,
+                                                                     std::span<const RgbFrame> frames,
+                                                                     const DetectOptions& options) {
+  if (frames.empty()) return Expected<DetectionLists>(DetectionLists{});
+  if (backend_.unavailable_reason() || n < 1 || n > 4096 || program.lens.empty() ||
+      program.input_shape != Shape{1, 3, n, n})
+    return std::nullopt;
+  // The op finds YuNet's 12 outputs by name (yunet_layout); anything else is not a YuNet for it.
+  for (const char* kind : {"cls_", "obj_", "bbox_", "kps_"})
+    for (const char* stride : {"8", "16", "32"}) {
+      const std::string name = std::string(kind) + stride;
+      if (std::none_of(program.outputs.begin(), program.outputs.end(),
+                       [&](const ProgramOutput& o) { return o.name == name; }))
+        return std::nullopt;
+    }
+  auto model = model_of(program);
+  if (!model) {
+    if (model.status().code() == Code::kDeclined) return std::nullopt;
+    return Expected<DetectionLists>(model.status());
+  }
+  Model& m = **model;
+  const std::optional<Room> r = room(m);
+  if (!r) return std::nullopt;
+  const int clamped = std::clamp(options.max_faces, 0, 10000);
+  const std::uint64_t capacity = static_cast<std::uint64_t>(std::clamp(clamped, 1, 4000));
+  const std::uint64_t per_record = kDetectionFloats * sizeof(float);
+  const auto frame_bytes = [&](const RgbFrame& f) {
+    return sizeof(FrameHeader) + align_up(static_cast<std::uint64_t>(f.width) * f.height * 3);
+  };
+  // docs/design/faces.md §4: each sub-batch fits the transfer region, its reply the ring's quarter, and the
+  // program's values stay below 2³¹ elements.
+  const auto max_images = static_cast<std::size_t>(kMaxIndex / std::max<std::int64_t>(m.max_len, 1));
+  DetectionLists all;
+  all.reserve(frames.size());
+  for (std::size_t at = 0; at < frames.size();) {
+    std::size_t count = 0;
+    std::uint64_t bytes = kInlineAlign;  // the headers' alignment
+    while (at + count < frames.size() && count < max_images && count < 4096) {
+      const std::uint64_t more = bytes + frame_bytes(frames[at + count]);
+      if (more > r->input || detect_reply_bytes(count + 1, capacity) > r->reply) break;
+      bytes = more;
+      ++count;
+    }
+    if (count == 0)
+      return Expected<DetectionLists>(Status(Code::kOutOfMemory, "faces: a " + std::to_string(frames[at].width) +
+                                                                     "x" + std::to_string(frames[at].height) +
+                                                                     " photo does not fit the runtime's "
+                                                                     "transfer region"));
+    const auto part = frames.subspan(at, count);
+    const std::uint64_t header_bytes = align_up(count * sizeof(FrameHeader));
+    std::vector<FrameHeader> headers(count);
+    std::uint64_t off = header_bytes;
+    for (std::size_t i = 0; i < count; ++i) {
+      headers[i] = {static_cast<std::uint32_t>(part[i].width), static_cast<std::uint32_t>(part[i].height), off};
+      off = align_up(off + part[i].rgb.size());
+    }
+    Request q;
+    q.op = kOpFacesDetect;
+    q.args.batch = static_cast<std::uint32_t>(count);
+    q.args.input_bytes = off;
+    q.args.output_bytes = detect_reply_bytes(count, capacity);
+    FacesDetectArgs d;
+    d.n = static_cast<std::uint32_t>(n);
+    d.capacity = static_cast<std::uint32_t>(capacity);
+    d.score = options.score;
+    d.nms_iou = options.nms_iou;
+    d.max_faces = options.max_faces;
+    q.tail.resize(sizeof d - sizeof(FacesRunArgs));
+    std::memcpy(q.tail.data(), reinterpret_cast<const std::byte*>(&d) + sizeof(FacesRunArgs), q.tail.size());
+    q.write = [part, headers](std::byte* dst) {
+      std::memcpy(dst, headers.data(), headers.size() * sizeof(FrameHeader));
+      for (std::size_t i = 0; i < part.size(); ++i)
+        std::memcpy(dst + headers[i].offset, part[i].rgb.data(), part[i].rgb.size());
+    };
+    auto reply = run_once(m, std::move(q));
+    if (!reply) return std::nullopt;
+    if (!*reply) return Expected<DetectionLists>(reply->status());
+    const std::byte* base = (*reply)->data();
+    for (std::size_t i = 0; i < count; ++i) {
+      std::int32_t k = 0;
+      std::memcpy(&k, base + i * sizeof k, sizeof k);
+      if (k < 0 || static_cast<std::uint64_t>(k) > capacity)
+        return Expected<DetectionLists>(internal_error("faces_detect returned " + std::to_string(k) +
+                                                       " detections for one photo (capacity " +
+                                                       std::to_string(capacity) + ")"));
+      std::vector<Detection> dets(static_cast<std::size_t>(k));
+      const std::byte* rec = base + detect_records_offset(count) + i * capacity * per_record;
+      for (std::size_t j = 0; j < dets.size(); ++j) {
+        float f[kDetectionFloats];
+        std::memcpy(f, rec + j * per_record, sizeof f);
+        Detection& det = dets[j];
+        det.x0 = f[0], det.y0 = f[1], det.x1 = f[2], det.y1 = f[3], det.score = f[4];
+        for (std::size_t l = 0; l < 5; ++l) det.landmarks[l] = {f[5 + 2 * l], f[6 + 2 * l]};
+      }
+      all.push_back(std::move(dets));
+    }
+    at += count;
+  }
+  return Expected<DetectionLists>(std::move(all));
+}
+
+std::optional<Expected<std::vector<std::byte>>> GpuAccelerator::run_once(Model& m, Request request) {
   std::optional<runtime::FaultKind> fault;
   {
     std::lock_guard lock(mu_);
     fault = fault_;
     fault_.reset();
   }
-  RunWorkload work(*this, m, inputs, fault);
+  RunWorkload work(*this, m, std::move(request), fault);
   runtime::Outcome outcome;
   {
     Pace::Slot slot(Pace::global());
     outcome = backend_.accumulate(work);
   }
-  if (outcome == runtime::Outcome::kDone) return Expected<ProgramOutputs>(work.take_outputs());
+  if (outcome == runtime::Outcome::kDone) return Expected<std::vector<std::byte>>(work.take_reply());
   const std::optional<Status>& err = work.error();
   if (!err || backend_.is_lost()) return std::nullopt;  // declined before any work, or the device was lost
   switch (err->code()) {
@@ -400,7 +537,7 @@ std::optional<Expected<ProgramOutputs>> GpuAccelerator::run_once(Model& m,
     case Code::kCancelled:
       return std::nullopt;
     default:
-      return Expected<ProgramOutputs>(*err);
+      return Expected<std::vector<std::byte>>(*err);
   }
 }
 

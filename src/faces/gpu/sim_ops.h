@@ -1,5 +1,5 @@
 /// @file
-/// Private test seam: kOpFacesRun on a runtime::SimulatedExecutor (docs/design/runtime.md §6), the device op's
+/// Private test seam: kOpFacesRun and kOpFacesDetect on a runtime::SimulatedExecutor (docs/design/runtime.md §6), the device op's
 /// contract without a GPU. It decodes the resident program, takes every constant from its resident or from the
 /// input region, runs the CPU interpreter on the batch and returns all outputs in one ring ticket, as the CUDA
 /// handler does, so CPU tests exercise the whole host path (codec, residents, layout, turns, readback).
@@ -18,10 +18,14 @@ struct SimFacesOptions {
   /// Called before each run; a non-ok Status is returned instead of running (a simulated OOM or failure).
   std::function<Status()> fail;
   /// Edits the packed outputs before they are returned (a deliberately wrong accelerator).
+  /// kOpFacesRun: the packed outputs; kOpFacesDetect: each image's first output before its decode.
   std::function<void(std::vector<float>&)> tamper;
+  /// Called with the op's id on every call (before `fail`).
+  std::function<void(runtime::OpId)> seen;
 };
 
-/// Registers (or replaces) the simulated kOpFacesRun on `ex`.
+/// Registers (or replaces) the simulated kOpFacesRun and kOpFacesDetect (letterbox_bgr, the interpreter and
+/// decode_yunet on the CPU, the reply in the device op's layout) on `ex`.
 void add_faces_sim_op(runtime::SimulatedExecutor& ex, SimFacesOptions options = {});
 
 }  // namespace facetrace::faces::gpu

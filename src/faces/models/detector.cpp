@@ -62,6 +62,12 @@ const NamedTensor* find(const std::vector<NamedTensor>& outs, const std::string&
 
 }  // namespace
 
+std::optional<Expected<DetectionLists>> Accelerator::detect_yunet(const Program&, int,
+                                                                  std::span<const RgbFrame>,
+                                                                  const DetectOptions&) {
+  return std::nullopt;
+}
+
 float letterbox_bgr(std::span<const std::uint8_t> rgb, int width, int height, int n, std::span<float> out) {
   std::fill(out.begin(), out.end(), 0.0f);
   const float scale = std::min(static_cast<float>(n) / width, static_cast<float>(n) / height);
@@ -258,8 +264,9 @@ struct Detector::Prepared {
   float scale = 1.0f;
 };
 
-Expected<Detector::Prepared> Detector::prepare(std::span<const std::uint8_t> rgb, int width, int height,
-                                               const DetectOptions& options) const {
+namespace {
+
+Status check_frame(std::span<const std::uint8_t> rgb, int width, int height) {
   if (width < 1 || height < 1 || width > core::kMaxImageSide || height > core::kMaxImageSide)
     return invalid_argument("detect: image size " + std::to_string(width) + "x" + std::to_string(height) +
                             " outside 1..65536");
@@ -267,6 +274,50 @@ Expected<Detector::Prepared> Detector::prepare(std::span<const std::uint8_t> rgb
     return invalid_argument("detect: " + std::to_string(rgb.size()) + " bytes for a " +
                             std::to_string(width) + "x" + std::to_string(height) + " RGB image (expected " +
                             std::to_string(static_cast<std::size_t>(width) * height * 3) + ")");
+  return {};
+}
+
+}  // namespace
+
+std::optional<std::vector<Expected<std::vector<Detection>>>> Detector::detect_on_accelerator(
+    std::span<const RgbFrame> frames, const DetectOptions& options) const {
+  if (options.input != DetectInput::kLetterbox || frames.empty()) return std::nullopt;
+  const std::shared_ptr<Accelerator> acc = net_.ready_accelerator();
+  if (!acc) return std::nullopt;
+  std::vector<Expected<std::vector<Detection>>> results;
+  std::vector<RgbFrame> good;
+  std::vector<std::size_t> where;
+  results.reserve(frames.size());
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    Status st = check_frame(frames[i].rgb, frames[i].width, frames[i].height);
+    results.emplace_back(st.ok() ? internal_error("detect: not run") : st);
+    if (st.ok()) {
+      good.push_back(frames[i]);
+      where.push_back(i);
+    }
+  }
+  if (good.empty()) return results;
+  auto prog = net_.program({1, 3, n_, n_});
+  if (!prog) return std::nullopt;
+  // docs/design/faces.md §4: declined or out of memory → this call on the CPU; another error → detached, CPU.
+  auto r = acc->detect_yunet(*prog, n_, good, options);
+  if (!r) return std::nullopt;
+  if (!*r) {
+    net_.accelerator_failed(acc, r->status());
+    return std::nullopt;
+  }
+  if ((*r)->size() != good.size()) {
+    net_.accelerator_failed(acc, internal_error("detect_yunet returned " + std::to_string((*r)->size()) +
+                                                " results for " + std::to_string(good.size()) + " photos"));
+    return std::nullopt;
+  }
+  for (std::size_t k = 0; k < good.size(); ++k) results[where[k]] = std::move((**r)[k]);
+  return results;
+}
+
+Expected<Detector::Prepared> Detector::prepare(std::span<const std::uint8_t> rgb, int width, int height,
+                                               const DetectOptions& options) const {
+  FT_TRY(check_frame(rgb, width, height));
   Prepared p;
   if (options.input == DetectInput::kNative) {
     const int pw = pad32(width), ph = pad32(height);
@@ -288,6 +339,8 @@ Expected<Detector::Prepared> Detector::prepare(std::span<const std::uint8_t> rgb
 
 Expected<std::vector<Detection>> Detector::detect(std::span<const std::uint8_t> rgb, int width, int height,
                                                   const DetectOptions& options) const {
+  const RgbFrame frame{rgb, width, height};
+  if (auto r = detect_on_accelerator(std::span(&frame, 1), options)) return std::move(r->front());
   auto p = prepare(rgb, width, height, options);
   if (!p) return p.status();
   auto outs = net_.run(p->input, p->shape);
@@ -298,6 +351,12 @@ Expected<std::vector<Detection>> Detector::detect(std::span<const std::uint8_t> 
 
 std::vector<Expected<std::vector<Detection>>> Detector::detect_batch(std::span<const core::Image> images,
                                                                      const DetectOptions& options) const {
+  {
+    std::vector<RgbFrame> frames;
+    frames.reserve(images.size());
+    for (const core::Image& im : images) frames.push_back({im.rgb, im.width, im.height});
+    if (auto r = detect_on_accelerator(frames, options)) return std::move(*r);
+  }
   std::vector<Expected<std::vector<Detection>>> results;
   std::vector<Expected<Prepared>> prepared;
   results.reserve(images.size());

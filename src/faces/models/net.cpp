@@ -42,6 +42,8 @@ struct Net::Impl {
   std::optional<std::vector<std::vector<std::vector<float>>>> run_accelerated(
       const std::shared_ptr<Accelerator>& acc, const Program& prog,
       std::span<const std::span<const float>> inputs) const;
+  /// The failure table for an error from `acc` (Net::accelerator_failed).
+  void failed(const std::shared_ptr<Accelerator>& acc, const Status& error) const;
   /// Detaches `acc` if it is still the attached one, keeping `reason`, with one warning.
   void detach_for(const std::shared_ptr<Accelerator>& acc, const std::string& reason) const;
   // Programs lowered for other shapes (YuNet at a photo's own size, docs/design/faces.md §5), most recently used
@@ -207,12 +209,7 @@ std::optional<std::vector<std::vector<std::vector<float>>>> Net::Impl::run_accel
   auto r = acc->run_program(prog, inputs);
   if (!r) return std::nullopt;  // declined: the CPU runs this call
   if (!*r) {
-    if (r->status().code() == Code::kOutOfMemory) {
-      FT_LOG_DEBUG("faces: {} is out of memory for this call; the CPU runs it: {}", acc->device(),
-                   r->status().what());
-      return std::nullopt;
-    }
-    detach_for(acc, r->status().to_string());
+    failed(acc, r->status());
     return std::nullopt;
   }
   auto& out = **r;
@@ -232,6 +229,14 @@ std::optional<std::vector<std::vector<std::vector<float>>>> Net::Impl::run_accel
   }
   if (!finite) return std::nullopt;  // the CPU gives the values or names the non-finite node
   return std::move(out);
+}
+
+void Net::Impl::failed(const std::shared_ptr<Accelerator>& acc, const Status& error) const {
+  if (error.code() == Code::kOutOfMemory || error.code() == Code::kDeclined) {
+    FT_LOG_DEBUG("faces: {} could not take this call; the CPU runs it: {}", acc->device(), error.to_string());
+    return;
+  }
+  detach_for(acc, error.to_string());
 }
 
 std::string_view precision_name(Precision p) noexcept {
@@ -377,6 +382,12 @@ std::optional<std::string> Net::accelerator() const {
   }
   if (!acc) return std::nullopt;
   return acc->device();
+}
+
+std::shared_ptr<Accelerator> Net::ready_accelerator() const { return impl_->ready_accelerator(); }
+
+void Net::accelerator_failed(const std::shared_ptr<Accelerator>& acc, const Status& error) const {
+  if (acc && !error.ok()) impl_->failed(acc, error);
 }
 
 std::optional<std::string> Net::detach_reason() const {
