@@ -1,7 +1,7 @@
 /// @file
 /// Private test seam: kOpFacesRun and kOpFacesDetect on a runtime::SimulatedExecutor (docs/design/runtime.md §6),
-/// the device ops' contract without a GPU. It decodes the resident program, takes every constant from its resident or from the
-/// input region, runs the CPU interpreter on the batch and returns all outputs in one ring ticket, as the CUDA
+/// the device ops' contract without a GPU. It decodes the resident program, takes every constant from its
+/// resident or from the input region, runs the CPU interpreter on the batch and returns all outputs in one ring ticket, as the CUDA
 /// handler does, so CPU tests exercise the whole host path (codec, residents, layout, turns, readback).
 #pragma once
 
