@@ -4,8 +4,8 @@
 /// letterboxes, runs the network and decodes + NMS on the device and reads back only the final boxes. On the five
 /// photos of tests/data/images its detections are bit for bit those of the GPU network with the CPU's letterbox and
 /// decode_yunet (the accelerator's run_program only), match the CPU-only detector (count and order exactly, every
-/// float within the network's fp32 bar), and a batch of 16 equals 16 single detects bit for bit. Prints the end-to-end time
-/// per image at batch 1 and 64 for both paths.
+/// float within the network's fp32 bar), and a batch of 16 equals 16 single detects bit for bit. Prints the
+/// end-to-end time per image at batch 1 and 64 for both paths.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -113,8 +113,9 @@ struct ParsedInput {
 Expected<ParsedInput> parse_input(const FacesRunArgs& args, std::span<const std::byte> in,
                                   std::span<const std::uint64_t> blob_floats);
 
-/// Registers kOpFacesRun and kOpFacesDetect on `registry` (CUDA builds; faces_ops.cpp). Linked into facetrace-gpud through
-/// ft_add_gpu_ops; in-process users call OpRegistry::global().add_provider(&register_faces_ops).
+/// Registers kOpFacesRun and kOpFacesDetect on `registry` (CUDA builds; faces_ops.cpp). Linked into
+/// facetrace-gpud through ft_add_gpu_ops; in-process users call
+/// OpRegistry::global().add_provider(&register_faces_ops).
 void register_faces_ops(runtime::OpRegistry& registry);
 
 }  // namespace facetrace::faces::gpu

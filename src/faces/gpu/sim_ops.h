@@ -1,8 +1,9 @@
 /// @file
-/// Private test seam: kOpFacesRun and kOpFacesDetect on a runtime::SimulatedExecutor (docs/design/runtime.md §6), the device op's
-/// contract without a GPU. It decodes the resident program, takes every constant from its resident or from the
-/// input region, runs the CPU interpreter on the batch and returns all outputs in one ring ticket, as the CUDA
-/// handler does, so CPU tests exercise the whole host path (codec, residents, layout, turns, readback).
+/// Private test seam: kOpFacesRun and kOpFacesDetect on a runtime::SimulatedExecutor (docs/design/runtime.md §6),
+/// the device ops' contract without a GPU. They decode the resident program, take every constant from its
+/// resident or from the input region, run the CPU interpreter on the batch (detect: with the CPU's letterbox and
+/// decode) and return the reply in one ring ticket, as the CUDA handlers do, so CPU tests exercise the whole host
+/// path (codec, residents, layout, turns, readback).
 #pragma once
 
 #include <functional>
