@@ -42,6 +42,7 @@
 #include <functional>
 
 #include "facetrace/faces/accelerator.h"
+#include "facetrace/faces/testing/counting_accelerator.h"
 #ifdef FT_HAVE_TRACER_RENDER
 #include "facetrace/tracer/film.h"
 #include "facetrace/tracer/renderer.h"
@@ -376,33 +377,7 @@ bool parse_precisions(const std::string& precision, std::vector<Precision>& prec
 using facetrace::Expected;
 using facetrace::Status;
 
-// Forwards to the GPU accelerator and counts the runs it took and the ones that came back to the CPU, so that a
-// row timed on a CPU fallback says so.
-class CountingAccelerator final : public Accelerator {
- public:
-  explicit CountingAccelerator(std::shared_ptr<Accelerator> inner) : inner_(std::move(inner)) {}
-  std::optional<Expected<std::vector<float>>> conv(const ConvJob& job, std::span<const float> input) override {
-    return inner_->conv(job, input);
-  }
-  std::optional<Expected<ProgramOutputs>> run_program(const Program& program,
-                                                      std::span<const std::span<const float>> inputs) override {
-    auto r = inner_->run_program(program, inputs);
-    if (r && r->ok())
-      ++ran;
-    else
-      ++fell_back;
-    return r;
-  }
-  std::string device() const override { return inner_->device(); }
-  Precision precision() const override { return inner_->precision(); }
-  std::uint64_t resident_bytes() const override { return inner_->resident_bytes(); }
-  std::uint64_t generation() const override { return inner_->generation(); }
-
-  std::atomic<std::uint64_t> ran{0}, fell_back{0};
-
- private:
-  std::shared_ptr<Accelerator> inner_;
-};
+using facetrace::faces::testing::CountingAccelerator;  // counts GPU runs and CPU fallbacks
 
 // One model of the product rows.
 struct ProductModel {

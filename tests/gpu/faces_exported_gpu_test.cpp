@@ -20,6 +20,7 @@
 
 #include "facetrace/core/image.h"
 #include "facetrace/faces/accelerator.h"
+#include "facetrace/faces/testing/counting_accelerator.h"
 #include "facetrace/faces/detector.h"
 #include "facetrace/faces/net.h"
 #include "../models/exported_models.h"
@@ -33,9 +34,7 @@ using ::facetrace::testing::exported_model_names;
 using ::facetrace::testing::ExportedModel;
 using ::facetrace::testing::load_exported_model;
 
-// The models make_models.py commits (as tests/unit/faces_exported_test.cpp lists them).
-const std::vector<std::string> kCommitted = {"iresnet18_w8",       "iresnet50_w16", "mobilefacenet_w05",
-                                             "retinaface_mnet025", "scrfd_small",   "yunet_style"};
+const std::vector<std::string>& kCommitted = ::facetrace::testing::kCommittedExportedModels;
 
 /// The committed models: the build's tests/models, else ./tests/models (a copy of the tree run from its root, as on
 /// the GPU machine).
@@ -53,33 +52,7 @@ std::string photos_dir() {
   return "tests/data/images/";
 }
 
-/// The GPU accelerator with a count of the programs it ran and of the runs it handed back to the CPU (declined or
-/// failed), so that a test cannot pass on the CPU fallback.
-class CountingAccelerator final : public Accelerator {
- public:
-  explicit CountingAccelerator(std::shared_ptr<Accelerator> inner) : inner_(std::move(inner)) {}
-  std::optional<Expected<std::vector<float>>> conv(const ConvJob& job, std::span<const float> input) override {
-    return inner_->conv(job, input);
-  }
-  std::optional<Expected<ProgramOutputs>> run_program(const Program& program,
-                                                      std::span<const std::span<const float>> inputs) override {
-    auto r = inner_->run_program(program, inputs);
-    if (r && r->ok())
-      ++ran;
-    else
-      ++fell_back;
-    return r;
-  }
-  std::string device() const override { return inner_->device(); }
-  Precision precision() const override { return inner_->precision(); }
-  std::uint64_t resident_bytes() const override { return inner_->resident_bytes(); }
-  std::uint64_t generation() const override { return inner_->generation(); }
-
-  std::atomic<std::uint64_t> ran{0}, fell_back{0};
-
- private:
-  std::shared_ptr<Accelerator> inner_;
-};
+using facetrace::faces::testing::CountingAccelerator;  // counts GPU runs and CPU fallbacks
 
 /// A fresh GPU accelerator attached to `net` (fails the test when either step fails); null on failure.
 std::shared_ptr<CountingAccelerator> attach_gpu(Net& net, const std::string& what) {

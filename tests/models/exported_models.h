@@ -65,6 +65,10 @@ struct ExportedModel {
 /// The folder of the committed models (tests/models).
 inline std::string exported_models_dir() { return FT_EXPORTED_MODELS_DIR; }
 
+/// The models make_models.py commits; a test over them fails on a missing folder rather than shrinking silently.
+inline const std::vector<std::string> kCommittedExportedModels = {
+    "iresnet18_w8", "iresnet50_w16", "mobilefacenet_w05", "retinaface_mnet025", "scrfd_small", "yunet_style"};
+
 /// The models in `root` (default tests/models): every sub-folder holding a manifest.json, sorted by name.
 inline std::vector<std::string> exported_model_names(const std::string& root = exported_models_dir()) {
   std::vector<std::string> names;

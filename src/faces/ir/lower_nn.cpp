@@ -31,38 +31,18 @@ Status Lowerer::lower_softmax(const Node& n, const Entry& x) {
 }
 
 Status Lowerer::lower_avgpool(const Node& n0, const Entry& x) {
-  const bool one_d = x.shape.size() == 3;  // [N,C,L] as a plane of height 1
-  const Node n = one_d ? widen_1d(n0) : n0;
-  Shape s = x.shape;
-  if (one_d) s.insert(s.begin() + 2, 1);
-  if (s.size() != 4)
-    return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
-  auto win = window(n, {});
-  if (!win) return win.status();
-  std::int64_t ceil = 0, cip = 0;
-  FT_TRY(take(attr_int(n, "ceil_mode", 0), ceil));
-  FT_TRY(take(attr_int(n, "count_include_pad", 0), cip));
-  const auto& ks = win->kernel;
-  if (ks.size() != 2 || ks[0] <= 0 || ks[1] <= 0)
-    return err(n, "attribute 'kernel_shape' must be two positive values");
-  if (win->dilations[0] != 1 || win->dilations[1] != 1)
-    return unsupported(n, "attribute 'dilations' must be [1,1]");
-  FT_TRY(resolve_pads(n, *win, s[2], s[3], ks[0], ks[1]));
-  const auto& p = win->pads;
+  auto g = pool_geometry(n0, x);
+  if (!g) return g.status();
+  std::int64_t cip = 0;
+  FT_TRY(take(attr_int(g->n, "count_include_pad", 0), cip));
+  const Shape& s = g->s;
+  const auto& p = g->pads;
   AvgPoolOp op;
-  op.channels = s[0] * s[1], op.h = s[2], op.w = s[3], op.kh = ks[0],
-  op.kw = ks[1];  // N > 1 only lowered whole
-  op.sh = win->strides[0], op.sw = win->strides[1];
+  op.channels = s[0] * s[1], op.h = s[2], op.w = s[3];  // N > 1 only lowered whole
+  op.kh = g->kh, op.kw = g->kw, op.sh = g->sh, op.sw = g->sw, op.oh = g->oh, op.ow = g->ow;
   op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
   op.count_include_pad = cip != 0;
-  if (op.kh > op.h + op.pt + op.pb || op.kw > op.w + op.pl + op.pr)
-    return err(n, "kernel larger than the input");
-  if (op.pt >= op.kh || op.pb >= op.kh || op.pl >= op.kw || op.pr >= op.kw)
-    return err(n, "attribute 'pads' must be smaller than the kernel");
-  op.oh = pool_out(op.h, op.kh, op.sh, op.pt, op.pb, ceil != 0);
-  op.ow = pool_out(op.w, op.kw, op.sw, op.pl, op.pr, ceil != 0);
-  if (one_d) return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.ow});
-  return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.oh, op.ow});
+  return emit(g->n, op, {Arg::value(x.value)}, pool_shape(*g));
 }
 
 Status Lowerer::lower_pad(const Node& n, const Entry& x) {

@@ -500,39 +500,48 @@ Status Lowerer::lower_transpose(const Node& n, const Entry& x) {
   return emit(n, std::move(op), {Arg::value(x.value)}, out);
 }
 
-Status Lowerer::lower_maxpool(const Node& n0, const Entry& x) {
-  const bool one_d = x.shape.size() == 3;  // [N,C,L] as a plane of height 1
-  const Node n = one_d ? widen_1d(n0) : n0;
-  Shape s = x.shape;
-  if (one_d) s.insert(s.begin() + 2, 1);
+Expected<Lowerer::PoolGeometry> Lowerer::pool_geometry(const Node& n0, const Entry& x) const {
+  PoolGeometry g;
+  g.one_d = x.shape.size() == 3;  // [N,C,L] as a plane of height 1
+  g.n = g.one_d ? widen_1d(n0) : n0;
+  const Node& n = g.n;
+  g.s = x.shape;
+  if (g.one_d) g.s.insert(g.s.begin() + 2, 1);
+  const Shape& s = g.s;
   if (s.size() != 4)
     return unsupported(n, "input rank " + std::to_string(s.size()) + " (only 1-D and 2-D pooling)");
   auto win = window(n, {});
   if (!win) return win.status();
-  std::int64_t ceil = 0, storage_order = 0;
+  std::int64_t ceil = 0;
   FT_TRY(take(attr_int(n, "ceil_mode", 0), ceil));
-  FT_TRY(take(attr_int(n, "storage_order", 0), storage_order));
   const auto& ks = win->kernel;
   if (ks.size() != 2 || ks[0] <= 0 || ks[1] <= 0)
     return err(n, "attribute 'kernel_shape' must be two positive values");
   if (win->dilations[0] != 1 || win->dilations[1] != 1)
     return unsupported(n, "attribute 'dilations' must be [1,1]");
   FT_TRY(resolve_pads(n, *win, s[2], s[3], ks[0], ks[1]));
-  const auto& pads = win->pads;
-  for (int a = 0; a < 2; ++a)
-    if (pads[static_cast<std::size_t>(a)] >= ks[static_cast<std::size_t>(a)] ||
-        pads[static_cast<std::size_t>(a + 2)] >= ks[static_cast<std::size_t>(a)])
-      return err(n, "attribute 'pads' must be smaller than the kernel");
+  const auto& p = win->pads;
+  g.kh = ks[0], g.kw = ks[1], g.sh = win->strides[0], g.sw = win->strides[1];
+  if (p[0] >= g.kh || p[2] >= g.kh || p[1] >= g.kw || p[3] >= g.kw)
+    return err(n, "attribute 'pads' must be smaller than the kernel");
+  if (g.kh > s[2] + p[0] + p[2] || g.kw > s[3] + p[1] + p[3]) return err(n, "kernel larger than the input");
+  g.oh = pool_out(s[2], g.kh, g.sh, p[0], p[2], ceil != 0);
+  g.ow = pool_out(s[3], g.kw, g.sw, p[1], p[3], ceil != 0);
+  g.pads = p;
+  return g;
+}
+
+Status Lowerer::lower_maxpool(const Node& n0, const Entry& x) {
+  auto g = pool_geometry(n0, x);
+  if (!g) return g.status();
+  std::int64_t storage_order = 0;
+  FT_TRY(take(attr_int(g->n, "storage_order", 0), storage_order));
+  const Shape& s = g->s;
   // N·C planes (N > 1 only when lowered whole)
-  MaxPoolOp op{s[0] * s[1], s[2], s[3], ks[0], ks[1], win->strides[0], win->strides[1], 0, 0};
-  op.pt = pads[0];
-  op.pl = pads[1];
-  if (op.kh > op.h + pads[0] + pads[2] || op.kw > op.w + pads[1] + pads[3])
-    return err(n, "kernel larger than the input");
-  op.oh = pool_out(op.h, op.kh, op.sh, pads[0], pads[2], ceil != 0);
-  op.ow = pool_out(op.w, op.kw, op.sw, pads[1], pads[3], ceil != 0);
-  if (one_d) return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.ow});
-  return emit(n, op, {Arg::value(x.value)}, {s[0], s[1], op.oh, op.ow});
+  MaxPoolOp op{s[0] * s[1], s[2], s[3], g->kh, g->kw, g->sh, g->sw, g->oh, g->ow};
+  op.pt = g->pads[0];
+  op.pl = g->pads[1];
+  return emit(g->n, op, {Arg::value(x.value)}, pool_shape(*g));
 }
 
 Status Lowerer::lower_resize(const Node& n, const Entry& x) {

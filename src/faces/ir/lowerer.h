@@ -260,6 +260,20 @@ class Lowerer {
   // the other new operators (lower_nn.cpp)
   Status lower_softmax(const Node& n, const Entry& x);
   Status lower_avgpool(const Node& n, const Entry& x);
+  // The geometry both pools share (MaxPool, AveragePool on [N,C,H,W] or 1-D [N,C,L]): the node widened to 2-D,
+  // the 4-D input shape, kernel, strides, resolved pads [t,l,b,r] (each smaller than the kernel) and output size.
+  struct PoolGeometry {
+    Node n;
+    Shape s;
+    bool one_d = false;
+    std::int64_t kh = 0, kw = 0, sh = 1, sw = 1, oh = 0, ow = 0;
+    std::vector<std::int64_t> pads;
+  };
+  Expected<PoolGeometry> pool_geometry(const Node& n0, const Entry& x) const;
+  // The output shape of a pool of geometry g ([N,C,OW] for 1-D).
+  static Shape pool_shape(const PoolGeometry& g) {
+    return g.one_d ? Shape{g.s[0], g.s[1], g.ow} : Shape{g.s[0], g.s[1], g.oh, g.ow};
+  }
   Status lower_pad(const Node& n, const Entry& x);
   Status lower_reduce_mean(const Node& n, const Entry& x);
   Status lower_matmul(const Node& n, const Entry& a);
