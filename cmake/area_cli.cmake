@@ -49,6 +49,14 @@ if(FT_WITH_RUNTIME)
   target_sources(facetrace PRIVATE src/cli/cmd_info.cpp)
   target_compile_definitions(facetrace PRIVATE FT_HAVE_RUNTIME=1)
   target_link_libraries(facetrace PRIVATE ft_runtime nlohmann_json::nlohmann_json)  # info --json
+  if(FT_BUILD_TESTS AND FT_ENABLE_CUDA)
+    # docs/cli.md "info": with a GPU, --require-gpu exits 0 (the no-GPU side is in cli_render_test). Skipped (77)
+    # where nvidia-smi sees no GPU.
+    add_test(NAME cli_info_require_gpu_ready
+             COMMAND sh -c "nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || exit 77; exec \"$0\" info --require-gpu"
+                     $<TARGET_FILE:facetrace>)
+    set_tests_properties(cli_info_require_gpu_ready PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+  endif()
 endif()
 if(FT_WITH_FACES)
   target_sources(facetrace PRIVATE src/cli/cmd_faces.cpp)

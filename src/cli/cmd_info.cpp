@@ -1,6 +1,7 @@
 /// @file
 /// `facetrace info [--json]`: GPU, versions, executor mode, state and ring stats (runtime.md); the JSON form
-/// through nlohmann_json. Always exits kExitOk: no GPU is a state to report, not a failure.
+/// through nlohmann_json. Exits kExitOk: no GPU is a state to report, not a failure, unless --require-gpu asks
+/// for a ready GPU (container health checks, docs/cli.md "info"): then kExitGpuUnavailable when it is not.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -20,7 +21,14 @@ std::string version_string(int v, int major_div, int minor_div) {
          (minor_div > 1 ? "." + std::to_string(v % minor_div) : std::string());
 }
 
-int run_info(bool json) {
+/// --require-gpu: kExitGpuUnavailable, with the state on stderr, unless the GPU is ready.
+int required_gpu_code(bool require_gpu, runtime::BackendState state, const std::string& state_text) {
+  if (!require_gpu || state == runtime::BackendState::kReady) return kExitOk;
+  std::fprintf(stderr, "facetrace info: --require-gpu: the GPU is not ready (%s)\n", state_text.c_str());
+  return kExitGpuUnavailable;
+}
+
+int run_info(bool json, bool require_gpu) {
   using namespace facetrace::runtime;
   auto backend = GpuBackend::acquire();
   const auto state = backend->state();
@@ -64,7 +72,7 @@ int run_info(bool json) {
                    {"max_slots_per_class", ring->max_slots_per_class}};
     }
     std::printf("%s\n", j.dump(2).c_str());
-    return kExitOk;
+    return required_gpu_code(require_gpu, state, state_text);
   }
   std::printf("executor:  %s\n", mode.c_str());
   std::printf("state:     %s\n", state_text.c_str());
@@ -87,7 +95,7 @@ int run_info(bool json) {
         static_cast<unsigned long long>(ring->pinned_bytes),
         static_cast<unsigned long long>(ring->budget_bytes));
   }
-  return kExitOk;
+  return required_gpu_code(require_gpu, state, state_text);
 }
 
 }  // namespace
@@ -97,7 +105,10 @@ void register_info(CLI::App& app, int& exit_code) {
       app.add_subcommand("info", "GPU, driver/runtime/cuDNN/cuBLAS versions, executor mode and state");
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, std::string("print JSON"));
-  cmd->callback([&exit_code, json] { exit_code = run_info(*json); });
+  auto require_gpu = std::make_shared<bool>(false);
+  cmd->add_flag("--require-gpu", *require_gpu,
+                std::string("exit 43 unless the GPU is ready (for container health checks)"));
+  cmd->callback([&exit_code, json, require_gpu] { exit_code = run_info(*json, *require_gpu); });
 }
 
 }  // namespace facetrace::cli

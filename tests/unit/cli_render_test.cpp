@@ -2,7 +2,7 @@
 /// `facetrace` as a farm manager drives it (docs/cli.md): the binary runs in a child process and its exit code,
 /// stdout and stderr are checked. Every exit code of the table (0, 1, 2 for every kind of command-line error,
 /// 42, 43, 129/130/143 for SIGHUP/SIGINT/SIGTERM mid-render), --help and --version, render --json,
-/// --progress lines and json, --metrics-file.
+/// --progress lines and json, --metrics-file, info --require-gpu.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -302,6 +302,21 @@ TEST_F(CliRender, MetricsFileCountsTheRender) {
   EXPECT_EQ(bad.rc, 2) << bad.err;
   EXPECT_NE(bad.err.find("--metrics-file"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(path("diamond.png")));  // refused before rendering
+}
+
+using CliInfo = CliRender;
+
+TEST_F(CliInfo, RequireGpuFailsUnlessTheGpuIsReady) {
+  const std::map<std::string, std::string> no_gpu = {{"CUDA_VISIBLE_DEVICES", "-1"}};
+  const Run plain = run({"info"}, no_gpu);
+  EXPECT_EQ(plain.rc, 0) << plain.err;  // no GPU is a state to report
+  EXPECT_NE(plain.out.find("state:"), std::string::npos) << plain.out;
+  const Run req = run({"info", "--require-gpu"}, no_gpu);
+  EXPECT_EQ(req.rc, 43) << req.err;
+  EXPECT_NE(req.err.find("--require-gpu: the GPU is not ready"), std::string::npos) << req.err;
+  const Run json = run({"info", "--json", "--require-gpu"}, no_gpu);
+  EXPECT_EQ(json.rc, 43);
+  EXPECT_NE(Json::parse(json.out).at("state"), "ready");
 }
 
 }  // namespace
