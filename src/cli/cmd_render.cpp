@@ -323,18 +323,14 @@ struct GpuCounters {
 };
 
 /// docs/cli.md "Devices": with --device gpu a request redone on the CPU fails the command unless a device loss
-/// that was recovered caused it: 43 when the GPU is still lost at the end, 1 for any other decline. nullopt:
-/// nothing to object to. With --device auto declines only warn (once).
+/// that was recovered caused it: 43 when the GPU is still lost at the end, 1 for any other decline (the
+/// renderer itself refuses those with kDeclined where it knows why). nullopt: nothing to object to. Under
+/// --device auto a decline is no failure (the renderer warns once; the summary counts them).
 std::optional<Failure> judge_fallbacks(const Options& o, const tr::RenderReport& r, const GpuCounters& before) {
-  if (r.declined == 0 || o.device == tr::RenderDevice::kCpu) return std::nullopt;
+  if (r.declined == 0 || o.device != tr::RenderDevice::kGpu) return std::nullopt;
   const runtime::GpuBackend& b = tr::shared_gpu_backend();
   const GpuCounters after = GpuCounters::read(b);
   const std::string n = std::to_string(r.declined) + " GPU request" + (r.declined == 1 ? "" : "s");
-  if (o.device == tr::RenderDevice::kAuto) {
-    std::fprintf(stderr, "facetrace render: warning: %s declined and redone on the CPU%s\n", n.c_str(),
-                 after.losses > before.losses ? " after a GPU loss" : "");
-    return std::nullopt;
-  }
   if (b.is_lost())
     return Failure{kExitGpuUnavailable, "--device gpu: the GPU was lost (" + b.last_lost_reason().value_or("?") +
                                             ") and not recovered; " + n + " rendered on the CPU instead"};
