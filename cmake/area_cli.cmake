@@ -24,8 +24,9 @@ if(FT_ENABLE_CUDA)
 endif()
 if(TARGET ft_cuda_archs)  # the one arch list (CMakeLists.txt) as FT_CUDA_ARCHS="sm_80 ... compute_120"
   target_link_libraries(facetrace PRIVATE ft_cuda_archs)
-elseif(FT_ENABLE_CUDA)
-  target_compile_definitions(facetrace PRIVATE FT_CUDA_ARCHS="${CMAKE_CUDA_ARCHITECTURES}")
+elseif(FT_ENABLE_CUDA)  # without that target: CMake's own list, "90-real 90-virtual"
+  string(REPLACE ";" " " ft_cli_archs "${CMAKE_CUDA_ARCHITECTURES}")
+  target_compile_definitions(facetrace PRIVATE "FT_CUDA_ARCHS=\"${ft_cli_archs}\"")
 endif()
 if(FT_BUILD_TESTS)
   ft_add_test(cli_signals_test cpu SOURCES tests/unit/cli_signals_test.cpp LIBS ft_cli_support)
