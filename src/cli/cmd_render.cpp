@@ -5,9 +5,11 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -258,7 +260,9 @@ RenderRun render_with_progress(const tr::Scene& scene, const Options& o, unsigne
                                const CancelOnSignals& signals, MetricsSink& metrics) {
   RenderRun run;
   std::atomic<double> fraction{0};
-  std::atomic<bool> finished{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;  // under mu: the loop below wakes at once when the render ends, not at its next poll
   const std::uint64_t total = film.pixels() * o.spp;
   ProgressReporter progress(o.progress, "render", total);
   auto paths_at = [total](double f) { return static_cast<std::uint64_t>(std::clamp(f, 0.0, 1.0) * total); };
@@ -271,19 +275,24 @@ RenderRun render_with_progress(const tr::Scene& scene, const Options& o, unsigne
       opt.cancel = signals.flag();
       opt.progress = [&](double f) { store_max(fraction, f); };
       run.result = tr::render(scene, o.first, static_cast<std::uint32_t>(o.spp), film, opt);
-      finished.store(true);
+      // The render's own time, taken here: the summary's paths/s must not include the progress loop's latency.
+      run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::lock_guard lock(mu);
+      finished = true;
+      cv.notify_one();
     });
-    while (!finished.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return finished; })) {
+      lock.unlock();
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (finished.load()) break;
       const double f = fraction.load();
       progress.update(paths_at(f), elapsed);
       metrics.during(f, elapsed);
+      lock.lock();
     }
+    lock.unlock();
     worker.join();
   }
-  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   run.fraction = run.result.ok() ? 1.0 : fraction.load();
   progress.finish(paths_at(run.fraction), run.seconds);
   return run;
