@@ -335,14 +335,16 @@ struct GpuCounters {
 /// that was recovered caused it: 43 when the GPU is still lost at the end, 1 for any other decline (the
 /// renderer itself refuses those with kDeclined where it knows why). nullopt: nothing to object to. Under
 /// --device auto a decline is no failure (the renderer warns once; the summary counts them).
-std::optional<Failure> judge_fallbacks(const Options& o, const tr::RenderReport& r, const GpuCounters& before) {
+std::optional<Failure> judge_fallbacks(const Options& o, const tr::RenderReport& r,
+                                       const GpuCounters& before) {
   if (r.declined == 0 || o.device != tr::RenderDevice::kGpu) return std::nullopt;
   const runtime::GpuBackend& b = tr::shared_gpu_backend();
   const GpuCounters after = GpuCounters::read(b);
   const std::string n = std::to_string(r.declined) + " GPU request" + (r.declined == 1 ? "" : "s");
   if (b.is_lost())
-    return Failure{kExitGpuUnavailable, "--device gpu: the GPU was lost (" + b.last_lost_reason().value_or("?") +
-                                            ") and not recovered; " + n + " rendered on the CPU instead"};
+    return Failure{kExitGpuUnavailable, "--device gpu: the GPU was lost (" +
+                                            b.last_lost_reason().value_or("?") + ") and not recovered; " + n +
+                                            " rendered on the CPU instead"};
   if (after.losses > before.losses && after.recoveries > before.recoveries) return std::nullopt;
   return Failure{kExitFailure, "--device gpu: " + n + " declined by the GPU and rendered on the CPU instead"};
 }
@@ -352,7 +354,8 @@ std::optional<Failure> judge_fallbacks(const Options& o, const tr::RenderReport&
 Failure render_failure(const Options& o, const Status& st) {
   if (st.code() == Code::kInvalidArgument) return {kExitBadInput, st.what()};
   if (o.device == tr::RenderDevice::kGpu && st.code() == Code::kNotSupported &&
-      st.what().find("no usable GPU") != std::string::npos && st.what().find("not supported") == std::string::npos)
+      st.what().find("no usable GPU") != std::string::npos &&
+      st.what().find("not supported") == std::string::npos)
     return {kExitGpuUnavailable, st.what()};
   return {kExitFailure, st.what()};
 }
@@ -361,7 +364,8 @@ int run_render(const RenderArgs& a) {
   auto fail = [&a](const Failure& f) {
     std::fprintf(stderr, "facetrace render: %s\n", f.what.c_str());
     if (a.json)
-      std::printf("%s\n", nlohmann::json{{"ok", false}, {"exit_code", f.code}, {"error", f.what}}.dump().c_str());
+      std::printf("%s\n",
+                  nlohmann::json{{"ok", false}, {"exit_code", f.code}, {"error", f.what}}.dump().c_str());
     return f.code;
   };
   Options o;
@@ -460,9 +464,10 @@ void register_render(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", args->threads, "CPU threads (default 0 = all cores)")->type_name("N");
   cmd->add_option("--save-scene", args->save_scene, "write the resolved scene (after overrides) as JSON")
       ->type_name("FILE");
-  cmd->add_option("--progress", args->progress,
-                  "auto | bar | lines | json | none on stderr (default auto: a bar on a terminal, else a line "
-                  "per percent)")
+  cmd->add_option(
+         "--progress", args->progress,
+         "auto | bar | lines | json | none on stderr (default auto: a bar on a terminal, else a line "
+         "per percent)")
       ->type_name("MODE");
   cmd->add_flag("--json", args->json, "print one JSON summary object on stdout instead of the summary lines");
   cmd->add_option("--metrics-file", args->metrics_file,

@@ -17,8 +17,9 @@ int main(int argc, char** argv) {
   CLI::App app{"facetrace: spectral gem path tracer, face networks and GPU runtime"};
   app.require_subcommand(1);
   app.footer(cli::exit_code_help());  // before the subcommands: they copy it into their own --help
-  app.set_version_flag("--version", [] { return cli::version_text(); },
-                       "print the version, git commit, CUDA runtime and GPU architectures, and exit");
+  app.set_version_flag(
+      "--version", [] { return cli::version_text(); },
+      "print the version, git commit, CUDA runtime and GPU architectures, and exit");
   int exit_code = cli::kExitOk;
 #ifdef FT_HAVE_TRACER
   cli::register_render(app, exit_code);

@@ -97,7 +97,8 @@ std::string prometheus_text(const Metrics& m) {
   sample(out, "facetrace_elapsed_seconds", m.seconds);
   family(out, "facetrace_progress_ratio", "gauge", "Fraction of the command's work done (0 to 1).");
   sample(out, "facetrace_progress_ratio", m.progress);
-  family(out, "facetrace_finished", "gauge", "1 once the command has finished (then see facetrace_exit_code).");
+  family(out, "facetrace_finished", "gauge",
+         "1 once the command has finished (then see facetrace_exit_code).");
   sample(out, "facetrace_finished", static_cast<std::uint64_t>(m.finished ? 1 : 0));
   if (m.finished) {
     family(out, "facetrace_exit_code", "gauge", "The command's process exit code (docs/cli.md).");
@@ -114,19 +115,23 @@ Status write_metrics_file(const std::string& path, const Metrics& m) {
   const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
   std::string tmp = dir + "/." + target.filename().string() + ".XXXXXX";
   const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return Status(Code::kIo, "--metrics-file " + path + ": cannot create a file in " + dir + ": " +
-                                           std::strerror(errno));
+  if (fd < 0)
+    return Status(Code::kIo, "--metrics-file " + path + ": cannot create a file in " + dir + ": " +
+                                 std::strerror(errno));
   std::string why;
   ::fchmod(fd, 0644);
   for (std::size_t off = 0; why.empty() && off < text.size();) {
     const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) why = std::string("write: ") + std::strerror(n < 0 ? errno : EIO);
-    else off += static_cast<std::size_t>(n);
+    if (n <= 0)
+      why = std::string("write: ") + std::strerror(n < 0 ? errno : EIO);
+    else
+      off += static_cast<std::size_t>(n);
   }
   if (why.empty() && ::fsync(fd) != 0) why = std::string("fsync: ") + std::strerror(errno);
   if (::close(fd) != 0 && why.empty()) why = std::string("close: ") + std::strerror(errno);
-  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) why = std::string("rename: ") + std::strerror(errno);
+  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    why = std::string("rename: ") + std::strerror(errno);
   if (why.empty()) return {};
   ::unlink(tmp.c_str());
   return Status(Code::kIo, "--metrics-file " + path + ": " + why);

@@ -25,10 +25,10 @@ struct Metrics {
   std::uint64_t ring_stalls = 0;     ///< readback ring claims that found no free slot
   std::uint64_t paths_gpu = 0;       ///< paths (pixel samples) rendered on the GPU
   std::uint64_t paths_cpu = 0;
-  double seconds = 0;                ///< wall time so far
-  double progress = 0;               ///< fraction of the command's work done, 0..1
-  bool finished = false;             ///< the final rewrite (the command is about to exit)
-  int exit_code = 0;                 ///< meaningful when finished
+  double seconds = 0;     ///< wall time so far
+  double progress = 0;    ///< fraction of the command's work done, 0..1
+  bool finished = false;  ///< the final rewrite (the command is about to exit)
+  int exit_code = 0;      ///< meaningful when finished
 };
 
 /// The CUDA error enumerator a loss reason names ("cudaErrorIllegalAddress"), else a short word for what it

@@ -15,8 +15,8 @@ constexpr int kBarWidth = 30;
 
 int percent_of(std::uint64_t done, std::uint64_t total) {
   if (total == 0) return 100;
-  return static_cast<int>(std::min<std::uint64_t>(100, static_cast<std::uint64_t>(
-                                                           static_cast<long double>(done) * 100 / total)));
+  return static_cast<int>(
+      std::min<std::uint64_t>(100, static_cast<std::uint64_t>(static_cast<long double>(done) * 100 / total)));
 }
 
 }  // namespace
@@ -95,16 +95,16 @@ void ProgressReporter::emit(std::uint64_t done, double elapsed_s, bool final) {
     }
     case ProgressMode::kLines:
       if (have_eta)
-        std::fprintf(out_, "%s: %d%% (%.1f s, ETA %.1f s, %.2f M paths/s)\n", label_.c_str(), pct, elapsed_s, eta,
-                     rate / 1e6);
+        std::fprintf(out_, "%s: %d%% (%.1f s, ETA %.1f s, %.2f M paths/s)\n", label_.c_str(), pct, elapsed_s,
+                     eta, rate / 1e6);
       else
         std::fprintf(out_, "%s: %d%% (%.1f s, %.2f M paths/s)\n", label_.c_str(), pct, elapsed_s, rate / 1e6);
       break;
     case ProgressMode::kJson:
       // done/total count items (paths for a render); eta is null until something is done, 0 at the end.
-      std::fprintf(out_,
-                   "{\"progress\":\"%s\",\"done\":%llu,\"total\":%llu,\"elapsed\":%.3f,\"eta\":", label_.c_str(),
-                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_), elapsed_s);
+      std::fprintf(
+          out_, "{\"progress\":\"%s\",\"done\":%llu,\"total\":%llu,\"elapsed\":%.3f,\"eta\":", label_.c_str(),
+          static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_), elapsed_s);
       if (final)
         std::fputs("0", out_);
       else if (have_eta)

@@ -43,15 +43,27 @@ std::string version_text() {
 }
 
 std::string exit_code_help() {
-  return "Exit codes (docs/cli.md):\n"
-         "  " + std::to_string(kExitOk) + "    done\n"
-         "  " + std::to_string(kExitFailure) + "    failure (I/O, not supported by this build or GPU, a GPU request fell back)\n"
-         "  " + std::to_string(kExitBadInput) + "    bad usage or bad input (every command-line error)\n"
-         "  " + std::to_string(kExitInvalidJob) + "   invalid job or scene: permanent, do not retry\n"
-         "  " + std::to_string(kExitGpuUnavailable) + "   GPU required but unavailable or lost, no fallback: retry elsewhere\n"
-         "  " + std::to_string(kExitHangup) + "  interrupted by SIGHUP\n"
-         "  " + std::to_string(kExitCancelled) + "  interrupted by SIGINT\n"
-         "  " + std::to_string(kExitTerminated) + "  interrupted by SIGTERM (finished work is flushed first)";
+  struct Row {
+    int code;
+    const char* meaning;
+  };
+  static constexpr Row kRows[] = {
+      {kExitOk, "done"},
+      {kExitFailure, "failure (I/O, not supported by this build or GPU, a GPU request fell back)"},
+      {kExitBadInput, "bad usage or bad input (every command-line error)"},
+      {kExitInvalidJob, "invalid job or scene: permanent, do not retry"},
+      {kExitGpuUnavailable, "GPU required but unavailable or lost, no fallback: retry elsewhere"},
+      {kExitHangup, "interrupted by SIGHUP"},
+      {kExitCancelled, "interrupted by SIGINT"},
+      {kExitTerminated, "interrupted by SIGTERM (finished work is flushed first)"},
+  };
+  std::string s = "Exit codes (docs/cli.md):";
+  for (const Row& r : kRows) {
+    std::string code = std::to_string(r.code);
+    code.resize(5, ' ');
+    s += "\n  " + code + r.meaning;
+  }
+  return s;
 }
 
 }  // namespace facetrace::cli

@@ -101,9 +101,7 @@ TEST(CliMetrics, FileIsReplacedWholeAndLeavesNoTemporary) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path file = dir / "render.prom";
-  {
-    std::ofstream(file) << "old\n";
-  }
+  { std::ofstream(file) << "old\n"; }
   Metrics m = sample_metrics();
   ASSERT_TRUE(write_metrics_file(file.string(), m).ok());
   EXPECT_EQ(slurp(file), prometheus_text(m));

@@ -43,9 +43,8 @@ std::vector<std::string> lines_of(const std::string& text) {
 class CliRender : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("cli_render_test." + std::to_string(::getpid()) + "." +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::path(::testing::TempDir()) / ("cli_render_test." + std::to_string(::getpid()) + "." +
+                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -53,8 +52,8 @@ class CliRender : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   struct Run {
-    int rc = -1;       ///< exit code, or -1 when ended by a signal
-    int signal = 0;    ///< the signal that ended it, 0 if it exited
+    int rc = -1;     ///< exit code, or -1 when ended by a signal
+    int signal = 0;  ///< the signal that ended it, 0 if it exited
     std::string out, err;
   };
 
@@ -104,18 +103,18 @@ std::vector<std::string> tiny(std::vector<std::string> more = {}) {
 
 TEST_F(CliRender, EveryCommandLineErrorIsExitTwo) {
   const std::vector<std::vector<std::string>> cases = {
-      {},                                          // no subcommand
-      {"--bogus"},                                 // unknown flag before the subcommand
-      {"nosuch"},                                  // unknown subcommand
-      {"render", "--bogus"},                       // unknown flag (CLI11's ExtrasError, 109 on its own)
-      {"render", "--spp"},                         // missing value
-      {"render", "a.json", "b.json"},              // one positional too many
-      {"render", "--spp", "many"},                 // not a number
-      {"render", "--spp", "0"},                    // out of range
-      {"render", "--device", "tpu"},               // not a device
-      {"render", "--progress", "fancy"},           // not a progress mode
+      {},                                 // no subcommand
+      {"--bogus"},                        // unknown flag before the subcommand
+      {"nosuch"},                         // unknown subcommand
+      {"render", "--bogus"},              // unknown flag (CLI11's ExtrasError, 109 on its own)
+      {"render", "--spp"},                // missing value
+      {"render", "a.json", "b.json"},     // one positional too many
+      {"render", "--spp", "many"},        // not a number
+      {"render", "--spp", "0"},           // out of range
+      {"render", "--device", "tpu"},      // not a device
+      {"render", "--progress", "fancy"},  // not a progress mode
       {"info", "--bogus"},
-      {"render", "--quiet=maybe"},                 // a flag given a value it does not take
+      {"render", "--quiet=maybe"},  // a flag given a value it does not take
   };
   for (const auto& args : cases) {
     std::string shown;
@@ -164,7 +163,8 @@ TEST_F(CliRender, DoneIsZeroAndJsonSummarisesTheRender) {
   EXPECT_EQ(j.at("cpu_samples"), 2);
   EXPECT_EQ(j.at("declined"), 0);
   EXPECT_GT(j.at("seconds").get<double>(), 0.0);
-  EXPECT_NEAR(j.at("paths_per_s").get<double>(), 384.0 / j.at("seconds").get<double>(), 1e-6 * 384.0 / j.at("seconds").get<double>());
+  EXPECT_NEAR(j.at("paths_per_s").get<double>(), 384.0 / j.at("seconds").get<double>(),
+              1e-6 * 384.0 / j.at("seconds").get<double>());
   EXPECT_EQ(j.at("files"), Json::array({"out.png"}));
   EXPECT_EQ(slurp(path("out.png")).substr(1, 3), "PNG");
   EXPECT_EQ(r.err.find("render:"), std::string::npos) << r.err;  // --progress none
@@ -216,8 +216,9 @@ class CliRenderSignal : public CliRender, public ::testing::WithParamInterface<i
 TEST_P(CliRenderSignal, InterruptsWithTheShellsCodeAndWritesNothing) {
   const int sig = GetParam();
   // Long enough to be interrupted anywhere: 256² × 65536 spp on the CPU.
-  const pid_t pid = spawn({"render", "--width", "256", "--height", "256", "--spp", "65536", "--device", "cpu",
-                           "--threads", "1", "--progress", "json", "--metrics-file", "m.prom", "-o", "out.png"});
+  const pid_t pid =
+      spawn({"render", "--width", "256", "--height", "256", "--spp", "65536", "--device", "cpu", "--threads",
+             "1", "--progress", "json", "--metrics-file", "m.prom", "-o", "out.png"});
   ASSERT_GT(pid, 0);
   // The first progress object comes from the loop that runs under the signal handlers.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -235,12 +236,10 @@ TEST_P(CliRenderSignal, InterruptsWithTheShellsCodeAndWritesNothing) {
   EXPECT_NE(m.find("facetrace_exit_code " + std::to_string(128 + sig) + "\n"), std::string::npos) << m;
 }
 
-INSTANTIATE_TEST_SUITE_P(IntTermHup, CliRenderSignal, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
-                         [](const auto& info) {
-                           return std::string(info.param == SIGINT    ? "SIGINT"
-                                              : info.param == SIGTERM ? "SIGTERM"
-                                                                      : "SIGHUP");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    IntTermHup, CliRenderSignal, ::testing::Values(SIGINT, SIGTERM, SIGHUP), [](const auto& info) {
+      return std::string(info.param == SIGINT ? "SIGINT" : info.param == SIGTERM ? "SIGTERM" : "SIGHUP");
+    });
 
 TEST_F(CliRender, ProgressOffATerminalIsALinePerPercent) {
   const Run r = run({"render", "--width", "64", "--height", "64", "--spp", "64", "--device", "cpu"});
@@ -260,14 +259,14 @@ TEST_F(CliRender, ProgressOffATerminalIsALinePerPercent) {
 }
 
 TEST_F(CliRender, ProgressJsonIsOneObjectPerLine) {
-  const Run r = run({"render", "--width", "64", "--height", "64", "--spp", "64", "--device", "cpu", "--progress",
-                     "json", "-q"});
+  const Run r = run({"render", "--width", "64", "--height", "64", "--spp", "64", "--device", "cpu",
+                     "--progress", "json", "-q"});
   ASSERT_EQ(r.rc, 0) << r.err;
   std::vector<Json> objs;
   for (const std::string& l : lines_of(r.err)) objs.push_back(Json::parse(l));  // stderr holds only objects
   EXPECT_TRUE(objs.empty()) << "--quiet silences progress too";
-  const Run p = run({"render", "--width", "64", "--height", "64", "--spp", "64", "--device", "cpu", "--progress",
-                     "json"});
+  const Run p = run(
+      {"render", "--width", "64", "--height", "64", "--spp", "64", "--device", "cpu", "--progress", "json"});
   ASSERT_EQ(p.rc, 0) << p.err;
   for (const std::string& l : lines_of(p.err))
     if (!l.empty() && l[0] == '{') objs.push_back(Json::parse(l));
