@@ -76,10 +76,21 @@ class CliRender : public ::testing::Test {
     }
     return pid;
   }
-  Run wait(pid_t pid) {
+  /// Waits for the child; after `limit` it is killed (SIGKILL, reported as signal 9) so a test never hangs.
+  Run wait(pid_t pid, std::chrono::seconds limit = std::chrono::seconds(120)) {
     Run r;
     int status = 0;
-    if (pid > 0 && ::waitpid(pid, &status, 0) == pid) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    pid_t got = 0;
+    while (pid > 0 && (got = ::waitpid(pid, &status, WNOHANG)) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        got = ::waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (got == pid) {
       if (WIFEXITED(status)) r.rc = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
     }
@@ -226,7 +237,7 @@ TEST_P(CliRenderSignal, InterruptsWithTheShellsCodeAndWritesNothing) {
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_EQ(::kill(pid, sig), 0);
-  const Run r = wait(pid);
+  const Run r = wait(pid, std::chrono::seconds(30));  // the next tile boundary is milliseconds away
   EXPECT_EQ(r.signal, 0) << "ended by signal " << r.signal << " instead of exiting";
   EXPECT_EQ(r.rc, 128 + sig) << r.err;
   EXPECT_NE(r.err.find("cancelled by SIG"), std::string::npos) << r.err;
