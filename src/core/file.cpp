@@ -277,8 +277,14 @@ Status check_output_path(const NamedPath& out) {
     return invalid_argument(who + ": cannot write there: directory " + dir + " " +
                             (errno == ENOENT ? std::string("does not exist") : errno_text(errno)));
   if (!S_ISDIR(st.st_mode)) return invalid_argument(who + ": cannot write there: " + dir + " is not a directory");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return invalid_argument(who + ": cannot write in directory " + dir + ": " + errno_text(errno));
+  // A probe file, created exclusively and removed at once: the only test that sees everything a later create
+  // would (permissions for root too, a read-only or full inode table, a file system that refuses new names).
+  const std::string probe =
+      (fs::path(*target).parent_path() / (".facetrace-probe.tmp-" + temp_suffix())).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return invalid_argument(who + ": cannot write in directory " + dir + ": " + errno_text(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
   return {};
 }
 

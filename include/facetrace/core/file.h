@@ -92,7 +92,8 @@ struct NamedPath {
 /// Pre-flight check of one output, before any work: kInvalidArgument, the message naming `name` and the path,
 /// when the path is empty, is (or is a symbolic link to) a directory, a device, a FIFO or a socket, when its
 /// directory does not exist or cannot be written into (permission, read-only file system), or when an existing
-/// file there cannot be written. Creates nothing. Thread-safe.
+/// file there cannot be written. The directory is tested by creating and removing a uniquely named probe file
+/// (access() alone misses a read-only mount seen by root and file systems that refuse new names). Thread-safe.
 Status check_output_path(const NamedPath& output);
 
 /// Pre-flight check of a command's outputs: check_output_path() on each, then kInvalidArgument when an output is
