@@ -416,6 +416,18 @@ int run_detect(const DetectArgs& a) {
       return fail(kExitFailure, "--annotate-dir " + a.annotate_dir + ": " +
                                     (ec ? ec.message() : std::string("not a folder")));
   }
+  // Every annotation checked before the first photo (core/file.h check_outputs): none may be a photo or the
+  // model (`--annotate-dir` over a folder of PNGs), a FIFO, a directory or unwritable.
+  if (!a.annotate.empty() || !a.annotate_dir.empty()) {
+    std::vector<core::NamedPath> inputs, outputs;
+    for (const std::string& photo : p->paths) inputs.push_back({"photo", photo});
+    if (!a.model.empty()) inputs.push_back({"--model", a.model});
+    if (!a.annotate.empty()) outputs.push_back({"--annotate", a.annotate});
+    AnnotationNames planned(a.annotate_dir);  // the same names, in the same order, as the run below
+    if (!a.annotate_dir.empty())
+      for (const std::string& photo : p->paths) outputs.push_back({"--annotate-dir", planned.next(photo)});
+    if (Status st = core::check_outputs(inputs, outputs); !st.ok()) return fail(kExitBadInput, st.what());
+  }
   if (Status st = attach_device(a.run.device, {det->net()}, a.run.quiet); !st.ok())
     return fail(kExitFailure, st.what());
   AnnotationNames names(a.annotate_dir);

@@ -13,9 +13,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "facetrace/core/file.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/output.h"
 #include "facetrace/tracer/renderer.h"
@@ -59,19 +61,6 @@ Expected<std::uint64_t> parse_count(const std::string& flag, const std::string& 
     return invalid_argument(flag + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                             "], got " + text);
   return v;
-}
-
-/// The directory `path` would be written into must exist.
-Status check_writable_target(const std::string& flag, const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path p(path);
-  std::error_code ec;
-  if (fs::is_directory(p, ec)) return invalid_argument(flag + ": " + path + " is a directory");
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec))
-    return invalid_argument(flag + ": cannot write " + path + ": directory " + dir.string() +
-                            " does not exist");
-  return {};
 }
 
 // ---- cancellation and progress ------------------------------------------------------------------------
@@ -217,9 +206,13 @@ std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::
   if (Status st = tr::tier_features(scene).status(); !st.ok())
     return Failure{kExitFailure, "not supported: " + st.what()};
 
-  if (Status st = check_writable_target("-o", output); !st.ok()) return Failure{kExitBadInput, st.what()};
-  if (!a.exr.empty())
-    if (Status st = check_writable_target("--exr", a.exr); !st.ok()) return Failure{kExitBadInput, st.what()};
+  // Every output checked before the render: a writable regular file (or a new one), none an input or another
+  // output (core/file.h check_outputs).
+  std::vector<core::NamedPath> inputs, outputs{{"-o", output}};
+  if (!a.scene_path.empty()) inputs.push_back({"scene", a.scene_path});
+  if (!a.exr.empty()) outputs.push_back({"--exr", a.exr});
+  if (!a.save_scene.empty()) outputs.push_back({"--save-scene", a.save_scene});
+  if (Status st = core::check_outputs(inputs, outputs); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (!a.save_scene.empty()) {
     if (Status st = tr::save_scene_file(scene, a.save_scene); !st.ok())
       return Failure{kExitFailure, st.what()};

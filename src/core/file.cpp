@@ -13,8 +13,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
+#include <utility>
 
 namespace facetrace::core {
 namespace {
@@ -62,9 +64,6 @@ Expected<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint
   return bytes;
 }
 
-}  // namespace facetrace::core
-
-namespace facetrace::core {
 
 // ---- output targets -------------------------------------------------------------------------------------
 
@@ -139,7 +138,8 @@ Expected<AtomicFile> AtomicFile::create(const std::string& path) {
     keep_mode = true;
   }
   const fs::path parent = fs::path(f.target_).parent_path();
-  const std::string base = fs::path(f.target_).filename().string();
+  // At most 200 bytes of the name, so that the temporary's name stays within NAME_MAX (255).
+  const std::string base = fs::path(f.target_).filename().string().substr(0, 200);
   for (int attempt = 0; attempt < 100; ++attempt) {
     f.temp_ = (parent / ("." + base + ".tmp-" + temp_suffix())).string();
     // Exclusive create, as mkstemp does, but with 0666 so that the umask applies as for any new file.
@@ -315,38 +315,35 @@ FileIdentity identify(const std::string& path) {
   return id;
 }
 
-bool same_file(const FileIdentity& a, const FileIdentity& b) {
-  if (a.exists && b.exists) return a.dev == b.dev && a.ino == b.ino;
-  return a.path == b.path;
-}
-
 std::string describe(const NamedPath& p) { return p.name.empty() ? p.path : p.name + " " + p.path; }
 
 }  // namespace
 
 Status check_outputs(std::span<const NamedPath> inputs, std::span<const NamedPath> outputs) {
   for (const NamedPath& o : outputs) FT_TRY(check_output_path(o));
-  std::vector<FileIdentity> in_ids;
-  std::vector<const NamedPath*> in_named;
+  // Existing files are keyed by device and inode (hard links, any spelling); an output that does not exist yet
+  // by its resolved absolute path. Maps keep a command with thousands of outputs (annotations) n log n.
+  std::map<std::pair<dev_t, ino_t>, const NamedPath*> existing_inputs, existing_outputs;
+  std::map<std::string, const NamedPath*> new_outputs;
   for (const NamedPath& i : inputs) {
     if (i.path.empty()) continue;
-    FileIdentity id = identify(i.path);
-    if (!id.exists) continue;
-    in_ids.push_back(std::move(id));
-    in_named.push_back(&i);
+    const FileIdentity id = identify(i.path);
+    if (id.exists) existing_inputs.emplace(std::make_pair(id.dev, id.ino), &i);
   }
-  std::vector<FileIdentity> out_ids;
-  for (std::size_t k = 0; k < outputs.size(); ++k) {
-    FileIdentity id = identify(outputs[k].path);
-    for (std::size_t j = 0; j < in_ids.size(); ++j)
-      if (same_file(id, in_ids[j]))
-        return invalid_argument(describe(outputs[k]) + ": is the same file as the input " + describe(*in_named[j]) +
+  for (const NamedPath& o : outputs) {
+    const FileIdentity id = identify(o.path);
+    if (id.exists) {
+      const auto key = std::make_pair(id.dev, id.ino);
+      if (auto it = existing_inputs.find(key); it != existing_inputs.end())
+        return invalid_argument(describe(o) + ": is the same file as the input " + describe(*it->second) +
                                 "; refusing to overwrite an input");
-    for (std::size_t j = 0; j < out_ids.size(); ++j)
-      if (same_file(id, out_ids[j]))
-        return invalid_argument(describe(outputs[k]) + ": is the same file as the output " +
-                                describe(outputs[j]) + "; each output needs its own file");
-    out_ids.push_back(std::move(id));
+      if (auto [it, fresh] = existing_outputs.emplace(key, &o); !fresh)
+        return invalid_argument(describe(o) + ": is the same file as the output " + describe(*it->second) +
+                                "; each output needs its own file");
+    } else if (auto [it, fresh] = new_outputs.emplace(id.path, &o); !fresh) {
+      return invalid_argument(describe(o) + ": is the same file as the output " + describe(*it->second) +
+                              "; each output needs its own file");
+    }
   }
   return {};
 }

@@ -79,6 +79,15 @@ TEST(AtomicWrite, creates_then_replaces_the_file_and_leaves_no_temporary) {
   fs::remove_all(dir);
 }
 
+TEST(AtomicWrite, a_name_near_the_length_limit_still_gets_a_temporary) {
+  const std::string dir = fresh_dir("long");
+  const std::string name(250, 'n');  // NAME_MAX is 255: ".<name>.tmp-…" would not fit untruncated
+  ASSERT_TRUE(core::write_file_atomic(dir + "/" + name, std::string_view("x")).ok());
+  EXPECT_EQ(slurp(dir + "/" + name), "x");
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{name});
+  fs::remove_all(dir);
+}
+
 TEST(AtomicWrite, a_new_file_gets_0666_less_the_umask_and_a_replaced_one_keeps_its_mode) {
   const std::string dir = fresh_dir("mode");
   const mode_t old_mask = ::umask(027);
