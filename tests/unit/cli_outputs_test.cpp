@@ -80,9 +80,10 @@ CliRun run_cli(const std::vector<std::string>& args, const std::function<void()>
   return finish_cli(start_cli(args, "one", setup), "one");
 }
 
-/// `render` of the built-in diamond, tiny and on the CPU, plus `extra`.
-std::vector<std::string> render_args(std::vector<std::string> extra) {
-  std::vector<std::string> a{"render", "--device", "cpu", "--width", "16", "--height", "12", "--spp", "2"};
+/// `render` of the built-in diamond at `width`x`height`, 2 spp on the CPU, plus `extra`.
+std::vector<std::string> render_args(std::vector<std::string> extra, int width = 16, int height = 12) {
+  std::vector<std::string> a{"render",  "--device", "cpu", "--width", std::to_string(width), "--height",
+                             std::to_string(height), "--spp", "2"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -172,12 +173,12 @@ TEST(CliOutputs, render_writes_through_a_symbolic_link_and_keeps_it) {
 TEST(CliOutputs, a_full_disk_keeps_the_previous_png) {
   const std::string dir = fresh_dir("full");
   const std::string png = dir + "/frame.png";
-  ASSERT_EQ(run_cli(render_args({"-q", "-o", png, "--width", "8", "--height", "8"})).rc, 0);
+  ASSERT_EQ(run_cli(render_args({"-q", "-o", png}, 8, 8)).rc, 0);
   const std::string before = slurp(png);
   ASSERT_FALSE(before.empty());
   // A 256x256 PNG of the diamond does not fit under a 4 KiB file size limit; with SIGXFSZ ignored the write
   // fails with EFBIG, where a full disk fails with ENOSPC.
-  const CliRun r = run_cli(render_args({"-q", "-o", png, "--width", "256", "--height", "256"}), [] {
+  const CliRun r = run_cli(render_args({"-q", "-o", png}, 256, 256), [] {
     std::signal(SIGXFSZ, SIG_IGN);
     const rlimit lim{4096, 4096};
     ::setrlimit(RLIMIT_FSIZE, &lim);
@@ -225,6 +226,34 @@ TEST(CliOutputs, faces_annotations_never_overwrite_a_photo) {
   EXPECT_EQ(r.rc, 2) << describe(r);
   EXPECT_EQ(slurp(dir + "/a.png"), before);
   EXPECT_EQ(names_in(dir), std::vector<std::string>{"a.png"});
+  fs::remove_all(dir);
+}
+
+TEST(CliOutputs, faces_an_annotation_that_fails_mid_run_is_an_error_record_and_keeps_the_old_file) {
+  // Pre-flight passes; the write then fails under a file size limit (a full disk): the photo's record carries
+  // the error, the run goes on and exits 1, the old annotation stays whole and no temporary is left.
+  const std::string dir = fresh_dir("faces_full");
+  fs::create_directories(dir + "/in");
+  fs::create_directories(dir + "/out");
+  core::Image noisy{300, 200, std::vector<std::uint8_t>(300 * 200 * 3)};
+  std::uint32_t x = 12345;
+  for (auto& v : noisy.rgb) v = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  ASSERT_TRUE(core::write_png(dir + "/in/noise.png", noisy).ok());
+  const std::string old = "an old annotation";
+  {
+    std::ofstream(dir + "/out/noise.png", std::ios::binary) << old;
+  }
+  const CliRun r = run_cli({"faces", "detect", "--json", "--device", "cpu", dir + "/in", "--annotate-dir",
+                            dir + "/out"},
+                           [] {
+                             std::signal(SIGXFSZ, SIG_IGN);
+                             const rlimit lim{16384, 16384};
+                             ::setrlimit(RLIMIT_FSIZE, &lim);
+                           });
+  EXPECT_EQ(r.rc, 1) << describe(r);
+  EXPECT_NE(r.out.find("cannot write PNG: write error: File too large"), std::string::npos) << describe(r);
+  EXPECT_EQ(slurp(dir + "/out/noise.png"), old);
+  EXPECT_EQ(names_in(dir + "/out"), std::vector<std::string>{"noise.png"});
   fs::remove_all(dir);
 }
 #endif
