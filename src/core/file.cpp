@@ -64,7 +64,6 @@ Expected<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint
   return bytes;
 }
 
-
 // ---- output targets -------------------------------------------------------------------------------------
 
 namespace {
@@ -95,8 +94,7 @@ std::string directory_of(const std::string& target) {
 /// threads and processes, and unguessable like mkstemp's).
 std::string temp_suffix() {
   static std::atomic<std::uint64_t> counter{0};
-  thread_local std::mt19937_64 rng{std::random_device{}() ^
-                                   (static_cast<std::uint64_t>(::getpid()) << 32) ^
+  thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 32) ^
                                    counter.fetch_add(1)};
   char buf[64];
   std::snprintf(buf, sizeof buf, "%d-%llu-%016llx", static_cast<int>(::getpid()),
@@ -161,7 +159,10 @@ Expected<AtomicFile> AtomicFile::create(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
-    : path_(std::move(o.path_)), target_(std::move(o.target_)), temp_(std::move(o.temp_)), fd_(o.fd_),
+    : path_(std::move(o.path_)),
+      target_(std::move(o.target_)),
+      temp_(std::move(o.temp_)),
+      fd_(o.fd_),
       committed_(o.committed_) {
   o.fd_ = -1;
   o.temp_.clear();
@@ -215,7 +216,8 @@ Status AtomicFile::write(std::span<const std::uint8_t> bytes) {
 }
 
 Status AtomicFile::write(std::string_view text) {
-  return write(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  return write(
+      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
 Status AtomicFile::sync() {
@@ -261,8 +263,9 @@ Status check_output_path(const NamedPath& out) {
   const std::string who = out.name.empty() ? out.path : out.name + " " + out.path;
   if (out.path.empty()) return invalid_argument((out.name.empty() ? "output" : out.name) + ": empty path");
   auto target = resolve_output_target(out.path);
-  if (!target) return invalid_argument(out.name.empty() ? target.status().what()
-                                                        : out.name + ": " + target.status().what());
+  if (!target)
+    return invalid_argument(out.name.empty() ? target.status().what()
+                                             : out.name + ": " + target.status().what());
   const bool link = *target != out.path;
   const std::string through = link ? " (the symbolic link's target " + *target + ")" : std::string();
   struct stat st {};
@@ -276,7 +279,8 @@ Status check_output_path(const NamedPath& out) {
   if (::stat(dir.c_str(), &st) != 0)
     return invalid_argument(who + ": cannot write there: directory " + dir + " " +
                             (errno == ENOENT ? std::string("does not exist") : errno_text(errno)));
-  if (!S_ISDIR(st.st_mode)) return invalid_argument(who + ": cannot write there: " + dir + " is not a directory");
+  if (!S_ISDIR(st.st_mode))
+    return invalid_argument(who + ": cannot write there: " + dir + " is not a directory");
   // A probe file, created exclusively and removed at once: the only test that sees everything a later create
   // would (permissions for root too, a read-only or full inode table, a file system that refuses new names).
   const std::string probe =

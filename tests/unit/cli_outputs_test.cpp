@@ -45,7 +45,8 @@ std::string describe(const CliRun& r) {
 /// before exec (limits, signal dispositions). Returns the child's pid.
 pid_t start_cli(const std::vector<std::string>& args, const std::string& tag,
                 const std::function<void()>& setup = {}) {
-  const std::string base = ::testing::TempDir() + "cli_outputs_test_run." + tag + "." + std::to_string(::getpid());
+  const std::string base =
+      ::testing::TempDir() + "cli_outputs_test_run." + tag + "." + std::to_string(::getpid());
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int o = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -64,7 +65,8 @@ pid_t start_cli(const std::vector<std::string>& args, const std::string& tag,
 }
 
 CliRun finish_cli(pid_t pid, const std::string& tag) {
-  const std::string base = ::testing::TempDir() + "cli_outputs_test_run." + tag + "." + std::to_string(::getpid());
+  const std::string base =
+      ::testing::TempDir() + "cli_outputs_test_run." + tag + "." + std::to_string(::getpid());
   CliRun r;
   int status = 0;
   if (pid > 0 && ::waitpid(pid, &status, 0) == pid)
@@ -82,8 +84,9 @@ CliRun run_cli(const std::vector<std::string>& args, const std::function<void()>
 
 /// `render` of the built-in diamond at `width`x`height`, 2 spp on the CPU, plus `extra`.
 std::vector<std::string> render_args(std::vector<std::string> extra, int width = 16, int height = 12) {
-  std::vector<std::string> a{"render",  "--device", "cpu", "--width", std::to_string(width), "--height",
-                             std::to_string(height), "--spp", "2"};
+  std::vector<std::string> a{
+      "render", "--device", "cpu", "--width", std::to_string(width), "--height", std::to_string(height),
+      "--spp",  "2"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -107,7 +110,7 @@ void expect_refused(const CliRun& r, const std::string& says) {
   EXPECT_EQ(r.rc, 2) << describe(r);
   EXPECT_NE(r.err.find(says), std::string::npos) << describe(r);
   EXPECT_EQ(r.err.find("rendering "), std::string::npos) << "refused only after the render started\n"
-                                                           << describe(r);
+                                                         << describe(r);
 }
 
 TEST(CliOutputs, render_refuses_to_write_over_its_own_scene) {
@@ -117,8 +120,9 @@ TEST(CliOutputs, render_refuses_to_write_over_its_own_scene) {
   const std::string before = slurp(scene);
   ASSERT_FALSE(before.empty());
   expect_refused(run_cli(render_args({scene, "-o", scene})), "is the same file as the input scene");
-  expect_refused(run_cli(render_args({scene, "--exr", dir + "/../" + fs::path(dir).filename().string() + "/s.json"})),
-                 "refusing to overwrite an input");
+  expect_refused(
+      run_cli(render_args({scene, "--exr", dir + "/../" + fs::path(dir).filename().string() + "/s.json"})),
+      "refusing to overwrite an input");
   expect_refused(run_cli(render_args({scene, "--save-scene", scene})), "is the same file as the input");
   EXPECT_EQ(slurp(scene), before);
   fs::remove_all(dir);
@@ -196,8 +200,9 @@ TEST(CliOutputs, two_renders_writing_the_same_files_both_succeed_and_leave_whole
   const std::string png = dir + "/same.png", exr = dir + "/same.exr";
   std::vector<pid_t> pids;
   for (int k = 0; k < 2; ++k)
-    pids.push_back(start_cli(render_args({"-q", "-o", png, "--exr", exr, "--first-sample", std::to_string(k * 2)}),
-                             "race" + std::to_string(k)));
+    pids.push_back(
+        start_cli(render_args({"-q", "-o", png, "--exr", exr, "--first-sample", std::to_string(k * 2)}),
+                  "race" + std::to_string(k)));
   for (int k = 0; k < 2; ++k) {
     const CliRun r = finish_cli(pids[static_cast<std::size_t>(k)], "race" + std::to_string(k));
     EXPECT_EQ(r.rc, 0) << describe(r);
@@ -240,16 +245,13 @@ TEST(CliOutputs, faces_an_annotation_that_fails_mid_run_is_an_error_record_and_k
   for (auto& v : noisy.rgb) v = static_cast<std::uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
   ASSERT_TRUE(core::write_png(dir + "/in/noise.png", noisy).ok());
   const std::string old = "an old annotation";
-  {
-    std::ofstream(dir + "/out/noise.png", std::ios::binary) << old;
-  }
-  const CliRun r = run_cli({"faces", "detect", "--json", "--device", "cpu", dir + "/in", "--annotate-dir",
-                            dir + "/out"},
-                           [] {
-                             std::signal(SIGXFSZ, SIG_IGN);
-                             const rlimit lim{16384, 16384};
-                             ::setrlimit(RLIMIT_FSIZE, &lim);
-                           });
+  { std::ofstream(dir + "/out/noise.png", std::ios::binary) << old; }
+  const CliRun r = run_cli(
+      {"faces", "detect", "--json", "--device", "cpu", dir + "/in", "--annotate-dir", dir + "/out"}, [] {
+        std::signal(SIGXFSZ, SIG_IGN);
+        const rlimit lim{16384, 16384};
+        ::setrlimit(RLIMIT_FSIZE, &lim);
+      });
   EXPECT_EQ(r.rc, 1) << describe(r);
   EXPECT_NE(r.out.find("cannot write PNG: write error: File too large"), std::string::npos) << describe(r);
   EXPECT_EQ(slurp(dir + "/out/noise.png"), old);

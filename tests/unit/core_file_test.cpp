@@ -138,7 +138,7 @@ TEST(AtomicWrite, a_symbolic_link_is_written_through_and_kept) {
   fs::create_directories(dir + "/real");
   spit(dir + "/real/target.png", "old");
   fs::create_symlink("real/target.png", dir + "/link.png");  // relative: from the link's directory
-  fs::create_symlink("link.png", dir + "/link2.png");         // a chain
+  fs::create_symlink("link.png", dir + "/link2.png");        // a chain
   ASSERT_TRUE(core::write_file_atomic(dir + "/link2.png", std::string_view("new")).ok());
   EXPECT_TRUE(fs::is_symlink(dir + "/link.png"));
   EXPECT_TRUE(fs::is_symlink(dir + "/link2.png"));
@@ -358,8 +358,8 @@ TEST(OutputPreflight, an_output_equal_to_an_input_is_refused_however_it_is_spell
   fs::create_symlink("s.json", dir + "/link.json");
   ASSERT_EQ(::link(scene.c_str(), (dir + "/hard.json").c_str()), 0);
   const std::vector<core::NamedPath> inputs{{"scene", scene}};
-  for (const std::string& out : {scene, dir + "/./s.json", dir + "/d/../s.json", dir + "/link.json",
-                                 dir + "/hard.json"}) {
+  for (const std::string& out :
+       {scene, dir + "/./s.json", dir + "/d/../s.json", dir + "/link.json", dir + "/hard.json"}) {
     const std::vector<core::NamedPath> outputs{{"-o", out}};
     const Status st = core::check_outputs(inputs, outputs);
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << out;
