@@ -294,8 +294,8 @@ Status check_output_path(const NamedPath& out) {
 
 namespace {
 
-/// What identifies a file: its device and inode when it exists, and always its absolute path with every
-/// symbolic link resolved (a file that does not exist yet has only the path).
+/// What identifies a file: its device and inode when it exists, else (not created yet) its absolute path with
+/// every symbolic link resolved.
 struct FileIdentity {
   bool exists = false;
   dev_t dev = 0;
@@ -305,17 +305,18 @@ struct FileIdentity {
 
 FileIdentity identify(const std::string& path) {
   FileIdentity id;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {  // follows every link: an existing file needs no path at all
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    return id;
+  }
   auto target = resolve_output_target(path);
   const std::string t = target ? *target : path;
   std::error_code ec;
   const fs::path canon = fs::weakly_canonical(fs::absolute(t, ec), ec);
   id.path = ec ? fs::absolute(t, ec).lexically_normal().string() : canon.string();
-  struct stat st {};
-  if (::stat(t.c_str(), &st) == 0) {
-    id.exists = true;
-    id.dev = st.st_dev;
-    id.ino = st.st_ino;
-  }
   return id;
 }
 
