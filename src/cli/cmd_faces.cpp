@@ -412,9 +412,9 @@ int run_detect(const DetectArgs& a) {
   if (!a.annotate_dir.empty()) {
     std::error_code ec;
     fs::create_directories(a.annotate_dir, ec);
-    if (ec || !fs::is_directory(a.annotate_dir))
-      return fail(kExitFailure, "--annotate-dir " + a.annotate_dir + ": " +
-                                    (ec ? ec.message() : std::string("not a folder")));
+    if (ec || !fs::is_directory(a.annotate_dir))  // an output that cannot be: bad input, as check_outputs
+      return fail(kExitBadInput, "--annotate-dir " + a.annotate_dir + ": " +
+                                     (ec ? ec.message() : std::string("not a folder")));
   }
   // Every annotation checked before the first photo (core/file.h check_outputs): none may be a photo or the
   // model (`--annotate-dir` over a folder of PNGs), a FIFO, a directory or unwritable.

@@ -229,6 +229,16 @@ TEST(CliOutputs, faces_annotations_never_overwrite_a_photo) {
   EXPECT_NE(r.err.find("is the same file as the input photo"), std::string::npos) << describe(r);
   r = run_cli({"faces", "detect", "--device", "cpu", dir + "/a.png", "--annotate", dir + "/a.png"});
   EXPECT_EQ(r.rc, 2) << describe(r);
+  // an annotation folder that is a file, or a FIFO as the one annotation: bad input too
+  r = run_cli({"faces", "detect", "--device", "cpu", dir + "/a.png", "--annotate-dir", dir + "/a.png"});
+  EXPECT_EQ(r.rc, 2) << describe(r);
+  EXPECT_NE(r.err.find("--annotate-dir " + dir + "/a.png: Not a directory"), std::string::npos)
+      << describe(r);
+  ASSERT_EQ(::mkfifo((dir + "/pipe").c_str(), 0644), 0);
+  r = run_cli({"faces", "detect", "--device", "cpu", dir + "/a.png", "--annotate", dir + "/pipe"});
+  EXPECT_EQ(r.rc, 2) << describe(r);
+  EXPECT_NE(r.err.find("is a FIFO"), std::string::npos) << describe(r);
+  fs::remove(dir + "/pipe");
   EXPECT_EQ(slurp(dir + "/a.png"), before);
   EXPECT_EQ(names_in(dir), std::vector<std::string>{"a.png"});
   fs::remove_all(dir);
