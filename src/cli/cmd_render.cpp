@@ -13,7 +13,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "commands.h"
 #include "exit_codes.h"
@@ -61,6 +60,12 @@ Expected<std::uint64_t> parse_count(const std::string& flag, const std::string& 
     return invalid_argument(flag + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                             "], got " + text);
   return v;
+}
+
+/// The output `path` must be a writable regular file or a new one in a writable directory: not a directory,
+/// FIFO or device (core/file.h check_output_path).
+Status check_writable_target(const std::string& flag, const std::string& path) {
+  return core::check_output_path({flag, path});
 }
 
 // ---- cancellation and progress ------------------------------------------------------------------------
@@ -206,13 +211,16 @@ std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::
   if (Status st = tr::tier_features(scene).status(); !st.ok())
     return Failure{kExitFailure, "not supported: " + st.what()};
 
-  // Every output checked before the render: a writable regular file (or a new one), none an input or another
-  // output (core/file.h check_outputs).
+  // No output may be an input or another output of this command (core/file.h check_outputs, which also runs
+  // check_writable_target's checks on each).
   std::vector<core::NamedPath> inputs, outputs{{"-o", output}};
   if (!a.scene_path.empty()) inputs.push_back({"scene", a.scene_path});
   if (!a.exr.empty()) outputs.push_back({"--exr", a.exr});
   if (!a.save_scene.empty()) outputs.push_back({"--save-scene", a.save_scene});
   if (Status st = core::check_outputs(inputs, outputs); !st.ok()) return Failure{kExitBadInput, st.what()};
+  if (Status st = check_writable_target("-o", output); !st.ok()) return Failure{kExitBadInput, st.what()};
+  if (!a.exr.empty())
+    if (Status st = check_writable_target("--exr", a.exr); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (!a.save_scene.empty()) {
     if (Status st = tr::save_scene_file(scene, a.save_scene); !st.ok())
       return Failure{kExitFailure, st.what()};
