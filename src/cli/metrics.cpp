@@ -2,16 +2,11 @@
 /// Prometheus text for --metrics-file (metrics.h).
 #include "metrics.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <string>
+
+#include "facetrace/core/file.h"
 
 namespace facetrace::cli {
 namespace {
@@ -108,33 +103,7 @@ std::string prometheus_text(const Metrics& m) {
 }
 
 Status write_metrics_file(const std::string& path, const Metrics& m) {
-  // A unique temporary beside the target (rename is atomic within a directory), fsync'ed before the rename.
-  // TODO(outputs): core::write_file_atomic once it is on main (docs/cli.md "Metrics").
-  const std::string text = prometheus_text(m);
-  const std::filesystem::path target(path);
-  const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
-  std::string tmp = dir + "/." + target.filename().string() + ".XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    return Status(Code::kIo, "--metrics-file " + path + ": cannot create a file in " + dir + ": " +
-                                 std::strerror(errno));
-  std::string why;
-  ::fchmod(fd, 0644);
-  for (std::size_t off = 0; why.empty() && off < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      why = std::string("write: ") + std::strerror(n < 0 ? errno : EIO);
-    else
-      off += static_cast<std::size_t>(n);
-  }
-  if (why.empty() && ::fsync(fd) != 0) why = std::string("fsync: ") + std::strerror(errno);
-  if (::close(fd) != 0 && why.empty()) why = std::string("close: ") + std::strerror(errno);
-  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    why = std::string("rename: ") + std::strerror(errno);
-  if (why.empty()) return {};
-  ::unlink(tmp.c_str());
-  return Status(Code::kIo, "--metrics-file " + path + ": " + why);
+  return core::write_file_atomic(path, prometheus_text(m)).with_context("--metrics-file");
 }
 
 }  // namespace facetrace::cli

@@ -312,6 +312,9 @@ TEST_F(CliRender, MetricsFileCountsTheRender) {
   EXPECT_EQ(bad.rc, 2) << bad.err;
   EXPECT_NE(bad.err.find("--metrics-file"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(path("diamond.png")));  // refused before rendering
+  const Run same = run(tiny({"-o", "x.png", "--metrics-file", "x.png"}));
+  EXPECT_EQ(same.rc, 2) << same.err;  // an output of its own, never the PNG (core/file.h check_outputs)
+  EXPECT_FALSE(fs::exists(path("x.png")));
 }
 
 using CliInfo = CliRender;
