@@ -401,7 +401,9 @@ int run_render(const RenderArgs& a) {
                                             " at " + std::to_string(static_cast<int>(run.fraction * 100)) +
                                             " %; nothing written"});
   if (!run.result.ok()) return finish(render_failure(o, run.result.status()));
-  std::vector<std::string> files;
+  std::vector<std::string>
+      files;  // every file the command wrote (the metrics file is a side channel: not listed)
+  if (!a.save_scene.empty()) files.push_back(a.save_scene);
   if (auto f = write_outputs(a, o, scene, film, output, files)) return finish(*f);
   const tr::RenderReport& r = *run.result;
   const std::optional<Failure> fallback = judge_fallbacks(o, r, before);

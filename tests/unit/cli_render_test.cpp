@@ -158,7 +158,8 @@ TEST_F(CliRender, HelpListsTheExitCodesAndVersionNamesTheBuild) {
 }
 
 TEST_F(CliRender, DoneIsZeroAndJsonSummarisesTheRender) {
-  const Run r = run(tiny({"-o", "out.png", "--json", "--progress", "none"}));
+  const Run r = run(tiny({"-o", "out.png", "--json", "--progress", "none", "--exr", "sums.exr",
+                          "--save-scene", "resolved.json"}));
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto l = lines_of(r.out);
   ASSERT_EQ(l.size(), 1u) << r.out;  // one object, nothing else on stdout
@@ -176,7 +177,8 @@ TEST_F(CliRender, DoneIsZeroAndJsonSummarisesTheRender) {
   EXPECT_GT(j.at("seconds").get<double>(), 0.0);
   EXPECT_NEAR(j.at("paths_per_s").get<double>(), 384.0 / j.at("seconds").get<double>(),
               1e-6 * 384.0 / j.at("seconds").get<double>());
-  EXPECT_EQ(j.at("files"), Json::array({"out.png"}));
+  EXPECT_EQ(j.at("files"), Json::array({"resolved.json", "out.png", "sums.exr"}));
+  for (const char* f : {"resolved.json", "out.png", "sums.exr"}) EXPECT_TRUE(fs::exists(path(f))) << f;
   EXPECT_EQ(slurp(path("out.png")).substr(1, 3), "PNG");
   EXPECT_EQ(r.err.find("render:"), std::string::npos) << r.err;  // --progress none
 }
