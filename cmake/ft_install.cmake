@@ -152,4 +152,14 @@ if(FT_BUILD_TESTS AND TARGET facetrace AND TARGET ft_render)
            COMMAND ${PROJECT_SOURCE_DIR}/tests/package/install_consumer_test.sh ${CMAKE_BINARY_DIR}
                    ${PROJECT_SOURCE_DIR} ${CMAKE_CXX_COMPILER} ${ft_consumer_args})
   set_tests_properties(package_install_consumer PROPERTIES LABELS cpu TIMEOUT 600)
+  # The TGZ and DEB packages and their runtime / dev split.
+  add_test(NAME package_cpack COMMAND ${PROJECT_SOURCE_DIR}/tests/package/cpack_test.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(package_cpack PROPERTIES LABELS cpu TIMEOUT 300)
+endif()
+if(FT_BUILD_TESTS)
+  # As a subproject: the ALIAS targets, and none of facetrace's tests, benchmarks or install rules.
+  add_test(NAME package_subproject
+           COMMAND ${PROJECT_SOURCE_DIR}/tests/package/subproject_test.sh ${PROJECT_SOURCE_DIR}
+                   -DFT_ENABLE_CUDA=${FT_ENABLE_CUDA} -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER})
+  set_tests_properties(package_subproject PROPERTIES LABELS cpu TIMEOUT 300)
 endif()
