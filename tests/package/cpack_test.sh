@@ -18,10 +18,10 @@ deb_dev=$(ls "$tmp"/facetrace-dev_*.deb) || fail "no dev DEB"
 
 has() { grep -qE "$2" <<< "$1" || fail "$3 lacks $2"; }
 lacks() { if grep -qE "$2" <<< "$1"; then fail "$3 holds $2"; fi; }
-t=$(tar -tzf "$tgz_runtime"); has "$t" "/bin/facetrace$" runtime.tgz; has "$t" "/libexec/facetrace/facetrace-gpud$" runtime.tgz
-lacks "$t" "include/facetrace/" runtime.tgz
-t=$(tar -tzf "$tgz_dev"); has "$t" "/include/facetrace/tracer/renderer.h$" dev.tgz
-has "$t" "/cmake/facetrace/facetraceConfig.cmake$" dev.tgz; has "$t" "/libft_core\.a$" dev.tgz; lacks "$t" "/bin/facetrace$" dev.tgz
+t=$(tar -tzf "$tgz_runtime"); has "$t" "^bin/facetrace$" runtime.tgz; has "$t" "^libexec/facetrace/facetrace-gpud$" runtime.tgz
+lacks "$t" "^include/facetrace/" runtime.tgz
+t=$(tar -tzf "$tgz_dev"); has "$t" "^include/facetrace/tracer/renderer.h$" dev.tgz
+has "$t" "/cmake/facetrace/facetraceConfig.cmake$" dev.tgz; has "$t" "/libft_core\.a$" dev.tgz; lacks "$t" "(^|/)bin/facetrace$" dev.tgz
 if command -v dpkg-deb > /dev/null; then
   t=$(dpkg-deb -c "$deb_runtime"); has "$t" "usr/bin/facetrace$" runtime.deb
   has "$t" "usr/libexec/facetrace/facetrace-gpud$" runtime.deb
