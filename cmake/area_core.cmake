@@ -9,7 +9,8 @@ add_library(ft_core STATIC
   src/core/env.cpp
   src/core/parallel.cpp
   src/core/image.cpp
-  src/core/file.cpp)
+  src/core/file.cpp
+  src/core/sha256.cpp)
 # The public headers: include/ in the build tree, <prefix>/include once installed (cmake/ft_install.cmake); the
 # other library modules name only the build-tree form and get the installed one through ft_core.
 target_include_directories(ft_core
