@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
 #ifdef FT_HAVE_RUNTIME
   cli::register_info(app, exit_code);
 #endif
+#ifdef FT_HAVE_FARM
+  facetrace::cli::register_worker(app, exit_code);
+  facetrace::cli::register_merge(app, exit_code);
+#endif
 #ifdef FT_HAVE_FACES
   cli::register_faces(app, exit_code);
 #endif
