@@ -1,6 +1,6 @@
 # The `facetrace` CLI: one dispatcher plus one command file per area.
-# ft_cli_support: what several commands share (signals → cancel, --progress, --metrics-file; docs/cli.md); private to the CLI, linked
-# into the executable and the cli_* tests, never installed.
+# ft_cli_support: what several commands share (signals → cancel, --progress, --metrics-file; docs/cli.md);
+# private to the CLI, linked into the executable and the cli_* tests, never installed.
 add_library(ft_cli_support STATIC src/cli/signals.cpp src/cli/progress.cpp src/cli/metrics.cpp)
 target_include_directories(ft_cli_support PUBLIC ${PROJECT_SOURCE_DIR}/src/cli)
 target_link_libraries(ft_cli_support PUBLIC ft_core PRIVATE ft_warnings)

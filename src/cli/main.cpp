@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
   cli::register_info(app, exit_code);
 #endif
 #ifdef FT_HAVE_FARM
-  facetrace::cli::register_worker(app, exit_code);
-  facetrace::cli::register_merge(app, exit_code);
+  cli::register_worker(app, exit_code);
+  cli::register_merge(app, exit_code);
 #endif
 #ifdef FT_HAVE_FACES
   cli::register_faces(app, exit_code);
