@@ -8,7 +8,7 @@ if(FT_WITH_TRACER)
   target_link_libraries(facetrace PRIVATE ft_tracer ft_tracer_io ft_render)
 endif()
 if(FT_WITH_RUNTIME)
-  target_sources(facetrace PRIVATE src/cli/cmd_info.cpp)
+  target_sources(facetrace PRIVATE src/cli/cmd_info.cpp src/cli/gpu_device_option.cpp)
   target_compile_definitions(facetrace PRIVATE FT_HAVE_RUNTIME=1)
   target_link_libraries(facetrace PRIVATE ft_runtime nlohmann_json::nlohmann_json)  # info --json
 endif()

@@ -8,6 +8,9 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "facetrace/core/logging.h"
+#ifdef FT_HAVE_RUNTIME
+#include "gpu_device_option.h"
+#endif
 
 int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
@@ -23,6 +26,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef FT_HAVE_FACES
   facetrace::cli::register_faces(app, exit_code);
+#endif
+#ifdef FT_HAVE_RUNTIME
+  facetrace::cli::add_gpu_device_option(app);  // after the subcommands: each of them takes it too
 #endif
   try {
     app.parse(argc, argv);
