@@ -47,3 +47,22 @@ if(FT_WITH_FACES)
     add_dependencies(cli_faces_test facetrace)
   endif()
 endif()
+
+if(FT_WITH_RUNTIME AND FT_BUILD_TESTS)
+  # docs/runtime.md "Device selection": a malformed --gpu-device is a usage error (exit 2) on any command;
+  # --list-devices always answers (a machine without a GPU lists none and says why) and exits 0.
+  add_test(NAME cli_gpu_device_malformed_is_bad_usage
+           COMMAND sh -c "\"$0\" info --gpu-device 1x >/dev/null 2>&1; a=$?; \"$0\" --gpu-device GPU- info >/dev/null 2>&1; b=$?; test $a -eq 2 && test $b -eq 2"
+                   $<TARGET_FILE:facetrace>)
+  add_test(NAME cli_info_list_devices_answers
+           COMMAND sh -c "\"$0\" info --list-devices --json | grep -q '\"built_for\"'" $<TARGET_FILE:facetrace>)
+  set_tests_properties(cli_gpu_device_malformed_is_bad_usage cli_info_list_devices_answers PROPERTIES LABELS cpu)
+  if(FT_WITH_TRACER)
+    # --device gpu never quietly renders on the CPU: without a usable GPU (here: no facetrace-gpud) it fails
+    # with exit 1 and says why.
+    add_test(NAME cli_render_device_gpu_without_a_gpu_fails
+             COMMAND sh -c "d=$(mktemp -d) && FACETRACE_GPUD=/nonexistent/facetrace-gpud \"$0\" render --device gpu --spp 1 --width 8 --height 8 -o \"$d/x.png\" 2>\"$d/err\"; r=$?; grep -q 'no usable GPU' \"$d/err\"; g=$?; test -e \"$d/x.png\"; w=$?; rm -rf \"$d\"; test $r -eq 1 && test $g -eq 0 && test $w -ne 0"
+                     $<TARGET_FILE:facetrace>)
+    set_tests_properties(cli_render_device_gpu_without_a_gpu_fails PROPERTIES LABELS cpu)
+  endif()
+endif()

@@ -34,9 +34,15 @@ if(FT_ENABLE_CUDA)
     cuda/runtime/runtime_kernels.cu)
   target_include_directories(ft_runtime PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
   target_compile_definitions(ft_runtime PRIVATE FT_HAVE_CUDA=1)
-  # The architecture list the kernel-image check names ("built for …"): the one list CMakeLists.txt sets.
-  string(REPLACE ";" "," ft_arch_csv "${CMAKE_CUDA_ARCHITECTURES}")
-  target_compile_definitions(ft_runtime PRIVATE FT_CUDA_ARCHITECTURES="${ft_arch_csv}")
+  # The architecture list the kernel-image check names ("built for …"): the one list CMakeLists.txt sets, as
+  # ft_cuda_archs carries it (FT_CUDA_ARCHS, copied rather than linked so the exported ft_runtime does not name
+  # it), else CMAKE_CUDA_ARCHITECTURES itself.
+  if(TARGET ft_cuda_archs)
+    target_compile_definitions(ft_runtime PRIVATE $<TARGET_PROPERTY:ft_cuda_archs,INTERFACE_COMPILE_DEFINITIONS>)
+  else()
+    string(REPLACE ";" "," ft_arch_csv "${CMAKE_CUDA_ARCHITECTURES}")
+    target_compile_definitions(ft_runtime PRIVATE FT_CUDA_ARCHITECTURES="${ft_arch_csv}")
+  endif()
   # Static cudart: binaries start on machines without a driver and never link libcuda (docs/design/style.md §8).
   target_link_libraries(ft_runtime PUBLIC CUDA::cudart_static PRIVATE ft_cuda_flags)
   set_target_properties(ft_runtime PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)

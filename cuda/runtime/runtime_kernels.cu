@@ -87,8 +87,8 @@ const void* probe_kernel_address() { return reinterpret_cast<const void*>(&probe
 
 std::string cuda_arch_list_compiled() {
 #if defined(__CUDA_ARCH_LIST__)
-#define FT_STRINGIFY2(x) #x
-#define FT_STRINGIFY(x) FT_STRINGIFY2(x)
+#define FT_STRINGIFY2(...) #__VA_ARGS__
+#define FT_STRINGIFY(...) FT_STRINGIFY2(__VA_ARGS__)
   const std::string list = FT_STRINGIFY(__CUDA_ARCH_LIST__);  // "800,900"
   std::string out;
   std::size_t start = 0;

@@ -11,4 +11,9 @@ void register_render(CLI::App& app, int& exit_code);  // src/cli/cmd_render.cpp 
 void register_info(CLI::App& app, int& exit_code);    // src/cli/cmd_info.cpp (runtime)
 void register_faces(CLI::App& app, int& exit_code);   // src/cli/cmd_faces.cpp (faces)
 
+/// `--gpu-device INDEX|UUID` on `app` and on every subcommand registered so far (call after them): a malformed
+/// value is a parse error (exit 2); a good one becomes FACETRACE_GPU_DEVICE as soon as it is parsed, before any
+/// command runs (docs/runtime.md "Device selection"). src/cli/gpu_device_option.cpp (runtime)
+void add_gpu_device_option(CLI::App& app);
+
 }  // namespace facetrace::cli

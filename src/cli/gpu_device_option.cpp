@@ -1,6 +1,6 @@
 /// @file
 /// `--gpu-device`: validated by the runtime's selector rules, exported as FACETRACE_GPU_DEVICE.
-#include "gpu_device_option.h"
+#include "commands.h"
 
 #include <cstdlib>
 #include <string>

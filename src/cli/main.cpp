@@ -8,9 +8,6 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "facetrace/core/logging.h"
-#ifdef FT_HAVE_RUNTIME
-#include "gpu_device_option.h"
-#endif
 
 int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();

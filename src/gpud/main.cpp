@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   unsigned long long ring = 0, transfer = 0;
   bool simulate = false, list = false;
   long parent = -1;
-  std::string gpu_device;
+  std::string gpu_device, requested;
   int local_rank = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
       gpu_device = argv[++i];
     else if (a == "--local-rank" && has_value)
       local_rank = std::atoi(argv[++i]);
+    else if (a == "--requested-device" && has_value)
+      requested = argv[++i];
     else {
       std::fprintf(stderr, "facetrace-gpud: unknown argument '%s' (started by the facetrace runtime only)\n",
                    argv[i]);
@@ -88,7 +90,12 @@ int main(int argc, char** argv) {
     inner = make_simulated_executor(*arena, options);
   else
     inner = make_in_process_executor(*arena, options);
-  const facetrace::Status st = inner->start();
+  facetrace::Status st = inner->start();
+  // The parent narrowed CUDA_VISIBLE_DEVICES to the device asked for; none visible means there is no such
+  // device: a deployment error (state "not supported"), not a machine without a GPU.
+  if (!requested.empty() && st.code() == facetrace::Code::kNotSupported &&
+      st.what().find("no CUDA device is visible") != std::string::npos)
+    st = unsupported_device("GPU device " + requested + " requested, but there is no such device (" + st.what() + ")");
   const int code = ExecutorServer::serve(sock, *inner, st);
   std::fflush(nullptr);
   // After a sticky error nothing may touch CUDA again, destructors included: leave at once.

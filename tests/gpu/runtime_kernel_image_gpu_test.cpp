@@ -123,6 +123,9 @@ TEST(GpuSelection, a_uuid_an_index_and_a_local_rank_select_through_the_child) {
   past.gpu_device = std::to_string(listed->size() + 5);
   auto e = make_isolated_executor(past);
   EXPECT_EQ(e->start().code(), Code::kNotSupported);
+  EXPECT_EQ(e->state(), ExecutorState::kUnsupported) << e->state_reason();
+  EXPECT_NE(e->state_reason().find("GPU device " + past.gpu_device + " requested"), std::string::npos)
+      << e->state_reason();
   EXPECT_NE(e->state_reason().find("CUDA_VISIBLE_DEVICES"), std::string::npos) << e->state_reason();
 }
 

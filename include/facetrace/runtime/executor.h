@@ -61,7 +61,7 @@ struct ExecutorOptions {
   /// CUDA_VISIBLE_DEVICES is indexed into, never replaced) or a GPU-/MIG- UUID; empty: no choice.
   std::string gpu_device;
   /// FACETRACE_GPU_LOCAL_RANK (set by facetrace-mpi): without gpu_device, the device local_rank mod the visible
-  /// count is taken (docs/farm.md §2); -1: none.
+  /// count is taken (one GPU per rank on a multi-GPU node); -1: none.
   int local_rank = -1;
   bool simulate_child = false;  ///< isolated only: the child serves a SimulatedExecutor (no CUDA; tests)
 

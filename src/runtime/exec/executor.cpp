@@ -362,6 +362,19 @@ std::string format_cuda_architectures(std::string_view cmake_list) {
 std::string built_cuda_architectures() {
 #ifndef FT_HAVE_CUDA
   return "none";
+#elif defined(FT_CUDA_ARCHS)  // CMakeLists.txt's ft_cuda_archs: "sm_80 sm_86 ... compute_120"
+  std::string list = FT_CUDA_ARCHS;
+  if (list.empty() || list.find("native") != std::string::npos || list.find("all") != std::string::npos)
+    return cuda_arch_list_compiled();
+  std::string out;
+  for (std::size_t start = 0; start < list.size();) {
+    const std::size_t space = list.find(' ', start);
+    const std::string a = list.substr(start, space == std::string::npos ? std::string::npos : space - start);
+    if (!a.empty()) out += (out.empty() ? "" : ", ") + a;
+    if (space == std::string::npos) break;
+    start = space + 1;
+  }
+  return out;
 #elif defined(FT_CUDA_ARCHITECTURES)
   const std::string_view list = FT_CUDA_ARCHITECTURES;
   if (list != "native" && list != "all" && list != "all-major") return format_cuda_architectures(list);

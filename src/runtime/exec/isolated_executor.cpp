@@ -11,6 +11,7 @@
 #include <poll.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -251,6 +252,10 @@ class IsolatedExecutor final : public Executor {
                                      "--parent-pid",
                                      std::to_string(::getpid())};
     if (options_.simulate_child) args.push_back("--simulate");
+    if (sel->visible_devices) {
+      args.push_back("--requested-device");
+      args.push_back(options_.gpu_device);
+    }
     if (!sel->match_uuid.empty()) {
       args.push_back("--gpu-device");
       args.push_back(sel->match_uuid);
