@@ -189,6 +189,11 @@ std::unique_ptr<Executor> make_executor_from_env();
 /// else the build tree's copy. Empty when none exists.
 std::string find_gpud(const ExecutorOptions& options);
 
+/// nullopt when this process can run GPU work; otherwise why not ("built without CUDA", "no GPU: …",
+/// "not supported: …", "facetrace-gpud not found …"). Asks a short-lived child when isolated (never initialises
+/// CUDA here). Cached after the first call. Thread-safe.
+std::optional<std::string> gpu_unavailable_reason();
+
 /// Prefix of every kUnsupported reason: "not supported: no kernel image for sm_86 (built for sm_90)".
 inline constexpr std::string_view kUnsupportedPrefix = "not supported: ";
 /// Status(kNotSupported, "not supported: " + why): a start() failure that makes the state kUnsupported.
@@ -228,10 +233,5 @@ struct DeviceListing {
 /// `facetrace-gpud --list-devices` when isolated (never initialises CUDA here), enumerates in this process when
 /// FACETRACE_GPU_ISOLATION=off. kNotSupported "no GPU: …" / "not supported: …" without any device or driver.
 Expected<std::vector<DeviceListing>> list_devices();
-
-/// nullopt when this process can run GPU work; otherwise why not ("built without CUDA", "no GPU: …",
-/// "facetrace-gpud not found …"). Asks a short-lived child when isolated (never initialises CUDA here).
-/// Cached after the first call. Thread-safe.
-std::optional<std::string> gpu_unavailable_reason();
 
 }  // namespace facetrace::runtime
