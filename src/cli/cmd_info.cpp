@@ -32,7 +32,9 @@ int run_info(bool json) {
     case BackendState::kReady: state_text = "ready"; break;
     case BackendState::kLost: state_text = "lost: " + backend->last_lost_reason().value_or("?"); break;
     case BackendState::kNone: state_text = "none: " + backend->unavailable_reason().value_or("?"); break;
-    case BackendState::kUnsupported: state_text = backend->unavailable_reason().value_or("not supported"); break;
+    case BackendState::kUnsupported:
+      state_text = backend->unavailable_reason().value_or("not supported");
+      break;
   }
   std::optional<RingStats> ring;
   if (state == BackendState::kReady && backend->executor() != nullptr) {
@@ -84,7 +86,8 @@ int run_info(bool json) {
                 info->cc_major, info->cc_minor, info->multiprocessors, info->async_engines);
     if (!info->uuid.empty())
       std::printf("device:    %d of CUDA_VISIBLE_DEVICES=%s, %s\n", info->ordinal,
-                  info->visible_devices.empty() ? "(unset)" : info->visible_devices.c_str(), info->uuid.c_str());
+                  info->visible_devices.empty() ? "(unset)" : info->visible_devices.c_str(),
+                  info->uuid.c_str());
     std::printf("memory:    %.1f GiB total, %.1f GiB free\n", info->total_memory / 1073741824.0,
                 info->free_memory / 1073741824.0);
     std::printf("driver:    %s   runtime: %s   cuDNN: %s   cuBLAS: %s\n",
@@ -116,13 +119,14 @@ int run_list_devices(bool json) {
     j["devices"] = nlohmann::json::array();
     if (devices) {
       for (const auto& d : *devices)
-        j["devices"].push_back({{"index", d.index},
-                                {"uuid", d.uuid},
-                                {"pci_bus_id", d.pci_bus_id},
-                                {"name", d.name},
-                                {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
-                                {"total_memory_bytes", d.total_memory},
-                                {"status", d.status}});
+        j["devices"].push_back(
+            {{"index", d.index},
+             {"uuid", d.uuid},
+             {"pci_bus_id", d.pci_bus_id},
+             {"name", d.name},
+             {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+             {"total_memory_bytes", d.total_memory},
+             {"status", d.status}});
     } else {
       j["error"] = devices.status().what();
     }
@@ -137,8 +141,9 @@ int run_list_devices(bool json) {
   }
   if (devices->empty()) std::printf("no devices visible\n");
   for (const auto& d : *devices)
-    std::printf("%d  %s  %s  %s (compute %d.%d, %.1f GiB)  %s\n", d.index, d.uuid.c_str(), d.pci_bus_id.c_str(),
-                d.name.c_str(), d.cc_major, d.cc_minor, d.total_memory / 1073741824.0, d.status.c_str());
+    std::printf("%d  %s  %s  %s (compute %d.%d, %.1f GiB)  %s\n", d.index, d.uuid.c_str(),
+                d.pci_bus_id.c_str(), d.name.c_str(), d.cc_major, d.cc_minor, d.total_memory / 1073741824.0,
+                d.status.c_str());
   return kExitOk;
 }
 
@@ -150,8 +155,9 @@ void register_info(CLI::App& app, int& exit_code) {
   auto json = std::make_shared<bool>(false);
   auto list = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, std::string("print JSON"));
-  cmd->add_flag("--list-devices", *list,
-                std::string("list every visible GPU (index for --gpu-device, UUID, PCI bus, usable or why not)"));
+  cmd->add_flag(
+      "--list-devices", *list,
+      std::string("list every visible GPU (index for --gpu-device, UUID, PCI bus, usable or why not)"));
   cmd->callback([&exit_code, json, list] { exit_code = *list ? run_list_devices(*json) : run_info(*json); });
 }
 

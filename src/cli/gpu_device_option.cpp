@@ -12,8 +12,7 @@ namespace {
 
 void add_to(CLI::App& app) {
   app.add_option_function<std::string>(
-         "--gpu-device",
-         [](const std::string& v) { ::setenv("FACETRACE_GPU_DEVICE", v.c_str(), 1); },
+         "--gpu-device", [](const std::string& v) { ::setenv("FACETRACE_GPU_DEVICE", v.c_str(), 1); },
          "GPU to use: an index into the visible devices (an inherited CUDA_VISIBLE_DEVICES is indexed into, "
          "not replaced) or a GPU-/MIG- UUID (facetrace info --list-devices); also FACETRACE_GPU_DEVICE")
       ->type_name("INDEX|UUID")

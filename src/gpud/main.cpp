@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   // device: a deployment error (state "not supported"), not a machine without a GPU.
   if (!requested.empty() && st.code() == facetrace::Code::kNotSupported &&
       st.what().find("no CUDA device is visible") != std::string::npos)
-    st = unsupported_device("GPU device " + requested + " requested, but there is no such device (" + st.what() + ")");
+    st = unsupported_device("GPU device " + requested + " requested, but there is no such device (" +
+                            st.what() + ")");
   const int code = ExecutorServer::serve(sock, *inner, st);
   std::fflush(nullptr);
   // After a sticky error nothing may touch CUDA again, destructors included: leave at once.

@@ -12,6 +12,8 @@ __global__ void probe_compute80_ptx_kernel(int* p) {
 
 }  // namespace
 
-const void* probe_kernel_compute80_ptx() { return reinterpret_cast<const void*>(&probe_compute80_ptx_kernel); }
+const void* probe_kernel_compute80_ptx() {
+  return reinterpret_cast<const void*>(&probe_compute80_ptx_kernel);
+}
 
 }  // namespace facetrace::testing

@@ -45,7 +45,8 @@ TEST(KernelImage, a_kernel_built_for_sm80_sass_only_is_not_supported_and_cuda_st
   FT_REQUIRE_GPU();
   const cudaDeviceProp p = device0();
   if (p.major == 8) GTEST_SKIP() << "sm_" << p.major << p.minor << " runs sm_80 SASS";
-  const Status st = check_kernel_image(facetrace::testing::probe_kernel_sm80_sass(), p.major, p.minor, "sm_80");
+  const Status st =
+      check_kernel_image(facetrace::testing::probe_kernel_sm80_sass(), p.major, p.minor, "sm_80");
   EXPECT_TRUE(is_unsupported_device(st)) << st.to_string();
   EXPECT_EQ(st.what(), "not supported: no kernel image for sm_" + std::to_string(p.major) +
                            std::to_string(p.minor) + " (built for sm_80)");
@@ -60,8 +61,8 @@ TEST(KernelImage, ptx_of_an_older_architecture_is_compiled_by_the_driver) {
   FT_REQUIRE_GPU();
   const cudaDeviceProp p = device0();
   if (p.major < 8) GTEST_SKIP() << "compute_80 PTX needs sm_80 or newer";
-  const Status st = check_kernel_image(facetrace::testing::probe_kernel_compute80_ptx(), p.major, p.minor,
-                                       "compute_80");
+  const Status st =
+      check_kernel_image(facetrace::testing::probe_kernel_compute80_ptx(), p.major, p.minor, "compute_80");
   EXPECT_TRUE(st.ok()) << st.to_string();
 }
 

@@ -136,7 +136,8 @@ TEST(SelectChildDevice, a_malformed_selector_is_bad_input) {
     EXPECT_EQ(select_child_device(bad, std::nullopt).status().code(), Code::kInvalidArgument) << bad;
   }
   EXPECT_NE(validate_gpu_selector("x1").what().find("'x1'"), std::string::npos);
-  for (const char* good : {"", "0", "7", "GPU-8d4c", "MIG-1f2e"}) EXPECT_TRUE(validate_gpu_selector(good).ok());
+  for (const char* good : {"", "0", "7", "GPU-8d4c", "MIG-1f2e"})
+    EXPECT_TRUE(validate_gpu_selector(good).ok());
 }
 
 TEST(ExecutorOptions, read_the_gpu_device_and_the_local_rank_from_the_environment) {
@@ -208,7 +209,8 @@ TEST(UnsupportedGpu, is_its_own_executor_state_and_is_never_retried) {
 
 TEST(UnsupportedGpu, the_backend_warns_once_and_declines_every_request_saying_why) {
   auto ex = make_simulated_executor();
-  ex->set_unsupported("driver too old (CUDA runtime 13.0 needs driver ≥ 580; the installed driver supports CUDA 12.4)");
+  ex->set_unsupported(
+      "driver too old (CUDA runtime 13.0 needs driver ≥ 580; the installed driver supports CUDA 12.4)");
   std::unique_ptr<GpuBackend> b;
   {
     ExpectLogs logs;
@@ -229,7 +231,8 @@ TEST(UnsupportedGpu, the_backend_warns_once_and_declines_every_request_saying_wh
 }
 
 TEST(UnsupportedGpu, a_child_that_reports_it_makes_the_isolated_executor_not_supported) {
-  ScopedEnv why("FACETRACE_SIMULATED_GPU_UNSUPPORTED", "no kernel image for sm_75 (built for sm_80, compute_80)");
+  ScopedEnv why("FACETRACE_SIMULATED_GPU_UNSUPPORTED",
+                "no kernel image for sm_75 (built for sm_80, compute_80)");
   auto ex = make_isolated_executor(sim_child_options());
   const Status st = ex->start();
   EXPECT_TRUE(is_unsupported_device(st)) << st.to_string();

@@ -209,7 +209,8 @@ TEST(TraceWorkload, a_decline_other_than_a_loss_fails_gpu_and_warns_once_under_a
   ASSERT_FALSE(gpu.ok());
   EXPECT_EQ(gpu.status().code(), Code::kDeclined);
   EXPECT_NE(gpu.status().what().find("samples [0, 3)"), std::string::npos) << gpu.status().what();
-  EXPECT_NE(gpu.status().what().find("no kernel image for this chunk"), std::string::npos) << gpu.status().what();
+  EXPECT_NE(gpu.status().what().find("no kernel image for this chunk"), std::string::npos)
+      << gpu.status().what();
 
   o.device = RenderDevice::kAuto;
   calls = 0;

@@ -221,13 +221,13 @@ Expected<ChildDeviceSelection> select_child_device(std::string_view selector,
 
 /// One device as `facetrace info --list-devices` shows it.
 struct DeviceListing {
-  int index = 0;         ///< ordinal among the devices this process sees (what --gpu-device N selects)
-  std::string uuid;      ///< "GPU-…" (cudaDeviceProp::uuid)
+  int index = 0;           ///< ordinal among the devices this process sees (what --gpu-device N selects)
+  std::string uuid;        ///< "GPU-…" (cudaDeviceProp::uuid)
   std::string pci_bus_id;  ///< "0000:4E:00.0"
   std::string name;
   int cc_major = 0, cc_minor = 0;
   std::uint64_t total_memory = 0;  ///< bytes
-  std::string status;  ///< "ready", or "not supported: no kernel image for sm_86 (built for …)"
+  std::string status;              ///< "ready", or "not supported: no kernel image for sm_86 (built for …)"
 };
 /// Every device the GPU child would see (CUDA_VISIBLE_DEVICES applies), each checked for a kernel image. Runs
 /// `facetrace-gpud --list-devices` when isolated (never initialises CUDA here), enumerates in this process when

@@ -8,7 +8,8 @@ namespace facetrace::runtime {
 
 void ChunkStream::run() {
   if (!b_.executor_ || b_.never_had_gpu_) {
-    note_decline_rest({Code::kNotSupported, b_.none_reason_.empty() ? std::string("no GPU") : b_.none_reason_});
+    note_decline_rest(
+        {Code::kNotSupported, b_.none_reason_.empty() ? std::string("no GPU") : b_.none_reason_});
     report_rest(Outcome::kDeclined);
     return;
   }

@@ -41,7 +41,9 @@ int cublas_version() {
   return 0;
 }
 
-std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
 
 /// The oldest Linux driver branch that runs a CUDA runtime of this major version (minor-version
 /// compatibility within a major; CUDA 13.0 needs driver ≥ 580, docs/runtime.md "Device selection").
@@ -62,7 +64,8 @@ std::optional<Status> driver_refusal(cudaError_t e) {
   static_cast<void>(cudaDriverGetVersion(&drv));
   switch (e) {
     case cudaErrorInsufficientDriver:
-      if (drv == 0) return Status(Code::kNotSupported, "no GPU: no NVIDIA driver (libcuda.so.1) is installed");
+      if (drv == 0)
+        return Status(Code::kNotSupported, "no GPU: no NVIDIA driver (libcuda.so.1) is installed");
       return driver_too_old_status(rt, drv);
     case cudaErrorSystemDriverMismatch:
       return unsupported_device(
@@ -71,7 +74,8 @@ std::optional<Status> driver_refusal(cudaError_t e) {
     case cudaErrorCompatNotSupportedOnDevice:
       return unsupported_device(
           "the CUDA forward-compatibility driver does not support this GPU "
-          "(cudaErrorCompatNotSupportedOnDevice): install driver >= " + std::string(minimum_driver_for(rt)));
+          "(cudaErrorCompatNotSupportedOnDevice): install driver >= " +
+          std::string(minimum_driver_for(rt)));
     default: return std::nullopt;
   }
 }
@@ -80,7 +84,8 @@ std::string uuid_text(const cudaUUID_t& u) {
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
   char s[64];
   std::snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
   return s;
 }
 
@@ -93,15 +98,15 @@ std::string visible_devices_env() {
 /// device), else local_rank mod count, else 0.
 Expected<int> choose_device(const ExecutorOptions& options, int count) {
   const std::string& sel = options.gpu_device;
-  const std::string where = visible_devices_env().empty()
-                                ? std::string()
-                                : " (CUDA_VISIBLE_DEVICES=" + visible_devices_env() + ")";
+  const std::string where =
+      visible_devices_env().empty() ? std::string() : " (CUDA_VISIBLE_DEVICES=" + visible_devices_env() + ")";
   if (!sel.empty()) {
     FT_TRY(validate_gpu_selector(sel));
     if (sel[0] >= '0' && sel[0] <= '9') {
       const int i = std::atoi(sel.c_str());
       if (i >= count)
-        return unsupported_device("GPU device " + sel + " requested, " + std::to_string(count) + " visible" + where);
+        return unsupported_device("GPU device " + sel + " requested, " + std::to_string(count) + " visible" +
+                                  where);
       return i;
     }
     for (int i = 0; i < count; ++i) {
@@ -109,8 +114,8 @@ Expected<int> choose_device(const ExecutorOptions& options, int count) {
       FT_CUDA_TRY(cudaGetDeviceProperties(&p, i));
       if (uuid_text(p.uuid).starts_with(sel)) return i;
     }
-    return unsupported_device("GPU " + sel + " is not among the " + std::to_string(count) + " visible devices" +
-                              where);
+    return unsupported_device("GPU " + sel + " is not among the " + std::to_string(count) +
+                              " visible devices" + where);
   }
   if (options.local_rank >= 0) return options.local_rank % count;
   return 0;
@@ -121,7 +126,8 @@ Expected<int> choose_device(const ExecutorOptions& options, int count) {
 Status driver_too_old_status(int runtime_version, int driver_version) {
   return unsupported_device("driver too old (CUDA runtime " + cuda_version_text(runtime_version) +
                             " needs driver ≥ " + minimum_driver_for(runtime_version) +
-                            "; the installed driver supports CUDA " + cuda_version_text(driver_version) + ")");
+                            "; the installed driver supports CUDA " + cuda_version_text(driver_version) +
+                            ")");
 }
 
 Status check_kernel_image(const void* kernel, int cc_major, int cc_minor, const std::string& built_for) {

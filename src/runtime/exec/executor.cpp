@@ -298,8 +298,9 @@ Status validate_gpu_selector(std::string_view selector) {
       return invalid_argument("GPU device '" + std::string(selector) + "': index out of range");
     return {};
   }
-  return invalid_argument("GPU device '" + std::string(selector) +
-                          "': expected a device index (0, 1, ...) or a GPU-/MIG- UUID as nvidia-smi -L prints it");
+  return invalid_argument(
+      "GPU device '" + std::string(selector) +
+      "': expected a device index (0, 1, ...) or a GPU-/MIG- UUID as nvidia-smi -L prints it");
 }
 
 Expected<ChildDeviceSelection> select_child_device(std::string_view selector,
@@ -316,8 +317,9 @@ Expected<ChildDeviceSelection> select_child_device(std::string_view selector,
   if (all_digits(selector)) {
     const std::size_t i = std::stoul(std::string(selector));
     if (i >= entries.size())
-      return unsupported_device("GPU device " + std::string(selector) + " requested, but " + shown + " lists " +
-                                std::to_string(entries.size()) + (entries.size() == 1 ? " device" : " devices"));
+      return unsupported_device("GPU device " + std::string(selector) + " requested, but " + shown +
+                                " lists " + std::to_string(entries.size()) +
+                                (entries.size() == 1 ? " device" : " devices"));
     sel.visible_devices = entries[i];
     return sel;
   }

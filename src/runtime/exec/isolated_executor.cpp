@@ -396,12 +396,14 @@ class IsolatedExecutor final : public Executor {
 Expected<std::vector<DeviceListing>> list_devices_through_gpud(const ExecutorOptions& options) {
   const std::string path = find_gpud(options);
   if (path.empty())
-    return Status(Code::kNotSupported,
-                  "GPU child could not start: facetrace-gpud not found (set FACETRACE_GPUD or install it next to "
-                  "the executable)");
+    return Status(
+        Code::kNotSupported,
+        "GPU child could not start: facetrace-gpud not found (set FACETRACE_GPUD or install it next to "
+        "the executable)");
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
-    return Status(Code::kNotSupported, std::string("GPU child could not start: pipe: ") + std::strerror(errno));
+    return Status(Code::kNotSupported,
+                  std::string("GPU child could not start: pipe: ") + std::strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
@@ -415,13 +417,15 @@ Expected<std::vector<DeviceListing>> list_devices_through_gpud(const ExecutorOpt
   ::close(out[1]);
   if (rc != 0) {
     ::close(out[0]);
-    return Status(Code::kNotSupported, "GPU child could not start: posix_spawn " + path + ": " + std::strerror(rc));
+    return Status(Code::kNotSupported,
+                  "GPU child could not start: posix_spawn " + path + ": " + std::strerror(rc));
   }
   std::string text;
   const auto deadline = std::chrono::steady_clock::now() + options.start_deadline;
   bool timed_out = false;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -447,7 +451,8 @@ Expected<std::vector<DeviceListing>> list_devices_through_gpud(const ExecutorOpt
     return Status(Code::kTimeout, "facetrace-gpud --list-devices did not answer within " +
                                       std::to_string(options.start_deadline.count()) + " ms; killed it");
   if (text.empty())
-    return Status(Code::kNotSupported, "facetrace-gpud --list-devices printed nothing (" + describe_wait_status(status) + ")");
+    return Status(Code::kNotSupported,
+                  "facetrace-gpud --list-devices printed nothing (" + describe_wait_status(status) + ")");
   return decode_device_listing(text);
 }
 

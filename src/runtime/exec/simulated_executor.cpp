@@ -84,8 +84,8 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     if (!options_.gpu_device.empty() && options_.gpu_device[0] >= '0' && options_.gpu_device[0] <= '9') {
       info_.ordinal = std::atoi(options_.gpu_device.c_str());
       if (info_.ordinal >= count)
-        return unsupported_device("GPU device " + options_.gpu_device + " requested, " + std::to_string(count) +
-                                  " visible (simulated)");
+        return unsupported_device("GPU device " + options_.gpu_device + " requested, " +
+                                  std::to_string(count) + " visible (simulated)");
     } else if (!options_.gpu_device.empty()) {
       info_.uuid = options_.gpu_device;
     } else if (options_.local_rank >= 0) {

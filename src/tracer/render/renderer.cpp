@@ -97,7 +97,8 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
         rendered = true;
       } else {
         ++report.declined;
-        const std::string where = "samples [" + std::to_string(first) + ", " + std::to_string(first + n) + ")";
+        const std::string where =
+            "samples [" + std::to_string(first) + ", " + std::to_string(first + n) + ")";
         report.decline_reasons.push_back(where + ": " + why.what());
         // Only a device loss (the runtime replaces the child, docs/design/runtime.md §6) may fall back under
         // --device gpu; any other decline would be a silent 100x slowdown, so it fails the render.
