@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
 #ifdef FT_HAVE_FACES
   cli::register_faces(app, exit_code);
 #endif
+#ifdef FT_HAVE_RUNTIME
+  cli::add_gpu_device_option(app);  // after the subcommands: each of them takes it too
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -64,6 +64,8 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
       FT_LOG_INFO("no usable GPU ({}); rendering on the CPU", *why);
       gpu = nullptr;
     } else if (Status tier = tier_features(scene).status(); !tier.ok()) {
+      if (options.device == RenderDevice::kGpu)
+        return not_supported("--device gpu: the GPU tracer does not render this scene: " + tier.what());
       FT_LOG_INFO("GPU tracer declines this scene ({}); rendering on the CPU", tier.what());
       gpu = nullptr;
     }
@@ -86,7 +88,8 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
     bool rendered = false;
     if (gpu) {
       TraceWorkload work(scene, first, n, film, options.chunk);
-      const runtime::Outcome o = gpu->accumulate(work, options.cancel);
+      Status why;
+      const runtime::Outcome o = gpu->accumulate(work, options.cancel, &why);
       report.outcomes.push_back(o);
       if (o == runtime::Outcome::kCancelled) return Status(Code::kCancelled, "render cancelled");
       if (o == runtime::Outcome::kDone) {
@@ -94,6 +97,22 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
         rendered = true;
       } else {
         ++report.declined;
+        const std::string where =
+            "samples [" + std::to_string(first) + ", " + std::to_string(first + n) + ")";
+        report.decline_reasons.push_back(where + ": " + why.what());
+        // Only a device loss (the runtime replaces the child, docs/design/runtime.md §6) may fall back under
+        // --device gpu; any other decline would be a silent 100x slowdown, so it fails the render.
+        if (why.code() == Code::kDeviceLost) {
+          ++report.declined_by_loss;
+        } else if (options.device == RenderDevice::kGpu) {
+          return Status(Code::kDeclined, "--device gpu: the GPU declined " + where + " (" + why.what() +
+                                             "); not rendering it on the CPU");
+        } else {
+          static std::once_flag warned;
+          std::call_once(warned, [&] {
+            FT_LOG_WARN("GPU declined {} ({}); rendering on the CPU (said once)", where, why.what());
+          });
+        }
         FT_LOG_DEBUG("GPU declined samples [{}, {}); the CPU renders them", first, first + n);
       }
     }
