@@ -322,32 +322,19 @@ std::optional<Failure> write_outputs(const RenderArgs& a, const Options& o, cons
   return std::nullopt;
 }
 
-/// The GPU backend's loss and recovery counters, read before and after the render.
-struct GpuCounters {
-  std::uint64_t losses = 0, recoveries = 0;
-  static GpuCounters read(const runtime::GpuBackend& b) {
-    GpuCounters c;
-    for (const auto& [reason, n] : b.losses_by_reason()) c.losses += n;
-    c.recoveries = b.recoveries();
-    return c;
-  }
-};
-
-/// docs/cli.md "Devices": with --device gpu a request redone on the CPU fails the command unless a device loss
-/// that was recovered caused it: 43 when the GPU is still lost at the end, 1 for any other decline (the
-/// renderer itself refuses those with kDeclined where it knows why). nullopt: nothing to object to. Under
-/// --device auto a decline is no failure (the renderer warns once; the summary counts them).
-std::optional<Failure> judge_fallbacks(const Options& o, const tr::RenderReport& r,
-                                       const GpuCounters& before) {
+/// docs/cli.md "Devices": with --device gpu only requests lost with the device may be redone on the CPU (the
+/// renderer refuses every other decline with kDeclined), and only if the GPU came back: 43 when it is still
+/// lost at the end, 1 should any other decline get here. nullopt: nothing to object to. Under --device auto a
+/// decline is no failure (the renderer warns once; the summary counts them).
+std::optional<Failure> judge_fallbacks(const Options& o, const tr::RenderReport& r) {
   if (r.declined == 0 || o.device != tr::RenderDevice::kGpu) return std::nullopt;
   const runtime::GpuBackend& b = tr::shared_gpu_backend();
-  const GpuCounters after = GpuCounters::read(b);
   const std::string n = std::to_string(r.declined) + " GPU request" + (r.declined == 1 ? "" : "s");
   if (b.is_lost())
     return Failure{kExitGpuUnavailable, "--device gpu: the GPU was lost (" +
                                             b.last_lost_reason().value_or("?") + ") and not recovered; " + n +
                                             " rendered on the CPU instead"};
-  if (after.losses > before.losses && after.recoveries > before.recoveries) return std::nullopt;
+  if (r.declined_by_loss == r.declined) return std::nullopt;
   return Failure{kExitFailure, "--device gpu: " + n + " declined by the GPU and rendered on the CPU instead"};
 }
 
@@ -387,8 +374,6 @@ int run_render(const RenderArgs& a) {
                  a.device.c_str());
 
   tr::Film film(scene.width, scene.height);
-  const GpuCounters before =
-      o.device == tr::RenderDevice::kCpu ? GpuCounters{} : GpuCounters::read(tr::shared_gpu_backend());
   CancelOnSignals signals;
   const RenderRun run = render_with_progress(scene, o, nthreads, film, signals, metrics);
   const tr::RenderReport* report = run.result.ok() ? &*run.result : nullptr;
@@ -406,7 +391,7 @@ int run_render(const RenderArgs& a) {
   if (!a.save_scene.empty()) files.push_back(a.save_scene);
   if (auto f = write_outputs(a, o, scene, film, output, files)) return finish(*f);
   const tr::RenderReport& r = *run.result;
-  const std::optional<Failure> fallback = judge_fallbacks(o, r, before);
+  const std::optional<Failure> fallback = judge_fallbacks(o, r);
   const int code = fallback ? fallback->code : kExitOk;
   metrics.finish(report, film.pixels(), run.seconds, code);
 
@@ -423,6 +408,8 @@ int run_render(const RenderArgs& a) {
                      {"paths", static_cast<std::uint64_t>(paths)},
                      {"paths_per_s", paths / run.seconds},
                      {"declined", r.declined},
+                     {"declined_by_loss", r.declined_by_loss},
+                     {"decline_reasons", r.decline_reasons},
                      {"gpu_samples", r.gpu_samples},
                      {"cpu_samples", r.cpu_samples},
                      {"nonfinite", film.nonfinite},
