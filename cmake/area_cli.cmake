@@ -121,9 +121,9 @@ if(FT_WITH_RUNTIME AND FT_BUILD_TESTS)
   set_tests_properties(cli_gpu_device_malformed_is_bad_usage cli_info_list_devices_answers PROPERTIES LABELS cpu)
   if(FT_WITH_TRACER)
     # --device gpu never quietly renders on the CPU: without a usable GPU (here: no facetrace-gpud) it fails
-    # with exit 1 and says why.
+    # with exit 43, GPU unavailable (docs/cli.md "Exit codes"), and says why.
     add_test(NAME cli_render_device_gpu_without_a_gpu_fails
-             COMMAND sh -c "d=$(mktemp -d) && FACETRACE_GPUD=/nonexistent/facetrace-gpud \"$0\" render --device gpu --spp 1 --width 8 --height 8 -o \"$d/x.png\" 2>\"$d/err\"; r=$?; grep -q 'no usable GPU' \"$d/err\"; g=$?; test -e \"$d/x.png\"; w=$?; rm -rf \"$d\"; test $r -eq 1 && test $g -eq 0 && test $w -ne 0"
+             COMMAND sh -c "d=$(mktemp -d) && FACETRACE_GPUD=/nonexistent/facetrace-gpud \"$0\" render --device gpu --spp 1 --width 8 --height 8 -o \"$d/x.png\" 2>\"$d/err\"; r=$?; grep -q 'no usable GPU' \"$d/err\"; g=$?; test -e \"$d/x.png\"; w=$?; rm -rf \"$d\"; test $r -eq 43 && test $g -eq 0 && test $w -ne 0"
                      $<TARGET_FILE:facetrace>)
     set_tests_properties(cli_render_device_gpu_without_a_gpu_fails PROPERTIES LABELS cpu)
   endif()
