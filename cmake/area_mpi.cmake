@@ -1,8 +1,35 @@
 # facetrace-mpi, the MPI farm driver (farm.md §2): one SPMD binary over the work units of farm.md §1, with the
 # canonical and reduce merges, checkpoint partials and the rank → GPU mapping. Optional: FT_ENABLE_MPI (on where
-# find_package(MPI) finds a C++ MPI, e.g. Debian's libopenmpi-dev). Tests carry the ctest label mpi.
+# find_package(MPI) finds a C++ MPI, e.g. Debian's libopenmpi-dev). Its tests carry the ctest label mpi and run
+# through ${MPIEXEC_EXECUTABLE} with FT_MPIEXEC_PREFLAGS. The docker/ recipe checks (label cpu) run in every build.
+if(FT_BUILD_TESTS)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME docker_recipes_check COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/docker/check_recipes.py
+                                               --root ${PROJECT_SOURCE_DIR})
+    add_test(NAME docker_recipes_check_self_test COMMAND ${Python3_EXECUTABLE}
+                                                         ${PROJECT_SOURCE_DIR}/docker/check_recipes.py --self-test)
+    set_tests_properties(docker_recipes_check docker_recipes_check_self_test PROPERTIES LABELS cpu)
+  endif()
+endif()
+
+if(NOT FT_ENABLE_MPI OR NOT FT_WITH_TRACER OR NOT FT_WITH_RUNTIME)
+  return()
+endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
 add_executable(facetrace-mpi src/cli/mpi_main.cpp)
 target_include_directories(facetrace-mpi PRIVATE ${PROJECT_SOURCE_DIR}/src/cli)
-target_link_libraries(facetrace-mpi PRIVATE ft_core ft_tracer ft_tracer_io ft_render MPI::MPI_CXX CLI11::CLI11
-                      spdlog::spdlog ft_warnings)
+target_link_libraries(facetrace-mpi PRIVATE ft_cli_support ft_farm ft_core ft_tracer ft_tracer_io ft_render MPI::MPI_CXX
+                      CLI11::CLI11 ft_warnings)
+include(GNUInstallDirs)
+install(TARGETS facetrace-mpi RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+
+if(FT_BUILD_TESTS)
+  # Open MPI 4 takes --oversubscribe (5.x: --map-by :OVERSUBSCRIBE); a semicolon list, passed before the program.
+  set(FT_MPIEXEC_PREFLAGS "--oversubscribe" CACHE STRING "mpiexec flags of the mpi tests (before the program)")
+  ft_add_test(mpi_farm_test mpi SOURCES tests/mpi/mpi_farm_test.cpp LIBS ft_tracer ft_runtime)
+  target_compile_definitions(mpi_farm_test PRIVATE FT_FACETRACE_MPI_EXE="$<TARGET_FILE:facetrace-mpi>"
+                             FT_MPIEXEC="${MPIEXEC_EXECUTABLE}" FT_MPIEXEC_NUMPROC_FLAG="${MPIEXEC_NUMPROC_FLAG}"
+                             FT_MPIEXEC_PREFLAGS="${FT_MPIEXEC_PREFLAGS}")
+  add_dependencies(mpi_farm_test facetrace-mpi)
+endif()
