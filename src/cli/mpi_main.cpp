@@ -63,7 +63,8 @@ enum class MergeMode { kCanonical, kReduce };
 
 /// The node-local rank as the launcher publishes it before MPI_Init (Open MPI, Slurm, MPICH/Hydra, PMI).
 std::optional<int> local_rank_from_env() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}) {
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') continue;
     char* end = nullptr;
@@ -130,7 +131,8 @@ std::optional<farm::Job> load_job(const World& w, const std::string& path, int& 
   root = id;
   MPI_Bcast(&root, sizeof root, MPI_BYTE, 0, MPI_COMM_WORLD);
   mine = std::memcmp(&root, &id, sizeof id) == 0 ? kExitOk : kExitInvalidJob;
-  if (mine != kExitOk) say(w, "%s differs from rank 0's copy (scene, spp, unit_samples or size)", path.c_str());
+  if (mine != kExitOk)
+    say(w, "%s differs from rank 0's copy (scene, spp, unit_samples or size)", path.c_str());
   if ((code = agree(mine)) != kExitOk) return std::nullopt;
   if (Status tier = tracer::tier_features(job->scene).status(); !tier.ok()) {
     if (w.root()) say(w, "not supported: %s", tier.what().c_str());
@@ -151,7 +153,8 @@ struct StoredUnit {
 
 /// Rank 0: every unit of this job already in `dir` (same build, scene hash, size, K, spp), CRC-checked. Other jobs'
 /// partials are left alone; a corrupt unit is reported and rendered again.
-std::map<std::uint64_t, StoredUnit> scan_checkpoint(const World& w, const farm::Job& job, const std::string& dir) {
+std::map<std::uint64_t, StoredUnit> scan_checkpoint(const World& w, const farm::Job& job,
+                                                    const std::string& dir) {
   std::map<std::uint64_t, StoredUnit> found;
   std::error_code ec;
   std::vector<std::string> paths;
@@ -175,8 +178,8 @@ std::map<std::uint64_t, StoredUnit> scan_checkpoint(const World& w, const farm::
     for (std::size_t i = 0; i < h->units.size(); ++i) {
       const farm::UnitEntry& e = h->units[i];
       if (found.count(e.unit)) {
-        say(w, "checkpoint: unit %llu is in %s and %s; using the first", static_cast<unsigned long long>(e.unit),
-            found[e.unit].path.c_str(), p.c_str());
+        say(w, "checkpoint: unit %llu is in %s and %s; using the first",
+            static_cast<unsigned long long>(e.unit), found[e.unit].path.c_str(), p.c_str());
         continue;
       }
       if (auto data = farm::read_partial_unit(p, *h, i); !data.ok()) {
@@ -385,7 +388,8 @@ int write_outputs(const World& w, const Args& a, const farm::MergedFilm& merged)
 /// The units this rank renders (ascending): missing[i] for i ≡ rank (mod size).
 std::vector<std::uint64_t> my_units(const World& w, const std::vector<std::uint64_t>& missing) {
   std::vector<std::uint64_t> mine;
-  for (std::size_t i = static_cast<std::size_t>(w.rank); i < missing.size(); i += static_cast<std::size_t>(w.size))
+  for (std::size_t i = static_cast<std::size_t>(w.rank); i < missing.size();
+       i += static_cast<std::size_t>(w.size))
     mine.push_back(missing[i]);
   return mine;
 }
@@ -395,9 +399,9 @@ std::vector<std::uint64_t> my_units(const World& w, const std::vector<std::uint6
 /// sender's messages in order, so the next one from the owner is that unit), reading checkpointed ones back.
 /// Returns this rank's code; on rank 0 with code 0, `out` is the merged film.
 int run_canonical(const World& w, const farm::Job& job, const std::vector<std::uint64_t>& missing,
-                  const std::map<std::uint64_t, StoredUnit>& stored, UnitRenderer& renderer, Checkpoint& checkpoint,
-                  std::optional<farm::MergedFilm>& out, bool quiet) {
-  const std::size_t floats = job.scene.pixels() * 3;
+                  const std::map<std::uint64_t, StoredUnit>& stored, UnitRenderer& renderer,
+                  Checkpoint& checkpoint, std::optional<farm::MergedFilm>& out, bool quiet) {
+  const std::size_t floats = std::size_t{job.scene.width} * job.scene.height * 3;
   const std::size_t bytes = sizeof(UnitMessage) + floats * sizeof(float);
   if (!w.root()) {
     std::vector<std::uint8_t> buf(bytes);
@@ -471,8 +475,8 @@ int run_canonical(const World& w, const farm::Job& job, const std::vector<std::u
           continue;
         }
         if (m.unit != u) {
-          say(w, "rank %d sent unit %llu where unit %llu was due", from, static_cast<unsigned long long>(m.unit),
-              static_cast<unsigned long long>(u));
+          say(w, "rank %d sent unit %llu where unit %llu was due", from,
+              static_cast<unsigned long long>(m.unit), static_cast<unsigned long long>(u));
           MPI_Abort(MPI_COMM_WORLD, kExitFailure);
         }
         if (code != kExitOk) continue;
@@ -493,8 +497,8 @@ int run_canonical(const World& w, const farm::Job& job, const std::vector<std::u
 /// reduce: every rank adds its units in ascending order into its own f64 film (rank 0 also the checkpointed ones,
 /// merged into that order), then one MPI_Reduce(MPI_SUM) in slices of at most 2^31 − 1 doubles.
 int run_reduce(const World& w, const farm::Job& job, const std::vector<std::uint64_t>& missing,
-               const std::map<std::uint64_t, StoredUnit>& stored, UnitRenderer& renderer, Checkpoint& checkpoint,
-               std::optional<farm::MergedFilm>& out) {
+               const std::map<std::uint64_t, StoredUnit>& stored, UnitRenderer& renderer,
+               Checkpoint& checkpoint, std::optional<farm::MergedFilm>& out) {
   std::vector<std::uint64_t> units = my_units(w, missing);
   if (w.root())
     for (const auto& [u, s] : stored) units.push_back(u);
@@ -513,7 +517,8 @@ int run_reduce(const World& w, const farm::Job& job, const std::vector<std::uint
         break;
       }
       (void)acc.add(u, data->data(), data->size());
-      tally.add(s->second.entry.samples, s->second.entry.nonfinite, s->second.entry.backend, s->second.entry.seconds);
+      tally.add(s->second.entry.samples, s->second.entry.nonfinite, s->second.entry.backend,
+                s->second.entry.seconds);
       continue;
     }
     auto r = renderer.render(u);
@@ -606,7 +611,9 @@ int run(const Args& a, CancelOnSignals& signals) {
     }
   }
   if (w.root() && !a.quiet)
-    say(w, "%s: %ux%u, %llu spp in %llu units of %u samples; %zu checkpointed, %zu to render on %d rank(s), %s merge",
+    say(w,
+        "%s: %ux%u, %llu spp in %llu units of %u samples; %zu checkpointed, %zu to render on %d rank(s), %s "
+        "merge",
         job->name.c_str(), job->scene.width, job->scene.height, static_cast<unsigned long long>(job->spp),
         static_cast<unsigned long long>(farm::unit_count(*job)), job->unit_samples, done_units.size(),
         missing.size(), w.size, mode == MergeMode::kReduce ? "reduce" : "canonical");
@@ -620,28 +627,33 @@ int run(const Args& a, CancelOnSignals& signals) {
   Checkpoint checkpoint(w, *job, a.checkpoint, static_cast<std::uint32_t>(my_units(w, missing).size()));
 
   std::optional<farm::MergedFilm> merged;
-  code = mode == MergeMode::kReduce ? run_reduce(w, *job, missing, stored, renderer, checkpoint, merged)
-                                    : run_canonical(w, *job, missing, stored, renderer, checkpoint, merged, a.quiet);
+  code = mode == MergeMode::kReduce
+             ? run_reduce(w, *job, missing, stored, renderer, checkpoint, merged)
+             : run_canonical(w, *job, missing, stored, renderer, checkpoint, merged, a.quiet);
   code = agree(code);
   if (code == kExitOk && w.root()) {
     code = write_outputs(w, a, *merged);
     if (code == kExitOk && !a.quiet) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double paths = static_cast<double>(job->scene.pixels()) * static_cast<double>(merged->samples);
-      std::printf("merged %llu units (%llu spp; %llu gpu, %llu cpu, %llu gpu+cpu) from %d rank(s) in %.2f s: "
-                  "%.2f M paths/s, %llu non-finite\n",
-                  static_cast<unsigned long long>(merged->units_merged),
-                  static_cast<unsigned long long>(merged->samples), static_cast<unsigned long long>(merged->gpu_units),
-                  static_cast<unsigned long long>(merged->cpu_units),
-                  static_cast<unsigned long long>(merged->mixed_units), w.size, s, paths / s / 1e6,
-                  static_cast<unsigned long long>(merged->nonfinite));
+      const double paths =
+          static_cast<double>(job->scene.width) * job->scene.height * static_cast<double>(merged->samples);
+      std::printf(
+          "merged %llu units (%llu spp; %llu gpu, %llu cpu, %llu gpu+cpu) from %d rank(s) in %.2f s: "
+          "%.2f M paths/s, %llu non-finite\n",
+          static_cast<unsigned long long>(merged->units_merged),
+          static_cast<unsigned long long>(merged->samples),
+          static_cast<unsigned long long>(merged->gpu_units),
+          static_cast<unsigned long long>(merged->cpu_units),
+          static_cast<unsigned long long>(merged->mixed_units), w.size, s, paths / s / 1e6,
+          static_cast<unsigned long long>(merged->nonfinite));
     }
   }
   MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);  // rank 0's output failure is everyone's
   if (code != kExitOk && w.root())
-    say(w, "%s", code == kExitGpuUnavailable ? "stopped: a rank's GPU is unavailable or lost (exit 43)"
-                 : code >= 128              ? "interrupted; finished units are in the checkpoint partials"
-                                            : "failed; nothing merged");
+    say(w, "%s",
+        code == kExitGpuUnavailable ? "stopped: a rank's GPU is unavailable or lost (exit 43)"
+        : code >= 128               ? "interrupted; finished units are in the checkpoint partials"
+                                    : "failed; nothing merged");
   return code;
 }
 
@@ -651,20 +663,29 @@ int run(const Args& a, CancelOnSignals& signals) {
 int main(int argc, char** argv) {
   using namespace facetrace::cli;
   facetrace::core::init_logging_from_env();
-  CLI::App app{"facetrace-mpi: renders a farm job's work units over MPI ranks and merges them (docs/farm.md)"};
+  CLI::App app{
+      "facetrace-mpi: renders a farm job's work units over MPI ranks and merges them (docs/farm.md)"};
   app.require_subcommand(1);
   Args a;
-  auto* render = app.add_subcommand("render", "Render every unit of JOB over the ranks; rank 0 writes the merge");
-  render->add_option("job", a.job, "job file (JSON: docs/farm.md \"Job file\")")->required()->type_name("JOB");
+  auto* render =
+      app.add_subcommand("render", "Render every unit of JOB over the ranks; rank 0 writes the merge");
+  render->add_option("job", a.job, "job file (JSON: docs/farm.md \"Job file\")")
+      ->required()
+      ->type_name("JOB");
   render->add_option("--backend", a.backend, "auto | cpu | gpu (default auto)")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
-  render->add_option("--merge", a.merge, "canonical (bit-identical for any rank count; default) | reduce (faster)")
+  render
+      ->add_option("--merge", a.merge,
+                   "canonical (bit-identical for any rank count; default) | reduce (faster)")
       ->check(CLI::IsMember({"canonical", "reduce"}));
-  render->add_option("--checkpoint", a.checkpoint,
-                     "folder of partials: each rank appends its finished units; a rerun renders only the missing")
+  render
+      ->add_option(
+          "--checkpoint", a.checkpoint,
+          "folder of partials: each rank appends its finished units; a rerun renders only the missing")
       ->type_name("DIR");
-  render->add_flag("--cpu-fallback", a.cpu_fallback,
-                   "--backend=gpu: a rank whose GPU is unavailable or lost continues on the CPU (else exit 43)");
+  render->add_flag(
+      "--cpu-fallback", a.cpu_fallback,
+      "--backend=gpu: a rank whose GPU is unavailable or lost continues on the CPU (else exit 43)");
   render->add_option("--png", a.png, "tone-mapped PNG (default <job name>.png unless --exr or --sums)")
       ->type_name("FILE");
   render->add_option("--exr", a.exr, "EXR of the merged linear XYZ sums")->type_name("FILE");

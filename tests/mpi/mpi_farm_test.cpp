@@ -126,8 +126,10 @@ Run wait_for(const std::string& dir, pid_t pid) {
   Run r;
   int status = 0;
   if (pid > 0 && ::waitpid(pid, &status, 0) == pid) {
-    if (WIFEXITED(status)) r.rc = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status)) r.rc = 128 + WTERMSIG(status);
+    if (WIFEXITED(status))
+      r.rc = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      r.rc = 128 + WTERMSIG(status);
   }
   r.err = slurp(dir + "/err.txt");
   return r;
@@ -244,7 +246,8 @@ TEST(MpiFarm, sigterm_flushes_finished_units_exits_143_and_the_rerun_completes_t
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (fs::is_directory(d + "/parts"))
       for (const auto& e : fs::directory_iterator(d + "/parts"))
-        if (e.path().extension() == ".ftp" && fs::file_size(e.path()) > 12u * spec.width * spec.height) started = true;
+        if (e.path().extension() == ".ftp" && fs::file_size(e.path()) > 12u * spec.width * spec.height)
+          started = true;
   }
   ASSERT_TRUE(started) << "no unit was checkpointed within 30 s";
   ::kill(pid, SIGTERM);
@@ -259,8 +262,9 @@ TEST(MpiFarm, sigterm_flushes_finished_units_exits_143_and_the_rerun_completes_t
 }
 
 TEST(MpiFarm, an_invalid_job_exits_42_on_every_rank) {
-  const std::string d = fresh_dir("badjob", "{\"name\": \"mpitest\", \"scene\": \"builtin:diamond\", \"spp\": 0, "
-                                            "\"unit_samples\": 8}");
+  const std::string d = fresh_dir("badjob",
+                                  "{\"name\": \"mpitest\", \"scene\": \"builtin:diamond\", \"spp\": 0, "
+                                  "\"unit_samples\": 8}");
   const Run r = mpi(d, 2, {"--backend=cpu", "--quiet"});
   EXPECT_EQ(r.rc, 42) << describe(r);
   EXPECT_NE(r.err.find("spp"), std::string::npos) << describe(r);
