@@ -290,6 +290,13 @@ class Checkpoint {
     if (dir_.empty()) return kExitOk;
     if (!writer_) {
       auto opened = farm::PartialWriter::open(dir_, job_, unit.unit, capacity_);
+      if (!opened.ok() && holds_nothing(unit.unit)) {
+        // An earlier run's rank started here and finished nothing (this unit is missing): its empty file may be
+        // too small for this run's share; replace it.
+        std::error_code ec;
+        fs::remove(fs::path(dir_) / farm::partial_file_name(job_.name, unit.unit), ec);
+        opened = farm::PartialWriter::open(dir_, job_, unit.unit, capacity_);
+      }
       if (!opened.ok()) {
         say(w_, "--checkpoint: %s", opened.status().what().c_str());
         return kExitFailure;
@@ -304,6 +311,14 @@ class Checkpoint {
   }
 
  private:
+  /// True when `dir_` holds this job's partial named after `first_unit` with no unit in it.
+  bool holds_nothing(std::uint64_t first_unit) const {
+    const auto h =
+        farm::read_partial_header((fs::path(dir_) / farm::partial_file_name(job_.name, first_unit)).string());
+    return h.ok() && h->units.empty() && h->scene_sha256 == job_.scene_sha256 &&
+           h->build_id == farm::build_id();
+  }
+
   const World& w_;
   const farm::Job& job_;
   std::string dir_;
@@ -381,6 +396,19 @@ int write_outputs(const World& w, const Args& a, const farm::MergedFilm& merged)
   if (!a.quiet)
     for (const auto& p : wrote) std::printf("wrote %s\n", p.c_str());
   return kExitOk;
+}
+
+/// Empty when `path` can be written: not a directory, in an existing writable directory; else why not.
+std::string unwritable(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return path + " is a directory";
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    return "cannot write " + path + ": directory " + dir.string() + " does not exist";
+  if (::access(dir.c_str(), W_OK) != 0)
+    return "cannot write " + path + ": directory " + dir.string() + " is not writable";
+  return {};
 }
 
 // ---- the two merges -------------------------------------------------------------------------------------------
@@ -582,9 +610,19 @@ int run(const Args& a, CancelOnSignals& signals) {
   std::optional<farm::Job> job = load_job(w, a.job, code);
   if (!job) return code;
 
+  // Rank 0's outputs must be writable before anything is rendered.
+  int mine = kExitOk;
+  if (w.root())
+    for (const std::string* out : {&a.png, &a.exr, &a.sums})
+      if (!out->empty())
+        if (std::string why = unwritable(*out); !why.empty()) {
+          say(w, "%s", why.c_str());
+          mine = kExitBadInput;
+        }
+  if ((code = agree(mine)) != kExitOk) return code;
+
   // The checkpointed units (rank 0 reads the folder), then who renders what.
   std::map<std::uint64_t, StoredUnit> stored;
-  int mine = kExitOk;
   if (!a.checkpoint.empty()) {
     std::error_code ec;
     fs::create_directories(a.checkpoint, ec);
