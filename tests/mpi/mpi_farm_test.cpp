@@ -81,7 +81,7 @@ Sums read_sums(const std::string& path) {
   return s;
 }
 
-struct Run {
+struct ProcessRun {
   int rc = -1;
   std::string err;
 };
@@ -122,8 +122,8 @@ pid_t spawn(const std::string& dir, const std::vector<std::string>& args) {
   return pid;
 }
 
-Run wait_for(const std::string& dir, pid_t pid) {
-  Run r;
+ProcessRun wait_for(const std::string& dir, pid_t pid) {
+  ProcessRun r;
   int status = 0;
   if (pid > 0 && ::waitpid(pid, &status, 0) == pid) {
     if (WIFEXITED(status))
@@ -137,7 +137,7 @@ Run wait_for(const std::string& dir, pid_t pid) {
 
 /// `mpirun -np N [preflags] facetrace-mpi render job.json args...` in `dir`; N = 0 runs the binary directly
 /// (an MPI singleton).
-Run mpi(const std::string& dir, int np, const std::vector<std::string>& args) {
+ProcessRun mpi(const std::string& dir, int np, const std::vector<std::string>& args) {
   std::vector<std::string> argv;
   if (np > 0) {
     argv = {FT_MPIEXEC, FT_MPIEXEC_NUMPROC_FLAG, std::to_string(np)};
@@ -157,7 +157,7 @@ Run mpi(const std::string& dir, int np, const std::vector<std::string>& args) {
   return wait_for(dir, spawn(dir, argv));
 }
 
-std::string describe(const Run& r) { return "exit " + std::to_string(r.rc) + "\nstderr:\n" + r.err; }
+std::string describe(const ProcessRun& r) { return "exit " + std::to_string(r.rc) + "\nstderr:\n" + r.err; }
 
 void expect_bit_identical(const std::vector<double>& want, const Sums& got, const std::string& what,
                           const JobSpec& j = {}) {
@@ -181,7 +181,7 @@ TEST(MpiFarm, canonical_merge_is_bit_identical_to_one_process_for_1_2_and_4_rank
   const std::vector<double> want = reference_sums();
   for (int np : {1, 2, 4}) {
     const std::string d = fresh_dir("canonical" + std::to_string(np));
-    const Run r = mpi(d, np, {"--backend=cpu", "--merge=canonical", "--sums", "out.ftsum", "--quiet"});
+    const ProcessRun r = mpi(d, np, {"--backend=cpu", "--merge=canonical", "--sums", "out.ftsum", "--quiet"});
     ASSERT_EQ(r.rc, 0) << "np " << np << ": " << describe(r);
     const Sums s = read_sums(d + "/out.ftsum");
     EXPECT_EQ(s.samples, JobSpec{}.spp) << "np " << np;
@@ -193,7 +193,7 @@ TEST(MpiFarm, reduce_merge_agrees_to_1e_12_relative) {
   const std::vector<double> want = reference_sums();
   for (int np : {2, 4}) {
     const std::string d = fresh_dir("reduce" + std::to_string(np));
-    const Run r = mpi(d, np, {"--backend=cpu", "--merge=reduce", "--sums", "out.ftsum", "--quiet"});
+    const ProcessRun r = mpi(d, np, {"--backend=cpu", "--merge=reduce", "--sums", "out.ftsum", "--quiet"});
     ASSERT_EQ(r.rc, 0) << "np " << np << ": " << describe(r);
     const Sums s = read_sums(d + "/out.ftsum");
     EXPECT_EQ(s.samples, JobSpec{}.spp);
@@ -209,7 +209,7 @@ TEST(MpiFarm, reduce_merge_agrees_to_1e_12_relative) {
 
 TEST(MpiFarm, png_and_exr_outputs_are_written_by_rank_0) {
   const std::string d = fresh_dir("outputs");
-  const Run r = mpi(d, 2, {"--backend=cpu", "--png", "frame.png", "--exr", "sums.exr", "--quiet"});
+  const ProcessRun r = mpi(d, 2, {"--backend=cpu", "--png", "frame.png", "--exr", "sums.exr", "--quiet"});
   ASSERT_EQ(r.rc, 0) << describe(r);
   EXPECT_GT(fs::file_size(d + "/frame.png"), 100u);
   EXPECT_GT(fs::file_size(d + "/sums.exr"), 100u);
@@ -218,7 +218,7 @@ TEST(MpiFarm, png_and_exr_outputs_are_written_by_rank_0) {
 TEST(MpiFarm, checkpoint_partials_let_a_rerun_render_nothing_and_merge_the_same_bits) {
   const std::vector<double> want = reference_sums();
   const std::string d = fresh_dir("checkpoint");
-  Run r = mpi(d, 2, {"--backend=cpu", "--checkpoint", "parts", "--sums", "a.ftsum"});
+  ProcessRun r = mpi(d, 2, {"--backend=cpu", "--checkpoint", "parts", "--sums", "a.ftsum"});
   ASSERT_EQ(r.rc, 0) << describe(r);
   EXPECT_EQ(count_partials(d + "/parts"), 2u) << "one partial per rank that rendered";
   expect_bit_identical(want, read_sums(d + "/a.ftsum"), "first run");
@@ -234,8 +234,8 @@ TEST(MpiFarm, checkpoint_partials_let_a_rerun_render_nothing_and_merge_the_same_
 }
 
 TEST(MpiFarm, sigterm_flushes_finished_units_exits_143_and_the_rerun_completes_the_same_bits) {
-  // A job long enough to be interrupted on one CPU thread: 40 units of 16 samples at 128×96.
-  const JobSpec spec{128, 96, 640, 16};
+  // A job long enough to be interrupted on one CPU thread: 20 units of 16 samples at 64×48.
+  const JobSpec spec{64, 48, 320, 16};
   const std::string d = fresh_dir("sigterm", job_json(spec));
   // An MPI singleton (no mpirun): the signal reaches the rank itself, as from Slurm or a container runtime.
   const pid_t pid = spawn(d, {FT_FACETRACE_MPI_EXE, "render", "job.json", "--backend=cpu", "--threads", "1",
@@ -251,7 +251,7 @@ TEST(MpiFarm, sigterm_flushes_finished_units_exits_143_and_the_rerun_completes_t
   }
   ASSERT_TRUE(started) << "no unit was checkpointed within 30 s";
   ::kill(pid, SIGTERM);
-  Run r = wait_for(d, pid);
+  ProcessRun r = wait_for(d, pid);
   if (r.rc == 0) GTEST_SKIP() << "the render finished before SIGTERM arrived";
   EXPECT_EQ(r.rc, 143) << describe(r);
   EXPECT_FALSE(fs::exists(d + "/a.ftsum")) << "an interrupted run writes no merge";
@@ -265,7 +265,7 @@ TEST(MpiFarm, an_invalid_job_exits_42_on_every_rank) {
   const std::string d = fresh_dir("badjob",
                                   "{\"name\": \"mpitest\", \"scene\": \"builtin:diamond\", \"spp\": 0, "
                                   "\"unit_samples\": 8}");
-  const Run r = mpi(d, 2, {"--backend=cpu", "--quiet"});
+  const ProcessRun r = mpi(d, 2, {"--backend=cpu", "--quiet"});
   EXPECT_EQ(r.rc, 42) << describe(r);
   EXPECT_NE(r.err.find("spp"), std::string::npos) << describe(r);
 }
@@ -280,7 +280,7 @@ TEST(MpiFarm, gpu_required_without_a_gpu_exits_43_and_cpu_fallback_renders_the_s
   if (!facetrace::runtime::gpu_unavailable_reason())
     GTEST_SKIP() << "this host has a usable GPU; the test is about hosts without one";
   const std::string d = fresh_dir("nogpu");
-  Run r = mpi(d, 2, {"--backend=gpu", "--sums", "a.ftsum", "--quiet"});
+  ProcessRun r = mpi(d, 2, {"--backend=gpu", "--sums", "a.ftsum", "--quiet"});
   EXPECT_EQ(r.rc, 43) << describe(r);
   EXPECT_FALSE(fs::exists(d + "/a.ftsum"));
   r = mpi(d, 2, {"--backend=gpu", "--cpu-fallback", "--sums", "b.ftsum", "--quiet"});
