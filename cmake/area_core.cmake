@@ -9,7 +9,8 @@ add_library(ft_core STATIC
   src/core/env.cpp
   src/core/parallel.cpp
   src/core/image.cpp
-  src/core/file.cpp)
+  src/core/file.cpp
+  src/core/sha256.cpp)
 target_include_directories(ft_core PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/core)
 target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt PNG::PNG JPEG::JPEG ft_warnings)
 target_compile_features(ft_core PUBLIC cxx_std_20)
@@ -26,6 +27,7 @@ if(FT_BUILD_TESTS)
   target_link_libraries(ft_test_support PUBLIC ft_core_internal GTest::gtest PRIVATE spdlog::spdlog)
   # core_image_test makes its inputs with libjpeg's and libpng's encoders
   ft_add_test(core_test cpu SOURCES tests/unit/core_test.cpp tests/unit/core_image_test.cpp
+              tests/unit/core_file_test.cpp
               LIBS ft_core JPEG::JPEG PNG::PNG)
 endif()
 

@@ -21,7 +21,6 @@ add_library(ft_faces STATIC
   src/faces/cpu/cpu_features.cpp
   src/faces/cpu/profile.cpp
   src/faces/models/net.cpp
-  src/faces/models/sha256.cpp
   src/faces/models/detector.cpp
   src/faces/models/align.cpp
   src/faces/models/embedder.cpp)
