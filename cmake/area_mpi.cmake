@@ -19,16 +19,26 @@ endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
 add_executable(facetrace-mpi src/cli/mpi_main.cpp)
 target_include_directories(facetrace-mpi PRIVATE ${PROJECT_SOURCE_DIR}/src/cli)
-target_link_libraries(facetrace-mpi PRIVATE ft_cli_support ft_farm ft_core ft_tracer ft_tracer_io ft_render MPI::MPI_CXX
-                      CLI11::CLI11 ft_warnings)
+target_link_libraries(facetrace-mpi PRIVATE ft_cli_support ft_farm ft_core ft_tracer ft_tracer_io ft_render
+                      MPI::MPI_CXX CLI11::CLI11 ft_warnings)
 # The C API only: the deprecated C++ bindings' headers warn under -Wextra.
 target_compile_definitions(facetrace-mpi PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 include(GNUInstallDirs)
 install(TARGETS facetrace-mpi RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 
 if(FT_BUILD_TESTS)
-  # Open MPI 4 takes --oversubscribe (5.x: --map-by :OVERSUBSCRIBE); a semicolon list, passed before the program.
-  set(FT_MPIEXEC_PREFLAGS "--oversubscribe" CACHE STRING "mpiexec flags of the mpi tests (before the program)")
+  # More ranks than cores: Open MPI 4 takes --oversubscribe, 5.x --map-by :OVERSUBSCRIBE, MPICH needs nothing.
+  # A semicolon list, passed before the program.
+  set(ft_oversubscribe "")
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE ft_mpiexec_version ERROR_QUIET
+                  TIMEOUT 20)
+  if(ft_mpiexec_version MATCHES "Open MPI\\) ([0-9]+)\\.")
+    set(ft_oversubscribe "--oversubscribe")
+    if(CMAKE_MATCH_1 GREATER_EQUAL 5)
+      set(ft_oversubscribe "--map-by;:OVERSUBSCRIBE")
+    endif()
+  endif()
+  set(FT_MPIEXEC_PREFLAGS "${ft_oversubscribe}" CACHE STRING "mpiexec flags of the mpi tests (before the program)")
   ft_add_test(mpi_farm_test mpi SOURCES tests/mpi/mpi_farm_test.cpp LIBS ft_tracer ft_runtime)
   target_compile_definitions(mpi_farm_test PRIVATE FT_FACETRACE_MPI_EXE="$<TARGET_FILE:facetrace-mpi>"
                              FT_MPIEXEC="${MPIEXEC_EXECUTABLE}" FT_MPIEXEC_NUMPROC_FLAG="${MPIEXEC_NUMPROC_FLAG}"
