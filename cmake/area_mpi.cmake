@@ -44,4 +44,11 @@ if(FT_BUILD_TESTS)
                              FT_MPIEXEC="${MPIEXEC_EXECUTABLE}" FT_MPIEXEC_NUMPROC_FLAG="${MPIEXEC_NUMPROC_FLAG}"
                              FT_MPIEXEC_PREFLAGS="${FT_MPIEXEC_PREFLAGS}")
   add_dependencies(mpi_farm_test facetrace-mpi)
+  if(FT_ENABLE_CUDA)  # the same binary on a GPU (skipped without one): label gpu
+    ft_add_test(mpi_farm_gpu_test gpu SOURCES tests/mpi/mpi_farm_gpu_test.cpp LIBS ft_tracer ft_runtime)
+    target_compile_definitions(mpi_farm_gpu_test PRIVATE FT_FACETRACE_MPI_EXE="$<TARGET_FILE:facetrace-mpi>"
+                               FT_MPIEXEC="${MPIEXEC_EXECUTABLE}" FT_MPIEXEC_NUMPROC_FLAG="${MPIEXEC_NUMPROC_FLAG}"
+                               FT_MPIEXEC_PREFLAGS="${FT_MPIEXEC_PREFLAGS}")
+    add_dependencies(mpi_farm_gpu_test facetrace-mpi facetrace-gpud)
+  endif()
 endif()

@@ -33,6 +33,9 @@
 
 #include "exit_codes.h"
 #include "facetrace/core/logging.h"
+#include "facetrace/runtime/executor.h"
+#include "facetrace/runtime/recovery_policy.h"
+#include "facetrace/runtime/testing/fault.h"
 #include "facetrace/tracer/farm.h"
 #include "facetrace/tracer/output.h"
 #include "facetrace/tracer/renderer.h"
@@ -242,34 +245,85 @@ class UnitRenderer {
     return true;
   }
 
-  /// The unit, or nullopt when the rank stops (code() then says why).
+  /// The unit, or nullopt when the rank stops (code() then says why). With --backend=gpu and no --cpu-fallback
+  /// only units rendered wholly on the GPU are kept: a unit during which the device was lost is redone from its
+  /// start once the runtime has replaced the GPU child (farm.md §3), waiting out the recovery cool-down; when the
+  /// replacement is refused, or a request is declined for another reason, the rank stops (43, resp. 1).
   std::optional<farm::UnitResult> render(std::uint64_t unit) {
-    if (signals_.cancelled()) return stop(signals_.exit_code());
-    auto r = farm::render_unit(job_, unit, options_);
-    if (!r.ok()) {
-      if (r.status().code() == Code::kCancelled || signals_.cancelled()) return stop(signals_.exit_code());
-      say(w_, "unit %llu: %s", static_cast<unsigned long long>(unit), r.status().what().c_str());
-      return stop(r.status().code() == Code::kInvalidArgument ? kExitInvalidJob : kExitFailure);
-    }
-    if (a_.backend == "gpu" && !a_.cpu_fallback && options_.device != tracer::RenderDevice::kCpu &&
-        r->backend != farm::UnitBackend::kGpu) {
+    const bool strict =
+        a_.backend == "gpu" && !a_.cpu_fallback && options_.device != tracer::RenderDevice::kCpu;
+    for (int attempt = 1;; ++attempt) {
+      if (signals_.cancelled()) return stop(signals_.exit_code());
+      if (strict && !wait_for_gpu(unit)) return std::nullopt;
+      inject_test_fault(unit);
       auto& gpu = tracer::shared_gpu_backend();
-      const bool lost = gpu.is_lost() || gpu.last_lost_reason().has_value();
-      say(w_, "unit %llu: %u GPU requests declined%s%s; not kept (no --cpu-fallback)",
-          static_cast<unsigned long long>(unit), r->report.declined, lost ? ", device lost: " : "",
-          lost ? gpu.last_lost_reason().value_or("").c_str() : "");
-      return stop(lost ? kExitGpuUnavailable : kExitFailure);
+      const std::uint64_t recoveries = gpu.recoveries();
+      const std::optional<std::string> lost_before = gpu.last_lost_reason();
+      auto r = farm::render_unit(job_, unit, options_);
+      if (!r.ok()) {
+        if (r.status().code() == Code::kCancelled || signals_.cancelled()) return stop(signals_.exit_code());
+        say(w_, "unit %llu: %s", static_cast<unsigned long long>(unit), r.status().what().c_str());
+        return stop(r.status().code() == Code::kInvalidArgument ? kExitInvalidJob : kExitFailure);
+      }
+      if (!strict || r->backend == farm::UnitBackend::kGpu) return std::move(r).value();
+      const bool lost =
+          gpu.is_lost() || gpu.recoveries() != recoveries || gpu.last_lost_reason() != lost_before;
+      if (!lost) {
+        say(w_, "unit %llu: %u GPU requests declined (not a device loss); not kept (no --cpu-fallback)",
+            static_cast<unsigned long long>(unit), r->report.declined);
+        return stop(kExitFailure);
+      }
+      if (attempt >= kMaxAttempts) {
+        say(w_, "unit %llu: the device was lost in %d attempts (%s); stopping (no --cpu-fallback)",
+            static_cast<unsigned long long>(unit), attempt, gpu.last_lost_reason().value_or("?").c_str());
+        return stop(kExitGpuUnavailable);
+      }
+      say(w_, "unit %llu: device lost (%s); redoing the unit on the GPU once the runtime has replaced it",
+          static_cast<unsigned long long>(unit), gpu.last_lost_reason().value_or("?").c_str());
     }
-    return std::move(r).value();
   }
 
   int code() const { return code_; }
 
  private:
+  static constexpr int kMaxAttempts = 3;  ///< renders of one unit that may end in a device loss
+
   std::optional<farm::UnitResult> stop(int code) {
     code_ = code;
     return std::nullopt;
   }
+
+  /// True when the GPU is usable: at once, or after the runtime replaced a lost child within the cool-down
+  /// (FACETRACE_GPU_COOLDOWN_S) plus a margin. False (code 43, or the signal's) otherwise.
+  bool wait_for_gpu(std::uint64_t unit) {
+    auto& gpu = tracer::shared_gpu_backend();
+    if (!gpu.is_lost()) return true;
+    const auto limit = runtime::RecoveryConfig::from_env().cool_down + std::chrono::seconds(15);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < limit) {
+      if (gpu.try_recover()) return true;
+      if (signals_.wait_for(std::chrono::milliseconds(500))) {
+        code_ = signals_.exit_code();
+        return false;
+      }
+    }
+    say(w_, "unit %llu: the GPU was lost (%s) and not replaced within %.0f s; stopping (no --cpu-fallback)",
+        static_cast<unsigned long long>(unit), gpu.last_lost_reason().value_or("?").c_str(), limit.count());
+    code_ = kExitGpuUnavailable;
+    return false;
+  }
+
+  /// Test seam (tests/gpu/mpi_gpu_loss_test.sh): FACETRACE_MPI_TEST_FAULT_UNIT=U makes the GPU child fault
+  /// (a real illegal-address kernel) just before this rank's first render of unit U.
+  void inject_test_fault(std::uint64_t unit) {
+    static const char* at = std::getenv("FACETRACE_MPI_TEST_FAULT_UNIT");
+    if (at == nullptr || faulted_ || std::strtoull(at, nullptr, 10) != unit) return;
+    faulted_ = true;
+    if (runtime::Executor* ex = tracer::shared_gpu_backend().executor())
+      (void)ex->inject_fault(runtime::FaultKind::kIllegalAddress);
+  }
+
+  bool faulted_ = false;
 
   const World& w_;
   const farm::Job& job_;
@@ -380,6 +434,8 @@ int write_outputs(const World& w, const Args& a, const farm::MergedFilm& merged)
     info.samples = merged.samples;
     info.nonfinite = merged.nonfinite;
     info.scene_json = merged.scene_json;
+    info.render_seconds = merged.unit_seconds;
+    info.build = merged.build_id;
     if (Status st = tracer::write_exr(a.exr, film, info); !st.ok()) {
       say(w, "%s", st.what().c_str());
       return kExitFailure;
