@@ -469,6 +469,13 @@ std::string unwritable(const std::string& path) {
 
 // ---- the two merges -------------------------------------------------------------------------------------------
 
+/// A unit that does not fit the film (cannot happen with one job on every rank): the job ends.
+int internal_failure(const World& w, const Status& st) {
+  say(w, "internal error: %s", st.what().c_str());
+  MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+  return kExitFailure;
+}
+
 /// The units this rank renders (ascending): missing[i] for i ≡ rank (mod size).
 std::vector<std::uint64_t> my_units(const World& w, const std::vector<std::uint64_t>& missing) {
   std::vector<std::uint64_t> mine;
@@ -532,13 +539,14 @@ int run_canonical(const World& w, const farm::Job& job, const std::vector<std::u
         continue;
       }
       const farm::UnitEntry& e = s->second.entry;
-      (void)acc.add(u, data->data(), data->size());
+      if (Status st = acc.add(u, data->data(), data->size()); !st.ok()) return internal_failure(w, st);
       tally.add(e.samples, e.nonfinite, e.backend, e.seconds);
     } else {
       const int from = owner.at(u);
       if (stopped[static_cast<std::size_t>(from)]) continue;
       if (from == 0) {
-        if (code != kExitOk) continue;  // rank 0 itself stopped: it keeps receiving so nobody blocks
+        if (code != kExitOk)
+          continue;  // the merge failed already: rank 0 only keeps receiving, so nobody blocks
         auto r = renderer.render(u);
         int c = r ? checkpoint.append(*r) : renderer.code();
         if (c != kExitOk) {
@@ -546,7 +554,7 @@ int run_canonical(const World& w, const farm::Job& job, const std::vector<std::u
           stopped[0] = true;
           continue;
         }
-        (void)acc.add(u, r->xyz.data(), r->xyz.size());
+        if (Status st = acc.add(u, r->xyz.data(), r->xyz.size()); !st.ok()) return internal_failure(w, st);
         tally.add(r->range.samples, r->nonfinite, r->backend, r->seconds);
       } else {
         MPI_Status st;
@@ -564,7 +572,8 @@ int run_canonical(const World& w, const farm::Job& job, const std::vector<std::u
           MPI_Abort(MPI_COMM_WORLD, kExitFailure);
         }
         if (code != kExitOk) continue;
-        (void)acc.add(u, reinterpret_cast<const float*>(buf.data() + sizeof m), floats);
+        if (Status st = acc.add(u, reinterpret_cast<const float*>(buf.data() + sizeof m), floats); !st.ok())
+          return internal_failure(w, st);
         tally.add(m.samples, m.nonfinite, static_cast<farm::UnitBackend>(m.backend), m.seconds);
       }
     }
@@ -600,7 +609,7 @@ int run_reduce(const World& w, const farm::Job& job, const std::vector<std::uint
         code = kExitFailure;
         break;
       }
-      (void)acc.add(u, data->data(), data->size());
+      if (Status st = acc.add(u, data->data(), data->size()); !st.ok()) return internal_failure(w, st);
       tally.add(s->second.entry.samples, s->second.entry.nonfinite, s->second.entry.backend,
                 s->second.entry.seconds);
       continue;
@@ -608,7 +617,7 @@ int run_reduce(const World& w, const farm::Job& job, const std::vector<std::uint
     auto r = renderer.render(u);
     code = r ? checkpoint.append(*r) : renderer.code();
     if (code != kExitOk) break;
-    (void)acc.add(u, r->xyz.data(), r->xyz.size());
+    if (Status st = acc.add(u, r->xyz.data(), r->xyz.size()); !st.ok()) return internal_failure(w, st);
     tally.add(r->range.samples, r->nonfinite, r->backend, r->seconds);
   }
   if ((code = agree(code)) != kExitOk) return code;
