@@ -9,8 +9,9 @@ cluster or scheduler is reachable where this runs, so the recipes are checked fo
                in limits only, the index variable; the merge Job runs facetrace merge; claims match the PVC
   slurm/, deadline/  bash -n; the array, --gres, --requeue, afterok; opencue/*.py compiles
   --facetrace BIN    also: every flag the recipes pass to `facetrace worker` / `facetrace merge` is in its --help
+  --facetrace-mpi BIN  the same for `facetrace-mpi render` in slurm/render-mpi.sbatch
 
-Usage: docker/check_recipes.py [--root DIR] [--facetrace BIN] [--self-test]
+Usage: docker/check_recipes.py [--root DIR] [--facetrace BIN] [--facetrace-mpi BIN] [--self-test]
 Exit status 0 when every check passes, 1 otherwise (each failure printed as "file: what").
 """
 import argparse
@@ -126,9 +127,14 @@ def check_merge_job(docs):
     if len(jobs) != 1:
         return ["expected one Job"]
     pod = jobs[0].get("spec", {}).get("template", {}).get("spec", {})
-    text = " ".join(str(x) for c in pod.get("containers", []) for x in c.get("command", []) + c.get("args", []))
     errs = []
-    if "facetrace merge" not in text:
+    runs_merge = False
+    for c in pod.get("containers", []):
+        args = [str(x) for x in c.get("args", [])]
+        text = " ".join(str(x) for x in c.get("command", []) + args)
+        # the image's entry point is facetrace: args [merge, ...] without a command run `facetrace merge`
+        runs_merge |= "facetrace merge" in text or (not c.get("command") and args[:1] == ["merge"])
+    if not runs_merge:
         errs.append("the merge Job does not run `facetrace merge`")
     if pod.get("restartPolicy") not in ("Never", "OnFailure"):
         errs.append("restartPolicy must be Never or OnFailure")
@@ -162,33 +168,46 @@ def check_slurm(array_text, submit_text):
     return errs
 
 
+# How the recipes spell a facetrace command: a shell line (with backslash continuations), a Python list, a YAML
+# args list under the image's facetrace entry point, a Deadline -arguments string.
+COMMAND_FORMS = [
+    re.compile(r"facetrace\s+(worker|merge)\b((?:[^\n\\]|\\\n|\\.)*)"),
+    re.compile(r'"facetrace",\s*"(worker|merge)"([^\]]*)\]'),
+    re.compile(r"args:\s*\[\s*(worker|merge)\b([^\]]*)\]"),
+    re.compile(r'-arguments\s+"(worker|merge)\b([^"]*)"'),
+]
+
+
 def recipe_flags(texts):
     """{subcommand: flags} passed to `facetrace worker` / `facetrace merge` in the recipes."""
     used = {"worker": set(), "merge": set()}
     for t in texts:
-        for sub in used:
-            for m in re.finditer(r"facetrace\s+" + sub + r"\b([^\n\"']*)", t):
-                used[sub].update(re.findall(r"(--[a-z][a-z-]*)", m.group(1)))
-            if re.search(r"args:\s*\[" + sub + r"\b", t):  # the YAML flow form: args: [worker, --job=...]
-                block = t[t.index("args:"):]
-                used[sub].update(re.findall(r"(--[a-z][a-z-]*)", block[:block.index("]")]))
+        for form in COMMAND_FORMS:
+            for m in form.finditer(t):
+                used[m.group(1)].update(re.findall(r"(--[a-z][a-z-]*)", m.group(2)))
     return used
 
 
-def check_cli_flags(exe, used):
+MPI_FORM = re.compile(r"facetrace-mpi\s+render\b((?:[^\n\\]|\\\n|\\.)*)")
+
+
+def check_cli_flags(exe, used, name="facetrace"):
     errs = []
     for sub, flags in used.items():
-        r = subprocess.run([exe, sub, "--help"], capture_output=True, text=True)
+        try:
+            r = subprocess.run([exe, sub, "--help"], capture_output=True, text=True, timeout=60)
+        except OSError as e:
+            return [f"cannot run {exe}: {e.strerror} (build it first)"]
         if r.returncode != 0:
-            errs.append(f"`facetrace {sub} --help` failed (exit {r.returncode})")
+            errs.append(f"`{name} {sub} --help` failed (exit {r.returncode})")
             continue
         for f in sorted(flags):
-            if not re.search(re.escape(f) + r"\b", r.stdout):
-                errs.append(f"`facetrace {sub}` has no {f}, which a recipe passes")
+            if not re.search(re.escape(f) + r"(?![\w-])", r.stdout):
+                errs.append(f"`{name} {sub}` has no {f}, which a recipe passes")
     return errs
 
 
-def check(root, exe=None):
+def check(root, exe=None, mpi_exe=None):
     d = os.path.join(root, "docker")
     failures = []
 
@@ -231,6 +250,10 @@ def check(root, exe=None):
         texts = [read(r) for r in ("k8s/indexed-job.yaml", "k8s/merge-job.yaml", "slurm/render-array.sbatch",
                                    "slurm/merge.sbatch", "opencue/submit_frame.py", "deadline/submit_frame.sh")]
         report("(recipes)", check_cli_flags(exe, recipe_flags(texts)))
+    if mpi_exe:
+        flags = set(re.findall(r"(--[a-z][a-z-]*)", " ".join(m.group(1) for m in MPI_FORM.finditer(
+            read("slurm/render-mpi.sbatch")))))
+        report("slurm/render-mpi.sbatch", check_cli_flags(mpi_exe, {"render": flags}, "facetrace-mpi"))
     return failures
 
 
@@ -270,6 +293,12 @@ def self_test():
                    "sbatch --dependency=afterok:1") == []:
         print("self-test: a Slurm array without --requeue is not reported")
         fails += 1
+    sample = ('exec facetrace worker --job j --index-env X \\\n  --units-per-index 8 --out p\n--not-this\n'
+              'args: [merge, /parts, --png=/p.png]\ncommand=["facetrace", "worker", "--index", "#IFRAME#"]\n')
+    want = {"worker": {"--job", "--index-env", "--units-per-index", "--out", "--index"}, "merge": {"--png"}}
+    if recipe_flags([sample]) != want:
+        print("self-test: recipe_flags parsed", recipe_flags([sample]), "instead of", want)
+        fails += 1
     print("self-test:", "ok" if fails == 0 else f"{fails} failure(s)")
     return 1 if fails else 0
 
@@ -278,11 +307,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     p.add_argument("--facetrace", help="the facetrace binary, to check the flags the recipes pass")
+    p.add_argument("--facetrace-mpi", help="the facetrace-mpi binary, to check the flags the MPI recipe passes")
     p.add_argument("--self-test", action="store_true")
     a = p.parse_args()
     if a.self_test:
         return self_test()
-    failures = check(a.root, a.facetrace)
+    failures = check(a.root, a.facetrace, a.facetrace_mpi)
     for f in failures:
         print(f)
     print(f"check_recipes: {'ok' if not failures else str(len(failures)) + ' failure(s)'}")

@@ -5,8 +5,7 @@ work units [8·i, 8·i + 8) of the job file, then a Util layer (one task) that m
     pip install opencue-pycue opencue-pyoutline   # CUEBOT_HOSTNAME_OR_IP must name the Cuebot
     python3 docker/opencue/submit_frame.py /shared/jobs/job.json /shared/parts --tasks 64 --units-per-task 8
 
-OpenCue tokens are substituted textually, so the index reaches the worker through the environment
-(FACETRACE_INDEX=#IFRAME#) and the worker's --index-env contract does the unit arithmetic.
+OpenCue substitutes #IFRAME# textually; the worker's --index / --units-per-index do the unit arithmetic.
 """
 import argparse
 
@@ -19,11 +18,11 @@ def build(job, parts, tasks, per_task, show, shot):
     ol = outline.Outline("facetrace-frame", show=show, shot=shot)
     render = outline.modules.shell.Shell(
         "render", type="Render", range=f"0-{tasks - 1}", chunk=1,
-        command=["env", "FACETRACE_INDEX=#IFRAME#", "facetrace", "worker", "--job", job,
-                 "--index-env", "FACETRACE_INDEX", "--units-per-index", str(per_task), "--out", parts])
+        command=["facetrace", "worker", "--job", job, "--index", "#IFRAME#", "--units-per-index", str(per_task),
+                 "--out", parts])
     merge = outline.modules.shell.Shell(
         "merge", type="Util", range="0", chunk=1,
-        command=["sh", "-c", f"exec facetrace merge {parts}/*.ftp --exr {parts}/sums.exr --png {parts}/frame.png"])
+        command=["facetrace", "merge", parts, "--exr", f"{parts}/sums.exr", "--png", f"{parts}/frame.png"])
     merge.depend_on(render)
     ol.add_layer(render)
     ol.add_layer(merge)
