@@ -4,16 +4,18 @@
 ///   mpirun -np 4 facetrace-mpi render job.json [--backend=auto|cpu|gpu] [--merge=canonical|reduce]
 ///          [--checkpoint parts/] [--cpu-fallback] [--png frame.png] [--exr sums.exr] [--sums frame.ftsum]
 ///
-/// Flow: the local rank (OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID, read before MPI_Init) goes to the GPU child as
-/// FACETRACE_GPU_LOCAL_RANK and the child is spawned before MPI_Init (runtime.md §6: the parent never initialises
-/// CUDA); every rank loads the job and checks it agrees with rank 0's; with --checkpoint, rank 0 scans the folder
-/// for this job's partials and only the missing units are handed out, round-robin (version 1 of farm.md §2); each
-/// rank renders its units in ascending order, appends each to its own partial, and then:
-///   canonical: sends each S_u to rank 0, which adds every unit in ascending order into one f64 film (reading the
-///              checkpointed ones back from their partials): bit-identical for any rank count;
-///   reduce:    adds its units in ascending order into its own f64 film, then one MPI_Reduce(MPI_SUM) to rank 0.
-/// A rank that stops (signal, GPU lost without --cpu-fallback, an error) tells rank 0 instead of sending its next
-/// unit, so nobody waits for it; every rank then exits with the same code (the most severe one).
+/// Flow: the local rank (OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID, read before MPI_Init) goes to the GPU
+/// child as FACETRACE_GPU_LOCAL_RANK and the child is spawned before MPI_Init (runtime.md §6: the parent
+/// never initialises CUDA); every rank loads the job and checks it agrees with rank 0's; with --checkpoint,
+/// rank 0 scans the folder for this job's partials and only the missing units are handed out, round-robin
+/// (version 1 of farm.md §2); each rank renders its units in ascending order, appends each to its own
+/// partial, and then:
+///   canonical: sends each S_u to rank 0, which adds every unit in ascending order into one f64 film
+///              (reading the checkpointed ones back from their partials): bit-identical for any rank count;
+///   reduce:    adds its units in ascending order into its own f64 film, then one MPI_Reduce(MPI_SUM) to
+///              rank 0.
+/// A rank that stops (signal, GPU lost without --cpu-fallback, an error) tells rank 0 instead of sending its
+/// next unit, so nobody waits for it; every rank then exits with the same code (the most severe one).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -47,7 +49,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// ---- arguments ---------------------------------------------------------------------------------------------
+// ---- arguments --------------------------------------------------------------------------------------------
 
 struct Args {
   std::string job;
@@ -62,7 +64,7 @@ struct Args {
 
 enum class MergeMode { kCanonical, kReduce };
 
-// ---- ranks -------------------------------------------------------------------------------------------------
+// ---- ranks ------------------------------------------------------------------------------------------------
 
 /// The node-local rank as the launcher publishes it before MPI_Init (Open MPI, Slurm, MPICH/Hydra, PMI).
 std::optional<int> local_rank_from_env() {
@@ -77,8 +79,8 @@ std::optional<int> local_rank_from_env() {
   return std::nullopt;
 }
 
-/// Hands the local rank to the GPU child (it selects device local_rank mod cudaGetDeviceCount()), unless the user
-/// already chose: an explicit FACETRACE_GPU_DEVICE or FACETRACE_GPU_LOCAL_RANK wins.
+/// Hands the local rank to the GPU child (it selects device local_rank mod cudaGetDeviceCount()), unless the
+/// user already chose: an explicit FACETRACE_GPU_DEVICE or FACETRACE_GPU_LOCAL_RANK wins.
 void export_local_rank(int local_rank) {
   if (std::getenv("FACETRACE_GPU_DEVICE") != nullptr) return;
   ::setenv("FACETRACE_GPU_LOCAL_RANK", std::to_string(local_rank).c_str(), /*overwrite=*/0);
@@ -109,7 +111,7 @@ int agree(int code) {
   return out;
 }
 
-// ---- the job -------------------------------------------------------------------------------------------------
+// ---- the job ----------------------------------------------------------------------------------------------
 
 /// Loads the job on every rank and checks that each sees rank 0's (scene hash, spp, K, size, name).
 std::optional<farm::Job> load_job(const World& w, const std::string& path, int& code) {
@@ -145,7 +147,7 @@ std::optional<farm::Job> load_job(const World& w, const std::string& path, int& 
   return std::move(job).value();
 }
 
-// ---- checkpoint scan (farm.md §3 "Restart") -------------------------------------------------------------------
+// ---- checkpoint scan (farm.md §3 "Restart") ---------------------------------------------------------------
 
 /// Where a checkpointed unit lives.
 struct StoredUnit {
@@ -154,8 +156,8 @@ struct StoredUnit {
   farm::UnitEntry entry;
 };
 
-/// Rank 0: every unit of this job already in `dir` (same build, scene hash, size, K, spp), CRC-checked. Other jobs'
-/// partials are left alone; a corrupt unit is reported and rendered again.
+/// Rank 0: every unit of this job already in `dir` (same build, scene hash, size, K, spp), CRC-checked. Other
+/// jobs' partials are left alone; a corrupt unit is reported and rendered again.
 std::map<std::uint64_t, StoredUnit> scan_checkpoint(const World& w, const farm::Job& job,
                                                     const std::string& dir) {
   std::map<std::uint64_t, StoredUnit> found;
@@ -204,7 +206,7 @@ std::vector<std::uint64_t> broadcast_units(const World& w, std::vector<std::uint
   return units;
 }
 
-// ---- rendering one rank's units -----------------------------------------------------------------------------
+// ---- rendering one rank's units ---------------------------------------------------------------------------
 
 /// What a rank tells rank 0 about each of its units, ahead of the unit's f32 sums (canonical merge).
 struct UnitMessage {
@@ -219,8 +221,9 @@ struct UnitMessage {
 };
 constexpr int kUnitTag = 12;
 
-/// Renders units one at a time with the backend policy of farm.md §3: with --backend=gpu and no --cpu-fallback,
-/// a unit that was (partly) redone on the CPU stops the rank (43 when the GPU was lost, 1 otherwise).
+/// Renders units one at a time with the backend policy of farm.md §3: with --backend=gpu and no
+/// --cpu-fallback, a unit that was (partly) redone on the CPU stops the rank (43 when the GPU was lost, 1
+/// otherwise).
 class UnitRenderer {
  public:
   UnitRenderer(const World& w, const farm::Job& job, const Args& a, const CancelOnSignals& signals)
@@ -245,10 +248,11 @@ class UnitRenderer {
     return true;
   }
 
-  /// The unit, or nullopt when the rank stops (code() then says why). With --backend=gpu and no --cpu-fallback
-  /// only units rendered wholly on the GPU are kept: a unit during which the device was lost is redone from its
-  /// start once the runtime has replaced the GPU child (farm.md §3), waiting out the recovery cool-down; when the
-  /// replacement is refused, or a request is declined for another reason, the rank stops (43, resp. 1).
+  /// The unit, or nullopt when the rank stops (code() then says why). With --backend=gpu and no
+  /// --cpu-fallback only units rendered wholly on the GPU are kept: a unit during which the device was lost
+  /// is redone from its start once the runtime has replaced the GPU child (farm.md §3), waiting out the
+  /// recovery cool-down; when the replacement is refused, or a request is declined for another reason, the
+  /// rank stops (43, resp. 1).
   std::optional<farm::UnitResult> render(std::uint64_t unit) {
     const bool strict =
         a_.backend == "gpu" && !a_.cpu_fallback && options_.device != tracer::RenderDevice::kCpu;
@@ -345,8 +349,8 @@ class Checkpoint {
     if (!writer_) {
       auto opened = farm::PartialWriter::open(dir_, job_, unit.unit, capacity_);
       if (!opened.ok() && holds_nothing(unit.unit)) {
-        // An earlier run's rank started here and finished nothing (this unit is missing): its empty file may be
-        // too small for this run's share; replace it.
+        // An earlier run's rank started here and finished nothing (this unit is missing): its empty file may
+        // be too small for this run's share; replace it.
         std::error_code ec;
         fs::remove(fs::path(dir_) / farm::partial_file_name(job_.name, unit.unit), ec);
         opened = farm::PartialWriter::open(dir_, job_, unit.unit, capacity_);
@@ -380,7 +384,7 @@ class Checkpoint {
   std::optional<farm::PartialWriter> writer_;
 };
 
-// ---- the merged film ------------------------------------------------------------------------------------------
+// ---- the merged film --------------------------------------------------------------------------------------
 
 /// Per-unit facts every merge adds up (then reduced as MPI_UINT64_T sums in reduce mode, farm.md §2).
 struct Tally {
@@ -467,7 +471,7 @@ std::string unwritable(const std::string& path) {
   return {};
 }
 
-// ---- the two merges -------------------------------------------------------------------------------------------
+// ---- the two merges ---------------------------------------------------------------------------------------
 
 /// A unit that does not fit the film (cannot happen with one job on every rank): the job ends.
 int internal_failure(const World& w, const Status& st) {
@@ -485,10 +489,10 @@ std::vector<std::uint64_t> my_units(const World& w, const std::vector<std::uint6
   return mine;
 }
 
-/// canonical: non-root ranks send each unit (header, then sums) as soon as it is rendered and checkpointed; rank 0
-/// walks the units in ascending order, rendering its own, receiving the others' from their owner (MPI keeps one
-/// sender's messages in order, so the next one from the owner is that unit), reading checkpointed ones back.
-/// Returns this rank's code; on rank 0 with code 0, `out` is the merged film.
+/// canonical: non-root ranks send each unit (header, then sums) as soon as it is rendered and checkpointed;
+/// rank 0 walks the units in ascending order, rendering its own, receiving the others' from their owner (MPI
+/// keeps one sender's messages in order, so the next one from the owner is that unit), reading checkpointed
+/// ones back. Returns this rank's code; on rank 0 with code 0, `out` is the merged film.
 int run_canonical(const World& w, const farm::Job& job, const std::vector<std::uint64_t>& missing,
                   const std::map<std::uint64_t, StoredUnit>& stored, UnitRenderer& renderer,
                   Checkpoint& checkpoint, std::optional<farm::MergedFilm>& out, bool quiet) {
@@ -587,8 +591,8 @@ int run_canonical(const World& w, const farm::Job& job, const std::vector<std::u
   return code;
 }
 
-/// reduce: every rank adds its units in ascending order into its own f64 film (rank 0 also the checkpointed ones,
-/// merged into that order), then one MPI_Reduce(MPI_SUM) in slices of at most 2^31 − 1 doubles.
+/// reduce: every rank adds its units in ascending order into its own f64 film (rank 0 also the checkpointed
+/// ones, merged into that order), then one MPI_Reduce(MPI_SUM) in slices of at most 2^31 − 1 doubles.
 int run_reduce(const World& w, const farm::Job& job, const std::vector<std::uint64_t>& missing,
                const std::map<std::uint64_t, StoredUnit>& stored, UnitRenderer& renderer,
                Checkpoint& checkpoint, std::optional<farm::MergedFilm>& out) {
@@ -643,7 +647,7 @@ int run_reduce(const World& w, const farm::Job& job, const std::vector<std::uint
   return kExitOk;
 }
 
-// ---- the command ----------------------------------------------------------------------------------------------
+// ---- the command ------------------------------------------------------------------------------------------
 
 int run(const Args& a, CancelOnSignals& signals) {
   const MergeMode mode = a.merge == "reduce" ? MergeMode::kReduce : MergeMode::kCanonical;

@@ -1,8 +1,8 @@
 /// @file
-/// facetrace-mpi on a GPU (farm.md §2, §3; ctest label gpu, skipped without a usable GPU): the canonical merge of
-/// GPU-rendered units is the same bits for 1 and 2 ranks sharing one GPU; a device loss in the middle of a unit is
-/// survived: without --cpu-fallback the unit is redone on the replaced GPU child (every unit stays pure GPU), with
-/// it the rank may finish that unit on the CPU.
+/// facetrace-mpi on a GPU (farm.md §2, §3; ctest label gpu, skipped without a usable GPU): the canonical
+/// merge of GPU-rendered units is the same bits for 1 and 2 ranks sharing one GPU; a device loss in the
+/// middle of a unit is survived: without --cpu-fallback the unit is redone on the replaced GPU child (every
+/// unit stays pure GPU), with it the rank may finish that unit on the CPU.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,7 +1,8 @@
 /// @file
-/// facetrace-mpi end to end (farm.md §2, §3; ctest label mpi): `mpirun -np 1, 2, 4` canonical merges equal, bit for
-/// bit, a single-process render of the same units summed in ascending order into f64 (computed here with the CPU
-/// tracer alone, no farm code); reduce agrees to 1e-12; checkpoints resume; the exit codes 42 and 43.
+/// facetrace-mpi end to end (farm.md §2, §3; ctest label mpi): `mpirun -np 1, 2, 4` canonical merges equal,
+/// bit for bit, a single-process render of the same units summed in ascending order into f64 (computed here
+/// with the CPU tracer alone, no farm code); reduce agrees to 1e-12; checkpoints resume; the exit codes 42
+/// and 43.
 #include <gtest/gtest.h>
 #include <signal.h>
 
