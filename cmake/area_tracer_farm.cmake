@@ -1,4 +1,4 @@
-# Farm rendering (docs/farm.md §1): jobs, work units, the partial files (.ftp) and the canonical merge, used by
+# Farm rendering (docs/design/farm.md §1): jobs, work units, the partial files (.ftp) and the canonical merge, used by
 # `facetrace worker` / `facetrace merge` (src/cli/cmd_worker.cpp, cmd_merge.cpp) and facetrace-mpi.
 # The build identity recorded in partials holds the git describe of the tree, read at build time.
 find_package(ZLIB REQUIRED)  # CRC-32 of the unit blocks (libpng's dependency)
@@ -21,4 +21,10 @@ target_link_libraries(ft_farm PUBLIC ft_core ft_tracer ft_render
 
 if(FT_BUILD_TESTS)
   ft_add_test(tracer_farm_test cpu SOURCES tests/unit/tracer_farm_test.cpp LIBS ft_farm ft_tracer_io ZLIB::ZLIB)
+endif()
+if(FT_BUILD_TESTS)
+  # worker + merge end to end through the built CLI (src/cli/cmd_worker.cpp, cmd_merge.cpp), kills included
+  ft_add_test(tracer_farm_cli_test cpu SOURCES tests/unit/tracer_farm_cli_test.cpp LIBS ft_farm ft_tracer_io)
+  target_compile_definitions(tracer_farm_cli_test PRIVATE FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>")
+  add_dependencies(tracer_farm_cli_test facetrace)
 endif()

@@ -1,5 +1,5 @@
 /// @file
-/// Farm jobs, units, partial files and the canonical merge (docs/farm.md §1), against a naive reference: each
+/// Farm jobs, units, partial files and the canonical merge (docs/design/farm.md §1), against a naive reference: each
 /// unit rendered by the CPU tracer into a fresh film and added in ascending order into doubles by the test.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

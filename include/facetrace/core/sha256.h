@@ -1,6 +1,6 @@
 /// @file
 /// SHA-256 of a byte buffer: pins model files (docs/design/faces.md §7) and identifies a farm job's scene
-/// (docs/farm.md §1).
+/// (docs/design/farm.md §1).
 #pragma once
 
 #include <array>

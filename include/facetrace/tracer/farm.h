@@ -1,5 +1,5 @@
 /// @file
-/// Farm rendering (docs/farm.md §1): jobs, deterministic work units, additive partial files (.ftp) and the
+/// Farm rendering (docs/design/farm.md §1): jobs, deterministic work units, additive partial files (.ftp) and the
 /// canonical merge. Any grouping of units into workers or ranks merges to identical bits.
 #pragma once
 
@@ -19,7 +19,7 @@ namespace facetrace::farm {
 // ---- jobs and units --------------------------------------------------------------------------------------
 
 /// A job: one frame of a scene, `spp` samples per pixel cut into units of `unit_samples` (K) samples.
-/// Unit u covers the absolute samples [u·K, min((u+1)·K, spp)) of every pixel (docs/farm.md §1).
+/// Unit u covers the absolute samples [u·K, min((u+1)·K, spp)) of every pixel (docs/design/farm.md §1).
 struct Job {
   std::string name;                        ///< names the partial files: part-<name>-<first unit>.ftp
   tracer::Scene scene;                     ///< after the job's width/height overrides, validated
@@ -33,7 +33,7 @@ struct Job {
 /// the bad value (name not [A-Za-z0-9._-]{1,64}, spp, K, the scene).
 Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp, std::uint32_t unit_samples);
 
-/// Parses a job file's text (schema: docs/farm.md §1 "Job file"). A relative "scene" path is resolved against
+/// Parses a job file's text (schema: docs/design/farm.md §1 "Job file"). A relative "scene" path is resolved against
 /// `base_dir`; `default_name` is used when the job has no "name". `source` names the text in messages.
 /// Errors: kInvalidArgument ("<source>: <field>: <reason>"), kIo (the scene file cannot be read).
 Expected<Job> parse_job(std::string_view text, const std::string& base_dir, const std::string& default_name,
@@ -78,7 +78,7 @@ struct UnitResult {
 /// options.cancel was raised: discard the unit, kNotSupported ...).
 Expected<UnitResult> render_unit(const Job& job, std::uint64_t unit, const tracer::RenderOptions& options = {});
 
-// ---- partial files (docs/farm.md §1 "Partial file") ----------------------------------------------------
+// ---- partial files (docs/design/farm.md §1 "Partial file") ----------------------------------------------------
 
 /// One row of a partial's unit table.
 struct UnitEntry {
@@ -149,7 +149,7 @@ class PartialWriter {
   State* state_ = nullptr;
 };
 
-// ---- merge (docs/farm.md §1 "Merge") ---------------------------------------------------------------------
+// ---- merge (docs/design/farm.md §1 "Merge") ---------------------------------------------------------------------
 
 /// The canonical film: F = Σ over units ascending of f64(S_u).
 struct MergedFilm {

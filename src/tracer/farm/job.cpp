@@ -1,5 +1,5 @@
 /// @file
-/// Farm jobs and work units (docs/farm.md §1): the job file, the unit → sample-range map, render_unit.
+/// Farm jobs and work units (docs/design/farm.md §1): the job file, the unit → sample-range map, render_unit.
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,7 +17,7 @@ namespace facetrace::farm {
 namespace {
 
 constexpr std::uint64_t kMaxSpp = 0xFFFFFFFFull;   // the renderer's sample indices are 32-bit
-constexpr std::uint32_t kMaxUnitSamples = 65536;   // docs/farm.md §1: a unit is one request-sized chunk
+constexpr std::uint32_t kMaxUnitSamples = 65536;   // docs/design/farm.md §1: a unit is one request-sized chunk
 constexpr std::uint64_t kMaxJobBytes = 16u << 20;  // a job file (with an inline scene) is small
 
 bool valid_name(const std::string& name) {
@@ -83,7 +83,7 @@ Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp,
   job.scene = std::move(scene);
   job.spp = spp;
   job.unit_samples = unit_samples;
-  tracer::SceneJsonOptions canonical;  // docs/farm.md §1: the hash is of the canonical one-line JSON
+  tracer::SceneJsonOptions canonical;  // docs/design/farm.md §1: the hash is of the canonical one-line JSON
   canonical.indent = -1;
   job.scene_json = tracer::scene_to_json(job.scene, canonical);
   job.scene_sha256 = core::sha256(
@@ -176,7 +176,7 @@ Expected<UnitResult> render_unit(const Job& job, std::uint64_t unit, const trace
   UnitResult out;
   out.unit = unit;
   out.range = unit_samples(job, unit);
-  tracer::Film film(job.scene.width, job.scene.height);  // docs/farm.md §1: each unit starts from zero
+  tracer::Film film(job.scene.width, job.scene.height);  // docs/design/farm.md §1: each unit starts from zero
   const auto t0 = std::chrono::steady_clock::now();
   auto report = tracer::render(job.scene, out.range.first_sample, out.range.samples, film, options);
   if (!report.ok()) return report.status().with_context("unit " + std::to_string(unit));

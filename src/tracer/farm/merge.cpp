@@ -1,5 +1,5 @@
 /// @file
-/// The canonical merge (docs/farm.md §1 "Merge"): F = Σ over units ascending of f64(S_u), whatever the files.
+/// The canonical merge (docs/design/farm.md §1 "Merge"): F = Σ over units ascending of f64(S_u), whatever the files.
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 /// @file
-/// The partial file `.ftp` (docs/farm.md §1 "Partial file"): a preamble written once, two copies of the header
+/// The partial file `.ftp` (docs/design/farm.md §1 "Partial file"): a preamble written once, two copies of the header
 /// (the unit table) rewritten alternately, then one 12 B/pixel f32 XYZ block per unit. A unit's block is synced
 /// before the header copy that lists it, and the older copy is the one overwritten, so a crash at any point
 /// leaves a file whose newest valid header lists only complete units.
