@@ -28,9 +28,10 @@ if(FT_ENABLE_MPI AND FT_WITH_TRACER AND FT_WITH_RUNTIME)
     set(FT_MPIEXEC_PREFLAGS "${ft_oversubscribe}" CACHE STRING "mpiexec flags of the mpi tests (before the program)")
     ft_add_test(mpi_farm_test mpi SOURCES tests/mpi/mpi_farm_test.cpp LIBS ft_tracer ft_runtime)
     target_compile_definitions(mpi_farm_test PRIVATE FT_FACETRACE_MPI_EXE="$<TARGET_FILE:facetrace-mpi>"
+                               FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>"
                                FT_MPIEXEC="${MPIEXEC_EXECUTABLE}" FT_MPIEXEC_NUMPROC_FLAG="${MPIEXEC_NUMPROC_FLAG}"
                                FT_MPIEXEC_PREFLAGS="${FT_MPIEXEC_PREFLAGS}")
-    add_dependencies(mpi_farm_test facetrace-mpi)
+    add_dependencies(mpi_farm_test facetrace-mpi facetrace)  # facetrace: worker / merge interoperate
     if(FT_ENABLE_CUDA)  # the same binary on a GPU (skipped without one): label gpu
       ft_add_test(mpi_farm_gpu_test gpu SOURCES tests/mpi/mpi_farm_gpu_test.cpp LIBS ft_tracer ft_runtime)
       target_compile_definitions(mpi_farm_gpu_test PRIVATE FT_FACETRACE_MPI_EXE="$<TARGET_FILE:facetrace-mpi>"

@@ -103,6 +103,26 @@ TEST(MpiFarm, sigterm_flushes_finished_units_exits_143_and_the_rerun_completes_t
   expect_bit_identical(reference_sums(spec), read_sums(d + "/b.ftsum"), "interrupted + resumed", spec);
 }
 
+TEST(MpiFarm, partials_interoperate_with_facetrace_worker_and_merge) {
+  const std::vector<double> want = reference_sums();
+  const std::string d = fresh_dir("interop");
+  // `facetrace worker` renders units 1 and 3 into parts/; facetrace-mpi resumes from them and renders the rest.
+  ProcessRun r = wait_for(d, spawn(d, {FT_FACETRACE_EXE, "worker", "--job", "job.json", "--units", "1:2",
+                                       "--out", "parts", "--device", "cpu", "--quiet"}));
+  ASSERT_EQ(r.rc, 0) << describe(r);
+  r = wait_for(d, spawn(d, {FT_FACETRACE_EXE, "worker", "--job", "job.json", "--units", "3:4", "--out",
+                            "parts", "--device", "cpu", "--quiet"}));
+  ASSERT_EQ(r.rc, 0) << describe(r);
+  r = mpi(d, 2, {"--backend=cpu", "--checkpoint", "parts", "--sums", "mpi.ftsum"});
+  ASSERT_EQ(r.rc, 0) << describe(r);
+  EXPECT_NE(r.err.find("2 checkpointed, 3 to render"), std::string::npos) << describe(r);
+  expect_bit_identical(want, read_sums(d + "/mpi.ftsum"), "worker partials + facetrace-mpi");
+  // Every partial in parts/ (the workers' and the ranks') merged by `facetrace merge`: the same bits again.
+  r = wait_for(d, spawn(d, {FT_FACETRACE_EXE, "merge", "parts", "--sums", "merge.ftsum", "--quiet"}));
+  ASSERT_EQ(r.rc, 0) << describe(r);
+  EXPECT_TRUE(slurp(d + "/merge.ftsum") == slurp(d + "/mpi.ftsum"));
+}
+
 TEST(MpiFarm, an_invalid_job_exits_42_on_every_rank) {
   const std::string d = fresh_dir("badjob",
                                   "{\"name\": \"mpitest\", \"scene\": \"builtin:diamond\", \"spp\": 0, "
