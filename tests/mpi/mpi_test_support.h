@@ -102,22 +102,31 @@ inline std::string fresh_dir(const std::string& name, const std::string& job = j
 /// its environment; returns the pid.
 inline pid_t spawn(const std::string& dir, const std::vector<std::string>& args,
                    const std::vector<std::string>& env = {}) {
+  // Everything the child needs is built here: between fork and exec it only makes async-signal-safe calls.
+  // Open MPI refuses to start as root (a CI container) unless both are set; harmless for other users.
+  std::vector<std::string> vars = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  vars.insert(vars.end(), env.begin(), env.end());
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const std::string name = kv.substr(0, kv.find('='));
+    if (std::none_of(vars.begin(), vars.end(),
+                     [&](const std::string& v) { return v.rfind(name + "=", 0) == 0; }))
+      vars.push_back(kv);
+  }
+  std::vector<char*> envp, argv;
+  for (const std::string& v : vars) envp.push_back(const_cast<char*>(v.c_str()));
+  envp.push_back(nullptr);
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::string out = dir + "/out.txt", err = dir + "/err.txt";
   const pid_t pid = ::fork();
   if (pid == 0) {
-    if (::chdir(dir.c_str()) != 0) ::_exit(120);
-    // Open MPI refuses to start as root (a CI container) unless both are set; harmless for other users.
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    const int o = ::open("out.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open("err.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (e < 0 || o < 0) ::_exit(120);
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (e < 0 || o < 0 || ::chdir(dir.c_str()) != 0) ::_exit(120);
     ::dup2(o, 1);
     ::dup2(e, 2);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
+    ::execvpe(argv[0], argv.data(), envp.data());
     ::_exit(121);
   }
   return pid;
