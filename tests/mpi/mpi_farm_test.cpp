@@ -80,7 +80,7 @@ TEST(MpiFarm, sigterm_flushes_finished_units_exits_143_and_the_rerun_completes_t
   const JobSpec spec{64, 48, 320, 16};
   const std::string d = fresh_dir("sigterm", job_json(spec));
   // An MPI singleton (no mpirun): the signal reaches the rank itself, as from Slurm or a container runtime.
-  const pid_t pid = spawn(d, {FT_FACETRACE_MPI_EXE, "render", "job.json", "--backend=cpu", "--threads", "1",
+  const pid_t pid = spawn(d, {mpi_exe(), "render", "job.json", "--backend=cpu", "--threads", "1",
                               "--checkpoint", "parts", "--sums", "a.ftsum"});
   // Wait for at least one finished unit in the partial, then SIGTERM.
   bool started = false;

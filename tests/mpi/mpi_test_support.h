@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -146,13 +147,24 @@ inline ProcessRun wait_for(const std::string& dir, pid_t pid) {
   return r;
 }
 
+/// The binaries: the build's, unless FT_FACETRACE_MPI_EXE / FT_MPIEXEC in the environment name others (a test
+/// binary carried to another machine).
+inline std::string mpi_exe() {
+  const char* e = std::getenv("FT_FACETRACE_MPI_EXE");
+  return e && *e ? e : FT_FACETRACE_MPI_EXE;
+}
+inline std::string mpiexec() {
+  const char* e = std::getenv("FT_MPIEXEC");
+  return e && *e ? e : FT_MPIEXEC;
+}
+
 /// `mpirun -np N [preflags] facetrace-mpi render job.json args...` in `dir`; N = 0 runs the binary directly
 /// (an MPI singleton).
 inline ProcessRun mpi(const std::string& dir, int np, const std::vector<std::string>& args,
                       const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv;
   if (np > 0) {
-    argv = {FT_MPIEXEC, FT_MPIEXEC_NUMPROC_FLAG, std::to_string(np)};
+    argv = {mpiexec(), FT_MPIEXEC_NUMPROC_FLAG, std::to_string(np)};
     std::string pre = FT_MPIEXEC_PREFLAGS;
     for (std::size_t p = 0; p < pre.size();) {
       const std::size_t q = pre.find(';', p);
@@ -162,7 +174,7 @@ inline ProcessRun mpi(const std::string& dir, int np, const std::vector<std::str
       p = q + 1;
     }
   }
-  argv.push_back(FT_FACETRACE_MPI_EXE);
+  argv.push_back(mpi_exe());
   argv.push_back("render");
   argv.push_back("job.json");
   argv.insert(argv.end(), args.begin(), args.end());
