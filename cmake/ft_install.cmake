@@ -164,7 +164,7 @@ if(FT_ENABLE_CUDA)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${ft_private_lib_dirs})
 endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libspdlog-dev, libfmt-dev, nlohmann-json3-dev, libpng-dev, libjpeg62-turbo-dev | libjpeg-turbo8-dev, libopenexr-dev, libonnx-dev, libprotobuf-dev")
+    "libspdlog-dev, libfmt-dev, nlohmann-json3-dev, libpng-dev, libjpeg62-turbo-dev | libjpeg-turbo8-dev, libssl-dev, libopenexr-dev, libonnx-dev, libprotobuf-dev")
 include(CPack)
 
 # The package test (label cpu): install into a temporary prefix, move it, build and run examples/consumer.
