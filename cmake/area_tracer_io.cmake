@@ -2,7 +2,7 @@
 add_library(ft_tracer_io STATIC
   src/tracer/io/scene_json.cpp
   src/tracer/io/output.cpp)
-target_include_directories(ft_tracer_io PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
+target_include_directories(ft_tracer_io PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
 target_link_libraries(ft_tracer_io
   PUBLIC ft_core ft_tracer
   PRIVATE nlohmann_json::nlohmann_json PNG::PNG OpenEXR::OpenEXR ft_warnings)

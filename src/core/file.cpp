@@ -13,8 +13,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
+#include <utility>
 
 namespace facetrace::core {
 namespace {
@@ -62,10 +64,6 @@ Expected<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint
   return bytes;
 }
 
-}  // namespace facetrace::core
-
-namespace facetrace::core {
-
 // ---- output targets -------------------------------------------------------------------------------------
 
 namespace {
@@ -96,8 +94,7 @@ std::string directory_of(const std::string& target) {
 /// threads and processes, and unguessable like mkstemp's).
 std::string temp_suffix() {
   static std::atomic<std::uint64_t> counter{0};
-  thread_local std::mt19937_64 rng{std::random_device{}() ^
-                                   (static_cast<std::uint64_t>(::getpid()) << 32) ^
+  thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<std::uint64_t>(::getpid()) << 32) ^
                                    counter.fetch_add(1)};
   char buf[64];
   std::snprintf(buf, sizeof buf, "%d-%llu-%016llx", static_cast<int>(::getpid()),
@@ -139,7 +136,8 @@ Expected<AtomicFile> AtomicFile::create(const std::string& path) {
     keep_mode = true;
   }
   const fs::path parent = fs::path(f.target_).parent_path();
-  const std::string base = fs::path(f.target_).filename().string();
+  // At most 200 bytes of the name, so that the temporary's name stays within NAME_MAX (255).
+  const std::string base = fs::path(f.target_).filename().string().substr(0, 200);
   for (int attempt = 0; attempt < 100; ++attempt) {
     f.temp_ = (parent / ("." + base + ".tmp-" + temp_suffix())).string();
     // Exclusive create, as mkstemp does, but with 0666 so that the umask applies as for any new file.
@@ -161,7 +159,10 @@ Expected<AtomicFile> AtomicFile::create(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
-    : path_(std::move(o.path_)), target_(std::move(o.target_)), temp_(std::move(o.temp_)), fd_(o.fd_),
+    : path_(std::move(o.path_)),
+      target_(std::move(o.target_)),
+      temp_(std::move(o.temp_)),
+      fd_(o.fd_),
       committed_(o.committed_) {
   o.fd_ = -1;
   o.temp_.clear();
@@ -215,7 +216,8 @@ Status AtomicFile::write(std::span<const std::uint8_t> bytes) {
 }
 
 Status AtomicFile::write(std::string_view text) {
-  return write(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  return write(
+      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
 Status AtomicFile::sync() {
@@ -261,8 +263,9 @@ Status check_output_path(const NamedPath& out) {
   const std::string who = out.name.empty() ? out.path : out.name + " " + out.path;
   if (out.path.empty()) return invalid_argument((out.name.empty() ? "output" : out.name) + ": empty path");
   auto target = resolve_output_target(out.path);
-  if (!target) return invalid_argument(out.name.empty() ? target.status().what()
-                                                        : out.name + ": " + target.status().what());
+  if (!target)
+    return invalid_argument(out.name.empty() ? target.status().what()
+                                             : out.name + ": " + target.status().what());
   const bool link = *target != out.path;
   const std::string through = link ? " (the symbolic link's target " + *target + ")" : std::string();
   struct stat st {};
@@ -276,7 +279,8 @@ Status check_output_path(const NamedPath& out) {
   if (::stat(dir.c_str(), &st) != 0)
     return invalid_argument(who + ": cannot write there: directory " + dir + " " +
                             (errno == ENOENT ? std::string("does not exist") : errno_text(errno)));
-  if (!S_ISDIR(st.st_mode)) return invalid_argument(who + ": cannot write there: " + dir + " is not a directory");
+  if (!S_ISDIR(st.st_mode))
+    return invalid_argument(who + ": cannot write there: " + dir + " is not a directory");
   // A probe file, created exclusively and removed at once: the only test that sees everything a later create
   // would (permissions for root too, a read-only or full inode table, a file system that refuses new names).
   const std::string probe =
@@ -290,8 +294,8 @@ Status check_output_path(const NamedPath& out) {
 
 namespace {
 
-/// What identifies a file: its device and inode when it exists, and always its absolute path with every
-/// symbolic link resolved (a file that does not exist yet has only the path).
+/// What identifies a file: its device and inode when it exists, else (not created yet) its absolute path with
+/// every symbolic link resolved.
 struct FileIdentity {
   bool exists = false;
   dev_t dev = 0;
@@ -301,23 +305,19 @@ struct FileIdentity {
 
 FileIdentity identify(const std::string& path) {
   FileIdentity id;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {  // follows every link: an existing file needs no path at all
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    return id;
+  }
   auto target = resolve_output_target(path);
   const std::string t = target ? *target : path;
   std::error_code ec;
   const fs::path canon = fs::weakly_canonical(fs::absolute(t, ec), ec);
   id.path = ec ? fs::absolute(t, ec).lexically_normal().string() : canon.string();
-  struct stat st {};
-  if (::stat(t.c_str(), &st) == 0) {
-    id.exists = true;
-    id.dev = st.st_dev;
-    id.ino = st.st_ino;
-  }
   return id;
-}
-
-bool same_file(const FileIdentity& a, const FileIdentity& b) {
-  if (a.exists && b.exists) return a.dev == b.dev && a.ino == b.ino;
-  return a.path == b.path;
 }
 
 std::string describe(const NamedPath& p) { return p.name.empty() ? p.path : p.name + " " + p.path; }
@@ -326,27 +326,29 @@ std::string describe(const NamedPath& p) { return p.name.empty() ? p.path : p.na
 
 Status check_outputs(std::span<const NamedPath> inputs, std::span<const NamedPath> outputs) {
   for (const NamedPath& o : outputs) FT_TRY(check_output_path(o));
-  std::vector<FileIdentity> in_ids;
-  std::vector<const NamedPath*> in_named;
+  // Existing files are keyed by device and inode (hard links, any spelling); an output that does not exist yet
+  // by its resolved absolute path. Maps keep a command with thousands of outputs (annotations) n log n.
+  std::map<std::pair<dev_t, ino_t>, const NamedPath*> existing_inputs, existing_outputs;
+  std::map<std::string, const NamedPath*> new_outputs;
   for (const NamedPath& i : inputs) {
     if (i.path.empty()) continue;
-    FileIdentity id = identify(i.path);
-    if (!id.exists) continue;
-    in_ids.push_back(std::move(id));
-    in_named.push_back(&i);
+    const FileIdentity id = identify(i.path);
+    if (id.exists) existing_inputs.emplace(std::make_pair(id.dev, id.ino), &i);
   }
-  std::vector<FileIdentity> out_ids;
-  for (std::size_t k = 0; k < outputs.size(); ++k) {
-    FileIdentity id = identify(outputs[k].path);
-    for (std::size_t j = 0; j < in_ids.size(); ++j)
-      if (same_file(id, in_ids[j]))
-        return invalid_argument(describe(outputs[k]) + ": is the same file as the input " + describe(*in_named[j]) +
+  for (const NamedPath& o : outputs) {
+    const FileIdentity id = identify(o.path);
+    if (id.exists) {
+      const auto key = std::make_pair(id.dev, id.ino);
+      if (auto it = existing_inputs.find(key); it != existing_inputs.end())
+        return invalid_argument(describe(o) + ": is the same file as the input " + describe(*it->second) +
                                 "; refusing to overwrite an input");
-    for (std::size_t j = 0; j < out_ids.size(); ++j)
-      if (same_file(id, out_ids[j]))
-        return invalid_argument(describe(outputs[k]) + ": is the same file as the output " +
-                                describe(outputs[j]) + "; each output needs its own file");
-    out_ids.push_back(std::move(id));
+      if (auto [it, fresh] = existing_outputs.emplace(key, &o); !fresh)
+        return invalid_argument(describe(o) + ": is the same file as the output " + describe(*it->second) +
+                                "; each output needs its own file");
+    } else if (auto [it, fresh] = new_outputs.emplace(id.path, &o); !fresh) {
+      return invalid_argument(describe(o) + ": is the same file as the output " + describe(*it->second) +
+                              "; each output needs its own file");
+    }
   }
   return {};
 }

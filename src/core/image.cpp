@@ -16,6 +16,7 @@
 #include <csetjmp>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "facetrace/core/file.h"
@@ -392,20 +393,18 @@ Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint3
   png.width = width;
   png.height = height;
   png.format = rgba ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;  // 8-bit sRGB: libpng writes the sRGB chunk
-  // Encoded in memory first (a size query, then the bytes), so that every byte reaches the disk through the one
-  // atomic writer (core/file.h: exclusive temporary, checked writes, fsync, rename; the old file kept on failure).
-  png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&png, nullptr, &size, 0, pixels.data(), 0, nullptr)) {
-    const std::string why = png.message[0] ? png.message : "encoding failed";
-    png_image_free(&png);
-    return fail(why);
-  }
-  std::vector<std::uint8_t> bytes(size);
-  const int encoded = png_image_write_to_memory(&png, bytes.data(), &size, 0, pixels.data(), 0, nullptr);
+  // Encoded in memory first (into libpng's own worst-case bound, so one pass), then every byte reaches the disk
+  // through the one atomic writer (core/file.h: exclusive temporary, checked writes, fsync, rename; the old file
+  // kept on failure).
+  png_alloc_size_t size = PNG_IMAGE_PNG_SIZE_MAX(png);
+  std::unique_ptr<std::uint8_t[]> buffer(new (std::nothrow) std::uint8_t[size]);
+  if (!buffer) return Status(Code::kOutOfMemory, path + ": cannot write PNG: " + std::to_string(size) +
+                                                     " bytes for the encoded image");
+  const int encoded = png_image_write_to_memory(&png, buffer.get(), &size, 0, pixels.data(), 0, nullptr);
   const std::string why = png.message[0] ? png.message : "encoding failed";
   png_image_free(&png);
   if (!encoded) return fail(why);
-  bytes.resize(size);
+  const std::span<const std::uint8_t> bytes(buffer.get(), size);
   if (Status st = write_file_atomic(path, bytes); !st.ok()) {
     std::string rest = st.what();  // "<path>: <step>: <OS error>"
     if (rest.rfind(path + ": ", 0) == 0) rest.erase(0, path.size() + 2);

@@ -79,6 +79,15 @@ TEST(AtomicWrite, creates_then_replaces_the_file_and_leaves_no_temporary) {
   fs::remove_all(dir);
 }
 
+TEST(AtomicWrite, a_name_near_the_length_limit_still_gets_a_temporary) {
+  const std::string dir = fresh_dir("long");
+  const std::string name(250, 'n');  // NAME_MAX is 255: ".<name>.tmp-…" would not fit untruncated
+  ASSERT_TRUE(core::write_file_atomic(dir + "/" + name, std::string_view("x")).ok());
+  EXPECT_EQ(slurp(dir + "/" + name), "x");
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{name});
+  fs::remove_all(dir);
+}
+
 TEST(AtomicWrite, a_new_file_gets_0666_less_the_umask_and_a_replaced_one_keeps_its_mode) {
   const std::string dir = fresh_dir("mode");
   const mode_t old_mask = ::umask(027);
@@ -129,7 +138,7 @@ TEST(AtomicWrite, a_symbolic_link_is_written_through_and_kept) {
   fs::create_directories(dir + "/real");
   spit(dir + "/real/target.png", "old");
   fs::create_symlink("real/target.png", dir + "/link.png");  // relative: from the link's directory
-  fs::create_symlink("link.png", dir + "/link2.png");         // a chain
+  fs::create_symlink("link.png", dir + "/link2.png");        // a chain
   ASSERT_TRUE(core::write_file_atomic(dir + "/link2.png", std::string_view("new")).ok());
   EXPECT_TRUE(fs::is_symlink(dir + "/link.png"));
   EXPECT_TRUE(fs::is_symlink(dir + "/link2.png"));
@@ -349,8 +358,8 @@ TEST(OutputPreflight, an_output_equal_to_an_input_is_refused_however_it_is_spell
   fs::create_symlink("s.json", dir + "/link.json");
   ASSERT_EQ(::link(scene.c_str(), (dir + "/hard.json").c_str()), 0);
   const std::vector<core::NamedPath> inputs{{"scene", scene}};
-  for (const std::string& out : {scene, dir + "/./s.json", dir + "/d/../s.json", dir + "/link.json",
-                                 dir + "/hard.json"}) {
+  for (const std::string& out :
+       {scene, dir + "/./s.json", dir + "/d/../s.json", dir + "/link.json", dir + "/hard.json"}) {
     const std::vector<core::NamedPath> outputs{{"-o", out}};
     const Status st = core::check_outputs(inputs, outputs);
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << out;
