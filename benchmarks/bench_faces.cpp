@@ -185,6 +185,11 @@ Program iresnet100() {
   return b.finish(fc);
 }
 
+// --layout nchw: every value NCHW in tf32/bf16 too (PlanOptions::nhwc off), the A/B baseline of the channels-last
+// form (docs/design/faces.md §8.2); --embedder-only skips the YuNet rows.
+bool g_nchw_only = false;
+bool g_embedder_only = false;
+
 std::string prec_name(Precision p) {
   return p == Precision::kFp32 ? "fp32" : p == Precision::kTf32 ? "tf32" : "bf16";
 }
@@ -261,6 +266,7 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       o.batch = batch;
       o.precision = prec;
       o.max_workspace_bytes = workspace_mb << 20;
+      o.nhwc = !g_nchw_only;
       const auto t0 = std::chrono::steady_clock::now();
       auto g = gpu::GpuProgram::plan(program, consts, o, stream);
       const double plan_ms =
@@ -334,6 +340,7 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       bench::Json j = bench::line("faces", cas);
       j["device"] = "gpu";
       j["precision"] = prec_name(prec);
+      j["layout"] = prec == Precision::kFp32 || g_nchw_only ? "nchw" : "nhwc where cuDNN takes it";
       j["batch"] = batch;
       bench::add_stats(j, s, iters, warmup, true);
       j[unit] = bench::rounded(per_s, 1);
@@ -357,7 +364,7 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
   return true;
 }
 
-// --precision: fp32, tf32, bf16 or all (fp32 and tf32). False (reported) on anything else.
+// --precision: fp32, tf32, bf16 or all (the three). False (reported) on anything else.
 bool parse_precisions(const std::string& precision, std::vector<Precision>& precs) {
   Precision p{};
   if (precision == "all") {
@@ -735,8 +742,8 @@ int run_inprocess_rows(const std::string& model, const std::vector<Precision>& p
     std::fprintf(stderr, "bench_faces: %s\n", yp.status().to_string().c_str());
     return 1;
   }
-  if (!gpu_rows("yunet_640_network", "images_per_s", *yp, batches, precs, workspace_mb, warmup, iters,
-                context, table))
+  if (!g_embedder_only && !gpu_rows("yunet_640_network", "images_per_s", *yp, batches, precs, workspace_mb,
+                                    warmup, iters, context, table))
     return 1;
   Program emb;
   if (!model.empty()) {
@@ -782,6 +789,11 @@ int main(int argc, char** argv) {
                  "attach_checked + run_batch beside the CPU interpreter); all (gpu, the share row, then the CPU "
                  "rows); default cpu");
   app.add_option("--precision", precision, "GPU rows: fp32, tf32, bf16 or all (default fp32)");
+  std::string layout = "auto";
+  app.add_option("--layout", layout, "GPU rows in tf32/bf16: auto (channels-last where cuDNN takes it) or nchw")
+      ->check(CLI::IsMember({"auto", "nchw"}));
+  app.add_flag("--embedder-only", g_embedder_only,
+               "GPU rows: the in-process embedder rows only (no YuNet, product or share rows)");
   app.add_option("--model", model,
                  "GPU rows: an ONNX embedder (e.g. IResNet-100) instead of the synthetic IResNet-100 in-process, "
                  "and for the product rows");
@@ -800,6 +812,9 @@ int main(int argc, char** argv) {
   app.add_option("--models", models_dir,
                  "the exported models folder with mobilefacenet_w05/ (default: tests/models beside --data)");
   CLI11_PARSE(app, argc, argv);
+#ifdef FT_HAVE_CUDA_FACES
+  g_nchw_only = layout == "nchw";
+#endif
   if (auto env = facetrace::core::env_string("FACETRACE_TEST_DATA");
       env && (data.empty() || !std::filesystem::is_directory(data)))
     data = *env;
@@ -816,8 +831,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_faces: no photos at %s (pass --data DIR)\n", images.c_str());
       return 1;
     }
-    const int rc = run_gpu_rows(model, precision, workspace_mb, short_run, images, models_dir, gpu_wanted, gpu_wanted,
-                                share || device == "all");
+    const int rc = run_gpu_rows(model, precision, workspace_mb, short_run, images, models_dir, gpu_wanted,
+                                gpu_wanted && !g_embedder_only, !g_embedder_only && (share || device == "all"));
     if (rc != 0 || device != "all") return rc;
   }
 #else

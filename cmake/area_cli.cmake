@@ -47,3 +47,13 @@ if(FT_WITH_FACES)
     add_dependencies(cli_faces_test facetrace)
   endif()
 endif()
+
+# Outputs that never destroy anything (core/file.h): render and faces detect refuse an output that is an input,
+# another output, a directory, a FIFO, a device or unwritable (exit 2, before any work), write through symbolic
+# links, keep the old PNG on a full disk, and survive two renders writing the same files at once.
+if(FT_BUILD_TESTS AND FT_WITH_TRACER)
+  ft_add_test(cli_outputs_test cpu SOURCES tests/unit/cli_outputs_test.cpp LIBS ft_core ft_tracer_io)
+  target_compile_definitions(cli_outputs_test PRIVATE FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>"
+                             $<$<BOOL:${FT_WITH_FACES}>:FT_HAVE_FACES=1>)
+  add_dependencies(cli_outputs_test facetrace)
+endif()

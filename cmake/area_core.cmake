@@ -26,6 +26,7 @@ if(FT_BUILD_TESTS)
   target_link_libraries(ft_test_support PUBLIC ft_core_internal GTest::gtest PRIVATE spdlog::spdlog)
   # core_image_test makes its inputs with libjpeg's and libpng's encoders
   ft_add_test(core_test cpu SOURCES tests/unit/core_test.cpp tests/unit/core_image_test.cpp
+              tests/unit/core_file_test.cpp
               LIBS ft_core JPEG::JPEG PNG::PNG)
 endif()
 

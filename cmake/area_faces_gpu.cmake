@@ -9,7 +9,9 @@ add_library(ft_cuda_faces STATIC
   cuda/faces/pool.cu
   cuda/faces/resize.cu
   cuda/faces/conv.cu
-  cuda/faces/gpu_program.cpp)
+  cuda/faces/gpu_program.cpp
+  cuda/faces/nhwc_layout.cpp
+  cuda/faces/conv_graph.cpp)
 # cuda/ for cuda/common/cuda_check.cuh and the family headers (included as "faces/<family>.cuh").
 target_include_directories(ft_cuda_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
 set_target_properties(ft_cuda_faces PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
@@ -29,4 +31,10 @@ if(FT_BUILD_BENCHMARKS)
   target_include_directories(bench_faces PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
   target_link_libraries(bench_faces PRIVATE ft_cuda_faces CUDA::cudart_static)
   target_compile_definitions(bench_faces PRIVATE FT_HAVE_CUDA_FACES=1)
+endif()
+
+if(FT_BUILD_TESTS)
+  # the channels-last rewrite (cuda/faces/nhwc_layout.h) checked on the CPU: no GPU needed
+  ft_add_test(faces_nhwc_test cpu SOURCES tests/unit/faces_nhwc_test.cpp LIBS ft_cuda_faces ft_faces)
+  target_include_directories(faces_nhwc_test PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
 endif()

@@ -482,6 +482,52 @@ __global__ void weights_to_krsc_bf16_kernel(const float* __restrict__ w, __nv_bf
   }
 }
 
+// KCRS fp32 weights to KRSC fp32 (the channels-last filter).
+__global__ void weights_to_krsc_f32_kernel(const float* __restrict__ w, float* __restrict__ y, std::int64_t C,
+                                           std::int64_t RS, std::int64_t n) {
+  FT_FOR_EACH(i, n) {
+    const std::int64_t c = i % C, rs = (i / C) % RS, k = i / (C * RS);
+    y[i] = w[(k * C + c) * RS + rs];
+  }
+}
+
+// Channels-last bf16 form (docs/design/faces.md §8.3): the input is already NHWC, so the conversions are
+// element-wise (channel = offset mod C), with the input affine when one is fused (scale non-null).
+// Four consecutive channels of one pixel per thread (C is a multiple of 8): a float4 in, two bf16 pairs out.
+__global__ void nhwc_f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int C,
+                                        int n4, const float* __restrict__ scale, const float* __restrict__ shift) {
+  FT_FOR_EACH_T(int, q, n4) {
+    const int c = (4 * q) % C;
+    const float4 v = reinterpret_cast<const float4*>(x)[q];
+    float r[4] = {v.x, v.y, v.z, v.w};
+    if (scale) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) r[k] = __fadd_rn(__fmul_rn(r[k], scale[c + k]), shift[c + k]);
+    }
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(y) + 2 * static_cast<std::int64_t>(q);
+    o[0] = __nv_bfloat162(__float2bfloat16_rn(r[0]), __float2bfloat16_rn(r[1]));
+    o[1] = __nv_bfloat162(__float2bfloat16_rn(r[2]), __float2bfloat16_rn(r[3]));
+  }
+}
+
+// Back to fp32 NHWC with the bias and the epilogue; the residual is NHWC too (residual_bstride = C: one "image"
+// of apply_epilogue is one pixel).
+__global__ void nhwc_bf16_to_f32_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ bias,
+                                        EpilogueAct e, float* __restrict__ y, int C, int n4) {
+  FT_FOR_EACH_T(int, q, n4) {
+    const int i = 4 * q, pix = i / C, c = i - pix * C;
+    const __nv_bfloat162* in = reinterpret_cast<const __nv_bfloat162*>(x) + 2 * static_cast<std::int64_t>(q);
+    const __nv_bfloat162 a = in[0], b = in[1];
+    float r[4] = {__low2float(a), __high2float(a), __low2float(b), __high2float(b)};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (bias) r[k] = __fadd_rn(r[k], bias[c + k]);
+      r[k] = apply_epilogue(e, r[k], c + k, pix, c + k);
+    }
+    reinterpret_cast<float4*>(y)[q] = make_float4(r[0], r[1], r[2], r[3]);
+  }
+}
+
 std::size_t bf16_bytes(std::int64_t n) { return (static_cast<std::size_t>(n) * 2 + 255) / 256 * 256; }
 
 }  // namespace
@@ -527,6 +573,27 @@ Status GpuConv::run_bf16(const ConvAlgo& a, const float* x, float* y, void* work
   auto* xh = reinterpret_cast<__nv_bfloat16*>(ws + a.cudnn_workspace);
   auto* yh = reinterpret_cast<__nv_bfloat16*>(ws + a.cudnn_workspace + bf16_bytes(batch_ * j.cin * j.h * j.w));
   const int pin = static_cast<int>(j.h * j.w), pout = static_cast<int>(j.oh * j.ow);
+  if (nhwc_) {
+    // nhwc_conv_ok: element counts below 2^31, channel counts multiples of 8
+    const int nin4 = static_cast<int>(static_cast<std::int64_t>(batch_) * j.cin * pin / 4);
+    const int nout4 = static_cast<int>(static_cast<std::int64_t>(batch_) * j.cout * pout / 4);
+    nhwc_f32_to_bf16_kernel<<<blocks_for(nin4), kThreads, 0, stream>>>(x, xh, static_cast<int>(j.cin), nin4,
+                                                                       in_scale_, in_shift_);
+    FT_CUDA_LAUNCH_CHECK("nhwc_f32_to_bf16_kernel", stream);
+    if (a.graph) {
+      FT_TRY(a.graph->run(xh, w_bf16_, yh, workspace, stream));
+    } else {
+      FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
+      const float one = 1.0f, zero = 0.0f;
+      FT_CUDNN_TRY(cudnnConvolutionForward(handle_, &one, xh_, xh, wh_, w_bf16_, ch_, a.algo,
+                                           a.cudnn_workspace ? workspace : nullptr, a.cudnn_workspace, &zero,
+                                           yh_, yh));
+    }
+    nhwc_bf16_to_f32_kernel<<<blocks_for(nout4), kThreads, 0, stream>>>(yh, b_dev_, act_, y,
+                                                                        static_cast<int>(j.cout), nout4);
+    FT_CUDA_LAUNCH_CHECK("nhwc_bf16_to_f32_kernel", stream);
+    return {};
+  }
   const dim3 block(32, 8);
   const dim3 gin(static_cast<unsigned>((pin + 31) / 32), static_cast<unsigned>((j.cin + 31) / 32),
                  static_cast<unsigned>(batch_));
@@ -648,6 +715,40 @@ GpuConv::~GpuConv() {
   if (wh_) FT_CUDA_IGNORE(cudnnDestroyFilterDescriptor(wh_));
   if (ch_) FT_CUDA_IGNORE(cudnnDestroyConvolutionDescriptor(ch_));
   drop_bf16_weights();
+  if (w_krsc_) FT_CUDA_IGNORE(cudaFree(w_krsc_));
+}
+
+namespace {
+__global__ void fill_probe_kernel(float* __restrict__ x, std::int64_t n) {
+  FT_FOR_EACH(i, n) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ static_cast<std::uint32_t>(i >> 32);
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    x[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+}
+}  // namespace
+
+Status launch_fill_probe(float* x, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return {};
+  fill_probe_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n);
+  FT_CUDA_LAUNCH_CHECK("fill_probe_kernel", s);
+  return {};
+}
+
+Status GpuConv::make_krsc(cudaStream_t stream) {
+  if (w_krsc_) return {};
+  const ConvJob& j = job_;
+  const std::int64_t n = j.cout * j.cin * j.kh * j.kw;
+  FT_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&w_krsc_), static_cast<std::size_t>(n) * sizeof(float)));
+  weights_to_krsc_f32_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w_dev_, w_krsc_, j.cin, j.kh * j.kw, n);
+  FT_CUDA_LAUNCH_CHECK("weights_to_krsc_f32_kernel", stream);
+  FT_CUDA_TRY(cudaStreamSynchronize(stream));
+  return {};
+}
+
+void GpuConv::drop_krsc() {
+  if (w_krsc_) FT_CUDA_IGNORE(cudaFree(w_krsc_));
+  w_krsc_ = nullptr;
 }
 
 Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup& setup, EpilogueAct act,
@@ -659,6 +760,10 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   act_ = act;
   w_dev_ = weights;
   b_dev_ = bias;
+  nhwc_ = setup.nhwc;
+  // channels-last: one apply_epilogue "image" is one pixel of cout channels (docs/design/faces.md §8.3)
+  if (nhwc_) act_.residual_bstride = job.cout;
+  const cudnnTensorFormat_t fmt = nhwc_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   const auto i32 = [](std::int64_t v) { return static_cast<int>(v); };
   const std::int64_t limit = std::numeric_limits<int>::max();
   bool expressible = job.cin * job.h * job.w * batch_ < limit && job.cout * job.oh * job.ow * batch_ < limit;
@@ -669,12 +774,12 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
     FT_CUDNN_TRY(cudnnCreateFilterDescriptor(&w_));
     FT_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c_));
     FT_CUDNN_TRY(cudnnCreateActivationDescriptor(&act_desc_));
-    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch_, i32(job.cin),
-                                            i32(job.h), i32(job.w)));
-    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch_, i32(job.cout),
-                                            i32(job.oh), i32(job.ow)));
+    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(x_, fmt, CUDNN_DATA_FLOAT, batch_, i32(job.cin), i32(job.h),
+                                            i32(job.w)));
+    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(y_, fmt, CUDNN_DATA_FLOAT, batch_, i32(job.cout), i32(job.oh),
+                                            i32(job.ow)));
     FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(b_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i32(job.cout), 1, 1));
-    FT_CUDNN_TRY(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(job.cout),
+    FT_CUDNN_TRY(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, fmt, i32(job.cout),
                                             i32(job.cin / job.groups), i32(job.kh), i32(job.kw)));
     FT_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c_, i32(job.pt), i32(job.pl), i32(job.sh), i32(job.sw),
                                                  i32(job.dh), i32(job.dw), CUDNN_CROSS_CORRELATION,
@@ -694,6 +799,8 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
           CUDNN_NOT_PROPAGATE_NAN, act.kind == EpilogueAct::Kind::kRelu ? 0.0 : static_cast<double>(act.hi)));
   }
   cudnn_ok_ = expressible;
+  if (nhwc_ && (!cudnn_ok_ || job.groups != 1))
+    return Status(Code::kDeclined, "conv " + shape_text(job) + ": cuDNN cannot run it channels-last");
   const bool fusable = cudnn_ok_ && bias != nullptr && !act.has_residual &&
                        (act.kind == EpilogueAct::Kind::kRelu ||
                         (act.kind == EpilogueAct::Kind::kClip && act.lo == 0.0f && std::isfinite(act.hi)));
@@ -701,6 +808,7 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   const bool bf16_ok = setup.bf16 && cudnn_ok_ && job.groups == 1 && job.cin % 8 == 0 && job.cout % 8 == 0;
   if (known) {
     algo_ = *known;
+    if (nhwc_ && !algo_.bf16) FT_TRY(make_krsc(stream));
     if (!algo_.own && !cudnn_ok_)
       return internal_error("conv " + shape_text(job) + ": cached cuDNN algorithm");
     if (algo_.bf16) {
@@ -715,13 +823,13 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   own.own = true;
   own.kernel = own_conv_kernel(job);
   const std::int64_t cin_g = job.cin / job.groups, cout_g = job.cout / job.groups;
-  const bool own_fits = !cudnn_ok_ || cin_g == 1 || cout_g < 8;
+  const bool own_fits = !nhwc_ && (!cudnn_ok_ || cin_g == 1 || cout_g < 8);
   // the implicit GEMM: for shapes small enough that cuDNN's tiles leave the device idle
   int sms = 132;
   FT_CUDA_IGNORE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   // the candidates: every tile shape, direct and double-buffered, each with the K splits that fill the device
   std::vector<ConvAlgo> igs;
-  const bool ig_shape = setup.autotune && igemm_fits(job, batch_) &&
+  const bool ig_shape = !nhwc_ && setup.autotune && igemm_fits(job, batch_) &&
                         job.cout * job.oh * job.ow * batch_ <= (std::int64_t{1} << 22);
   for (int tm : {64, 16, 128}) {
     if (!ig_shape || (tm == 16 && cout_g > 32) || (tm == 128 && cout_g < 128)) continue;
@@ -762,7 +870,8 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
   int returned = 0;
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
-  FT_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, probe.x, w_, weights, c_, y_, probe.y,
+  if (nhwc_) FT_TRY(make_krsc(stream));
+  FT_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, probe.x, w_, cudnn_weights(), c_, y_, probe.y,
                                                       kAlgos, &returned, perf, probe.workspace,
                                                       probe.workspace_bytes));
   std::vector<ConvAlgo> candidates;
@@ -780,13 +889,37 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
     candidates.push_back(a);
     break;  // perf is sorted by time: the first acceptable one is the fastest
   }
-  if (candidates.empty()) {
+  std::optional<ConvAlgo> graph_fp32;  // channels-last: the graph API's plan beside the legacy algorithm
+  if (nhwc_) {
+    auto g = find_graph(setup, probe, stream, false);
+    if (!g) return g.status().with_context("conv " + shape_text(job) + " (graph)");
+    graph_fp32 = *g;
+  }
+  if (candidates.empty() && !nhwc_) {
     algo_ = own;
     return {};
   }
+  if (candidates.empty() && graph_fp32) {
+    candidates.push_back(*graph_fp32);
+    graph_fp32.reset();
+  }
+  if (candidates.empty() && !bf16_ok)
+    return Status(Code::kDeclined, "conv " + shape_text(job) + ": no cuDNN algorithm for it channels-last");
+  if (candidates.empty()) {  // channels-last bf16 only: the bf16 forms are the candidates
+    FT_TRY(setup_bf16(stream));
+    auto h = find_bf16(setup, probe, stream);
+    if (!h) return h.status().with_context("conv " + shape_text(job) + " (bf16)");
+    auto hg = find_graph(setup, probe, stream, true);
+    if (!hg) return hg.status().with_context("conv " + shape_text(job) + " (bf16 graph)");
+    if (!h->has_value() && !hg->has_value())
+      return Status(Code::kDeclined, "conv " + shape_text(job) + ": no cuDNN algorithm for it channels-last");
+    algo_ = hg->has_value() ? **hg : **h;
+    drop_krsc();
+    return {};
+  }
   ConvAlgo best = candidates.front();
-  FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, best.math));
-  if (fusable) {  // conv + bias + ReLU in one cuDNN call, when the algorithm takes it
+  if (!best.graph) FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, best.math));
+  if (fusable && !best.graph) {  // conv + bias + ReLU in one cuDNN call, when the algorithm takes it
     ConvAlgo f = best;
     f.fused = true;
     algo_ = f;
@@ -805,7 +938,7 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       own.us = *to;
       if (own.us < best.us) best = own;
     }
-    if (dw3x3_x4_fits(job, batch_)) {
+    if (!nhwc_ && dw3x3_x4_fits(job, batch_)) {
       ConvAlgo d4 = own;
       d4.splits = -1;
       d4.kernel = "own:depthwise3x3x4";
@@ -823,24 +956,61 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       }
     }
   }
+  if (graph_fp32) {  // the graph API against the legacy choice, on the same probe buffers
+    if (setup.autotune) {
+      auto t = time_us([&] { return run_with(*graph_fp32, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!t) return t.status().with_context("conv " + shape_text(job) + " (graph)");
+      graph_fp32->us = *t;
+    }
+    best.tried += best.kernel + " " + std::to_string(static_cast<int>(best.us)) + "; " + graph_fp32->kernel + " " +
+                  std::to_string(static_cast<int>(graph_fp32->us)) + graph_fp32->tried + "; ";
+    const std::string tried = best.tried;
+    if (!setup.autotune || graph_fp32->us < best.us) best = *graph_fp32;
+    best.tried = tried;
+  }
   if (bf16_ok) {  // the bf16 candidate, timed with its conversions (docs/design/faces.md §8.1)
     FT_TRY(setup_bf16(stream));
     auto h = find_bf16(setup, probe, stream);
     if (!h) return h.status().with_context("conv " + shape_text(job));
+    if (nhwc_) {  // channels-last: the graph API's bf16 plan when it beats the legacy one
+      auto hg = find_graph(setup, probe, stream, true);
+      if (!hg) return hg.status().with_context("conv " + shape_text(job) + " (bf16 graph)");
+      if (hg->has_value() && setup.autotune) {
+        auto tg = time_us([&] { return run_with(**hg, probe.x, probe.y, probe.workspace, stream); }, stream);
+        if (!tg) return tg.status().with_context("conv " + shape_text(job) + " (bf16 graph)");
+        (*hg)->us = *tg;
+        if (h->has_value()) {
+          auto tl = time_us([&] { return run_with(**h, probe.x, probe.y, probe.workspace, stream); }, stream);
+          if (!tl) return tl.status().with_context("conv " + shape_text(job) + " (bf16)");
+          (*h)->us = *tl;
+        }
+      }
+      best.tried += (h->has_value() ? (*h)->kernel + " " + std::to_string(static_cast<int>((*h)->us)) + "; " : "") +
+                    (hg->has_value() ? (*hg)->kernel + " " + std::to_string(static_cast<int>((*hg)->us)) +
+                                           (*hg)->tried + "; "
+                                     : "");
+      if (hg->has_value() && (!h->has_value() || !setup.autotune || (*hg)->us < (*h)->us)) *h = *hg;
+    }
     bool take = false;
     if (h->has_value()) {
       ConvAlgo& a = **h;
-      if (setup.autotune) {
+      if (setup.autotune && !nhwc_) {  // channels-last: timed above
         auto t = time_us([&] { return run_with(a, probe.x, probe.y, probe.workspace, stream); }, stream);
         if (!t) return t.status().with_context("conv " + shape_text(job) + " (bf16)");
         a.us = *t;
       }
       take = !setup.autotune || a.us < best.us;
-      if (take) best = a;
+      if (take) {
+        const std::string tried = best.tried;
+        best = a;
+        best.tried = tried;
+      }
     }
     if (!take) drop_bf16_weights();
   }
   if (best.fused) best.kernel += "+bias+relu";
+  if (nhwc_) best.kernel += "/nhwc";
+  if (best.bf16 || best.own) drop_krsc();
   algo_ = best;
   return {};
 }
@@ -876,6 +1046,37 @@ Expected<std::optional<ConvAlgo>> GpuConv::find_bf16(const ConvSetup& setup, con
   return std::optional<ConvAlgo>();
 }
 
+Expected<std::optional<ConvAlgo>> GpuConv::find_graph(const ConvSetup& setup, const ConvProbe& probe,
+                                                      cudaStream_t stream, bool bf16) {
+  const ConvJob& j = job_;
+  GraphConvShape gs;
+  gs.n = batch_, gs.c = j.cin, gs.h = j.h, gs.w = j.w, gs.k = j.cout, gs.r = j.kh, gs.s = j.kw, gs.oh = j.oh,
+  gs.ow = j.ow;
+  gs.pad_h = j.pt, gs.pad_w = j.pl, gs.stride_h = j.sh, gs.stride_w = j.sw, gs.dil_h = j.dh, gs.dil_w = j.dw;
+  gs.io = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  // bf16: the probe's fp32 buffers hold the bf16 input and output; the workspace is cuDNN's part of the cap
+  const std::size_t io = bf16 ? bf16_bytes(batch_ * j.cin * j.h * j.w) + bf16_bytes(batch_ * j.cout * j.oh * j.ow) : 0;
+  if (io >= probe.workspace_bytes) return std::optional<ConvAlgo>();
+  const std::size_t cap = std::min(setup.max_workspace_bytes, probe.workspace_bytes - io);
+  const void* w = bf16 ? static_cast<const void*>(w_bf16_) : static_cast<const void*>(w_krsc_);
+  if (!w) return internal_error("conv " + shape_text(j) + ": graph plan without its weight copy");
+  auto g = GraphConv::build(handle_, gs, probe.x, w, probe.y, probe.workspace, cap, stream);
+  if (!g) {
+    if (g.status().code() == Code::kDeclined) return std::optional<ConvAlgo>();
+    return g.status();
+  }
+  ConvAlgo a;
+  a.graph = *g;
+  a.bf16 = bf16;
+  a.math = CUDNN_TENSOR_OP_MATH;
+  const std::size_t ws = ((*g)->workspace() + 255) / 256 * 256;
+  a.cudnn_workspace = bf16 ? ws : 0;
+  a.workspace = ws + io;
+  a.kernel = std::string(bf16 ? "cudnn-graph-bf16:" : "cudnn-graph:") + (*g)->name();
+  a.tried = "{" + (*g)->tried() + "} ";
+  return std::optional<ConvAlgo>(a);
+}
+
 Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* workspace,
                          cudaStream_t stream) const {
   if (a.own && a.splits > 0)
@@ -884,18 +1085,27 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
   if (a.own && a.splits < 0) return launch_dw3x3_x4(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.bf16) return run_bf16(a, x, y, workspace, stream);
+  if (a.graph) {  // channels-last fp32 (tf32 engines), the epilogue after it as for the legacy call
+    FT_TRY(a.graph->run(x, cudnn_weights(), y, workspace, stream));
+    if (b_dev_ || act_.kind != EpilogueAct::Kind::kNone || act_.residual)
+      FT_TRY(launch_bias_act(y, b_dev_, job_.cout, 1, static_cast<int>(batch_ * job_.oh * job_.ow), act_, stream));
+    return {};
+  }
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;
   if (a.fused) {
-    FT_CUDNN_TRY(cudnnConvolutionBiasActivationForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo,
+    FT_CUDNN_TRY(cudnnConvolutionBiasActivationForward(handle_, &one, x_, x, w_, cudnn_weights(), c_, a.algo,
                                                        workspace, a.workspace, &zero, y_, y, b_, b_dev_,
                                                        act_desc_, y_, y));
     return {};
   }
-  FT_CUDNN_TRY(cudnnConvolutionForward(handle_, &one, x_, x, w_, w_dev_, c_, a.algo, workspace, a.workspace,
-                                       &zero, y_, y));
+  FT_CUDNN_TRY(cudnnConvolutionForward(handle_, &one, x_, x, w_, cudnn_weights(), c_, a.algo, workspace,
+                                       a.workspace, &zero, y_, y));
+  // channels-last: channel = offset mod cout, one "image" per pixel (docs/design/faces.md §8.3)
   if (b_dev_ || act_.kind != EpilogueAct::Kind::kNone || act_.residual)
-    FT_TRY(launch_bias_act(y, b_dev_, job_.cout, job_.oh * job_.ow, batch_, act_, stream));
+    FT_TRY(nhwc_ ? launch_bias_act(y, b_dev_, job_.cout, 1, static_cast<int>(batch_ * job_.oh * job_.ow), act_,
+                                   stream)
+                 : launch_bias_act(y, b_dev_, job_.cout, job_.oh * job_.ow, batch_, act_, stream));
   return {};
 }
 

@@ -11,9 +11,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "faces/conv_graph.h"
 #include "faces/eltwise.cuh"
 #include "facetrace/core/status.h"
 #include "facetrace/faces/program.h"
@@ -35,6 +37,9 @@ struct ConvSetup {
   bool bf16 = false;     ///< the bf16 cuDNN form is a candidate too (Precision::kBf16, docs/design/faces.md §8.1)
   bool autotune = true;  ///< time own kernels against cuDNN where both apply
   std::size_t max_workspace_bytes = std::size_t{256} << 20;
+  /// Channels-last input and output (docs/design/faces.md §8.3): cuDNN only (NHWC fp32 with tensor-op math, or
+  /// the bf16 form with element-wise conversions), the epilogue indexed channel = offset mod cout.
+  bool nhwc = false;
 };
 
 /// The choice for one (shape, batch, precision): shared by every conv step of that shape.
@@ -50,8 +55,12 @@ struct ConvAlgo {
   bool fused = false;  ///< cudnnConvolutionBiasActivationForward (conv + bias + ReLU)
   bool bf16 = false;   ///< cuDNN on NHWC bf16 copies of the input and weights, fp32 accumulate
   std::size_t cudnn_workspace = 0;  ///< bf16: cuDNN's part of `workspace` (the bf16 input and output follow it)
+  /// Channels-last: a cuDNN graph-API plan instead of the legacy algorithm (docs/design/faces.md §8.3); shared by
+  /// every conv of the shape (it holds no pointers).
+  std::shared_ptr<GraphConv> graph;
   std::string kernel;
   float us = 0.0f;
+  std::string tried;  ///< the candidates' plan-time times, "name us; ..." (FACETRACE_FACES_PLAN_DETAIL=1 shows them)
 };
 
 /// One conv step on the GPU. Not copyable (owns cuDNN descriptors).
@@ -83,11 +92,12 @@ class GpuConv {
   /// bf16 form only: the ChannelAffine before this conv (x·scale + shift per input channel), applied by its
   /// input conversion (docs/design/faces.md §8.1).
   void set_input_affine(const float* scale, const float* shift) { in_scale_ = scale, in_shift_ = shift; }
-  /// Device bytes of the bf16 weight copy this conv holds (0 unless it runs the bf16 form).
+  /// Device bytes of the weight copies this conv holds (bf16 KRSC for the bf16 form, fp32 KRSC channels-last).
   std::uint64_t bf16_weight_bytes() const {
-    return w_bf16_ ? (static_cast<std::uint64_t>(job_.cout * job_.cin * job_.kh * job_.kw) * 2 + 255) / 256 * 256
-                   : 0;
+    const auto n = static_cast<std::uint64_t>(job_.cout * job_.cin * job_.kh * job_.kw);
+    return (w_bf16_ ? (n * 2 + 255) / 256 * 256 : 0) + (w_krsc_ ? (n * 4 + 255) / 256 * 256 : 0);
   }
+  bool nhwc() const { return nhwc_; }
 
  private:
   Status run_with(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const;
@@ -96,6 +106,13 @@ class GpuConv {
   Expected<std::optional<ConvAlgo>> find_bf16(const ConvSetup& setup, const ConvProbe& probe,
                                               cudaStream_t stream);
   void drop_bf16_weights();
+  /// Channels-last: the graph API's best deterministic plan for this conv in fp32 (tf32 engines) or bf16 (on
+  /// the bf16 copies), timed on the probe buffers; nullopt when no engine takes it.
+  Expected<std::optional<ConvAlgo>> find_graph(const ConvSetup& setup, const ConvProbe& probe, cudaStream_t stream,
+                                               bool bf16);
+  Status make_krsc(cudaStream_t stream);  // channels-last: the KRSC fp32 copy of the weights
+  void drop_krsc();
+  const float* cudnn_weights() const { return nhwc_ ? w_krsc_ : w_dev_; }
   Status run_bf16(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const;
 
   cudnnHandle_t handle_ = nullptr;
@@ -107,6 +124,8 @@ class GpuConv {
   cudnnFilterDescriptor_t wh_ = nullptr;
   cudnnConvolutionDescriptor_t ch_ = nullptr;  // fp32 compute, tensor-op math
   void* w_bf16_ = nullptr;                     // KRSC bf16 weights (owned)
+  float* w_krsc_ = nullptr;                    // channels-last: KRSC fp32 weights (owned), cuDNN's filter
+  bool nhwc_ = false;
   const float* in_scale_ = nullptr;            // bf16: the input affine (null: none)
   const float* in_shift_ = nullptr;
   bool cudnn_ok_ = false;  ///< cuDNN can express the shape (symmetric pads give the IR's output size)
@@ -117,6 +136,10 @@ class GpuConv {
   const float* b_dev_ = nullptr;
   ConvAlgo algo_;
 };
+
+/// Fills `n` floats with a fixed pseudo-random pattern in [-1, 1] (plan-time probe inputs: all-zero data would
+/// time tensor-core kernels faster than real activations).
+Status launch_fill_probe(float* x, std::int64_t n, cudaStream_t s);
 
 /// The own direct kernel: any groups, strides, dilations and pads (taps outside the input are zero), bias and
 /// activation in its epilogue. Specialised for depthwise 3×3.

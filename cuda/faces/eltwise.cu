@@ -158,6 +158,71 @@ __global__ void fill_rows_kernel(float* __restrict__ y, const float* __restrict_
   FT_FOR_EACH(i, n) y[i] = bias[i % n_cols];
 }
 
+// Channels-last forms (docs/design/faces.md §8.3): plane 1, C a multiple of 4, four consecutive channels of one
+// pixel per thread as one float4; the per-element arithmetic of the scalar kernels above (the same bits).
+__global__ void bias_act_c4_kernel(float* __restrict__ y, const float* __restrict__ bias, int C, EpilogueAct e,
+                                   int n4) {
+  FT_FOR_EACH_T(int, q, n4) {
+    const int i = 4 * q, pix = i / C, c = i - pix * C;
+    float4 v = reinterpret_cast<float4*>(y)[q];
+    float r[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      float t = r[k];
+      if (bias) t = __fadd_rn(t, bias[c + k]);
+      r[k] = apply_epilogue(e, t, c + k, pix, c + k);
+    }
+    reinterpret_cast<float4*>(y)[q] = make_float4(r[0], r[1], r[2], r[3]);
+  }
+}
+
+__global__ void affine_c4_kernel(const float* __restrict__ x, const float* __restrict__ sc,
+                                 const float* __restrict__ sh, float* __restrict__ y, int C, int n4) {
+  FT_FOR_EACH_T(int, q, n4) {
+    const int c = (4 * q) % C;
+    const float4 v = reinterpret_cast<const float4*>(x)[q];
+    reinterpret_cast<float4*>(y)[q] =
+        make_float4(__fadd_rn(__fmul_rn(v.x, sc[c]), sh[c]), __fadd_rn(__fmul_rn(v.y, sc[c + 1]), sh[c + 1]),
+                    __fadd_rn(__fmul_rn(v.z, sc[c + 2]), sh[c + 2]), __fadd_rn(__fmul_rn(v.w, sc[c + 3]), sh[c + 3]));
+  }
+}
+
+__global__ void prelu_c4_kernel(const float* __restrict__ x, const float* __restrict__ sl, float* __restrict__ y,
+                                int C, int n4, const float* __restrict__ bias) {
+  FT_FOR_EACH_T(int, q, n4) {
+    const int c = (4 * q) % C;
+    const float4 v = reinterpret_cast<const float4*>(x)[q];
+    float r[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float t = bias ? __fadd_rn(r[k], bias[c + k]) : r[k];
+      r[k] = t >= 0.0f ? t : __fmul_rn(sl[c + k], t);
+    }
+    reinterpret_cast<float4*>(y)[q] = make_float4(r[0], r[1], r[2], r[3]);
+  }
+}
+
+// Per image a [R][S] matrix to [S][R] through 32×32 tiles of shared memory (the layout conversions).
+__global__ void transpose2d_kernel(const float* __restrict__ x, std::int64_t xbs, float* __restrict__ y, int R,
+                                   int S) {
+  __shared__ float t[32][33];
+  const float* xi = x + static_cast<std::int64_t>(blockIdx.z) * xbs;
+  float* yi = y + static_cast<std::int64_t>(blockIdx.z) * R * S;
+  const int s0 = static_cast<int>(blockIdx.x) * 32, r0 = static_cast<int>(blockIdx.y) * 32;
+  const int tx = static_cast<int>(threadIdx.x);
+  for (int k = static_cast<int>(threadIdx.y); k < 32; k += 8) {
+    const int r = r0 + k, c = s0 + tx;
+    if (r < R && c < S) t[k][tx] = xi[static_cast<std::int64_t>(r) * S + c];
+  }
+  __syncthreads();
+  for (int k = static_cast<int>(threadIdx.y); k < 32; k += 8) {
+    const int c = s0 + k, r = r0 + tx;
+    if (r < R && c < S) yi[static_cast<std::int64_t>(c) * R + r] = t[tx][k];
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 // Right-aligns up to 4 dims (missing leading axes: size 1, stride 0).
 template <class D, class S>
 void align4(const D& dims, const S& strides, std::size_t rank, std::int64_t (&d)[4], std::int64_t (&s)[4]) {
@@ -182,6 +247,12 @@ Status launch_unary(const UnaryOp& u, const float* x, float* y, std::int64_t n, 
 Status launch_channel_affine(const ChannelAffineOp& a, int batch, const float* x, const float* scale,
                              const float* shift, float* y, cudaStream_t s) {
   const std::int64_t n = a.channels * a.plane * batch;
+  if (a.plane == 1 && a.channels % 4 == 0 && small_index(n) && aligned16(x) && aligned16(y)) {
+    const int n4 = static_cast<int>(n / 4);
+    affine_c4_kernel<<<blocks_for(n4), kThreads, 0, s>>>(x, scale, shift, y, static_cast<int>(a.channels), n4);
+    FT_CUDA_LAUNCH_CHECK("affine_c4_kernel", s);
+    return {};
+  }
   if (small_index(n))
     affine_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, static_cast<int>(a.channels),
                                                           static_cast<int>(a.plane), static_cast<int>(n));
@@ -195,6 +266,13 @@ Status launch_channel_affine(const ChannelAffineOp& a, int batch, const float* x
 Status launch_channel_prelu(const ChannelPreluOp& p, int batch, const float* x, const float* slope, float* y,
                             cudaStream_t s, OperandBias bias) {
   const std::int64_t n = p.channels * p.plane * batch;
+  const bool bias_c4 = !bias.bias || (bias.plane == 1 && bias.channels == p.channels);
+  if (p.plane == 1 && p.channels % 4 == 0 && bias_c4 && small_index(n) && aligned16(x) && aligned16(y)) {
+    const int n4 = static_cast<int>(n / 4);
+    prelu_c4_kernel<<<blocks_for(n4), kThreads, 0, s>>>(x, slope, y, static_cast<int>(p.channels), n4, bias.bias);
+    FT_CUDA_LAUNCH_CHECK("prelu_c4_kernel", s);
+    return {};
+  }
   if (small_index(n))
     prelu_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(
         x, slope, y, static_cast<int>(p.channels), static_cast<int>(p.plane), static_cast<int>(n), bias);
@@ -241,6 +319,22 @@ Status launch_strided_copy(const TransposeOp& op, int batch, const float* x, std
   align4(op.dims, op.strides, rank, g.d, g.s);
   const std::int64_t per = g.d[0] * g.d[1] * g.d[2] * g.d[3];
   if (per <= 0) return {};
+  // the channels-last conversions (docs/design/faces.md §8.3): a per-image matrix transpose, tiled
+  if (rank == 3 && op.offset == 0 && batch <= 65535) {
+    const std::int64_t d0 = op.dims[0], d1 = op.dims[1], d2 = op.dims[2];
+    std::int64_t R = 0, S = 0;
+    if (op.strides[0] == d1 && op.strides[1] == 1 && op.strides[2] == d0 * d1) R = d2, S = d0 * d1;  // to NHWC
+    if (op.strides[0] == 1 && op.strides[1] == d2 * d0 && op.strides[2] == d0) R = d1 * d2, S = d0;  // to NCHW
+    if (R > 0 && R < (1 << 30) && S < (1 << 30) && R * S == per) {
+      const dim3 grid(static_cast<unsigned>((S + 31) / 32), static_cast<unsigned>((R + 31) / 32),
+                      static_cast<unsigned>(batch));
+      if (grid.y <= 65535) {
+        transpose2d_kernel<<<grid, dim3(32, 8), 0, s>>>(x, x_bstride, y, static_cast<int>(R), static_cast<int>(S));
+        FT_CUDA_LAUNCH_CHECK("transpose2d_kernel", s);
+        return {};
+      }
+    }
+  }
   const std::int64_t n = per * batch;
   strided_copy_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, op.offset, x, x_bstride, y, per, n);
   FT_CUDA_LAUNCH_CHECK("strided_copy_kernel", s);
@@ -280,6 +374,12 @@ Status launch_concat_part(std::int64_t outer, std::int64_t part, std::int64_t in
 Status launch_bias_act(float* y, const float* bias, std::int64_t channels, std::int64_t plane, int batch,
                        EpilogueAct act, cudaStream_t s) {
   const std::int64_t n = channels * plane * batch;
+  if (plane == 1 && channels % 4 == 0 && small_index(n) && aligned16(y) && act.residual_bstride == channels) {
+    const int n4 = static_cast<int>(n / 4);
+    bias_act_c4_kernel<<<blocks_for(n4), kThreads, 0, s>>>(y, bias, static_cast<int>(channels), act, n4);
+    FT_CUDA_LAUNCH_CHECK("bias_act_c4_kernel", s);
+    return {};
+  }
   if (small_index(n) && small_index(act.residual_bstride * batch))
     bias_act_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(
         y, bias, static_cast<int>(channels), static_cast<int>(plane), act, static_cast<int>(n));

@@ -15,10 +15,12 @@
 #include "faces/conv.cuh"
 #include "faces/eltwise.cuh"
 #include "faces/gpu_program.h"
+#include "faces/nhwc_layout.h"
 #include "faces/pool.cuh"
 #include "faces/resize.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
@@ -112,7 +114,8 @@ Expected<std::vector<Unit>> units_of(const Program& p) {
 
 class Plan final : public GpuProgram {
  public:
-  Plan(const Program& p, const PlanOptions& o, cudaStream_t s) : p_(p), o_(o), stream_(s) {}
+  Plan(const Program& p, const PlanOptions& o, cudaStream_t s, std::vector<bool> nhwc = {})
+      : p_(p), o_(o), stream_(s), nhwc_(std::move(nhwc)) {}
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
   ~Plan() override {
@@ -193,6 +196,10 @@ class Plan final : public GpuProgram {
  private:
   std::uint64_t lens(std::int32_t v) const {
     return static_cast<std::uint64_t>(p_.lens[static_cast<std::size_t>(v)]);
+  }
+  /// Stored channels-last (docs/design/faces.md §8.3).
+  bool nhwc(std::int32_t v) const {
+    return v >= 0 && static_cast<std::size_t>(v) < nhwc_.size() && nhwc_[static_cast<std::size_t>(v)];
   }
 
   // Consts from the table; conv weights (and biases) too when the table holds them after the consts (wire
@@ -312,7 +319,8 @@ class Plan final : public GpuProgram {
              (other.id != kInputValue && producer[static_cast<std::size_t>(other.id)] >= u.first)))
           continue;
         if (other.kind == Arg::Kind::kConst &&
-            static_cast<std::int64_t>(p_.consts[static_cast<std::size_t>(other.id)]->size()) != st)
+            (nhwc(u.out) ||
+             static_cast<std::int64_t>(p_.consts[static_cast<std::size_t>(other.id)]->size()) != st))
           continue;
         u.act.has_residual = true;
         u.act.residual_bstride = bstride(other);
@@ -355,7 +363,7 @@ class Plan final : public GpuProgram {
       const bool prelu = std::holds_alternative<ChannelPreluOp>(reader.op) && reader.args[0].id == u.out &&
                          reader.args[0].kind == Arg::Kind::kValue;
       if (prelu || std::holds_alternative<BinaryOp>(reader.op))
-        deferred_[u.out] = {nullptr, j->cout, j->oh * j->ow};
+        deferred_[u.out] = {nullptr, j->cout, nhwc(u.out) ? 1 : j->oh * j->ow};
     }
   }
   OperandBias deferred_bias(const Arg& a) const {
@@ -468,6 +476,12 @@ class Plan final : public GpuProgram {
     void* probe_xy = nullptr;
     const std::uint64_t xy = aligned(B * max_x * sizeof(float)) + aligned(B * max_y * sizeof(float));
     FT_CUDA_TRY(cudaMalloc(&probe_xy, xy));
+    if (Status f = launch_fill_probe(static_cast<float*>(probe_xy), static_cast<std::int64_t>(xy / sizeof(float)),
+                                     stream_);
+        !f.ok()) {
+      FT_CUDA_IGNORE(cudaFree(probe_xy));
+      return f;
+    }
     void* probe_ws = nullptr;
     std::uint64_t ws = o_.max_workspace_bytes;
     // bf16: the workspace also holds the conv's bf16 input and output after cuDNN's part (not under the cap)
@@ -513,10 +527,13 @@ class Plan final : public GpuProgram {
                                           j->dw,
                                           b != nullptr,
                                           static_cast<std::int64_t>(u.act.kind),
-                                          u.act.has_residual};
+                                          u.act.has_residual,
+                                          nhwc(s.out)};
       auto conv = std::make_unique<GpuConv>();
       const auto hit = cache.find(key);
-      st = conv->setup(cudnn_, *j, cs, u.act, w, b, hit == cache.end() ? nullptr : &hit->second, probe,
+      ConvSetup one = cs;
+      one.nhwc = nhwc(s.out);
+      st = conv->setup(cudnn_, *j, one, u.act, w, b, hit == cache.end() ? nullptr : &hit->second, probe,
                        stream_);
       if (!st.ok()) {
         st = st.with_context("node '" + s.node + "'");
@@ -700,14 +717,16 @@ class Plan final : public GpuProgram {
       if (s.args.size() < 3) return invalid_argument("node '" + s.node + "': ChannelAffine operands");
       const ChannelAffineOp v = *op;
       const float *sc = ptr(s.args[1]), *sh = ptr(s.args[2]);
-      return Launch([=](cudaStream_t st) { return launch_channel_affine(v, B, x, sc, sh, y, st); });
+      const int nb = B * static_cast<int>(len / std::max<std::int64_t>(1, v.channels * v.plane));  // NHWC: B·H·W
+      return Launch([=](cudaStream_t st) { return launch_channel_affine(v, nb, x, sc, sh, y, st); });
     }
     if (const auto* op = std::get_if<ChannelPreluOp>(&s.op)) {
       if (s.args.size() < 2) return invalid_argument("node '" + s.node + "': PRelu operands");
       const ChannelPreluOp v = *op;
       const float* sl = ptr(s.args[1]);
       const OperandBias xb = deferred_bias(s.args[0]);
-      return Launch([=](cudaStream_t st) { return launch_channel_prelu(v, B, x, sl, y, st, xb); });
+      const int nb = B * static_cast<int>(len / std::max<std::int64_t>(1, v.channels * v.plane));  // NHWC: B·H·W
+      return Launch([=](cudaStream_t st) { return launch_channel_prelu(v, nb, x, sl, y, st, xb); });
     }
     if (const auto* op = std::get_if<BinaryOp>(&s.op)) {
       if (s.args.size() < 2) return invalid_argument("node '" + s.node + "': Binary operands");
@@ -810,7 +829,7 @@ class Plan final : public GpuProgram {
 
   std::string kernel_of(const Unit& u, const Step& s, const GpuConv* c) const {
     if (c)
-      return c->algo().kernel + (u.kind == Unit::Kind::kConvAct && !c->algo().fused ? "+act" : "") +
+      return c->algo().kernel + (plan_detail_ && !c->algo().tried.empty() ? "[" + c->algo().tried + "]" : "") + (u.kind == Unit::Kind::kConvAct && !c->algo().fused ? "+act" : "") +
              (deferred_.count(u.out) ? "+bias-deferred" : "") +
              (u.act.kind == EpilogueAct::Kind::kPrelu ? "+prelu" : "") + (u.act.has_residual ? "+add" : "") +
              (bias_moved_from_.count(u.first) ? "+bias-to-next" : "") +
@@ -906,6 +925,12 @@ class Plan final : public GpuProgram {
   Program p_;  // a copy (the blobs are shared): the plan outlives the caller's Program
   PlanOptions o_;
   cudaStream_t stream_;
+  std::vector<bool> nhwc_;  // per value: channels-last (empty: every value NCHW)
+  // FACETRACE_FACES_PLAN_DETAIL=1: each conv's kernel name lists the candidates' plan-time times
+  bool plan_detail_ = [] {
+    const char* v = std::getenv("FACETRACE_FACES_PLAN_DETAIL");
+    return v && v[0] == '1';
+  }();
   std::vector<const float*> consts_;
   std::vector<std::pair<const float*, const float*>> conv_w_;  // per conv step: weights, bias (device)
   std::vector<Unit> units_;
@@ -935,6 +960,18 @@ class Plan final : public GpuProgram {
 
 Expected<std::unique_ptr<GpuProgram>> GpuProgram::plan(const Program& program, const ConstTable& consts,
                                                        const PlanOptions& options, CUstream_st* stream) {
+  // tf32 / bf16: the channels-last form first (docs/design/faces.md §8.3); when it cannot be planned (a conv
+  // cuDNN declines channels-last), the NCHW form. A lost device is not retried.
+  if (options.precision != Precision::kFp32 && options.nhwc) {
+    auto r = rewrite_nhwc(program, options.batch);
+    if (!r) return r.status();
+    if (r->nhwc_convs > 0) {
+      auto plan = std::make_unique<Plan>(r->program, options, stream, std::move(r->nhwc));
+      const Status st = plan->build(consts);
+      if (st.ok()) return std::unique_ptr<GpuProgram>(std::move(plan));
+      if (st.code() == Code::kDeviceLost) return st;
+    }
+  }
   auto plan = std::make_unique<Plan>(program, options, stream);
   if (Status st = plan->build(consts); !st.ok()) return st;
   return std::unique_ptr<GpuProgram>(std::move(plan));

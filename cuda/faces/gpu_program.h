@@ -35,6 +35,9 @@ struct PlanOptions {
   Precision precision = Precision::kFp32;
   bool use_graph = true;  ///< capture the program as a CUDA graph at plan time and replay it
   bool autotune = true;   ///< time own kernels against cuDNN per conv shape and keep the faster
+  /// tf32 / bf16: run the convs cuDNN can take channels-last on NHWC values, with the per-channel steps between
+  /// them (docs/design/faces.md §8.3); off, or when nothing can, every value is NCHW. Ignored in fp32.
+  bool nhwc = true;
   std::uint64_t max_workspace_bytes = std::uint64_t{256} << 20;  ///< cuDNN workspace cap (algorithms above it skipped)
 };
 

@@ -412,9 +412,21 @@ int run_detect(const DetectArgs& a) {
   if (!a.annotate_dir.empty()) {
     std::error_code ec;
     fs::create_directories(a.annotate_dir, ec);
-    if (ec || !fs::is_directory(a.annotate_dir))
-      return fail(kExitFailure, "--annotate-dir " + a.annotate_dir + ": " +
-                                    (ec ? ec.message() : std::string("not a folder")));
+    if (ec || !fs::is_directory(a.annotate_dir))  // an output that cannot be: bad input, as check_outputs
+      return fail(kExitBadInput, "--annotate-dir " + a.annotate_dir + ": " +
+                                     (ec ? ec.message() : std::string("not a folder")));
+  }
+  // Every annotation checked before the first photo (core/file.h check_outputs): none may be a photo or the
+  // model (`--annotate-dir` over a folder of PNGs), a FIFO, a directory or unwritable.
+  if (!a.annotate.empty() || !a.annotate_dir.empty()) {
+    std::vector<core::NamedPath> inputs, outputs;
+    for (const std::string& photo : p->paths) inputs.push_back({"photo", photo});
+    if (!a.model.empty()) inputs.push_back({"--model", a.model});
+    if (!a.annotate.empty()) outputs.push_back({"--annotate", a.annotate});
+    AnnotationNames planned(a.annotate_dir);  // the same names, in the same order, as the run below
+    if (!a.annotate_dir.empty())
+      for (const std::string& photo : p->paths) outputs.push_back({"--annotate-dir", planned.next(photo)});
+    if (Status st = core::check_outputs(inputs, outputs); !st.ok()) return fail(kExitBadInput, st.what());
   }
   if (Status st = attach_device(a.run.device, {det->net()}, a.run.quiet); !st.ok())
     return fail(kExitFailure, st.what());

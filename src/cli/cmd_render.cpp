@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "facetrace/core/file.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/output.h"
 #include "facetrace/tracer/renderer.h"
@@ -61,17 +62,10 @@ Expected<std::uint64_t> parse_count(const std::string& flag, const std::string& 
   return v;
 }
 
-/// The directory `path` would be written into must exist.
+/// The output `path` must be a writable regular file or a new one in a writable directory: not a directory,
+/// FIFO or device (core/file.h check_output_path).
 Status check_writable_target(const std::string& flag, const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path p(path);
-  std::error_code ec;
-  if (fs::is_directory(p, ec)) return invalid_argument(flag + ": " + path + " is a directory");
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec))
-    return invalid_argument(flag + ": cannot write " + path + ": directory " + dir.string() +
-                            " does not exist");
-  return {};
+  return core::check_output_path({flag, path});
 }
 
 // ---- cancellation and progress ------------------------------------------------------------------------
@@ -217,6 +211,13 @@ std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::
   if (Status st = tr::tier_features(scene).status(); !st.ok())
     return Failure{kExitFailure, "not supported: " + st.what()};
 
+  // No output may be an input or another output of this command (core/file.h check_outputs, which also runs
+  // check_writable_target's checks on each).
+  std::vector<core::NamedPath> inputs, outputs{{"-o", output}};
+  if (!a.scene_path.empty()) inputs.push_back({"scene", a.scene_path});
+  if (!a.exr.empty()) outputs.push_back({"--exr", a.exr});
+  if (!a.save_scene.empty()) outputs.push_back({"--save-scene", a.save_scene});
+  if (Status st = core::check_outputs(inputs, outputs); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (Status st = check_writable_target("-o", output); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (!a.exr.empty())
     if (Status st = check_writable_target("--exr", a.exr); !st.ok()) return Failure{kExitBadInput, st.what()};

@@ -1,6 +1,6 @@
 /// @file
 /// Image decode (libjpeg-turbo for JPEG, libpng for PNG, every library error a Status), EXIF orientation, the
-/// atomic PNG writer (libpng), drawing.
+/// PNG writer (libpng encodes in memory, core/file.h's AtomicFile writes), drawing.
 #include "facetrace/core/image.h"
 
 // clang-format off: jpeglib.h needs <cstdio> (FILE, size_t) first
@@ -8,17 +8,15 @@
 #include <jerror.h>
 #include <jpeglib.h>
 // clang-format on
-#include <fcntl.h>
 #include <png.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <csetjmp>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "facetrace/core/file.h"
@@ -380,25 +378,6 @@ Expected<Image> load_image(const std::string& path) {
   return im;
 }
 
-namespace {
-
-/// A temporary file beside `path` (same directory, so rename() is atomic), created exclusively with mode 0666
-/// less the umask, like the file it replaces. Returns the descriptor (−1 with errno set) and its name.
-int create_temporary_beside(const std::string& path, std::string& tmp) {
-  static std::atomic<unsigned> counter{0};
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    tmp = dir + "." + base + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-  return -1;
-}
-
-}  // namespace
-
 Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint32_t height,
                         PixelFormat format, std::span<const std::uint8_t> pixels) {
   const bool rgba = format == PixelFormat::kRgba8;
@@ -408,39 +387,28 @@ Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint3
                             std::to_string(width) + "x" + std::to_string(height) +
                             (rgba ? " RGBA8" : " RGB8"));
   auto fail = [&](const std::string& why) { return io_error(path + ": cannot write PNG: " + why); };
-  std::string tmp;
-  const int fd = create_temporary_beside(path, tmp);
-  if (fd < 0) return fail(std::string("cannot create a temporary file beside it: ") + std::strerror(errno));
-  std::FILE* f = ::fdopen(fd, "wb");
-  if (!f) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return fail(std::strerror(e));
-  }
   png_image png;
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
   png.width = width;
   png.height = height;
   png.format = rgba ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;  // 8-bit sRGB: libpng writes the sRGB chunk
-  // Every step's failure is kept (the first wins): libpng's own write check, then the flush of stdio's buffer,
-  // the sync to the disk and the close, each of which is where a full disk or a file size limit shows up.
-  errno = 0;
-  std::string why;
-  if (!png_image_write_to_stdio(&png, f, 0, pixels.data(), 0, nullptr))
-    why = std::string(png.message[0] ? png.message : "write failed") +
-          (errno ? std::string(": ") + std::strerror(errno) : "");
+  // Encoded in memory first (into libpng's own worst-case bound, so one pass), then every byte reaches the disk
+  // through the one atomic writer (core/file.h: exclusive temporary, checked writes, fsync, rename; the old file
+  // kept on failure).
+  png_alloc_size_t size = PNG_IMAGE_PNG_SIZE_MAX(png);
+  std::unique_ptr<std::uint8_t[]> buffer(new (std::nothrow) std::uint8_t[size]);
+  if (!buffer) return Status(Code::kOutOfMemory, path + ": cannot write PNG: " + std::to_string(size) +
+                                                     " bytes for the encoded image");
+  const int encoded = png_image_write_to_memory(&png, buffer.get(), &size, 0, pixels.data(), 0, nullptr);
+  const std::string why = png.message[0] ? png.message : "encoding failed";
   png_image_free(&png);
-  if (std::fflush(f) != 0 && why.empty()) why = std::strerror(errno);
-  if (std::ferror(f) && why.empty()) why = "write error";
-  if (why.empty() && ::fsync(::fileno(f)) != 0) why = std::string("fsync: ") + std::strerror(errno);
-  if (std::fclose(f) != 0 && why.empty()) why = std::strerror(errno);
-  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    why = std::string("rename from ") + tmp + ": " + std::strerror(errno);
-  if (!why.empty()) {
-    ::unlink(tmp.c_str());
-    return fail(why);
+  if (!encoded) return fail(why);
+  const std::span<const std::uint8_t> bytes(buffer.get(), size);
+  if (Status st = write_file_atomic(path, bytes); !st.ok()) {
+    std::string rest = st.what();  // "<path>: <step>: <OS error>"
+    if (rest.rfind(path + ": ", 0) == 0) rest.erase(0, path.size() + 2);
+    return Status(st.code(), path + ": cannot write PNG: " + rest);
   }
   return {};
 }

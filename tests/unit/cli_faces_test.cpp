@@ -260,17 +260,25 @@ TEST(CliFaces, native_input_size_finds_the_faces_too) {
       << "native is another network input";
 }
 
-TEST(CliFaces, annotate_dir_writes_one_png_per_photo_and_reports_a_failed_write) {
+TEST(CliFaces, annotate_dir_writes_one_png_per_photo_and_refuses_a_folder_in_the_way_up_front) {
   FT_REQUIRE_TEST_DATA(data);
   const std::string d = photo_folder(data, "annotate_in");
   const std::string out = fresh_dir("annotate_out");
-  fs::create_directories(out + "/a_portrait.png");  // a folder in the way: this annotation cannot be written
+  // a folder in the way of one annotation: refused before any photo (exit 2), nothing written
+  // (a write failing mid-run, an error record and exit 1: tests/unit/cli_outputs_test.cpp)
+  fs::create_directories(out + "/a_portrait.png");
+  const CliRun refused = run_cli({"faces", "detect", "--json", "--device", "cpu", "--annotate-dir", out, d});
+  EXPECT_EQ(refused.rc, 2) << describe(refused);
+  EXPECT_NE(refused.err.find(out + "/a_portrait.png: is a directory"), std::string::npos) << describe(refused);
+  EXPECT_TRUE(refused.lines().empty()) << describe(refused);
+  EXPECT_FALSE(fs::exists(out + "/c_astronaut.png"));
+  fs::remove(out + "/a_portrait.png");
   const CliRun r = run_cli({"faces", "detect", "--json", "--device", "cpu", "--annotate-dir", out, d});
-  EXPECT_EQ(r.rc, 1) << describe(r);
+  EXPECT_EQ(r.rc, 1) << describe(r);  // the corrupt photo
   const auto lines = r.lines();
   ASSERT_EQ(lines.size(), 3u) << describe(r);
-  EXPECT_EQ(lines[0]["faces"].size(), 1u);  // the detections are still reported
-  EXPECT_NE(lines[0]["error"].get<std::string>().find("cannot write PNG"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0]["faces"].size(), 1u);
+  EXPECT_FALSE(lines[0].contains("error")) << lines[0];
   EXPECT_FALSE(lines[2].contains("error")) << lines[2];
   auto bytes = core::read_file(out + "/c_astronaut.png", 64 << 20);
   ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();

@@ -5,6 +5,7 @@
 #include <ImfChannelList.h>
 #include <ImfFrameBuffer.h>
 #include <ImfHeader.h>
+#include <ImfIO.h>
 #include <ImfInputFile.h>
 #include <ImfOutputFile.h>
 #include <ImfStringAttribute.h>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "facetrace/core/file.h"
 #include "facetrace/core/image.h"
 
 namespace facetrace::tracer {
@@ -36,6 +38,26 @@ constexpr const char* kAttrFirstSample = "facetrace.first_sample";
 constexpr const char* kAttrSamples = "facetrace.samples";
 constexpr const char* kAttrNonfinite = "facetrace.nonfinite";
 constexpr const char* kAttrScene = "facetrace.scene";
+
+/// OpenEXR's output stream into memory: the encoded file then reaches the disk through core::AtomicFile, whose
+/// every write and the fsync are checked (an ofstream's last flush, in its destructor, is not).
+class MemoryOStream final : public Imf::OStream {
+ public:
+  MemoryOStream() : Imf::OStream("memory") {}
+  void write(const char c[], int n) override {
+    const std::size_t end = pos_ + static_cast<std::size_t>(n);
+    if (end > bytes_.size()) bytes_.resize(end);
+    std::memcpy(bytes_.data() + pos_, c, static_cast<std::size_t>(n));
+    pos_ = end;
+  }
+  std::uint64_t tellp() override { return pos_; }
+  void seekp(std::uint64_t pos) override { pos_ = static_cast<std::size_t>(pos); }
+  const std::vector<std::uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::uint8_t> bytes_;
+  std::size_t pos_ = 0;
+};
 
 }  // namespace
 
@@ -154,8 +176,9 @@ Status write_exr(const std::string& path, const Film& film, const ExrInfo& info)
       film.samples.size() != film.pixels())
     return invalid_argument(path + ": cannot write EXR: film buffers do not match " +
                             std::to_string(film.width) + "x" + std::to_string(film.height));
-  // Write next to the target and rename, so readers (farm merges) never see a half-written file.
-  const std::string tmp = path + ".tmp";
+  // Encoded in memory, then written atomically (a unique temporary beside the target, fsync, rename), so readers
+  // (farm merges) never see a half-written file and a failed write leaves the old one.
+  MemoryOStream encoded;
   try {
     Imf::Header header(static_cast<int>(film.width), static_cast<int>(film.height));
     header.compression() = Imf::ZIP_COMPRESSION;
@@ -176,20 +199,17 @@ Status write_exr(const std::string& path, const Film& film, const ExrInfo& info)
     fb.insert("Z", Imf::Slice(Imf::FLOAT, xyz + 2 * sizeof(float), sizeof(float) * 3, row_f));
     fb.insert("N", Imf::Slice(Imf::UINT, n, sizeof(std::uint32_t), sizeof(std::uint32_t) * film.width));
     {
-      Imf::OutputFile file(tmp.c_str(), header);
+      Imf::OutputFile file(encoded, header);
       file.setFrameBuffer(fb);
       file.writePixels(static_cast<int>(film.height));
     }
   } catch (const std::exception& e) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
     return io_error(path + ": cannot write EXR: " + e.what());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return io_error(path + ": cannot write EXR: rename failed: " + ec.message());
+  if (Status st = core::write_file_atomic(path, encoded.bytes()); !st.ok()) {
+    std::string rest = st.what();  // "<path>: <step>: <OS error>"
+    if (rest.rfind(path + ": ", 0) == 0) rest.erase(0, path.size() + 2);
+    return Status(st.code(), path + ": cannot write EXR: " + rest);
   }
   return {};
 }

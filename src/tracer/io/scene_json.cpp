@@ -553,11 +553,12 @@ std::string scene_to_json(const Scene& s, const SceneJsonOptions& options) {
 }
 
 Status save_scene_file(const Scene& scene, const std::string& path, const SceneJsonOptions& options) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return io_error(path + ": cannot create scene file: " + std::strerror(errno));
-  out << scene_to_json(scene, options);
-  out.close();
-  if (!out) return io_error(path + ": write error");
+  // The one atomic writer (core/file.h): a failed write keeps the previous file, readers never see half of one.
+  if (Status st = core::write_file_atomic(path, scene_to_json(scene, options)); !st.ok()) {
+    std::string rest = st.what();  // "<path>: <step>: <OS error>"
+    if (rest.rfind(path + ": ", 0) == 0) rest.erase(0, path.size() + 2);
+    return Status(st.code(), path + ": cannot write scene file: " + rest);
+  }
   return {};
 }
 
