@@ -326,7 +326,7 @@ int run_render(const RenderArgs& a) {
                 static_cast<unsigned long long>(o.spp), where.c_str(), run.seconds,
                 paths / run.seconds / 1e6);
     // The GPU child's start is paid once per process (bench_tracer leaves it out): show the rate without it.
-    if (r.gpu_start_seconds >= 0.01 && run.seconds > r.gpu_start_seconds)
+    if (r.gpu_samples && r.gpu_start_seconds >= 0.01 && run.seconds > r.gpu_start_seconds)
       std::printf(" (%.2f M paths/s after %.2f s of GPU start-up)",
                   paths / (run.seconds - r.gpu_start_seconds) / 1e6, r.gpu_start_seconds);
     std::printf(", %llu non-finite", static_cast<unsigned long long>(film.nonfinite));
