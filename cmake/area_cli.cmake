@@ -1,11 +1,24 @@
 # The `facetrace` CLI: one dispatcher plus one command file per area.
+# ft_cli_support: what several commands share (signals → cancel, docs/cli.md "Signals"); private to the CLI, linked
+# into the executable and the cli_* tests, never installed.
+add_library(ft_cli_support STATIC src/cli/signals.cpp)
+target_include_directories(ft_cli_support PUBLIC ${PROJECT_SOURCE_DIR}/src/cli)
+target_link_libraries(ft_cli_support PUBLIC ft_core PRIVATE ft_warnings)
 add_executable(facetrace src/cli/main.cpp)
 target_include_directories(facetrace PRIVATE ${PROJECT_SOURCE_DIR}/src/cli)
-target_link_libraries(facetrace PRIVATE ft_core CLI11::CLI11 spdlog::spdlog ft_warnings)
+target_link_libraries(facetrace PRIVATE ft_cli_support ft_core CLI11::CLI11 spdlog::spdlog ft_warnings)
+if(FT_BUILD_TESTS)
+  ft_add_test(cli_signals_test cpu SOURCES tests/unit/cli_signals_test.cpp LIBS ft_cli_support)
+endif()
 if(FT_WITH_TRACER)
   target_sources(facetrace PRIVATE src/cli/cmd_render.cpp)
   target_compile_definitions(facetrace PRIVATE FT_HAVE_TRACER=1)
   target_link_libraries(facetrace PRIVATE ft_tracer ft_tracer_io ft_render)
+endif()
+if(TARGET ft_farm)  # docs/design/farm.md §1: worker + merge
+  target_sources(facetrace PRIVATE src/cli/cmd_worker.cpp src/cli/cmd_merge.cpp)
+  target_compile_definitions(facetrace PRIVATE FT_HAVE_FARM=1)
+  target_link_libraries(facetrace PRIVATE ft_farm)
 endif()
 if(FT_WITH_RUNTIME)
   target_sources(facetrace PRIVATE src/cli/cmd_info.cpp)

@@ -9,14 +9,19 @@ add_library(ft_core STATIC
   src/core/env.cpp
   src/core/parallel.cpp
   src/core/image.cpp
-  src/core/file.cpp)
-target_include_directories(ft_core PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/core)
+  src/core/file.cpp
+  src/core/sha256.cpp)
+# The public headers: include/ in the build tree, <prefix>/include once installed (cmake/ft_install.cmake); the
+# other library modules name only the build-tree form and get the installed one through ft_core.
+target_include_directories(ft_core
+  PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+  PRIVATE ${PROJECT_SOURCE_DIR}/src/core)
 target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt PNG::PNG JPEG::JPEG ft_warnings)
 target_compile_features(ft_core PUBLIC cxx_std_20)
 
 # The library modules' view of core's private headers (log.h: FT_LOG_* through spdlog, .cpp files only).
 add_library(ft_core_internal INTERFACE)
-target_include_directories(ft_core_internal INTERFACE ${PROJECT_SOURCE_DIR}/src/core)
+target_include_directories(ft_core_internal INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src/core>)
 target_link_libraries(ft_core_internal INTERFACE ft_core spdlog::spdlog fmt::fmt)
 
 if(FT_BUILD_TESTS)

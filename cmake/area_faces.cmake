@@ -21,11 +21,10 @@ add_library(ft_faces STATIC
   src/faces/cpu/cpu_features.cpp
   src/faces/cpu/profile.cpp
   src/faces/models/net.cpp
-  src/faces/models/sha256.cpp
   src/faces/models/detector.cpp
   src/faces/models/align.cpp
   src/faces/models/embedder.cpp)
-target_include_directories(ft_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
+target_include_directories(ft_faces PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
 target_link_libraries(ft_faces PUBLIC ft_core PRIVATE ft_core_internal onnx_proto protobuf::libprotobuf
                       ft_warnings)
 # The shipped YuNet (models/SOURCES.md) as bytes inside ft_faces: the default detector needs no file or setup.

@@ -13,7 +13,7 @@ add_library(ft_cuda_faces STATIC
   cuda/faces/nhwc_layout.cpp
   cuda/faces/conv_graph.cpp)
 # cuda/ for cuda/common/cuda_check.cuh and the family headers (included as "faces/<family>.cuh").
-target_include_directories(ft_cuda_faces PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
+target_include_directories(ft_cuda_faces PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
 set_target_properties(ft_cuda_faces PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
 target_link_libraries(ft_cuda_faces PUBLIC ft_faces ft_core CUDA::cudart_static CUDA::cublas CUDNN::cudnn
                       PRIVATE ft_runtime ft_core_internal ft_cuda_flags ft_warnings)

@@ -2,7 +2,7 @@
 # decode + score filter + top-k + NMS (Thrust) in cuda/faces/{preprocess,yunet_post}.cu, host API
 # cuda/faces/yunet_gpu.h. Its own small library so it builds beside ft_cuda_faces (cmake/area_faces_gpu.cmake).
 add_library(ft_cuda_faces_prepost STATIC cuda/faces/preprocess.cu cuda/faces/yunet_post.cu cuda/faces/yunet_gpu.cpp)
-target_include_directories(ft_cuda_faces_prepost PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
+target_include_directories(ft_cuda_faces_prepost PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
 set_target_properties(ft_cuda_faces_prepost PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
 # --fmad=false: no a*b+c contraction anywhere in these TUs, so every step rounds as the CPU's letterbox_bgr and
 # decode_yunet do (the kernels also spell the rounding out with __f*_rn / __d*_rn intrinsics).

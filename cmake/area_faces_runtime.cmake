@@ -9,7 +9,7 @@ add_library(ft_faces_gpu STATIC
   src/faces/gpu/gpu_accelerator.cpp
   src/faces/gpu/pace.cpp
   src/faces/gpu/sim_ops.cpp)
-target_include_directories(ft_faces_gpu PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
+target_include_directories(ft_faces_gpu PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)
 target_link_libraries(ft_faces_gpu PUBLIC ft_faces ft_runtime PRIVATE ft_core_internal ft_warnings)
 if(FT_ENABLE_CUDA)
   if(TARGET ft_cuda_faces AND TARGET ft_cuda_faces_prepost)

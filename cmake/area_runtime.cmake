@@ -19,7 +19,7 @@ add_library(ft_runtime STATIC
   src/runtime/backend/scratch_lease.cpp
   src/runtime/testing/ramp_workload.cpp)
 target_include_directories(ft_runtime
-  PUBLIC ${PROJECT_SOURCE_DIR}/include
+  PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
   PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
 target_link_libraries(ft_runtime PUBLIC ft_core Threads::Threads PRIVATE ft_core_internal ft_warnings
                       ${CMAKE_DL_LIBS})

@@ -7,7 +7,7 @@ add_library(ft_tracer STATIC
   src/tracer/scene/tiers.cpp
   src/tracer/cpu/trace_params.cpp
   src/tracer/cpu/cpu_tracer.cpp)
-target_include_directories(ft_tracer PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
+target_include_directories(ft_tracer PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
 target_link_libraries(ft_tracer PUBLIC ft_core Threads::Threads PRIVATE ft_warnings)
 target_compile_features(ft_tracer PUBLIC cxx_std_20)
 # No implicit FMA contraction: the physics writes fmaf where it wants one, so CPU and GPU round alike.

@@ -2,13 +2,13 @@
 # linked into facetrace-gpud), the TraceWorkload, and the render loop with CPU fallback (ft_render).
 add_library(ft_render STATIC src/tracer/gpu/trace_workload.cpp src/tracer/render/renderer.cpp)
 # cuda/ for the one launch header src/ may include (cuda/tracer/transport_launch.h: the chunk arguments).
-target_include_directories(ft_render PUBLIC ${PROJECT_SOURCE_DIR}/include
+target_include_directories(ft_render PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                            PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${PROJECT_SOURCE_DIR}/cuda)
 target_link_libraries(ft_render PUBLIC ft_tracer ft_runtime PRIVATE ft_core_internal ft_warnings)
 
 if(FT_ENABLE_CUDA)
   add_library(ft_cuda_tracer STATIC cuda/tracer/transport.cu src/tracer/gpu/ops.cpp)
-  target_include_directories(ft_cuda_tracer PUBLIC ${PROJECT_SOURCE_DIR}/include
+  target_include_directories(ft_cuda_tracer PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                              PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${PROJECT_SOURCE_DIR}/cuda)
   # One TU for the megakernel, no relocatable device code (inlining across the physics headers), no fast math.
   # Architectures and standard: the top-level CMakeLists.txt, for every CUDA target.

@@ -2,7 +2,7 @@
 add_library(ft_tracer_io STATIC
   src/tracer/io/scene_json.cpp
   src/tracer/io/output.cpp)
-target_include_directories(ft_tracer_io PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
+target_include_directories(ft_tracer_io PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
 target_link_libraries(ft_tracer_io
   PUBLIC ft_core ft_tracer
   PRIVATE nlohmann_json::nlohmann_json PNG::PNG OpenEXR::OpenEXR ft_warnings)
@@ -12,7 +12,7 @@ if(FT_BUILD_TESTS)
               LIBS ft_tracer_io ft_tracer)
   target_compile_definitions(tracer_io_scene_json_test PRIVATE FT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   ft_add_test(tracer_io_output_test cpu SOURCES tests/unit/tracer_io_output_test.cpp
-              LIBS ft_tracer_io PNG::PNG)
+              LIBS ft_tracer_io PNG::PNG OpenEXR::OpenEXR)  # OpenEXR: the test reads the EXR's parts itself
 endif()
 
 if(FT_BUILD_BENCHMARKS)

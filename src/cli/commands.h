@@ -10,5 +10,7 @@ namespace facetrace::cli {
 void register_render(CLI::App& app, int& exit_code);  // src/cli/cmd_render.cpp (tracer)
 void register_info(CLI::App& app, int& exit_code);    // src/cli/cmd_info.cpp (runtime)
 void register_faces(CLI::App& app, int& exit_code);   // src/cli/cmd_faces.cpp (faces)
+void register_worker(CLI::App& app, int& exit_code);  // src/cli/cmd_worker.cpp (farm)
+void register_merge(CLI::App& app, int& exit_code);   // src/cli/cmd_merge.cpp (farm)
 
 }  // namespace facetrace::cli

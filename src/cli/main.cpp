@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
 #ifdef FT_HAVE_RUNTIME
   facetrace::cli::register_info(app, exit_code);
 #endif
+#ifdef FT_HAVE_FARM
+  facetrace::cli::register_worker(app, exit_code);
+  facetrace::cli::register_merge(app, exit_code);
+#endif
 #ifdef FT_HAVE_FACES
   facetrace::cli::register_faces(app, exit_code);
 #endif

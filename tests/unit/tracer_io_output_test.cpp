@@ -1,6 +1,15 @@
 /// @file
 /// Display path (ACES, gamut walk, sRGB, quantisation), PNG writing and EXR round trips (docs/design/tracer.md §11).
 #include <gtest/gtest.h>
+#include <ImfChannelList.h>
+#include <ImfChromaticitiesAttribute.h>
+#include <ImfDoubleAttribute.h>
+#include <ImfFrameBuffer.h>
+#include <ImfHeader.h>
+#include <ImfInputPart.h>
+#include <ImfIntAttribute.h>
+#include <ImfMultiPartInputFile.h>
+#include <ImfStringAttribute.h>
 #include <png.h>
 #include <unistd.h>
 
@@ -201,6 +210,8 @@ TEST(Exr, round_trips_sums_counts_and_header_bit_exactly) {
   info.samples = 64;
   info.nonfinite = film.nonfinite;
   info.scene_json = "{\"width\": 17}";
+  info.render_seconds = 2.5;
+  info.build = "facetrace test";
 
   const fs::path dir = temp_dir();
   const std::string path = (dir / "sums.exr").string();
@@ -217,6 +228,85 @@ TEST(Exr, round_trips_sums_counts_and_header_bit_exactly) {
   EXPECT_EQ(back->info.first_sample, info.first_sample);
   EXPECT_EQ(back->info.samples, 64u);
   EXPECT_EQ(back->info.scene_json, info.scene_json);
+  EXPECT_EQ(back->info.render_seconds, 2.5);
+  EXPECT_EQ(back->info.build, "facetrace test");
+  fs::remove_all(dir);
+}
+
+// The layout compositors see, read with OpenEXR directly: part 0 "beauty" (R, G, B = average XYZ in linear
+// Rec.709, with Rec.709 chromaticities), part 1 "sums" (no bare Z channel), typed attributes on both.
+TEST(Exr, has_a_beauty_part_and_a_sums_part_with_typed_attributes) {
+  ft::Film film(3, 2);
+  for (std::size_t i = 0; i < film.xyz.size(); ++i) film.xyz[i] = 0.25f * static_cast<float>(i + 1);
+  for (std::size_t p = 0; p < film.pixels(); ++p) film.samples[p] = static_cast<std::uint32_t>(p % 3);  // p 0, 3: N = 0
+  ft::ExrInfo info;
+  info.first_sample = 128;
+  info.samples = 2;
+  info.render_seconds = 0.75;
+  info.build = "facetrace 0.1 abc";
+  const fs::path dir = temp_dir();
+  const std::string path = (dir / "parts.exr").string();
+  ASSERT_TRUE(ft::write_exr(path, film, info).ok());
+
+  Imf::MultiPartInputFile file(path.c_str());
+  ASSERT_EQ(file.parts(), 2);
+  EXPECT_EQ(file.header(0).name(), "beauty");
+  EXPECT_EQ(file.header(1).name(), "sums");
+  std::vector<std::string> sums_channels;
+  for (auto it = file.header(1).channels().begin(); it != file.header(1).channels().end(); ++it)
+    sums_channels.push_back(it.name());
+  EXPECT_EQ(sums_channels, (std::vector<std::string>{"sums.N", "sums.X", "sums.Y", "sums.Z"}));
+  for (int part = 0; part < 2; ++part) {
+    const Imf::Header& h = file.header(part);
+    for (auto it = h.channels().begin(); it != h.channels().end(); ++it) EXPECT_STRNE(it.name(), "Z");
+    const auto* spp = h.findTypedAttribute<Imf::IntAttribute>("samplesPerPixel");
+    ASSERT_NE(spp, nullptr);
+    EXPECT_EQ(spp->value(), 2);
+    const auto* first = h.findTypedAttribute<Imf::DoubleAttribute>("firstSample");
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(first->value(), 128.0);
+    const auto* time = h.findTypedAttribute<Imf::DoubleAttribute>("renderTime");
+    ASSERT_NE(time, nullptr);
+    EXPECT_EQ(time->value(), 0.75);
+    const auto* build = h.findTypedAttribute<Imf::StringAttribute>("build");
+    ASSERT_NE(build, nullptr);
+    EXPECT_EQ(build->value(), "facetrace 0.1 abc");
+    const auto* chroma = h.findTypedAttribute<Imf::ChromaticitiesAttribute>("chromaticities");
+    ASSERT_NE(chroma, nullptr);  // ITU-R BT.709 primaries, D65 white
+    EXPECT_FLOAT_EQ(chroma->value().red.x, 0.64f);
+    EXPECT_FLOAT_EQ(chroma->value().red.y, 0.33f);
+    EXPECT_FLOAT_EQ(chroma->value().green.x, 0.30f);
+    EXPECT_FLOAT_EQ(chroma->value().green.y, 0.60f);
+    EXPECT_FLOAT_EQ(chroma->value().blue.x, 0.15f);
+    EXPECT_FLOAT_EQ(chroma->value().blue.y, 0.06f);
+    EXPECT_FLOAT_EQ(chroma->value().white.x, 0.3127f);
+    EXPECT_FLOAT_EQ(chroma->value().white.y, 0.3290f);
+  }
+  const auto& b = file.header(0);
+  ASSERT_NE(b.channels().findChannel("R"), nullptr);
+  ASSERT_NE(b.channels().findChannel("G"), nullptr);
+  ASSERT_NE(b.channels().findChannel("B"), nullptr);
+  std::vector<float> rgb(film.pixels() * 3, -1.0f);
+  Imf::FrameBuffer fb;
+  for (int c = 0; c < 3; ++c)
+    fb.insert(std::string(1, "RGB"[c]), Imf::Slice(Imf::FLOAT, reinterpret_cast<char*>(rgb.data() + c),
+                                                    sizeof(float) * 3, sizeof(float) * 3 * film.width));
+  Imf::InputPart beauty(file, 0);
+  beauty.setFrameBuffer(fb);
+  beauty.readPixels(0, 1);
+  // XYZ → linear Rec.709 (IEC 61966-2-1; B. Lindbloom's D65 matrix), applied to the average by hand.
+  const double m[3][3] = {{3.2404542, -1.5371385, -0.4985314},
+                          {-0.9692660, 1.8760108, 0.0415560},
+                          {0.0556434, -0.2040259, 1.0572252}};
+  for (std::size_t p = 0; p < film.pixels(); ++p) {
+    const double n = film.samples[p];
+    for (int c = 0; c < 3; ++c) {
+      double want = 0;
+      if (n > 0)
+        for (int k = 0; k < 3; ++k) want += m[c][k] * film.xyz[p * 3 + k] / n;
+      EXPECT_NEAR(rgb[p * 3 + c], want, 1e-6 * (1 + std::abs(want))) << "pixel " << p << " channel " << c;
+    }
+  }
   fs::remove_all(dir);
 }
 

@@ -1,14 +1,11 @@
 /// @file
-/// SHA-256 of a byte buffer, for pinning model files (docs/design/faces.md §7).
+/// SHA-256 of a byte buffer, for pinning model files (docs/design/faces.md §7); the one implementation is core's.
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <string>
+#include "facetrace/core/sha256.h"
 
 namespace facetrace::faces {
 
-/// Lower-case hex SHA-256 of `bytes`. Thread-safe.
-std::string sha256_hex(std::span<const std::uint8_t> bytes);
+using core::sha256_hex;  ///< lower-case hex SHA-256 of a byte span. Thread-safe.
 
 }  // namespace facetrace::faces

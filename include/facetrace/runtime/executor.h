@@ -178,9 +178,14 @@ ExecutorMode executor_mode_from_env();
 /// make_isolated_executor or make_in_process_executor per executor_mode_from_env().
 std::unique_ptr<Executor> make_executor_from_env();
 
-/// Where facetrace-gpud is: ExecutorOptions::gpud_path, else FACETRACE_GPUD, else next to this executable,
-/// else the build tree's copy. Empty when none exists.
+/// Where facetrace-gpud is: ExecutorOptions::gpud_path, else FACETRACE_GPUD, else next to this executable, else
+/// <exe>/../libexec/facetrace/ (an installed program), else the path set_installed_gpud_path registered, else the
+/// build tree's copy, else the configured install prefix's. Empty when none exists.
 std::string find_gpud(const ExecutorOptions& options);
+
+/// Registers the facetrace-gpud of an installed package: the package's CMake config compiles a call into every
+/// program that links facetrace::runtime (README "Install"), so such a program needs no FACETRACE_GPUD.
+void set_installed_gpud_path(std::string path);
 
 /// nullopt when this process can run GPU work; otherwise why not ("built without CUDA", "no GPU: …",
 /// "facetrace-gpud not found …"). Asks a short-lived child when isolated (never initialises CUDA here).

@@ -61,6 +61,8 @@ struct ExrInfo {
   std::uint64_t samples = 0;       ///< samples per pixel in that range ("N in the header")
   std::uint64_t nonfinite = 0;     ///< Film::nonfinite
   std::string scene_json;          ///< optional: the scene, as scene_to_json() wrote it
+  double render_seconds = 0;       ///< wall time of the render (a merge: the units' summed render times)
+  std::string build;               ///< optional: the build that rendered it (farm::build_id())
 };
 
 /// A film read back from an EXR, with its header facts.
@@ -69,14 +71,19 @@ struct ExrFilm {
   ExrInfo info;
 };
 
-/// Writes `film` as a ZIP-compressed (lossless) scanline EXR: FLOAT channels X, Y, Z holding the raw sums,
-/// a UINT channel N holding the per-pixel sample counts, and string attributes facetrace.first_sample,
-/// facetrace.samples, facetrace.nonfinite (decimal) and facetrace.scene. Bit-exact on reading back.
-/// Errors: kInvalidArgument (film buffers inconsistent), kIo naming `path`.
+/// Writes `film` as a two-part ZIP-compressed (lossless) scanline EXR (docs/design/tracer.md §11.2):
+///  - part 0 "beauty": FLOAT R, G, B, each pixel's average (sum / N) as linear Rec.709, unclipped;
+///  - part 1 "sums": FLOAT sums.X, sums.Y, sums.Z holding the raw sums and UINT sums.N the per-pixel sample counts
+///    (bit-exact on reading back), with string attributes facetrace.first_sample, facetrace.samples,
+///    facetrace.nonfinite (decimal) and facetrace.scene.
+/// Both parts carry the typed attributes samplesPerPixel (int), firstSample (double), renderTime (double, s),
+/// build (string, when given) and chromaticities (Rec.709 primaries, D65 white). Errors: kInvalidArgument (film
+/// buffers inconsistent, samples above 2^31−1), kIo naming `path`.
 Status write_exr(const std::string& path, const Film& film, const ExrInfo& info);
 
-/// Reads an EXR written by write_exr(). Errors: kIo naming `path` (unreadable, not an EXR, missing X/Y/Z/N
-/// channels, data window not starting at 0,0).
+/// Reads the sums part of an EXR written by write_exr() (or the single part of an earlier facetrace's, with bare
+/// X/Y/Z/N channels). Errors: kIo naming `path` (unreadable, not an EXR, no sums part or channel, data window not
+/// starting at 0,0).
 Expected<ExrFilm> read_exr(const std::string& path);
 
 }  // namespace facetrace::tracer

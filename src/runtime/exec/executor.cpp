@@ -228,6 +228,22 @@ std::unique_ptr<Executor> make_executor_from_env() {
                                                               : make_isolated_executor();
 }
 
+namespace {
+std::mutex& installed_gpud_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::string& installed_gpud_path() {
+  static std::string path;
+  return path;
+}
+}  // namespace
+
+void set_installed_gpud_path(std::string path) {
+  std::lock_guard lock(installed_gpud_mutex());
+  installed_gpud_path() = std::move(path);
+}
+
 std::string find_gpud(const ExecutorOptions& options) {
   namespace fs = std::filesystem;
   auto usable = [](const fs::path& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; };
@@ -238,9 +254,21 @@ std::string find_gpud(const ExecutorOptions& options) {
   if (!ec) {
     const fs::path beside = self.parent_path() / "facetrace-gpud";
     if (usable(beside)) return beside.string();
+#ifdef FT_GPUD_RELATIVE_TO_BIN
+    // An installed program: <prefix>/bin/x finds <prefix>/libexec/facetrace/facetrace-gpud (cmake/ft_install.cmake).
+    const fs::path installed = (self.parent_path() / FT_GPUD_RELATIVE_TO_BIN / "facetrace-gpud").lexically_normal();
+    if (usable(installed)) return installed.string();
+#endif
+  }
+  {
+    std::lock_guard lock(installed_gpud_mutex());
+    if (usable(installed_gpud_path())) return installed_gpud_path();
   }
 #ifdef FT_GPUD_BUILD_PATH
   if (usable(FT_GPUD_BUILD_PATH)) return FT_GPUD_BUILD_PATH;
+#endif
+#ifdef FT_GPUD_INSTALL_PATH
+  if (usable(FT_GPUD_INSTALL_PATH)) return FT_GPUD_INSTALL_PATH;
 #endif
   return {};
 }

@@ -3,11 +3,18 @@
 #include "facetrace/tracer/output.h"
 
 #include <ImfChannelList.h>
+#include <ImfChromaticities.h>
+#include <ImfDoubleAttribute.h>
 #include <ImfFrameBuffer.h>
 #include <ImfHeader.h>
 #include <ImfIO.h>
-#include <ImfInputFile.h>
-#include <ImfOutputFile.h>
+#include <ImfInputPart.h>
+#include <ImfIntAttribute.h>
+#include <ImfMultiPartInputFile.h>
+#include <ImfMultiPartOutputFile.h>
+#include <ImfOutputPart.h>
+#include <ImfPartType.h>
+#include <ImfStandardAttributes.h>
 #include <ImfStringAttribute.h>
 #include <png.h>
 
@@ -18,6 +25,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "facetrace/core/file.h"
@@ -38,6 +46,11 @@ constexpr const char* kAttrFirstSample = "facetrace.first_sample";
 constexpr const char* kAttrSamples = "facetrace.samples";
 constexpr const char* kAttrNonfinite = "facetrace.nonfinite";
 constexpr const char* kAttrScene = "facetrace.scene";
+// Typed attributes (docs/design/tracer.md §11.2), for tools that read EXR metadata without parsing strings.
+constexpr const char* kAttrSamplesPerPixel = "samplesPerPixel";  // int
+constexpr const char* kAttrFirstSampleTyped = "firstSample";     // double (exact below 2^53)
+constexpr const char* kAttrRenderTime = "renderTime";            // double, seconds
+constexpr const char* kAttrBuild = "build";                      // string
 
 /// OpenEXR's output stream into memory: the encoded file then reaches the disk through core::AtomicFile, whose
 /// every write and the fsync are checked (an ofstream's last flush, in its destructor, is not).
@@ -171,37 +184,89 @@ Expected<Rgba8Image> read_png(const std::string& path) {
   return img;
 }
 
+namespace {
+
+/// The channel names of the sums part: X/Y/Z/N under the layer "sums", so no channel is a bare Z (which
+/// compositors read as depth).
+constexpr const char* kSumChannels[4] = {"sums.X", "sums.Y", "sums.Z", "sums.N"};
+constexpr const char* kSumsPart = "sums";
+constexpr const char* kBeautyPart = "beauty";
+
+/// The typed attributes every part carries (docs/design/tracer.md §11.2).
+void add_typed_attributes(Imf::Header& h, const ExrInfo& info) {
+  h.insert(kAttrSamplesPerPixel, Imf::IntAttribute(static_cast<int>(info.samples)));
+  h.insert(kAttrFirstSampleTyped, Imf::DoubleAttribute(static_cast<double>(info.first_sample)));
+  h.insert(kAttrRenderTime, Imf::DoubleAttribute(info.render_seconds));
+  if (!info.build.empty()) h.insert(kAttrBuild, Imf::StringAttribute(info.build));
+  // Rec.709 primaries, D65 white: the beauty part's RGB. A shared attribute of multi-part files, so the sums part
+  // carries it too; its channels are named X/Y/Z, not R/G/B, so no reader takes them for RGB.
+  Imf::addChromaticities(h, Imf::Chromaticities());
+}
+
+}  // namespace
+
 Status write_exr(const std::string& path, const Film& film, const ExrInfo& info) {
   if (film.width == 0 || film.height == 0 || film.xyz.size() != film.pixels() * 3 ||
       film.samples.size() != film.pixels())
     return invalid_argument(path + ": cannot write EXR: film buffers do not match " +
                             std::to_string(film.width) + "x" + std::to_string(film.height));
+  if (info.samples > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    return invalid_argument(path + ": cannot write EXR: samplesPerPixel " + std::to_string(info.samples) +
+                            " does not fit the int attribute");
+  // The beauty part: each pixel's average XYZ as linear Rec.709 RGB (same primaries and white as sRGB),
+  // unclipped (negative where outside the gamut), 0 where no sample was counted.
+  std::vector<float> rgb(film.pixels() * 3, 0.0f);
+  for (std::size_t p = 0; p < film.pixels(); ++p) {
+    if (film.samples[p] == 0) continue;
+    double xyz[3], lin[3];
+    for (int c = 0; c < 3; ++c) xyz[c] = static_cast<double>(film.xyz[p * 3 + c]) / film.samples[p];
+    xyz_to_linear_srgb(xyz, lin);
+    for (int c = 0; c < 3; ++c) rgb[p * 3 + c] = static_cast<float>(lin[c]);
+  }
   // Encoded in memory, then written atomically (a unique temporary beside the target, fsync, rename), so readers
   // (farm merges) never see a half-written file and a failed write leaves the old one.
   MemoryOStream encoded;
   try {
-    Imf::Header header(static_cast<int>(film.width), static_cast<int>(film.height));
-    header.compression() = Imf::ZIP_COMPRESSION;
-    header.channels().insert("X", Imf::Channel(Imf::FLOAT));
-    header.channels().insert("Y", Imf::Channel(Imf::FLOAT));
-    header.channels().insert("Z", Imf::Channel(Imf::FLOAT));
-    header.channels().insert("N", Imf::Channel(Imf::UINT));
-    header.insert(kAttrFirstSample, Imf::StringAttribute(std::to_string(info.first_sample)));
-    header.insert(kAttrSamples, Imf::StringAttribute(std::to_string(info.samples)));
-    header.insert(kAttrNonfinite, Imf::StringAttribute(std::to_string(info.nonfinite)));
-    if (!info.scene_json.empty()) header.insert(kAttrScene, Imf::StringAttribute(info.scene_json));
+    // Part 0 is what a viewer shows first: the beauty. Part 1 holds the raw sums (additive across renders).
+    Imf::Header headers[2] = {Imf::Header(static_cast<int>(film.width), static_cast<int>(film.height)),
+                              Imf::Header(static_cast<int>(film.width), static_cast<int>(film.height))};
+    Imf::Header& beauty = headers[0];
+    Imf::Header& sums = headers[1];
+    beauty.setName(kBeautyPart);
+    sums.setName(kSumsPart);
+    for (Imf::Header& h : headers) {
+      h.setType(Imf::SCANLINEIMAGE);
+      h.compression() = Imf::ZIP_COMPRESSION;
+      add_typed_attributes(h, info);
+    }
+    beauty.channels().insert("R", Imf::Channel(Imf::FLOAT));
+    beauty.channels().insert("G", Imf::Channel(Imf::FLOAT));
+    beauty.channels().insert("B", Imf::Channel(Imf::FLOAT));
+    for (int c = 0; c < 3; ++c) sums.channels().insert(kSumChannels[c], Imf::Channel(Imf::FLOAT));
+    sums.channels().insert(kSumChannels[3], Imf::Channel(Imf::UINT));
+    sums.insert(kAttrFirstSample, Imf::StringAttribute(std::to_string(info.first_sample)));
+    sums.insert(kAttrSamples, Imf::StringAttribute(std::to_string(info.samples)));
+    sums.insert(kAttrNonfinite, Imf::StringAttribute(std::to_string(info.nonfinite)));
+    if (!info.scene_json.empty()) sums.insert(kAttrScene, Imf::StringAttribute(info.scene_json));
+
     const std::size_t row_f = sizeof(float) * 3 * film.width;
     char* xyz = reinterpret_cast<char*>(const_cast<float*>(film.xyz.data()));
     char* n = reinterpret_cast<char*>(const_cast<std::uint32_t*>(film.samples.data()));
-    Imf::FrameBuffer fb;
-    fb.insert("X", Imf::Slice(Imf::FLOAT, xyz, sizeof(float) * 3, row_f));
-    fb.insert("Y", Imf::Slice(Imf::FLOAT, xyz + sizeof(float), sizeof(float) * 3, row_f));
-    fb.insert("Z", Imf::Slice(Imf::FLOAT, xyz + 2 * sizeof(float), sizeof(float) * 3, row_f));
-    fb.insert("N", Imf::Slice(Imf::UINT, n, sizeof(std::uint32_t), sizeof(std::uint32_t) * film.width));
+    char* lin = reinterpret_cast<char*>(rgb.data());
+    Imf::FrameBuffer beauty_fb, sums_fb;
+    for (int c = 0; c < 3; ++c) {
+      beauty_fb.insert(std::string(1, "RGB"[c]), Imf::Slice(Imf::FLOAT, lin + c * sizeof(float), sizeof(float) * 3, row_f));
+      sums_fb.insert(kSumChannels[c], Imf::Slice(Imf::FLOAT, xyz + c * sizeof(float), sizeof(float) * 3, row_f));
+    }
+    sums_fb.insert(kSumChannels[3], Imf::Slice(Imf::UINT, n, sizeof(std::uint32_t), sizeof(std::uint32_t) * film.width));
     {
-      Imf::OutputFile file(encoded, header);
-      file.setFrameBuffer(fb);
-      file.writePixels(static_cast<int>(film.height));
+      Imf::MultiPartOutputFile file(encoded, headers, 2);
+      Imf::OutputPart beauty_out(file, 0);
+      beauty_out.setFrameBuffer(beauty_fb);
+      beauty_out.writePixels(static_cast<int>(film.height));
+      Imf::OutputPart sums_out(file, 1);
+      sums_out.setFrameBuffer(sums_fb);
+      sums_out.writePixels(static_cast<int>(film.height));
     }
   } catch (const std::exception& e) {
     return io_error(path + ": cannot write EXR: " + e.what());
@@ -229,43 +294,50 @@ bool parse_u64_attr(const Imf::Header& h, const char* name, std::uint64_t& out) 
 Expected<ExrFilm> read_exr(const std::string& path) {
   ExrFilm out;
   try {
-    Imf::InputFile file(path.c_str());
-    const Imf::Header& h = file.header();
+    Imf::MultiPartInputFile file(path.c_str());
+    // The sums part by name; a single-part file of an earlier facetrace holds bare X/Y/Z/N channels.
+    int part = -1;
+    for (int i = 0; i < file.parts(); ++i)
+      if (file.header(i).hasName() && file.header(i).name() == kSumsPart) part = i;
+    const bool legacy = part < 0 && file.parts() == 1 && file.header(0).channels().findChannel("X") != nullptr;
+    if (legacy) part = 0;
+    if (part < 0) return io_error(path + ": EXR has no \"sums\" part (not a facetrace sums file?)");
+    const Imf::Header& h = file.header(part);
     const auto dw = h.dataWindow();
     if (dw.min.x != 0 || dw.min.y != 0)
       return io_error(path + ": EXR data window must start at (0,0), got (" + std::to_string(dw.min.x) + "," +
                       std::to_string(dw.min.y) + ")");
     const auto width = static_cast<std::uint32_t>(dw.max.x - dw.min.x + 1);
     const auto height = static_cast<std::uint32_t>(dw.max.y - dw.min.y + 1);
-    const struct {
-      const char* name;
-      Imf::PixelType type;
-    } needed[] = {{"X", Imf::FLOAT}, {"Y", Imf::FLOAT}, {"Z", Imf::FLOAT}, {"N", Imf::UINT}};
-    for (const auto& c : needed) {
-      const Imf::Channel* ch = h.channels().findChannel(c.name);
-      if (!ch) return io_error(path + ": EXR has no channel " + c.name + " (not a facetrace sums file?)");
-      if (ch->type != c.type)
-        return io_error(path + ": EXR channel " + c.name + " has type " + std::to_string(ch->type) +
-                        ", expected " + (c.type == Imf::FLOAT ? "FLOAT" : "UINT"));
+    const char* legacy_names[4] = {"X", "Y", "Z", "N"};
+    const char* const* names = legacy ? legacy_names : kSumChannels;
+    for (int c = 0; c < 4; ++c) {
+      const Imf::PixelType type = c < 3 ? Imf::FLOAT : Imf::UINT;
+      const Imf::Channel* ch = h.channels().findChannel(names[c]);
+      if (!ch) return io_error(path + ": EXR has no channel " + names[c] + " (not a facetrace sums file?)");
+      if (ch->type != type)
+        return io_error(path + ": EXR channel " + names[c] + " has type " + std::to_string(ch->type) +
+                        ", expected " + (type == Imf::FLOAT ? "FLOAT" : "UINT"));
     }
     if (!parse_u64_attr(h, kAttrFirstSample, out.info.first_sample) ||
         !parse_u64_attr(h, kAttrSamples, out.info.samples) ||
         !parse_u64_attr(h, kAttrNonfinite, out.info.nonfinite))
       return io_error(path + ": EXR facetrace.* attribute is not a decimal integer");
-    if (const auto* a = h.findTypedAttribute<Imf::StringAttribute>(kAttrScene))
-      out.info.scene_json = a->value();
+    if (const auto* a = h.findTypedAttribute<Imf::StringAttribute>(kAttrScene)) out.info.scene_json = a->value();
+    if (const auto* a = h.findTypedAttribute<Imf::DoubleAttribute>(kAttrRenderTime)) out.info.render_seconds = a->value();
+    if (const auto* a = h.findTypedAttribute<Imf::StringAttribute>(kAttrBuild)) out.info.build = a->value();
     out.film = Film(width, height);
     out.film.nonfinite = out.info.nonfinite;
     const std::size_t row_f = sizeof(float) * 3 * width;
     char* xyz = reinterpret_cast<char*>(out.film.xyz.data());
     char* n = reinterpret_cast<char*>(out.film.samples.data());
     Imf::FrameBuffer fb;
-    fb.insert("X", Imf::Slice(Imf::FLOAT, xyz, sizeof(float) * 3, row_f));
-    fb.insert("Y", Imf::Slice(Imf::FLOAT, xyz + sizeof(float), sizeof(float) * 3, row_f));
-    fb.insert("Z", Imf::Slice(Imf::FLOAT, xyz + 2 * sizeof(float), sizeof(float) * 3, row_f));
-    fb.insert("N", Imf::Slice(Imf::UINT, n, sizeof(std::uint32_t), sizeof(std::uint32_t) * width));
-    file.setFrameBuffer(fb);
-    file.readPixels(dw.min.y, dw.max.y);
+    for (int c = 0; c < 3; ++c)
+      fb.insert(names[c], Imf::Slice(Imf::FLOAT, xyz + c * sizeof(float), sizeof(float) * 3, row_f));
+    fb.insert(names[3], Imf::Slice(Imf::UINT, n, sizeof(std::uint32_t), sizeof(std::uint32_t) * width));
+    Imf::InputPart in(file, part);
+    in.setFrameBuffer(fb);
+    in.readPixels(dw.min.y, dw.max.y);
   } catch (const std::exception& e) {
     return io_error(path + ": cannot read EXR: " + e.what());
   }

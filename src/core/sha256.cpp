@@ -1,11 +1,11 @@
 /// @file
-/// SHA-256 (FIPS 180-4), a straightforward single-pass implementation.
-#include "facetrace/faces/sha256.h"
+/// SHA-256 (FIPS 180-4), a straightforward single-pass implementation (model pins, farm scene hashes).
+#include "facetrace/core/sha256.h"
 
 #include <array>
 #include <cstring>
 
-namespace facetrace::faces {
+namespace facetrace::core {
 namespace {
 
 constexpr std::uint32_t kK[64] = {
@@ -45,7 +45,7 @@ void block(std::array<std::uint32_t, 8>& h, const std::uint8_t* p) {
 
 }  // namespace
 
-std::string sha256_hex(std::span<const std::uint8_t> bytes) {
+std::array<std::uint8_t, 32> sha256(std::span<const std::uint8_t> bytes) {
   std::array<std::uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const std::size_t n = bytes.size();
@@ -60,11 +60,23 @@ std::string sha256_hex(std::span<const std::uint8_t> bytes) {
   for (int k = 0; k < 8; ++k) tail[total - 1 - k] = static_cast<std::uint8_t>(bits >> (8 * k));
   block(h, tail);
   if (total == 128) block(h, tail + 64);
-  static const char* hex = "0123456789abcdef";
+  std::array<std::uint8_t, 32> digest{};
+  for (int w = 0; w < 8; ++w)
+    for (int k = 0; k < 4; ++k) digest[4 * w + k] = static_cast<std::uint8_t>(h[w] >> (24 - 8 * k));
+  return digest;
+}
+
+std::string hex(std::span<const std::uint8_t> bytes) {
+  static const char* digits = "0123456789abcdef";
   std::string out;
-  for (auto v : h)
-    for (int k = 28; k >= 0; k -= 4) out += hex[(v >> k) & 0xF];
+  out.reserve(bytes.size() * 2);
+  for (const std::uint8_t b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 0xF];
+  }
   return out;
 }
 
-}  // namespace facetrace::faces
+std::string sha256_hex(std::span<const std::uint8_t> bytes) { return hex(sha256(bytes)); }
+
+}  // namespace facetrace::core
