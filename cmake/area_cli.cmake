@@ -21,7 +21,7 @@ if(TARGET ft_farm)  # docs/design/farm.md §1: worker + merge
   target_link_libraries(facetrace PRIVATE ft_farm)
 endif()
 if(FT_WITH_RUNTIME)
-  target_sources(facetrace PRIVATE src/cli/cmd_info.cpp)
+  target_sources(facetrace PRIVATE src/cli/cmd_info.cpp src/cli/gpu_device_option.cpp)
   target_compile_definitions(facetrace PRIVATE FT_HAVE_RUNTIME=1)
   target_link_libraries(facetrace PRIVATE ft_runtime nlohmann_json::nlohmann_json)  # info --json
 endif()
@@ -69,4 +69,23 @@ if(FT_BUILD_TESTS AND FT_WITH_TRACER)
   target_compile_definitions(cli_outputs_test PRIVATE FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>"
                              $<$<BOOL:${FT_WITH_FACES}>:FT_HAVE_FACES=1>)
   add_dependencies(cli_outputs_test facetrace)
+endif()
+
+if(FT_WITH_RUNTIME AND FT_BUILD_TESTS)
+  # docs/runtime.md "Device selection": a malformed --gpu-device is a usage error (exit 2) on any command;
+  # --list-devices always answers (a machine without a GPU lists none and says why) and exits 0.
+  add_test(NAME cli_gpu_device_malformed_is_bad_usage
+           COMMAND sh -c "\"$0\" info --gpu-device 1x >/dev/null 2>&1; a=$?; \"$0\" --gpu-device GPU- info >/dev/null 2>&1; b=$?; test $a -eq 2 && test $b -eq 2"
+                   $<TARGET_FILE:facetrace>)
+  add_test(NAME cli_info_list_devices_answers
+           COMMAND sh -c "\"$0\" info --list-devices --json | grep -q '\"built_for\"'" $<TARGET_FILE:facetrace>)
+  set_tests_properties(cli_gpu_device_malformed_is_bad_usage cli_info_list_devices_answers PROPERTIES LABELS cpu)
+  if(FT_WITH_TRACER)
+    # --device gpu never quietly renders on the CPU: without a usable GPU (here: no facetrace-gpud) it fails
+    # with exit 1 and says why.
+    add_test(NAME cli_render_device_gpu_without_a_gpu_fails
+             COMMAND sh -c "d=$(mktemp -d) && FACETRACE_GPUD=/nonexistent/facetrace-gpud \"$0\" render --device gpu --spp 1 --width 8 --height 8 -o \"$d/x.png\" 2>\"$d/err\"; r=$?; grep -q 'no usable GPU' \"$d/err\"; g=$?; test -e \"$d/x.png\"; w=$?; rm -rf \"$d\"; test $r -eq 1 && test $g -eq 0 && test $w -ne 0"
+                     $<TARGET_FILE:facetrace>)
+    set_tests_properties(cli_render_device_gpu_without_a_gpu_fails PROPERTIES LABELS cpu)
+  endif()
 endif()

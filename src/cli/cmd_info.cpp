@@ -1,9 +1,11 @@
 /// @file
-/// `facetrace info [--json]`: GPU, versions, executor mode, state and ring stats (runtime.md); the JSON form
-/// through nlohmann_json. Always exits kExitOk: no GPU is a state to report, not a failure.
+/// `facetrace info [--json] [--list-devices]`: GPU, versions, executor mode, state and ring stats
+/// (docs/runtime.md); the JSON form through nlohmann_json. Exits kExitOk: no GPU is a state to report, not a
+/// failure. `--list-devices` lists every visible device (index, UUID, PCI bus, whether this build runs on it).
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -30,6 +32,9 @@ int run_info(bool json) {
     case BackendState::kReady: state_text = "ready"; break;
     case BackendState::kLost: state_text = "lost: " + backend->last_lost_reason().value_or("?"); break;
     case BackendState::kNone: state_text = "none: " + backend->unavailable_reason().value_or("?"); break;
+    case BackendState::kUnsupported:
+      state_text = backend->unavailable_reason().value_or("not supported");
+      break;
   }
   std::optional<RingStats> ring;
   if (state == BackendState::kReady && backend->executor() != nullptr) {
@@ -39,8 +44,12 @@ int run_info(bool json) {
   if (json) {
     nlohmann::json j;
     j["executor"] = mode;
-    j["state"] = state == BackendState::kReady ? "ready" : state == BackendState::kLost ? "lost" : "none";
+    j["state"] = state == BackendState::kReady         ? "ready"
+                 : state == BackendState::kLost        ? "lost"
+                 : state == BackendState::kUnsupported ? "not supported"
+                                                       : "none";
     j["reason"] = state == BackendState::kReady ? "" : state_text.substr(state_text.find(": ") + 2);
+    j["built_for"] = built_cuda_architectures();
     if (info) {
       j["gpu"] = {
           {"name", info->name},
@@ -48,7 +57,10 @@ int run_info(bool json) {
           {"total_memory_bytes", info->total_memory},
           {"free_memory_bytes", info->free_memory},
           {"multiprocessors", info->multiprocessors},
-          {"async_engines", info->async_engines}};
+          {"async_engines", info->async_engines},
+          {"index", info->ordinal},
+          {"uuid", info->uuid},
+          {"cuda_visible_devices", info->visible_devices}};
       j["versions"] = {{"driver", version_string(info->driver_version, 1000, 10)},
                        {"runtime", version_string(info->runtime_version, 1000, 10)},
                        {"cudnn", version_string(info->cudnn_version, 10000, 100)},
@@ -68,9 +80,14 @@ int run_info(bool json) {
   }
   std::printf("executor:  %s\n", mode.c_str());
   std::printf("state:     %s\n", state_text.c_str());
+  std::printf("built for: %s\n", built_cuda_architectures().c_str());
   if (info) {
     std::printf("gpu:       %s (compute %d.%d, %d SMs, %d copy engines)\n", info->name.c_str(),
                 info->cc_major, info->cc_minor, info->multiprocessors, info->async_engines);
+    if (!info->uuid.empty())
+      std::printf("device:    %d of CUDA_VISIBLE_DEVICES=%s, %s\n", info->ordinal,
+                  info->visible_devices.empty() ? "(unset)" : info->visible_devices.c_str(),
+                  info->uuid.c_str());
     std::printf("memory:    %.1f GiB total, %.1f GiB free\n", info->total_memory / 1073741824.0,
                 info->free_memory / 1073741824.0);
     std::printf("driver:    %s   runtime: %s   cuDNN: %s   cuBLAS: %s\n",
@@ -90,14 +107,58 @@ int run_info(bool json) {
   return kExitOk;
 }
 
+/// `info --list-devices`: every device the GPU child would see, through the child (never CUDA here).
+int run_list_devices(bool json) {
+  using namespace facetrace::runtime;
+  auto devices = list_devices();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (json) {
+    nlohmann::json j;
+    j["cuda_visible_devices"] = visible ? visible : "";
+    j["built_for"] = built_cuda_architectures();
+    j["devices"] = nlohmann::json::array();
+    if (devices) {
+      for (const auto& d : *devices)
+        j["devices"].push_back(
+            {{"index", d.index},
+             {"uuid", d.uuid},
+             {"pci_bus_id", d.pci_bus_id},
+             {"name", d.name},
+             {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+             {"total_memory_bytes", d.total_memory},
+             {"status", d.status}});
+    } else {
+      j["error"] = devices.status().what();
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("CUDA_VISIBLE_DEVICES: %s   built for: %s\n", visible ? visible : "(unset)",
+              built_cuda_architectures().c_str());
+  if (!devices) {
+    std::printf("no devices: %s\n", devices.status().what().c_str());
+    return kExitOk;
+  }
+  if (devices->empty()) std::printf("no devices visible\n");
+  for (const auto& d : *devices)
+    std::printf("%d  %s  %s  %s (compute %d.%d, %.1f GiB)  %s\n", d.index, d.uuid.c_str(),
+                d.pci_bus_id.c_str(), d.name.c_str(), d.cc_major, d.cc_minor, d.total_memory / 1073741824.0,
+                d.status.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 void register_info(CLI::App& app, int& exit_code) {
   auto* cmd =
       app.add_subcommand("info", "GPU, driver/runtime/cuDNN/cuBLAS versions, executor mode and state");
   auto json = std::make_shared<bool>(false);
+  auto list = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, std::string("print JSON"));
-  cmd->callback([&exit_code, json] { exit_code = run_info(*json); });
+  cmd->add_flag(
+      "--list-devices", *list,
+      std::string("list every visible GPU (index for --gpu-device, UUID, PCI bus, usable or why not)"));
+  cmd->callback([&exit_code, json, list] { exit_code = *list ? run_list_devices(*json) : run_info(*json); });
 }
 
 }  // namespace facetrace::cli

@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
 #ifdef FT_HAVE_FACES
   facetrace::cli::register_faces(app, exit_code);
 #endif
+#ifdef FT_HAVE_RUNTIME
+  facetrace::cli::add_gpu_device_option(app);  // after the subcommands: each of them takes it too
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

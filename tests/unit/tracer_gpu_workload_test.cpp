@@ -189,6 +189,48 @@ TEST(TraceWorkload, a_loss_mid_request_declines_and_the_render_falls_back_withou
   for (auto n : f.samples) ASSERT_EQ(n, 9u);
   expect_same_film(f, cpu_film(s, 0, 9));  // the sim's GPU results equal the CPU's bit for bit
   EXPECT_TRUE(logs.contains("lost"));
+  EXPECT_EQ(report->declined_by_loss, report->declined);  // a loss may fall back even under --device gpu
+  ASSERT_EQ(report->decline_reasons.size(), report->declined);
+  EXPECT_NE(report->decline_reasons[0].find("GPU lost"), std::string::npos) << report->decline_reasons[0];
+}
+
+TEST(TraceWorkload, a_decline_other_than_a_loss_fails_gpu_and_warns_once_under_auto_saying_why) {
+  Harness h;
+  const Scene s = tiny_scene();
+  int calls = 0;
+  h.sim->add_op(kOpTraceChunk, [&](runtime::SimDevice& d, const runtime::OpArgs& a) -> Status {
+    if (++calls == 2) return {Code::kDeclined, "simulated: no kernel image for this chunk"};
+    return sim_trace_chunk(d, a);
+  });
+  RenderOptions o;
+  o.backend = h.backend.get();
+  o.samples_per_request = 3;
+  o.chunk.max_chunk_pixels = 50;
+  o.device = RenderDevice::kGpu;
+  Film f(s.width, s.height);
+  auto gpu = render(s, 0, 9, f, o);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().code(), Code::kDeclined);
+  EXPECT_NE(gpu.status().what().find("samples [0, 3)"), std::string::npos) << gpu.status().what();
+  EXPECT_NE(gpu.status().what().find("no kernel image for this chunk"), std::string::npos)
+      << gpu.status().what();
+
+  o.device = RenderDevice::kAuto;
+  calls = 0;
+  Film g(s.width, s.height);
+  ExpectLogs logs;
+  auto r = render(s, 0, 9, g, o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->declined, 1u);
+  EXPECT_EQ(r->declined_by_loss, 0u);
+  ASSERT_EQ(r->decline_reasons.size(), 1u);
+  EXPECT_NE(r->decline_reasons[0].find("samples [0, 3): "), std::string::npos) << r->decline_reasons[0];
+  expect_same_film(g, cpu_film(s, 0, 9));
+  calls = 1;  // decline the next request's first chunk too: no second warning in this process
+  Film g2(s.width, s.height);
+  ASSERT_TRUE(render(s, 0, 3, g2, o).ok());
+  ASSERT_EQ(logs.messages().size(), 1u);
+  EXPECT_TRUE(logs.contains("rendering on the CPU (said once)"));
 }
 
 TEST(TraceWorkload, cancellation_leaves_the_film_untouched) {

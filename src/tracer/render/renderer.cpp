@@ -85,6 +85,8 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
       FT_LOG_INFO("no usable GPU ({}); rendering on the CPU", *why);
       gpu = nullptr;
     } else if (Status tier = tier_features(scene).status(); !tier.ok()) {
+      if (options.device == RenderDevice::kGpu)
+        return not_supported("--device gpu: the GPU tracer does not render this scene: " + tier.what());
       FT_LOG_INFO("GPU tracer declines this scene ({}); rendering on the CPU", tier.what());
       gpu = nullptr;
     }
@@ -165,13 +167,17 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
       queued += m;
     }
     std::vector<runtime::Outcome> outcomes(k, runtime::Outcome::kDeclined);
+    std::vector<Status> why(k);
     std::uint64_t committed = 0;
-    gpu->accumulate_batch(items, options.cancel, [&](std::size_t i, runtime::Outcome o) {
-      outcomes[i] = o;
-      if (o != runtime::Outcome::kDone) return;
-      committed += sizes[i];
-      if (options.progress) options.progress(static_cast<double>(done + committed) / samples);
-    });
+    gpu->accumulate_batch(
+        items, options.cancel,
+        [&](std::size_t i, runtime::Outcome o) {
+          outcomes[i] = o;
+          if (o != runtime::Outcome::kDone) return;
+          committed += sizes[i];
+          if (options.progress) options.progress(static_cast<double>(done + committed) / samples);
+        },
+        why);
     const double batch_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r0).count();
     // A batch commits a prefix of its requests; the first one that did not finish ends it.
@@ -194,10 +200,27 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
     if (ok < k) {
       report.outcomes.push_back(outcomes[ok]);
       if (outcomes[ok] == runtime::Outcome::kCancelled) return Status(Code::kCancelled, "render cancelled");
-      // Declined: the CPU renders this request; the requests after it go round the loop again.
+      // Declined: the CPU renders this request; the requests after it go round the loop again (a chained
+      // request after a declined one declines without a reason of its own: only this one counts).
       ++report.declined;
       const std::uint32_t m = sizes[ok];
       const auto first_cpu = static_cast<std::uint32_t>(first_sample + done);
+      const std::string where =
+          "samples [" + std::to_string(first_cpu) + ", " + std::to_string(first_cpu + m) + ")";
+      report.decline_reasons.push_back(where + ": " + why[ok].what());
+      // Only a device loss (the runtime replaces the child, docs/design/runtime.md §6) may fall back under
+      // --device gpu; any other decline would be a silent 100x slowdown, so it fails the render.
+      if (why[ok].code() == Code::kDeviceLost) {
+        ++report.declined_by_loss;
+      } else if (options.device == RenderDevice::kGpu) {
+        return Status(Code::kDeclined, "--device gpu: the GPU declined " + where + " (" + why[ok].what() +
+                                           "); not rendering it on the CPU");
+      } else {
+        static std::once_flag warned;
+        std::call_once(warned, [&] {
+          FT_LOG_WARN("GPU declined {} ({}); rendering on the CPU (said once)", where, why[ok].what());
+        });
+      }
       FT_LOG_DEBUG("GPU declined samples [{}, {}); the CPU renders them", first_cpu, first_cpu + m);
       const auto c0 = std::chrono::steady_clock::now();
       FT_TRY(cpu_request(first_cpu, m));
