@@ -1,7 +1,9 @@
 /// @file
-/// `facetrace info [--json] [--list-devices]`: GPU, versions, executor mode, state and ring stats
-/// (docs/runtime.md); the JSON form through nlohmann_json. Exits kExitOk: no GPU is a state to report, not a
-/// failure. `--list-devices` lists every visible device (index, UUID, PCI bus, whether this build runs on it).
+/// `facetrace info [--json] [--list-devices] [--require-gpu]`: GPU, versions, executor mode, state and ring
+/// stats (docs/runtime.md); the JSON form through nlohmann_json. Exits kExitOk: no GPU is a state to report, not
+/// a failure, unless --require-gpu asks for a ready GPU (container health checks, docs/cli.md "info"): then
+/// kExitGpuUnavailable when it is not. `--list-devices` lists every visible device (index, UUID, PCI bus,
+/// whether this build runs on it).
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -22,7 +24,14 @@ std::string version_string(int v, int major_div, int minor_div) {
          (minor_div > 1 ? "." + std::to_string(v % minor_div) : std::string());
 }
 
-int run_info(bool json) {
+/// --require-gpu: kExitGpuUnavailable, with the state on stderr, unless the GPU is ready.
+int required_gpu_code(bool require_gpu, runtime::BackendState state, const std::string& state_text) {
+  if (!require_gpu || state == runtime::BackendState::kReady) return kExitOk;
+  std::fprintf(stderr, "facetrace info: --require-gpu: the GPU is not ready (%s)\n", state_text.c_str());
+  return kExitGpuUnavailable;
+}
+
+int run_info(bool json, bool require_gpu) {
   using namespace facetrace::runtime;
   auto backend = GpuBackend::acquire();
   const auto state = backend->state();
@@ -76,7 +85,7 @@ int run_info(bool json) {
                    {"max_slots_per_class", ring->max_slots_per_class}};
     }
     std::printf("%s\n", j.dump(2).c_str());
-    return kExitOk;
+    return required_gpu_code(require_gpu, state, state_text);
   }
   std::printf("executor:  %s\n", mode.c_str());
   std::printf("state:     %s\n", state_text.c_str());
@@ -104,7 +113,7 @@ int run_info(bool json) {
         static_cast<unsigned long long>(ring->pinned_bytes),
         static_cast<unsigned long long>(ring->budget_bytes));
   }
-  return kExitOk;
+  return required_gpu_code(require_gpu, state, state_text);
 }
 
 /// `info --list-devices`: every device the GPU child would see, through the child (never CUDA here).
@@ -158,7 +167,12 @@ void register_info(CLI::App& app, int& exit_code) {
   cmd->add_flag(
       "--list-devices", *list,
       std::string("list every visible GPU (index for --gpu-device, UUID, PCI bus, usable or why not)"));
-  cmd->callback([&exit_code, json, list] { exit_code = *list ? run_list_devices(*json) : run_info(*json); });
+  auto require_gpu = std::make_shared<bool>(false);
+  cmd->add_flag("--require-gpu", *require_gpu,
+                std::string("exit 43 unless the GPU is ready (for container health checks)"));
+  cmd->callback([&exit_code, json, list, require_gpu] {
+    exit_code = *list ? run_list_devices(*json) : run_info(*json, *require_gpu);
+  });
 }
 
 }  // namespace facetrace::cli

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -122,6 +123,10 @@ class GpuBackend {
   /// Successful replacements of a lost device so far (try_recover returning true after a loss): a workload that
   /// keeps state on the device (face networks' checks) compares it to notice a new device.
   std::uint64_t recoveries() const { return recoveries_.load(std::memory_order_acquire); }
+  /// Replacements tried so far (successful or not): for the isolated executor, GPU children spawned after a loss.
+  std::uint64_t recovery_attempts() const { return recovery_attempts_.load(std::memory_order_acquire); }
+  /// Every device loss so far, counted by its reason (as last_lost_reason() gives it); for --metrics-file.
+  std::map<std::string, std::uint64_t> losses_by_reason() const;
 
   /// The executor (nullptr when disabled); for info, residents and fault injection. Do not call invoke()
   /// outside a turn: use accumulate.
@@ -146,12 +151,14 @@ class GpuBackend {
   std::atomic<bool> lost_{false};
   std::atomic<bool> recovering_{false};
   std::atomic<std::uint64_t> recoveries_{0};
+  std::atomic<std::uint64_t> recovery_attempts_{0};
   bool never_had_gpu_ = true;
   bool unsupported_ = false;  ///< never_had_gpu_ because the GPU is not supported by this build
   std::string none_reason_;
   std::unique_ptr<ScratchPool> scratch_;  // requests lease their scratch here (backend/scratch_lease.h)
-  mutable std::mutex mu_;                 // last_lost_reason_, info_
+  mutable std::mutex mu_;                 // last_lost_reason_, losses_, info_
   std::optional<std::string> last_lost_reason_;
+  std::map<std::string, std::uint64_t> losses_;  // by reason
   std::optional<DeviceInfo> info_;
 };
 

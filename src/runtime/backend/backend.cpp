@@ -83,6 +83,11 @@ BackendState GpuBackend::state() const {
   return is_lost() ? BackendState::kLost : BackendState::kReady;
 }
 
+std::map<std::string, std::uint64_t> GpuBackend::losses_by_reason() const {
+  std::lock_guard lock(mu_);
+  return losses_;
+}
+
 std::optional<std::string> GpuBackend::last_lost_reason() const {
   std::lock_guard lock(mu_);
   return last_lost_reason_;
@@ -111,6 +116,7 @@ std::size_t GpuBackend::pooled_scratch() const { return scratch_->pooled(); }
 void GpuBackend::mark_lost(std::string reason) {
   {
     std::lock_guard lock(mu_);
+    ++losses_[reason];
     last_lost_reason_ = std::move(reason);
   }
   policy_.record_loss();  // cool-down starts before the flag is visible
@@ -139,6 +145,7 @@ bool GpuBackend::try_recover() {
     return true;
   }
   policy_.record_attempt();
+  recovery_attempts_.fetch_add(1, std::memory_order_acq_rel);
   FT_LOG_INFO("GPU was lost ({}); trying a replacement", last_lost_reason().value_or(""));
   // The replacement (a fresh child, re-uploaded residents) is built outside the turnstile: nobody else uses
   // the executor while the lost flag is up. It is swapped in during a turn.
