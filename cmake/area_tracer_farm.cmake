@@ -13,7 +13,7 @@ add_library(ft_farm STATIC
   src/tracer/farm/partial.cpp
   src/tracer/farm/merge.cpp)
 add_dependencies(ft_farm ft_farm_git_sha)
-target_include_directories(ft_farm PUBLIC ${PROJECT_SOURCE_DIR}/include
+target_include_directories(ft_farm PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                            PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${CMAKE_CURRENT_BINARY_DIR}/generated/farm)
 target_compile_definitions(ft_farm PRIVATE FT_FARM_VERSION="${PROJECT_VERSION}")
 target_link_libraries(ft_farm PUBLIC ft_core ft_tracer ft_render
@@ -27,4 +27,9 @@ if(FT_BUILD_TESTS)
   ft_add_test(tracer_farm_cli_test cpu SOURCES tests/unit/tracer_farm_cli_test.cpp LIBS ft_farm ft_tracer_io)
   target_compile_definitions(tracer_farm_cli_test PRIVATE FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>")
   add_dependencies(tracer_farm_cli_test facetrace)
+endif()
+if(FT_BUILD_TESTS AND FT_ENABLE_CUDA)
+  # GPU units: identical bits for any request split and any grouping (label gpu; skips without a device)
+  ft_add_test(tracer_farm_gpu_test gpu SOURCES tests/gpu/tracer_farm_gpu_test.cpp LIBS ft_farm)
+  add_dependencies(tracer_farm_gpu_test facetrace-gpud)
 endif()

@@ -190,6 +190,12 @@ int run_worker(const WorkerArgs& a) {
                       writer->path() + ")");
     }
     if (Status st = writer->append(*unit); !st.ok()) return fail(kExitFailure, st.what());
+    // The next units start at the request size the last one reached (≈ 100 ms of work, the render loop's target)
+    // instead of ramping up from one sample again; the bits do not depend on the split (docs/design/tracer.md §9 G3).
+    if (unit->seconds > 0 && unit->range.samples > 0) {
+      const double per_sample = unit->seconds / unit->range.samples;
+      opt.samples_per_request = static_cast<std::uint32_t>(std::clamp(0.1 / per_sample, 1.0, 2048.0));
+    }
     ++done;
     seconds += unit->seconds;
     if (!a.quiet)

@@ -102,6 +102,10 @@ class GpuBackend {
   /// cancels the current item and all later ones (the last item also when it arrives during its last chunk).
   void accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
                         const BatchCallback& on_done);
+  /// As above; every item reported kDeclined gets its reason in why[index] (accumulate's `why` rules).
+  /// `why` has one element per item.
+  void accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
+                        const BatchCallback& on_done, std::span<Status> why);
 
   BackendState state() const;
   /// True while the device is lost (every call declines until a recovery succeeds).

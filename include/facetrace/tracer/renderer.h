@@ -34,8 +34,10 @@ struct RenderOptions {
   unsigned threads = 0;                           ///< CPU threads (0 = all)
   const std::atomic<bool>* cancel = nullptr;      ///< checked before every GPU chunk and between CPU tiles
   std::function<void(double fraction)> progress;  ///< overall fraction done, from the rendering thread(s)
-  std::uint32_t samples_per_request = 0;  ///< 0: adaptive sub-batches (100 ms target, ≤ 4× growth, ≤ 2048)
-  GpuChunkOptions chunk;                  ///< GPU chunk sizing (tests may force tiny chunks)
+  /// 0: adaptive requests (100 ms target, ≤ 4× growth, ≤ 2048; once sized, run as batches of chained
+  /// requests, docs/design/tracer.md §10.7). > 0: every request this size (the last one the rest).
+  std::uint32_t samples_per_request = 0;
+  GpuChunkOptions chunk;                   ///< GPU chunk sizing (tests may force tiny chunks)
   runtime::GpuBackend* backend = nullptr;  ///< null: shared_gpu_backend()
 };
 
@@ -50,6 +52,8 @@ struct RenderReport {
   std::vector<runtime::Outcome> outcomes;  ///< one per GPU request attempted, in order
   std::vector<std::uint32_t> request_samples;  ///< samples of every request, in order (GPU or CPU)
   double seconds = 0;
+  /// Of `seconds`: getting the GPU backend (the process's first use starts the GPU child; ≈ 0 afterwards).
+  double gpu_start_seconds = 0;
 };
 
 /// Adds samples [first_sample, first_sample + samples) of every pixel to `film` (additive, ascending order

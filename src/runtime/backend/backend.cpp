@@ -191,4 +191,11 @@ void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::a
   ChunkStream(*this, items, cancel, on_done).run();
 }
 
+void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
+                                  const BatchCallback& on_done, std::span<Status> why) {
+  ChunkStream stream(*this, items, cancel, on_done);
+  stream.record_declines(why);
+  stream.run();
+}
+
 }  // namespace facetrace::runtime
