@@ -13,7 +13,7 @@ add_library(ft_farm STATIC
   src/tracer/farm/partial.cpp
   src/tracer/farm/merge.cpp)
 add_dependencies(ft_farm ft_farm_git_sha)
-target_include_directories(ft_farm PUBLIC ${PROJECT_SOURCE_DIR}/include
+target_include_directories(ft_farm PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                            PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer ${CMAKE_CURRENT_BINARY_DIR}/generated/farm)
 target_compile_definitions(ft_farm PRIVATE FT_FARM_VERSION="${PROJECT_VERSION}")
 target_link_libraries(ft_farm PUBLIC ft_core ft_tracer ft_render

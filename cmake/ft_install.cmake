@@ -12,6 +12,9 @@
 if(TARGET ft_tracer)
   add_library(facetrace_tracer INTERFACE)
   target_link_libraries(facetrace_tracer INTERFACE ft_tracer ft_tracer_io ft_render)
+  if(TARGET ft_farm)  # include/facetrace/tracer/farm.h: jobs, units, partials, the canonical merge
+    target_link_libraries(facetrace_tracer INTERFACE ft_farm)
+  endif()
   set_target_properties(facetrace_tracer PROPERTIES EXPORT_NAME tracer)
   add_library(facetrace::tracer ALIAS facetrace_tracer)
 endif()
