@@ -28,7 +28,8 @@ namespace {
 
 struct Row {
   std::string device;
-  std::string label;  // adapter or "N threads"
+  std::string mode = "request";  // "request": one TraceWorkload per run; "render": tracer::render per run
+  std::string label;             // adapter or "N threads"
   unsigned threads = 0;
   unsigned spp = 0;
   unsigned warmup = 0;
@@ -36,15 +37,18 @@ struct Row {
   double paths_per_s = 0;
   std::uint64_t nonfinite = 0;
   rt::RingStats ring{};
+  double first_ms = 0, first_paths_per_s = 0;  // render rows: the first render (no size hint yet)
+  double over_request = 0;                     // render rows: paths/s over the request row's
 };
 
 void print_row(const Row& r, const tr::Scene& s, unsigned repeats, const bench::RunContext& context,
                std::optional<double> gpu_over_cpu) {
   char case_name[96];
-  std::snprintf(case_name, sizeof case_name, "builtin_diamond_%ux%u_b%u_spp%u", s.width, s.height,
-                s.max_bounces, r.spp);
+  std::snprintf(case_name, sizeof case_name, "builtin_diamond_%ux%u_b%u_spp%u%s", s.width, s.height,
+                s.max_bounces, r.spp, r.mode == "render" ? "_render" : "");
   bench::Json j = bench::line("tracer", case_name);
   j["device"] = r.device;
+  j["mode"] = r.mode;
   j["adapter"] = r.label;
   j["threads"] = r.threads;
   j["width"] = s.width;
@@ -59,6 +63,11 @@ void print_row(const Row& r, const tr::Scene& s, unsigned repeats, const bench::
   j["stalls"] = r.ring.stalls;
   j["peak_in_flight"] = r.ring.peak_in_flight;
   if (gpu_over_cpu) j["gpu_over_cpu"] = bench::rounded(*gpu_over_cpu, 2);
+  if (r.mode == "render") {
+    j["first_ms"] = bench::rounded(r.first_ms, 3);
+    j["first_paths_per_s"] = bench::rounded(r.first_paths_per_s, 1);
+    if (r.over_request > 0) j["render_over_request"] = bench::rounded(r.over_request, 4);
+  }
   bench::emit(std::move(j), context);
 }
 
@@ -80,6 +89,7 @@ std::optional<Row> time_runs(unsigned warmup, unsigned repeats, double paths, F 
   Row r;
   r.warmup = warmup;
   r.ms = bench::summarize(*ms);
+  r.first_ms = ms->empty() ? 0.0 : ms->front();
   r.nonfinite = std::accumulate(nonfinite.begin() + warmup, nonfinite.end(), std::uint64_t{0});
   r.paths_per_s = paths / (r.ms.median_ms / 1e3);
   return r;
@@ -114,6 +124,43 @@ std::optional<Row> bench_gpu(rt::GpuBackend& gpu, const tr::Scene& scene, unsign
   r->spp = gpu_spp;
   if (auto* ex = gpu.executor())
     if (auto st = ex->ring_stats(); st.ok()) r->ring = *st;
+  return r;
+}
+
+/// The render row: the product's render loop (tracer::render, --device gpu: adaptive requests, chained batches)
+/// over `spp` samples per pixel per run, on the backend the request rows already started, so GPU start-up is
+/// not in it. The first run has no size hint from an earlier render of this scene (a fresh `facetrace render`);
+/// later runs have one (a worker's next unit). No warm-up, so that first run is measured.
+std::optional<Row> bench_render(rt::GpuBackend& gpu, const tr::Scene& scene, unsigned repeats, unsigned spp) {
+  const double paths = static_cast<double>(scene.width) * scene.height * spp;
+  tr::Film film(scene.width, scene.height);
+  std::uint64_t gpu_samples = 0;
+  auto r = time_runs(0, repeats, paths, [&](std::uint64_t& nf) {
+    const std::uint64_t before = film.nonfinite;
+    tr::RenderOptions opt;
+    opt.device = tr::RenderDevice::kGpu;
+    opt.backend = &gpu;
+    auto report = tr::render(scene, 0, spp, film, opt);
+    if (!report.ok()) {
+      std::fprintf(stderr, "bench_tracer: render: %s\n", report.status().to_string().c_str());
+      return false;
+    }
+    gpu_samples += report->gpu_samples;
+    nf = film.nonfinite - before;
+    return true;
+  });
+  if (!r) return std::nullopt;
+  if (gpu_samples != std::uint64_t{spp} * repeats) {
+    std::fprintf(stderr, "bench_tracer: render: %llu of %llu samples per pixel ran on the CPU\n",
+                 static_cast<unsigned long long>(std::uint64_t{spp} * repeats - gpu_samples),
+                 static_cast<unsigned long long>(std::uint64_t{spp} * repeats));
+    return std::nullopt;
+  }
+  r->device = "gpu";
+  r->mode = "render";
+  r->label = gpu.adapter_label().value_or("GPU");
+  r->spp = spp;
+  r->first_paths_per_s = paths / (r->first_ms / 1e3);
   return r;
 }
 
@@ -169,6 +216,15 @@ int main(int argc, char** argv) {
       "--chunk-pixels", chunk_pixels,
       "GPU: this many pixels per chunk, within the per-launch limit (default 0 = sized by the chunk "
       "rule; for profiling a known chunk)");
+  unsigned render_spp = 0, render_repeats = 3;
+  app.add_option(
+         "--render-spp", render_spp,
+         "GPU: also time the product's render loop (tracer::render, as `facetrace render --device gpu` "
+         "runs it, without the GPU start-up) over this many samples per pixel (default 0: off)")
+      ->check(CLI::Range(0u, 1u << 20));
+  app.add_option("--render-repeats", render_repeats,
+                 "runs of the render row (default 3; the first has no size hint)")
+      ->check(CLI::Range(1u, 1000u));
   CLI11_PARSE(app, argc, argv);
   if (device != "cpu" && device != "gpu" && device != "all") {
     std::fprintf(stderr, "bench_tracer: --device %s: expected cpu, gpu or all\n", device.c_str());
@@ -191,6 +247,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<Row> rows;
+  std::vector<Row> render_rows;  // not in the GPU/CPU ratio
   // The GPU facts only when this run uses the GPU: a CPU run starts no executor.
   bench::RunContext context = bench::run_context();
 
@@ -205,6 +262,13 @@ int main(int argc, char** argv) {
     if (!r) return 1;
     rows.push_back(*r);
     print_row(*r, scene, repeats, context, std::nullopt);
+    if (render_spp > 0) {
+      auto rr = bench_render(gpu, scene, render_repeats, render_spp);
+      if (!rr) return 1;
+      rr->over_request = rr->paths_per_s / r->paths_per_s;
+      print_row(*rr, scene, render_repeats, context, std::nullopt);
+      render_rows.push_back(*rr);
+    }
   }
   if (device != "gpu") {
     auto r = bench_cpu(scene, warmup, repeats, spp, nthreads);
@@ -220,9 +284,16 @@ int main(int argc, char** argv) {
     table.add({r.device, r.label, std::to_string(r.spp), bench::cell("%.1f", r.ms.median_ms),
                bench::cell("%.1f", r.ms.p10_ms), bench::cell("%.1f", r.ms.p90_ms),
                bench::cell("%.2f", r.paths_per_s / 1e6)});
+  for (const auto& r : render_rows)
+    table.add({"gpu render", r.label, std::to_string(r.spp), bench::cell("%.1f", r.ms.median_ms),
+               bench::cell("%.1f", r.ms.p10_ms), bench::cell("%.1f", r.ms.p90_ms),
+               bench::cell("%.2f", r.paths_per_s / 1e6)});
   table.print();
   if (rows.size() == 2)
     std::fprintf(stderr, "GPU / CPU = %.1fx (%ux%u, %u bounces)\n", rows[0].paths_per_s / rows[1].paths_per_s,
                  width, height, bounces);
+  for (const auto& r : render_rows)
+    std::fprintf(stderr, "render / request = %.3f (first render %.2f M paths/s, %u spp)\n", r.over_request,
+                 r.first_paths_per_s / 1e6, r.spp);
   return 0;
 }

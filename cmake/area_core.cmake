@@ -1,6 +1,7 @@
 # Core: Status / Expected, logging, environment helpers, the capped file reader, the one parallel loop, the one
 # image type (JPEG decode through libjpeg-turbo, PNG decode and the atomic PNG writer through libpng).
 find_package(JPEG REQUIRED)   # libjpeg62-turbo-dev (scripts/setup)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # libssl-dev (scripts/setup): SHA-256 (src/core/sha256.cpp)
 # Private include root: src/core (the library's spdlog logger, log.h), handed to the other library modules
 # through ft_core_internal; the CLI, gpud and benchmarks see only include/facetrace (docs/design/layout.md).
 add_library(ft_core STATIC
@@ -16,7 +17,8 @@ add_library(ft_core STATIC
 target_include_directories(ft_core
   PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
   PRIVATE ${PROJECT_SOURCE_DIR}/src/core)
-target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt PNG::PNG JPEG::JPEG ft_warnings)
+target_link_libraries(ft_core PUBLIC Threads::Threads PRIVATE spdlog::spdlog fmt::fmt PNG::PNG JPEG::JPEG
+                      OpenSSL::Crypto ft_warnings)
 target_compile_features(ft_core PUBLIC cxx_std_20)
 
 # The library modules' view of core's private headers (log.h: FT_LOG_* through spdlog, .cpp files only).

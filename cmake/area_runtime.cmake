@@ -34,6 +34,15 @@ if(FT_ENABLE_CUDA)
     cuda/runtime/runtime_kernels.cu)
   target_include_directories(ft_runtime PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
   target_compile_definitions(ft_runtime PRIVATE FT_HAVE_CUDA=1)
+  # The architecture list the kernel-image check names ("built for …"): the one list CMakeLists.txt sets, as
+  # ft_cuda_archs carries it (FT_CUDA_ARCHS, copied rather than linked so the exported ft_runtime does not name
+  # it), else CMAKE_CUDA_ARCHITECTURES itself.
+  if(TARGET ft_cuda_archs)
+    target_compile_definitions(ft_runtime PRIVATE $<TARGET_PROPERTY:ft_cuda_archs,INTERFACE_COMPILE_DEFINITIONS>)
+  else()
+    string(REPLACE ";" "," ft_arch_csv "${CMAKE_CUDA_ARCHITECTURES}")
+    target_compile_definitions(ft_runtime PRIVATE FT_CUDA_ARCHITECTURES="${ft_arch_csv}")
+  endif()
   # Static cudart: binaries start on machines without a driver and never link libcuda (docs/design/style.md §8).
   target_link_libraries(ft_runtime PUBLIC CUDA::cudart_static PRIVATE ft_cuda_flags)
   set_target_properties(ft_runtime PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
@@ -97,14 +106,24 @@ if(FT_BUILD_TESTS)
             tests/unit/runtime_protocol_test.cpp
             tests/unit/runtime_backend_test.cpp
             tests/unit/runtime_isolated_test.cpp
+            tests/unit/runtime_device_select_test.cpp
     LIBS ft_runtime)
   target_include_directories(runtime_unit_test PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
   add_dependencies(runtime_unit_test facetrace-gpud)
   if(FT_ENABLE_CUDA)
+    # Probe kernels for architectures other than the build's, for the kernel-image check's test: sm_80 SASS
+    # only (no image on another major architecture) and compute_80 PTX only (the driver compiles it).
+    add_library(ft_probe_sm80_sass OBJECT tests/gpu/kernel_image_probe_sm80_sass.cu)
+    set_target_properties(ft_probe_sm80_sass PROPERTIES CUDA_ARCHITECTURES "80-real")
+    add_library(ft_probe_compute80_ptx OBJECT tests/gpu/kernel_image_probe_compute80_ptx.cu)
+    set_target_properties(ft_probe_compute80_ptx PROPERTIES CUDA_ARCHITECTURES "80-virtual")
     ft_add_test(runtime_gpu_test gpu
       SOURCES tests/gpu/runtime_ring_gpu_test.cpp tests/gpu/runtime_recovery_gpu_test.cpp
+              tests/gpu/runtime_kernel_image_gpu_test.cpp
+              $<TARGET_OBJECTS:ft_probe_sm80_sass> $<TARGET_OBJECTS:ft_probe_compute80_ptx>
       LIBS ft_runtime CUDA::cudart_static)
-    target_include_directories(runtime_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
+    target_include_directories(runtime_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime
+                               ${PROJECT_SOURCE_DIR}/cuda)
     add_dependencies(runtime_gpu_test facetrace-gpud)
   endif()
 endif()

@@ -7,12 +7,13 @@
 # - CPack TGZ and DEB, each split into a `runtime` (CLI + GPU child) and a `dev` (headers, libraries, CMake
 #   package) component.
 
-# facetrace::tracer and facetrace::faces are a whole area each: scenes, the CPU tracer, scene JSON / PNG / EXR and
-# the render loop with its GPU backend; the CPU networks plus the GPU accelerator where that is built.
+# facetrace::tracer and facetrace::faces are a whole area each: scenes, the CPU tracer, scene JSON / PNG / EXR,
+# the render loop with its GPU backend and the farm's work units, partials and merge (farm.h); the CPU networks
+# plus the GPU accelerator where that is built.
 if(TARGET ft_tracer)
   add_library(facetrace_tracer INTERFACE)
   target_link_libraries(facetrace_tracer INTERFACE ft_tracer ft_tracer_io ft_render)
-  if(TARGET ft_farm)  # include/facetrace/tracer/farm.h: jobs, units, partials, the canonical merge
+  if(TARGET ft_farm)
     target_link_libraries(facetrace_tracer INTERFACE ft_farm)
   endif()
   set_target_properties(facetrace_tracer PROPERTIES EXPORT_NAME tracer)
@@ -120,6 +121,10 @@ install(EXPORT facetraceTargets NAMESPACE facetrace:: DESTINATION ${ft_cmake_dir
 set(FT_PACKAGE_HAS_CUDA ${FT_ENABLE_CUDA})
 set(FT_PACKAGE_HAS_TRACER ${FT_WITH_TRACER})
 set(FT_PACKAGE_HAS_FACES ${FT_WITH_FACES})
+set(FT_PACKAGE_HAS_FARM OFF)
+if(TARGET ft_farm)
+  set(FT_PACKAGE_HAS_FARM ON)  # ZLIB (CRC-32 of the partials)
+endif()
 set(FT_PACKAGE_HAS_CUDNN OFF)
 if(TARGET CUDNN::cudnn)
   set(FT_PACKAGE_HAS_CUDNN ON)
@@ -167,7 +172,7 @@ if(FT_ENABLE_CUDA)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${ft_private_lib_dirs})
 endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libspdlog-dev, libfmt-dev, nlohmann-json3-dev, libpng-dev, libjpeg62-turbo-dev | libjpeg-turbo8-dev, libopenexr-dev, libonnx-dev, libprotobuf-dev")
+    "libspdlog-dev, libfmt-dev, nlohmann-json3-dev, libpng-dev, libjpeg62-turbo-dev | libjpeg-turbo8-dev, libssl-dev, libopenexr-dev, libonnx-dev, libprotobuf-dev")
 include(CPack)
 
 # The package test (label cpu): install into a temporary prefix, move it, build and run examples/consumer.

@@ -41,6 +41,11 @@ __global__ void spin_kernel(std::uint64_t ns) {
   } while (t - t0 < ns);
 }
 
+/// Never launched: its image (or its absence) for the current device is what the start-up check asks about.
+__global__ void probe_kernel(int* p) {
+  if (p != nullptr) *p = 1;
+}
+
 /// One thread stores through a pointer no allocation covers.
 __global__ void bad_write_kernel(int* p) { *p = 42; }
 
@@ -76,6 +81,28 @@ Status launch_bad_write(CUstream_st* stream) {
   bad_write_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int*>(std::uintptr_t{0x10}));
   FT_CUDA_LAUNCH_CHECK("bad_write_kernel<<<>>>", stream);
   return {};
+}
+
+const void* probe_kernel_address() { return reinterpret_cast<const void*>(&probe_kernel); }
+
+std::string cuda_arch_list_compiled() {
+#if defined(__CUDA_ARCH_LIST__)
+#define FT_STRINGIFY2(...) #__VA_ARGS__
+#define FT_STRINGIFY(...) FT_STRINGIFY2(__VA_ARGS__)
+  const std::string list = FT_STRINGIFY(__CUDA_ARCH_LIST__);  // "800,900"
+  std::string out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', start);
+    const std::string v = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (v.size() > 1) out += (out.empty() ? "compute_" : ", compute_") + v.substr(0, v.size() - 1);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out.empty() ? std::string("unknown") : out;
+#else
+  return "unknown";
+#endif
 }
 
 }  // namespace facetrace::runtime

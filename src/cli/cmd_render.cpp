@@ -1,26 +1,33 @@
 /// @file
-/// `facetrace render`: scene file (or the built-in diamond) → CPU tracer → PNG (+ optional EXR of the sums).
-#include <unistd.h>
-
+/// `facetrace render`: scene file (or the built-in diamond) → GPU or CPU tracer → PNG (+ optional EXR of the
+/// sums); progress, the JSON summary, metrics and exit codes as docs/cli.md describes.
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "exit_codes.h"
 #include "facetrace/core/file.h"
+#include "facetrace/runtime/backend.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/output.h"
 #include "facetrace/tracer/renderer.h"
 #include "facetrace/tracer/scene_json.h"
+#include "metrics.h"
+#include "progress.h"
+#include "signals.h"
 
 namespace facetrace::cli {
 namespace {
@@ -43,6 +50,9 @@ struct RenderArgs {
   std::string width, height, max_bounces;
   std::string device = "auto";
   std::string threads = "0";
+  std::string progress = "auto";
+  std::string metrics_file;
+  bool json = false;
   bool quiet = false;
 };
 
@@ -68,73 +78,6 @@ Status check_writable_target(const std::string& flag, const std::string& path) {
   return core::check_output_path({flag, path});
 }
 
-// ---- cancellation and progress ------------------------------------------------------------------------
-
-std::atomic<bool> g_cancel{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "the SIGINT handler needs a lock-free flag");
-
-extern "C" void on_sigint(int) {
-  g_cancel.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
-}
-
-/// Installs the SIGINT → cancel handler for its lifetime.
-class SigintScope {
- public:
-  SigintScope() {
-    g_cancel.store(false);
-    struct sigaction sa {};
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_);
-  }
-  ~SigintScope() { sigaction(SIGINT, &old_, nullptr); }
-  SigintScope(const SigintScope&) = delete;
-  SigintScope& operator=(const SigintScope&) = delete;
-
- private:
-  struct sigaction old_ {};
-};
-
-/// Progress on stderr: a bar redrawn ≤ 10×/s on a terminal, a line per 25 % otherwise, nothing when quiet.
-class Progress {
- public:
-  explicit Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1) {}
-
-  void update(double fraction, double elapsed_s) {
-    if (quiet_) return;
-    fraction = std::clamp(fraction, 0.0, 1.0);
-    if (tty_) {
-      constexpr int kWidth = 30;
-      const int filled = static_cast<int>(fraction * kWidth);
-      std::string bar(static_cast<std::size_t>(filled), '#');
-      bar.resize(kWidth, '-');
-      char eta[32] = "";
-      if (fraction > 0.02 && fraction < 1)
-        std::snprintf(eta, sizeof eta, "  ETA %.0f s", elapsed_s * (1 - fraction) / fraction);
-      std::fprintf(stderr, "\r[%s] %3d%%  %.1f s%s   ", bar.c_str(), static_cast<int>(fraction * 100),
-                   elapsed_s, eta);
-      std::fflush(stderr);
-      drawn_ = true;
-    } else {
-      while (next_line_ <= 75 && fraction * 100 >= next_line_) {
-        std::fprintf(stderr, "render: %d%% (%.1f s)\n", next_line_, elapsed_s);
-        next_line_ += 25;
-      }
-    }
-  }
-  void finish() {
-    if (drawn_) std::fprintf(stderr, "\n");
-    drawn_ = false;
-  }
-
- private:
-  bool quiet_;
-  bool tty_;
-  bool drawn_ = false;
-  int next_line_ = 25;
-};
-
 void store_max(std::atomic<double>& a, double v) {
   double cur = a.load();
   while (v > cur && !a.compare_exchange_weak(cur, v)) {
@@ -149,16 +92,17 @@ struct Failure {
   std::string what;
 };
 
-/// An option or scene error: kNotSupported is a failure of the build, anything else bad input.
+/// An option error: kNotSupported is a failure of the build, anything else bad input.
 Failure input_failure(const Status& st) {
   return {st.code() == Code::kNotSupported ? kExitFailure : kExitBadInput, st.what()};
 }
 
-/// The numeric options and the device, parsed and range-checked.
+/// The numeric options, the device and the progress mode, parsed and range-checked.
 struct Options {
   std::uint64_t spp = 0, first = 0, threads = 0;
   std::optional<std::uint64_t> width, height, bounces;
   tr::RenderDevice device{};
+  ProgressMode progress = ProgressMode::kAuto;
 };
 
 /// Parses the options first: cheap checks before any file is read.
@@ -187,11 +131,15 @@ std::optional<Failure> parse_options(const RenderArgs& a, Options& o) {
   auto device = tr::parse_render_device(a.device);
   if (!device.ok()) return input_failure(device.status());
   o.device = *device;
+  auto progress = parse_progress_mode(a.progress);
+  if (!progress.ok()) return input_failure(progress.status());
+  o.progress = a.quiet ? ProgressMode::kNone : *progress;
   return std::nullopt;
 }
 
 /// The scene (a file, or the built-in diamond) with the overrides applied, validated and within Tier 1; the
-/// output targets checked, and the resolved scene saved when asked. Sets `output` to the PNG path.
+/// output targets checked, and the resolved scene saved when asked. Sets `output` to the PNG path. A scene
+/// file that cannot be read is bad input (2); one that is read but invalid is an invalid job (42, permanent).
 std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::Scene& scene,
                                      std::string& output) {
   output = a.output;
@@ -200,14 +148,16 @@ std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::
     if (output.empty()) output = "diamond.png";
   } else {
     auto loaded = tr::load_scene_file(a.scene_path);
-    if (!loaded.ok()) return Failure{kExitBadInput, loaded.status().what()};
+    if (!loaded.ok())
+      return Failure{loaded.status().code() == Code::kIo ? kExitBadInput : kExitInvalidJob,
+                     loaded.status().what()};
     scene = std::move(loaded).value();
     if (output.empty()) output = std::filesystem::path(a.scene_path).stem().string() + ".png";
   }
   if (o.width) scene.width = static_cast<std::uint32_t>(*o.width);
   if (o.height) scene.height = static_cast<std::uint32_t>(*o.height);
   if (o.bounces) scene.max_bounces = static_cast<std::uint32_t>(*o.bounces);
-  if (Status st = tr::validate_scene(scene); !st.ok()) return Failure{kExitBadInput, st.what()};
+  if (Status st = tr::validate_scene(scene); !st.ok()) return Failure{kExitInvalidJob, st.what()};
   if (Status st = tr::tier_features(scene).status(); !st.ok())
     return Failure{kExitFailure, "not supported: " + st.what()};
 
@@ -216,17 +166,88 @@ std::optional<Failure> prepare_scene(const RenderArgs& a, const Options& o, tr::
   std::vector<core::NamedPath> inputs, outputs{{"-o", output}};
   if (!a.scene_path.empty()) inputs.push_back({"scene", a.scene_path});
   if (!a.exr.empty()) outputs.push_back({"--exr", a.exr});
+  if (!a.metrics_file.empty()) outputs.push_back({"--metrics-file", a.metrics_file});
   if (!a.save_scene.empty()) outputs.push_back({"--save-scene", a.save_scene});
   if (Status st = core::check_outputs(inputs, outputs); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (Status st = check_writable_target("-o", output); !st.ok()) return Failure{kExitBadInput, st.what()};
   if (!a.exr.empty())
     if (Status st = check_writable_target("--exr", a.exr); !st.ok()) return Failure{kExitBadInput, st.what()};
+  if (!a.metrics_file.empty())
+    if (Status st = check_writable_target("--metrics-file", a.metrics_file); !st.ok())
+      return Failure{kExitBadInput, st.what()};
   if (!a.save_scene.empty()) {
     if (Status st = tr::save_scene_file(scene, a.save_scene); !st.ok())
       return Failure{kExitFailure, st.what()};
   }
   return std::nullopt;
 }
+
+/// --metrics-file: the render's counters (docs/cli.md "Metrics"), rewritten at start, every few seconds and at
+/// the end. The GPU backend's counters are read only when the render may use the GPU (device cpu never
+/// starts a GPU child); they are process totals, and this process renders once.
+class MetricsSink {
+ public:
+  MetricsSink(std::string path, bool gpu) : path_(std::move(path)), gpu_(gpu) {}
+
+  /// The first write: its failure is bad input (checked before the render).
+  Status start() { return enabled() ? write_metrics_file(path_, snapshot(0, 0)) : Status{}; }
+
+  /// A rewrite during the render (at most every kPeriodS): progress and the backend's counters.
+  void during(double fraction, double elapsed_s) {
+    if (!enabled() || elapsed_s - last_s_ < kPeriodS) return;
+    last_s_ = elapsed_s;
+    warn_once(write_metrics_file(path_, snapshot(fraction, elapsed_s)));
+  }
+
+  /// The last write, with the report when the render produced one.
+  void finish(const tr::RenderReport* report, std::uint64_t pixels, double elapsed_s, int exit_code) {
+    if (!enabled()) return;
+    Metrics m = snapshot(report ? 1.0 : 0.0, elapsed_s);
+    if (report) {
+      for (runtime::Outcome o : report->outcomes) {
+        if (o == runtime::Outcome::kDone) ++m.requests_done_gpu;
+        if (o == runtime::Outcome::kDeclined) ++m.requests_declined;
+        if (o == runtime::Outcome::kCancelled) ++m.requests_cancelled;
+      }
+      m.requests_done_cpu = report->request_samples.size() - m.requests_done_gpu;
+      m.paths_gpu = report->gpu_samples * pixels;
+      m.paths_cpu = report->cpu_samples * pixels;
+    }
+    if (gpu_) {
+      runtime::GpuBackend& b = tr::shared_gpu_backend();
+      if (b.state() == runtime::BackendState::kReady && b.executor() != nullptr)
+        if (auto ring = b.executor()->ring_stats(); ring.ok()) m.ring_stalls = ring->stalls;
+    }
+    m.finished = true;
+    m.exit_code = exit_code;
+    warn_once(write_metrics_file(path_, m));
+  }
+
+ private:
+  static constexpr double kPeriodS = 2.0;
+  bool enabled() const { return !path_.empty(); }
+  Metrics snapshot(double fraction, double elapsed_s) const {
+    Metrics m;
+    m.seconds = elapsed_s;
+    m.progress = fraction;
+    if (gpu_) {
+      const runtime::GpuBackend& b = tr::shared_gpu_backend();
+      for (const auto& [reason, n] : b.losses_by_reason()) m.device_losses[loss_error_name(reason)] += n;
+      m.child_restarts = b.recovery_attempts();
+      m.recoveries = b.recoveries();
+    }
+    return m;
+  }
+  void warn_once(const Status& st) {
+    if (st.ok() || warned_) return;
+    warned_ = true;
+    std::fprintf(stderr, "facetrace render: warning: %s (the render goes on)\n", st.what().c_str());
+  }
+  std::string path_;
+  bool gpu_;
+  double last_s_ = 0;
+  bool warned_ = false;
+};
 
 /// What the render loop hands back: the report (or error), the progress reached and the wall time.
 struct RenderRun {
@@ -236,44 +257,57 @@ struct RenderRun {
 };
 
 /// Renders on a worker thread (GPU requests with CPU fallback, tracer::render) while this thread draws the
-/// progress bar; SIGINT cancels.
-RenderRun render_with_progress(const tr::Scene& scene, const Options& o, unsigned nthreads, bool quiet,
-                               tr::Film& film) {
+/// progress (--progress) and rewrites the metrics file; SIGINT, SIGTERM and SIGHUP cancel (signals.h).
+RenderRun render_with_progress(const tr::Scene& scene, const Options& o, unsigned nthreads, tr::Film& film,
+                               const CancelOnSignals& signals, MetricsSink& metrics) {
   RenderRun run;
   std::atomic<double> fraction{0};
-  std::atomic<bool> finished{false};
-  Progress progress(quiet);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;  // under mu: the loop below wakes at once when the render ends, not at its next poll
+  const std::uint64_t total = film.pixels() * o.spp;
+  ProgressReporter progress(o.progress, "render", total);
+  auto paths_at = [total](double f) { return static_cast<std::uint64_t>(std::clamp(f, 0.0, 1.0) * total); };
   const auto t0 = std::chrono::steady_clock::now();
   {
-    SigintScope sigint;
     std::thread worker([&] {
       tr::RenderOptions opt;
       opt.device = o.device;
       opt.threads = nthreads;
-      opt.cancel = &g_cancel;
+      opt.cancel = signals.flag();
       opt.progress = [&](double f) { store_max(fraction, f); };
       run.result = tr::render(scene, o.first, static_cast<std::uint32_t>(o.spp), film, opt);
-      finished.store(true);
+      // The render's own time, taken here: the summary's paths/s must not include the progress loop's latency.
+      run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::lock_guard lock(mu);
+      finished = true;
+      cv.notify_one();
     });
-    while (!finished.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return finished; })) {
+      lock.unlock();
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!finished.load()) progress.update(fraction.load(), elapsed);
+      const double f = fraction.load();
+      progress.update(paths_at(f), elapsed);
+      metrics.during(f, elapsed);
+      lock.lock();
     }
+    lock.unlock();
     worker.join();
   }
-  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (run.result.ok()) progress.update(1.0, run.seconds);
-  progress.finish();
-  run.fraction = fraction.load();
+  run.fraction = run.result.ok() ? 1.0 : fraction.load();
+  progress.finish(paths_at(run.fraction), run.seconds);
   return run;
 }
 
-/// Writes the PNG and, when asked, the EXR of the sums with the compact scene in its header.
+/// Writes the PNG and, when asked, the EXR of the sums with the compact scene in its header; appends every
+/// path written to `files`.
 std::optional<Failure> write_outputs(const RenderArgs& a, const Options& o, const tr::Scene& scene,
-                                     const tr::Film& film, const std::string& output) {
+                                     const tr::Film& film, const std::string& output,
+                                     std::vector<std::string>& files) {
   if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok())
     return Failure{kExitFailure, st.what()};
+  files.push_back(output);
   if (!a.exr.empty()) {
     tr::ExrInfo info;
     info.first_sample = o.first;
@@ -283,13 +317,44 @@ std::optional<Failure> write_outputs(const RenderArgs& a, const Options& o, cons
     compact.indent = -1;
     info.scene_json = tr::scene_to_json(scene, compact);
     if (Status st = tr::write_exr(a.exr, film, info); !st.ok()) return Failure{kExitFailure, st.what()};
+    files.push_back(a.exr);
   }
   return std::nullopt;
 }
 
+/// docs/cli.md "Devices": with --device gpu only requests lost with the device may be redone on the CPU (the
+/// renderer refuses every other decline with kDeclined), and only if the GPU came back: 43 when it is still
+/// lost at the end, 1 should any other decline get here. nullopt: nothing to object to. Under --device auto a
+/// decline is no failure (the renderer warns once; the summary counts them).
+std::optional<Failure> judge_fallbacks(const Options& o, const tr::RenderReport& r) {
+  if (r.declined == 0 || o.device != tr::RenderDevice::kGpu) return std::nullopt;
+  const runtime::GpuBackend& b = tr::shared_gpu_backend();
+  const std::string n = std::to_string(r.declined) + " GPU request" + (r.declined == 1 ? "" : "s");
+  if (b.is_lost())
+    return Failure{kExitGpuUnavailable, "--device gpu: the GPU was lost (" +
+                                            b.last_lost_reason().value_or("?") + ") and not recovered; " + n +
+                                            " rendered on the CPU instead"};
+  if (r.declined_by_loss == r.declined) return std::nullopt;
+  return Failure{kExitFailure, "--device gpu: " + n + " declined by the GPU and rendered on the CPU instead"};
+}
+
+/// Exit code of a failed render: --device gpu without a usable GPU is 43 (retry elsewhere), except when the
+/// GPU is there but this build cannot use it ("not supported: no kernel image …", a driver too old): 1.
+Failure render_failure(const Options& o, const Status& st) {
+  if (st.code() == Code::kInvalidArgument) return {kExitBadInput, st.what()};
+  if (o.device == tr::RenderDevice::kGpu && st.code() == Code::kNotSupported &&
+      st.what().find("no usable GPU") != std::string::npos &&
+      st.what().find("not supported") == std::string::npos)
+    return {kExitGpuUnavailable, st.what()};
+  return {kExitFailure, st.what()};
+}
+
 int run_render(const RenderArgs& a) {
-  auto fail = [](const Failure& f) {
+  auto fail = [&a](const Failure& f) {
     std::fprintf(stderr, "facetrace render: %s\n", f.what.c_str());
+    if (a.json)
+      std::printf("%s\n",
+                  nlohmann::json{{"ok", false}, {"exit_code", f.code}, {"error", f.what}}.dump().c_str());
     return f.code;
   };
   Options o;
@@ -297,6 +362,8 @@ int run_render(const RenderArgs& a) {
   tr::Scene scene;
   std::string output;
   if (auto f = prepare_scene(a, o, scene, output)) return fail(*f);
+  MetricsSink metrics(a.metrics_file, o.device != tr::RenderDevice::kCpu);
+  if (Status st = metrics.start(); !st.ok()) return fail({kExitBadInput, st.what()});
 
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const unsigned nthreads = o.threads == 0 ? hw : static_cast<unsigned>(o.threads);
@@ -307,29 +374,65 @@ int run_render(const RenderArgs& a) {
                  a.device.c_str());
 
   tr::Film film(scene.width, scene.height);
-  const RenderRun run = render_with_progress(scene, o, nthreads, a.quiet, film);
-  if (run.result.status().code() == Code::kCancelled || g_cancel.load())
-    return fail({kExitCancelled, "cancelled at " + std::to_string(static_cast<int>(run.fraction * 100)) +
-                                     " %; nothing written"});
-  if (!run.result.ok())
-    return fail({run.result.status().code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure,
-                 run.result.status().what()});
-  if (auto f = write_outputs(a, o, scene, film, output)) return fail(*f);
+  CancelOnSignals signals;
+  const RenderRun run = render_with_progress(scene, o, nthreads, film, signals, metrics);
+  const tr::RenderReport* report = run.result.ok() ? &*run.result : nullptr;
+  auto finish = [&](const Failure& f) {
+    metrics.finish(report, film.pixels(), run.seconds, f.code);
+    return fail(f);
+  };
+  if (run.result.status().code() == Code::kCancelled || signals.cancelled())
+    return finish({signals.exit_code(), std::string("cancelled by ") + signal_name(signals.signal_number()) +
+                                            " at " + std::to_string(static_cast<int>(run.fraction * 100)) +
+                                            " %; nothing written"});
+  if (!run.result.ok()) return finish(render_failure(o, run.result.status()));
+  std::vector<std::string>
+      files;  // every file the command wrote (the metrics file is a side channel: not listed)
+  if (!a.save_scene.empty()) files.push_back(a.save_scene);
+  if (auto f = write_outputs(a, o, scene, film, output, files)) return finish(*f);
+  const tr::RenderReport& r = *run.result;
+  const std::optional<Failure> fallback = judge_fallbacks(o, r);
+  const int code = fallback ? fallback->code : kExitOk;
+  metrics.finish(report, film.pixels(), run.seconds, code);
 
-  if (!a.quiet) {
-    const double paths = static_cast<double>(film.pixels()) * static_cast<double>(o.spp);
-    const tr::RenderReport& r = *run.result;
+  const double paths = static_cast<double>(film.pixels()) * static_cast<double>(o.spp);
+  if (a.json) {
+    nlohmann::json j{{"ok", code == kExitOk},
+                     {"exit_code", code},
+                     {"device", r.device},
+                     {"width", scene.width},
+                     {"height", scene.height},
+                     {"spp", o.spp},
+                     {"first_sample", o.first},
+                     {"seconds", run.seconds},
+                     {"paths", static_cast<std::uint64_t>(paths)},
+                     {"paths_per_s", paths / run.seconds},
+                     {"declined", r.declined},
+                     {"declined_by_loss", r.declined_by_loss},
+                     {"decline_reasons", r.decline_reasons},
+                     {"gpu_samples", r.gpu_samples},
+                     {"cpu_samples", r.cpu_samples},
+                     {"nonfinite", film.nonfinite},
+                     {"files", files}};
+    if (fallback) j["error"] = fallback->what;
+    std::printf("%s\n", j.dump().c_str());
+  } else if (!a.quiet) {
     const std::string where =
         r.cpu_samples ? r.device + " (" + std::to_string(nthreads) + " CPU threads)" : r.device;
-    std::printf("rendered %ux%u x %llu spp on %s in %.2f s: %.2f M paths/s, %llu non-finite", scene.width,
-                scene.height, static_cast<unsigned long long>(o.spp), where.c_str(), run.seconds,
-                paths / run.seconds / 1e6, static_cast<unsigned long long>(film.nonfinite));
+    std::printf("rendered %ux%u x %llu spp on %s in %.2f s: %.2f M paths/s", scene.width, scene.height,
+                static_cast<unsigned long long>(o.spp), where.c_str(), run.seconds,
+                paths / run.seconds / 1e6);
+    // The GPU child's start is paid once per process (bench_tracer leaves it out): show the rate without it.
+    if (r.gpu_samples && r.gpu_start_seconds >= 0.01 && run.seconds > r.gpu_start_seconds)
+      std::printf(" (%.2f M paths/s after %.2f s of GPU start-up)",
+                  paths / (run.seconds - r.gpu_start_seconds) / 1e6, r.gpu_start_seconds);
+    std::printf(", %llu non-finite", static_cast<unsigned long long>(film.nonfinite));
     if (r.declined) std::printf(", %u GPU requests declined and redone on the CPU", r.declined);
     std::printf("\n");
-    std::printf("wrote %s\n", output.c_str());
-    if (!a.exr.empty()) std::printf("wrote %s\n", a.exr.c_str());
+    for (const std::string& f : files) std::printf("wrote %s\n", f.c_str());
   }
-  return kExitOk;
+  if (fallback) std::fprintf(stderr, "facetrace render: %s (outputs written)\n", fallback->what.c_str());
+  return code;
 }
 
 }  // namespace
@@ -351,11 +454,22 @@ void register_render(CLI::App& app, int& exit_code) {
   cmd->add_option("--height", args->height, "image height (overrides the scene)")->type_name("H");
   cmd->add_option("--max-bounces", args->max_bounces, "path length limit, 1..128 (overrides the scene)")
       ->type_name("B");
-  cmd->add_option("--device", args->device, "auto | cpu | gpu (default auto)")->type_name("DEVICE");
+  cmd->add_option("--device", args->device,
+                  "auto | cpu | gpu (default auto; gpu fails instead of falling back to the CPU)")
+      ->type_name("DEVICE");
   cmd->add_option("--threads", args->threads, "CPU threads (default 0 = all cores)")->type_name("N");
   cmd->add_option("--save-scene", args->save_scene, "write the resolved scene (after overrides) as JSON")
       ->type_name("FILE");
-  cmd->add_flag("-q,--quiet", args->quiet, "no progress bar and no summary");
+  cmd->add_option(
+         "--progress", args->progress,
+         "auto | bar | lines | json | none on stderr (default auto: a bar on a terminal, else a line "
+         "per percent)")
+      ->type_name("MODE");
+  cmd->add_flag("--json", args->json, "print one JSON summary object on stdout instead of the summary lines");
+  cmd->add_option("--metrics-file", args->metrics_file,
+                  "keep Prometheus text metrics in FILE (rewritten atomically every 2 s and at the end)")
+      ->type_name("FILE");
+  cmd->add_flag("-q,--quiet", args->quiet, "no progress and no summary (--json still prints its object)");
   cmd->callback([args, &exit_code] { exit_code = run_render(*args); });
 }
 

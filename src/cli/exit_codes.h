@@ -1,6 +1,7 @@
 /// @file
-/// The CLI's process exit codes, one set for every command (docs/cli.md "Exit codes", docs/farm.md §3). Farm
-/// managers act on them: 42 is never retried, 43 is retried on another node, 129/130/143 mean "interrupted".
+/// The CLI's process exit codes, one set for every command (docs/cli.md "Exit codes"; the farm side in
+/// docs/farm.md). Farm managers act on them: 42 is never retried, 43 is retried on another node, 129/130/143
+/// mean "interrupted".
 #pragma once
 
 namespace facetrace::cli {

@@ -1,5 +1,6 @@
 /// @file
-/// The `facetrace` command-line tool: dispatches to the subcommands of each area.
+/// The `facetrace` command-line tool: dispatches to the subcommands of each area. Every command-line error
+/// exits kExitBadInput (docs/cli.md "Exit codes"); the codes are listed at the end of every `--help`.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -8,34 +9,50 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "facetrace/core/logging.h"
+#include "version.h"
 
 int main(int argc, char** argv) {
+  namespace cli = facetrace::cli;
   facetrace::core::init_logging_from_env();
   CLI::App app{"facetrace: spectral gem path tracer, face networks and GPU runtime"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "facetrace 0.1");
-  int exit_code = facetrace::cli::kExitOk;
+  app.footer(cli::exit_code_help());  // before the subcommands: they copy it into their own --help
+  app.set_version_flag(
+      "--version", [] { return cli::version_text(); },
+      "print the version, git commit, CUDA runtime and GPU architectures, and exit");
+  int exit_code = cli::kExitOk;
 #ifdef FT_HAVE_TRACER
-  facetrace::cli::register_render(app, exit_code);
+  cli::register_render(app, exit_code);
 #endif
 #ifdef FT_HAVE_RUNTIME
-  facetrace::cli::register_info(app, exit_code);
+  cli::register_info(app, exit_code);
 #endif
 #ifdef FT_HAVE_FARM
-  facetrace::cli::register_worker(app, exit_code);
-  facetrace::cli::register_merge(app, exit_code);
+  cli::register_worker(app, exit_code);
+  cli::register_merge(app, exit_code);
 #endif
 #ifdef FT_HAVE_FACES
-  facetrace::cli::register_faces(app, exit_code);
+  cli::register_faces(app, exit_code);
+#endif
+#ifdef FT_HAVE_RUNTIME
+  cli::add_gpu_device_option(app);  // after the subcommands: each of them takes it too
 #endif
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // 0, help on stdout
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // --help / --version exit 0; every usage error is the one bad-input code (exit_codes.h), not CLI11's own
-    return app.exit(e) == 0 ? facetrace::cli::kExitOk : facetrace::cli::kExitBadInput;
+    // Every other CLI11 error (unknown flag, missing or extra argument, bad value, …) is bad usage: the message
+    // on stderr, then the one bad-input code, never CLI11's own numbers (106, 109, …).
+    app.exit(e);
+    return cli::kExitBadInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "facetrace: %s\n", e.what());
-    return facetrace::cli::kExitFailure;
+    return cli::kExitFailure;
   }
   return exit_code;
 }

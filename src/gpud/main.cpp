@@ -1,7 +1,12 @@
 /// @file
 /// facetrace-gpud: the GPU child of the isolated executor. Maps the parent's arena, initialises CUDA (or a
 /// simulated device with --simulate), sends a hello and serves commands until shutdown. After a device loss it
-/// reports the reason and exits with code 3, so it is never left serving in a poisoned state.
+/// reports the reason and exits with code 3, so it is never left serving in a poisoned state. It dies with its
+/// parent (PR_SET_PDEATHSIG). `--list-devices` prints the visible devices for `facetrace info --list-devices`.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,7 +28,10 @@ int main(int argc, char** argv) {
   facetrace::core::init_logging_from_env();
   int sock = -1, arena_fd = -1;
   unsigned long long ring = 0, transfer = 0;
-  bool simulate = false;
+  bool simulate = false, list = false;
+  long parent = -1;
+  std::string gpu_device, requested;
+  int local_rank = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -37,12 +45,29 @@ int main(int argc, char** argv) {
       transfer = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--simulate")
       simulate = true;
+    else if (a == "--list-devices")
+      list = true;
+    else if (a == "--parent-pid" && has_value)
+      parent = std::atol(argv[++i]);
+    else if (a == "--gpu-device" && has_value)
+      gpu_device = argv[++i];
+    else if (a == "--local-rank" && has_value)
+      local_rank = std::atoi(argv[++i]);
+    else if (a == "--requested-device" && has_value)
+      requested = argv[++i];
     else {
       std::fprintf(stderr, "facetrace-gpud: unknown argument '%s' (started by the facetrace runtime only)\n",
                    argv[i]);
       return kGpudExitProtocol;
     }
   }
+  // Die with the parent: SIGKILL when it goes, and leave now if it already went before the prctl (then we
+  // were re-parented and getppid no longer names it).
+  if (parent > 0) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) std::perror("facetrace-gpud: prctl(PR_SET_PDEATHSIG)");
+    if (static_cast<long>(::getppid()) != parent) return kGpudExitOk;
+  }
+  if (list) return ExecutorServer::print_device_listing(stdout);
   if (sock < 0 || arena_fd < 0) {
     std::fprintf(stderr, "facetrace-gpud: --socket-fd and --arena-fd are required\n");
     return kGpudExitProtocol;
@@ -56,13 +81,22 @@ int main(int argc, char** argv) {
   register_linked_op_providers();
 #endif
   ExecutorOptions options = ExecutorOptions::from_env();
-  options.device = -1;  // the parent already narrowed CUDA_VISIBLE_DEVICES
+  // The parent narrowed CUDA_VISIBLE_DEVICES; what is left to choose came as arguments (never from the
+  // inherited FACETRACE_GPU_DEVICE, which indexes the parent's list, not ours).
+  options.gpu_device = gpu_device;
+  options.local_rank = local_rank;
   std::unique_ptr<Executor> inner;
   if (simulate)
     inner = make_simulated_executor(*arena, options);
   else
     inner = make_in_process_executor(*arena, options);
-  const facetrace::Status st = inner->start();
+  facetrace::Status st = inner->start();
+  // The parent narrowed CUDA_VISIBLE_DEVICES to the device asked for; none visible means there is no such
+  // device: a deployment error (state "not supported"), not a machine without a GPU.
+  if (!requested.empty() && st.code() == facetrace::Code::kNotSupported &&
+      st.what().find("no CUDA device is visible") != std::string::npos)
+    st = unsupported_device("GPU device " + requested + " requested, but there is no such device (" +
+                            st.what() + ")");
   const int code = ExecutorServer::serve(sock, *inner, st);
   std::fflush(nullptr);
   // After a sticky error nothing may touch CUDA again, destructors included: leave at once.

@@ -202,6 +202,30 @@ TEST(TracerGpu, chunked_equals_whole_frame_and_batch_equals_single) {
   EXPECT_TRUE(same_bits(b2, single2));
 }
 
+TEST(TracerGpu, chained_requests_of_a_render_equal_one_request_bit_for_bit) {
+  // The render loop's batches of chained requests (docs/design/tracer.md §10.7) on the device: each follower's
+  // first chunk runs while the previous request's last chunk is in flight and is seeded from its sums.
+  FT_REQUIRE_GPU();
+  auto& gpu = shared_gpu_backend();
+  const Scene s = small_diamond(96, 80);
+  Film whole(96, 80);
+  TraceWorkload w(s, 0, 30, whole);
+  ASSERT_EQ(gpu.accumulate(w), Outcome::kDone);
+  for (std::uint32_t chunk_pixels : {0u, 173u, 1000u}) {  // one chunk per request, many, a few
+    Film chained(96, 80);
+    RenderOptions o;
+    o.device = RenderDevice::kGpu;
+    o.samples_per_request = 4;  // 8 requests in one batch, the last of 2 samples
+    o.chunk.max_chunk_pixels = chunk_pixels;
+    auto report = render(s, 0, 30, chained, o);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    EXPECT_EQ(report->gpu_samples, 30u);
+    EXPECT_EQ(report->declined, 0u);
+    EXPECT_TRUE(same_bits(chained, whole))
+        << "chained requests differ from one request, chunks of " << chunk_pixels << " pixels";
+  }
+}
+
 /// Forwards to a TraceWorkload and raises `cancel` after `after` chunks (a deterministic mid-request cancel).
 class CancelAfter final : public runtime::Workload {
  public:

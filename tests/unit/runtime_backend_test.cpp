@@ -116,6 +116,37 @@ TEST(GpuBackend, refuses_the_seventh_recovery_attempt_within_an_hour) {
   EXPECT_TRUE(h.backend->try_recover());
 }
 
+TEST(GpuBackend, counts_losses_by_reason_and_every_recovery_attempt) {
+  // The counters behind `render --metrics-file` (docs/cli.md "Metrics").
+  Harness h;
+  ExpectLogs logs;
+  EXPECT_TRUE(h.backend->losses_by_reason().empty());
+  EXPECT_EQ(h.backend->recovery_attempts(), 0u);
+  std::vector<float> out(64);
+  for (int loss = 0; loss < 2; ++loss) {
+    h.sim->arm_loss_on_invoke(1);
+    RampWorkload w(out, 1, 1, 64);
+    EXPECT_EQ(h.backend->accumulate(w), Outcome::kDeclined);
+    ASSERT_TRUE(h.backend->is_lost());
+    if (loss == 0) {  // one failed replacement before the good one
+      h.sim->set_restart_fails(true);
+      h.clock.advance(30s);
+      EXPECT_FALSE(h.backend->try_recover());
+      h.sim->set_restart_fails(false);
+    }
+    h.clock.advance(30s);
+    EXPECT_TRUE(h.backend->try_recover());
+  }
+  std::uint64_t total = 0;
+  for (const auto& [reason, n] : h.backend->losses_by_reason()) {
+    EXPECT_NE(reason.find("simulated device loss"), std::string::npos) << reason;
+    total += n;
+  }
+  EXPECT_EQ(total, 2u);
+  EXPECT_EQ(h.backend->recovery_attempts(), 3u);
+  EXPECT_EQ(h.backend->recoveries(), 2u);
+}
+
 TEST(GpuBackend, only_one_thread_attempts_recovery) {
   RecoveryConfig c;
   c.cool_down = std::chrono::duration<double>(0.0);

@@ -7,6 +7,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "facetrace/runtime/testing/simulated_executor.h"
 #include "facetrace/tracer/cpu_tracer.h"
@@ -186,6 +189,48 @@ TEST(TraceWorkload, a_loss_mid_request_declines_and_the_render_falls_back_withou
   for (auto n : f.samples) ASSERT_EQ(n, 9u);
   expect_same_film(f, cpu_film(s, 0, 9));  // the sim's GPU results equal the CPU's bit for bit
   EXPECT_TRUE(logs.contains("lost"));
+  EXPECT_EQ(report->declined_by_loss, report->declined);  // a loss may fall back even under --device gpu
+  ASSERT_EQ(report->decline_reasons.size(), report->declined);
+  EXPECT_NE(report->decline_reasons[0].find("GPU lost"), std::string::npos) << report->decline_reasons[0];
+}
+
+TEST(TraceWorkload, a_decline_other_than_a_loss_fails_gpu_and_warns_once_under_auto_saying_why) {
+  Harness h;
+  const Scene s = tiny_scene();
+  int calls = 0;
+  h.sim->add_op(kOpTraceChunk, [&](runtime::SimDevice& d, const runtime::OpArgs& a) -> Status {
+    if (++calls == 2) return {Code::kDeclined, "simulated: no kernel image for this chunk"};
+    return sim_trace_chunk(d, a);
+  });
+  RenderOptions o;
+  o.backend = h.backend.get();
+  o.samples_per_request = 3;
+  o.chunk.max_chunk_pixels = 50;
+  o.device = RenderDevice::kGpu;
+  Film f(s.width, s.height);
+  auto gpu = render(s, 0, 9, f, o);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().code(), Code::kDeclined);
+  EXPECT_NE(gpu.status().what().find("samples [0, 3)"), std::string::npos) << gpu.status().what();
+  EXPECT_NE(gpu.status().what().find("no kernel image for this chunk"), std::string::npos)
+      << gpu.status().what();
+
+  o.device = RenderDevice::kAuto;
+  calls = 0;
+  Film g(s.width, s.height);
+  ExpectLogs logs;
+  auto r = render(s, 0, 9, g, o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->declined, 1u);
+  EXPECT_EQ(r->declined_by_loss, 0u);
+  ASSERT_EQ(r->decline_reasons.size(), 1u);
+  EXPECT_NE(r->decline_reasons[0].find("samples [0, 3): "), std::string::npos) << r->decline_reasons[0];
+  expect_same_film(g, cpu_film(s, 0, 9));
+  calls = 1;  // decline the next request's first chunk too: no second warning in this process
+  Film g2(s.width, s.height);
+  ASSERT_TRUE(render(s, 0, 3, g2, o).ok());
+  ASSERT_EQ(logs.messages().size(), 1u);
+  EXPECT_TRUE(logs.contains("rendering on the CPU (said once)"));
 }
 
 TEST(TraceWorkload, cancellation_leaves_the_film_untouched) {
@@ -302,6 +347,146 @@ TEST(TraceWorkload, the_kernel_configuration_travels_in_the_chunk_arguments_and_
   TraceWorkload w(s, 0, 3, f, unknown);
   EXPECT_EQ(h.backend->accumulate(w), Outcome::kDeclined);
   for (auto n : f.samples) EXPECT_EQ(n, 0u);
+}
+
+/// The tracer op that answers call `bad` (1-based) with a readback one float short: the chunk's collect then
+/// fails without a device loss (an error of this request alone).
+runtime::SimOpHandler short_reply_on_call(int bad, int& calls) {
+  return [bad, &calls](runtime::SimDevice& d, const runtime::OpArgs& a) -> Status {
+    if (++calls != bad) return sim_trace_chunk(d, a);
+    TraceChunkArgs t;
+    FT_TRY(a.args_as(t));
+    std::vector<std::byte> out(a.in.begin(),
+                               a.in.begin() + static_cast<std::ptrdiff_t>(t.chunk.range.pixel_count * 12));
+    auto ticket = d.emit(out);  // no counter: 4 bytes short
+    if (!ticket) return ticket.status();
+    a.reply.tickets.push_back(*ticket);
+    return {};
+  };
+}
+
+/// Consecutive sample ranges of one film as chained requests in one batch (docs/design/tracer.md §10.7).
+struct Chain {
+  std::vector<std::unique_ptr<TraceWorkload>> work;
+  std::vector<runtime::Workload*> items;
+  Chain(const Scene& s, Film& f, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& ranges,
+        const std::vector<std::uint32_t>& max_chunk_pixels) {
+    auto m = max_chunk_pixels.begin();
+    for (const auto& [first, n] : ranges) {
+      GpuChunkOptions o;
+      o.max_chunk_pixels = *m++;
+      work.push_back(std::make_unique<TraceWorkload>(s, first, n, f, o));
+      if (work.size() > 1) work.back()->follow(*work[work.size() - 2]);
+      items.push_back(work.back().get());
+    }
+  }
+  std::vector<Outcome> run(runtime::GpuBackend& b) {
+    std::vector<Outcome> seen;
+    b.accumulate_batch(items, nullptr, [&](std::size_t, Outcome o) { seen.push_back(o); });
+    return seen;
+  }
+};
+
+TEST(TraceWorkload, chained_requests_in_one_batch_equal_the_whole_range_bit_for_bit) {
+  // 247 pixels. Chunks of 100: the follower's first chunk never meets the previous request's last one (in
+  // flight at 200..247). One chunk each (0: sized by the rule): the follower collects that chunk first. 100
+  // then 230: the follower's first chunk stops short of the pending chunk.
+  const Scene s = tiny_scene();
+  const Film cpu = cpu_film(s, 0, 9);
+  const std::vector<std::vector<std::uint32_t>> configs = {
+      {100, 100, 100, 100}, {0, 0, 0, 0}, {100, 230, 100, 230}, {7, 0, 230, 11}};
+  for (const auto& chunks : configs) {
+    Harness h;
+    Film f(s.width, s.height);
+    Chain c(s, f, {{0, 2}, {2, 3}, {5, 1}, {6, 3}}, chunks);
+    EXPECT_EQ(c.run(*h.backend), std::vector<Outcome>(4, Outcome::kDone)) << chunks[1];
+    expect_same_film(f, cpu);
+  }
+}
+
+TEST(TraceWorkload, a_chained_request_whose_previous_did_not_finish_declines_so_a_batch_commits_a_prefix) {
+  const Scene s = tiny_scene();
+  {
+    // Call 3 is request 0's last chunk, still pending when request 1's first chunk read its seeds from
+    // request 0's sums: request 0 fails at its drain, so request 1 (and 2 after it) must not commit.
+    Harness h;
+    int calls = 0;
+    h.sim->add_op(kOpTraceChunk, short_reply_on_call(3, calls));
+    Film f = cpu_film(s, 0, 1);
+    const Film before = f;
+    Chain c(s, f, {{1, 2}, {3, 2}, {5, 2}}, {100, 100, 100});
+    EXPECT_EQ(c.run(*h.backend), std::vector<Outcome>(3, Outcome::kDeclined));
+    expect_same_film(f, before);
+  }
+  {
+    // Call 4 is request 1's first chunk: request 0 is done, 1 fails, 2 declines without running.
+    Harness h;
+    int calls = 0;
+    h.sim->add_op(kOpTraceChunk, short_reply_on_call(4, calls));
+    Film f(s.width, s.height);
+    Chain c(s, f, {{0, 2}, {2, 2}, {4, 2}}, {100, 100, 100});
+    EXPECT_EQ(c.run(*h.backend),
+              (std::vector<Outcome>{Outcome::kDone, Outcome::kDeclined, Outcome::kDeclined}));
+    expect_same_film(f, cpu_film(s, 0, 2));
+    EXPECT_EQ(calls, 5);  // request 2 issued nothing
+  }
+}
+
+TEST(Renderer, renders_sized_requests_in_chained_batches_and_redoes_a_failed_one_on_the_cpu) {
+  const Scene s = tiny_scene();
+  for (int bad : {0, 3, 8}) {
+    Harness h;
+    int calls = 0;
+    h.sim->add_op(kOpTraceChunk, short_reply_on_call(bad, calls));
+    Film f(s.width, s.height);
+    RenderOptions o;
+    o.device = RenderDevice::kAuto;  // a decline other than a device loss falls back (and may warn once)
+    o.backend = h.backend.get();
+    o.samples_per_request = 2;
+    o.chunk.max_chunk_pixels = 100;  // 3 chunks per request
+    ExpectLogs logs;
+    double progress = 0;
+    o.progress = [&](double p) {
+      EXPECT_GE(p, progress);
+      progress = p;
+    };
+    auto report = render(s, 0, 11, f, o);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    EXPECT_EQ(progress, 1.0);
+    EXPECT_EQ(report->gpu_samples + report->cpu_samples, 11u);
+    EXPECT_EQ(report->declined, bad ? 1u : 0u) << bad;
+    EXPECT_EQ(report->cpu_samples, bad ? 2u : 0u) << bad;
+    EXPECT_EQ(report->request_samples, (std::vector<std::uint32_t>{2, 2, 2, 2, 2, 1})) << bad;
+    if (!bad) {
+      EXPECT_EQ(calls, 18);  // 6 requests x 3 chunks: every request ran once
+    }
+    expect_same_film(f, cpu_film(s, 0, 11));
+  }
+}
+
+TEST(Renderer, cancellation_inside_a_batch_keeps_whole_requests_only) {
+  Harness h;
+  const Scene s = tiny_scene();
+  std::atomic<bool> cancel{false};
+  int calls = 0;
+  h.sim->add_op(kOpTraceChunk, [&](runtime::SimDevice& d, const runtime::OpArgs& a) {
+    if (++calls == 8) cancel.store(true);  // inside request 2 (chunks 7..9)
+    return sim_trace_chunk(d, a);
+  });
+  Film f(s.width, s.height);
+  RenderOptions o;
+  o.device = RenderDevice::kGpu;
+  o.backend = h.backend.get();
+  o.cancel = &cancel;
+  o.samples_per_request = 2;
+  o.chunk.max_chunk_pixels = 100;
+  auto report = render(s, 0, 12, f, o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), Code::kCancelled);
+  const std::uint32_t kept = f.samples[0];
+  EXPECT_LT(kept, 12u);
+  EXPECT_EQ(kept % 2, 0u);
+  expect_same_film(f, cpu_film(s, 0, kept));
 }
 
 TEST(Renderer, parses_device_names) {

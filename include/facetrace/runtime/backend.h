@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -63,8 +64,10 @@ class Workload {
 /// Callback of accumulate_batch: (item index, outcome), called exactly once per item, in input order.
 using BatchCallback = std::function<void(std::size_t, Outcome)>;
 
-/// What the backend is doing.
-enum class BackendState : std::uint8_t { kReady, kLost, kNone };
+/// What the backend is doing. kUnsupported: a GPU is there but this build cannot use it (the executor's
+/// kUnsupported: no kernel image for its architecture, a driver too old for the CUDA runtime, a GPU selector
+/// naming no visible device); like kNone it never retries, but it is a deployment error worth a warning.
+enum class BackendState : std::uint8_t { kReady, kLost, kNone, kUnsupported };
 
 class ChunkStream;
 class ScratchPool;
@@ -89,12 +92,20 @@ class GpuBackend {
   /// null) before every chunk and once more after the last one. Declines without touching anything when
   /// disabled, without a GPU, or lost (after trying try_recover()).
   Outcome accumulate(Workload& work, const std::atomic<bool>* cancel = nullptr);
+  /// As above; when the outcome is kDeclined, `why` says why: code kDeviceLost when the device was (or had
+  /// been, and is not yet back) lost, kNotSupported when there is no usable GPU, any other code when the
+  /// workload or the device refused this request alone. Untouched otherwise.
+  Outcome accumulate(Workload& work, const std::atomic<bool>* cancel, Status* why);
   /// Runs `items` as one chunk stream, keeping the turn while nobody else waits and yielding after
   /// kChunksPerTurn chunks once someone does. `on_done` fires exactly once per item, in input order. An item
   /// whose can_run fails is declined alone; a device loss declines every item not yet reported; cancellation
   /// cancels the current item and all later ones (the last item also when it arrives during its last chunk).
   void accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
                         const BatchCallback& on_done);
+  /// As above; every item reported kDeclined gets its reason in why[index] (accumulate's `why` rules).
+  /// `why` has one element per item.
+  void accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
+                        const BatchCallback& on_done, std::span<Status> why);
 
   BackendState state() const;
   /// True while the device is lost (every call declines until a recovery succeeds).
@@ -103,7 +114,8 @@ class GpuBackend {
   std::optional<std::string> last_lost_reason() const;
   /// "NVIDIA H200 (sm_90, isolated)"; nullopt when disabled, without a GPU, or while lost.
   std::optional<std::string> adapter_label() const;
-  /// Why there is no GPU at all (disabled / none); nullopt when there is or was one.
+  /// Why there is no GPU at all (disabled / none / not supported: "not supported: no kernel image for sm_86
+  /// (built for sm_90, compute_90)"); nullopt when there is or was one.
   std::optional<std::string> unavailable_reason() const;
   /// Brings a lost device back if the policy allows now and no other thread is trying; true when usable on
   /// return (false for a backend that never had a GPU: it never retries). Never blocks behind another recovery.
@@ -111,6 +123,10 @@ class GpuBackend {
   /// Successful replacements of a lost device so far (try_recover returning true after a loss): a workload that
   /// keeps state on the device (face networks' checks) compares it to notice a new device.
   std::uint64_t recoveries() const { return recoveries_.load(std::memory_order_acquire); }
+  /// Replacements tried so far (successful or not): for the isolated executor, GPU children spawned after a loss.
+  std::uint64_t recovery_attempts() const { return recovery_attempts_.load(std::memory_order_acquire); }
+  /// Every device loss so far, counted by its reason (as last_lost_reason() gives it); for --metrics-file.
+  std::map<std::string, std::uint64_t> losses_by_reason() const;
 
   /// The executor (nullptr when disabled); for info, residents and fault injection. Do not call invoke()
   /// outside a turn: use accumulate.
@@ -135,11 +151,14 @@ class GpuBackend {
   std::atomic<bool> lost_{false};
   std::atomic<bool> recovering_{false};
   std::atomic<std::uint64_t> recoveries_{0};
+  std::atomic<std::uint64_t> recovery_attempts_{0};
   bool never_had_gpu_ = true;
+  bool unsupported_ = false;  ///< never_had_gpu_ because the GPU is not supported by this build
   std::string none_reason_;
   std::unique_ptr<ScratchPool> scratch_;  // requests lease their scratch here (backend/scratch_lease.h)
-  mutable std::mutex mu_;                 // last_lost_reason_, info_
+  mutable std::mutex mu_;                 // last_lost_reason_, losses_, info_
   std::optional<std::string> last_lost_reason_;
+  std::map<std::string, std::uint64_t> losses_;  // by reason
   std::optional<DeviceInfo> info_;
 };
 

@@ -35,8 +35,10 @@ enum class ExecutorState : std::uint8_t {
   kReady,
   kLost,  ///< a device loss: sticky error, child death, or a deadline passed
   kNone,  ///< no GPU here (no device, no driver, built without CUDA, child could not start); never retried
+  kUnsupported,  ///< a GPU is there but this build cannot use it (no kernel image for its architecture, a driver
+                 ///< older than the CUDA runtime, a GPU selector naming no visible device); never retried
 };
-/// "not started", "ready", "lost", "none".
+/// "not started", "ready", "lost", "none", "not supported".
 std::string_view executor_state_name(ExecutorState s) noexcept;
 
 /// One op invocation.
@@ -55,7 +57,12 @@ struct ExecutorOptions {
   std::string gpud_path;                        ///< empty: FACETRACE_GPUD, next to this executable, build dir
   std::chrono::milliseconds start_deadline{30000};    ///< child start-up (CUDA init + arena registration)
   std::chrono::milliseconds control_deadline{10000};  ///< ping, info, residents, ring commands
-  int device = -1;                                    ///< ≥ 0: the child gets CUDA_VISIBLE_DEVICES=<device>
+  /// FACETRACE_GPU_DEVICE (`--gpu-device`): an index into the devices this process may see (an inherited
+  /// CUDA_VISIBLE_DEVICES is indexed into, never replaced) or a GPU-/MIG- UUID; empty: no choice.
+  std::string gpu_device;
+  /// FACETRACE_GPU_LOCAL_RANK (set by facetrace-mpi): without gpu_device, the device local_rank mod the visible
+  /// count is taken (one GPU per rank on a multi-GPU node); -1: none.
+  int local_rank = -1;
   bool simulate_child = false;  ///< isolated only: the child serves a SimulatedExecutor (no CUDA; tests)
 
   /// Defaults with the FACETRACE_* overrides applied (warnings on bad values).
@@ -188,8 +195,48 @@ std::string find_gpud(const ExecutorOptions& options);
 void set_installed_gpud_path(std::string path);
 
 /// nullopt when this process can run GPU work; otherwise why not ("built without CUDA", "no GPU: …",
-/// "facetrace-gpud not found …"). Asks a short-lived child when isolated (never initialises CUDA here).
-/// Cached after the first call. Thread-safe.
+/// "not supported: …", "facetrace-gpud not found …"). Asks a short-lived child when isolated (never initialises
+/// CUDA here). Cached after the first call. Thread-safe.
 std::optional<std::string> gpu_unavailable_reason();
+
+/// Prefix of every kUnsupported reason: "not supported: no kernel image for sm_86 (built for sm_90)".
+inline constexpr std::string_view kUnsupportedPrefix = "not supported: ";
+/// Status(kNotSupported, "not supported: " + why): a start() failure that makes the state kUnsupported.
+Status unsupported_device(const std::string& why);
+/// True for a Status made by unsupported_device.
+bool is_unsupported_device(const Status& st) noexcept;
+
+/// kInvalidArgument naming the value unless `selector` is "", a device index (0, 1, …) or a GPU-/MIG- UUID.
+Status validate_gpu_selector(std::string_view selector);
+
+/// How an isolated executor starts its child on the device that ExecutorOptions::gpu_device selects.
+struct ChildDeviceSelection {
+  /// The child's CUDA_VISIBLE_DEVICES: one entry of the inherited list (or the selector itself when nothing
+  /// was inherited); nullopt leaves the inherited value as it is.
+  std::optional<std::string> visible_devices;
+  /// A UUID the child looks for among the devices it sees (the inherited list holds indices, so the parent,
+  /// which never initialises CUDA, cannot map it); empty: none.
+  std::string match_uuid;
+};
+/// Narrows `inherited` (CUDA_VISIBLE_DEVICES of this process, nullopt when unset) to the device `selector`
+/// names, by string only (never calls CUDA). kInvalidArgument for a malformed selector; kNotSupported
+/// "not supported: …" for an index past the inherited list or a UUID absent from a list of UUIDs.
+Expected<ChildDeviceSelection> select_child_device(std::string_view selector,
+                                                   std::optional<std::string_view> inherited);
+
+/// One device as `facetrace info --list-devices` shows it.
+struct DeviceListing {
+  int index = 0;           ///< ordinal among the devices this process sees (what --gpu-device N selects)
+  std::string uuid;        ///< "GPU-…" (cudaDeviceProp::uuid)
+  std::string pci_bus_id;  ///< "0000:4E:00.0"
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  std::uint64_t total_memory = 0;  ///< bytes
+  std::string status;              ///< "ready", or "not supported: no kernel image for sm_86 (built for …)"
+};
+/// Every device the GPU child would see (CUDA_VISIBLE_DEVICES applies), each checked for a kernel image. Runs
+/// `facetrace-gpud --list-devices` when isolated (never initialises CUDA here), enumerates in this process when
+/// FACETRACE_GPU_ISOLATION=off. kNotSupported "no GPU: …" / "not supported: …" without any device or driver.
+Expected<std::vector<DeviceListing>> list_devices();
 
 }  // namespace facetrace::runtime

@@ -23,6 +23,9 @@ struct GpuChunkOptions {
   std::uint32_t max_chunk_pixels = 0;          ///< > 0 forces at most this many pixels per chunk (tests)
   bool return_tuples = false;                  ///< test mode: keep every tuple's XYZ (per-sample checks)
   int fault_after_chunks = -1;                 ///< test mode: inject a real device fault before chunk k
+  /// > 0: device time per tuple (ns) known from an earlier request of the same scene, so the first chunks are
+  /// sized from it instead of a calibration launch (the render loop passes its last request's ns_per_tuple()).
+  double ns_per_tuple_hint = 0.0;
   /// Megakernel launch configuration by name (tuning; the names are in docs/gpu-tracer.md). Empty: the one
   /// FACETRACE_TRACER_KERNEL names (read once per process), else the default. An unknown name here declines.
   std::string kernel;
@@ -35,6 +38,14 @@ class TraceWorkload final : public runtime::Workload {
   TraceWorkload(const Scene& scene, std::uint32_t first_sample, std::uint32_t samples, Film& film,
                 GpuChunkOptions options = {});
   ~TraceWorkload() override;
+
+  /// Chains this request after `previous`: the same film, and the sample range just before this one, run in one
+  /// batch (GpuBackend::accumulate_batch) so that no drain separates them (docs/design/tracer.md §10.7). While
+  /// `previous` has issued its last chunk but not yet committed, this request's chunks read their seeds from
+  /// previous's collected sums instead of the film; if `previous` ends without Done, this request declines
+  /// (its seeds would lack previous's samples), so a batch commits a prefix of its requests. `previous` must
+  /// outlive this request. Call before the batch starts.
+  void follow(TraceWorkload& previous) { previous_ = &previous; }
 
   Status can_run(const runtime::DeviceInfo& device) override;
   std::size_t scratch_bytes() const override;
@@ -52,8 +63,22 @@ class TraceWorkload final : public runtime::Workload {
 
  private:
   struct InFlight;
+  /// Where a request stands, for the request that follows it (follow()).
+  enum class Phase : std::uint8_t {
+    kIdle,       ///< not started (or declined before its first chunk)
+    kRunning,    ///< issuing chunks
+    kIssued,     ///< last chunk issued, not yet drained: its sums are complete but for that chunk
+    kCommitted,  ///< Done: the film holds its sums
+    kEnded,      ///< ended without Done (failed, discarded)
+  };
   Status collect(runtime::Executor& ex, std::span<std::byte> scratch, bool discard);
   std::uint32_t next_chunk_pixels() const;
+  /// The seeds of pixels [next_pixel_, next_pixel_ + pixels): the film's, or previous's collected sums while
+  /// it is pending (it may shorten `pixels` or collect previous's last chunk first). Non-ok: previous ended
+  /// without Done, or collecting its chunk failed.
+  Expected<const float*> seeds(runtime::Executor& ex, std::uint32_t& pixels);
+  /// Non-ok once this request read seeds from a previous request that then ended without Done.
+  Status check_previous() const;
 
   Scene scene_;
   Status tier_;
@@ -66,6 +91,11 @@ class TraceWorkload final : public runtime::Workload {
   double ema_ns_per_tuple_ = 0.0;
   std::chrono::steady_clock::time_point last_done_{};
   std::unique_ptr<InFlight> in_flight_;  // the one chunk in flight (holds its arena block)
+  TraceWorkload* previous_ = nullptr;    // follow()
+  bool seeded_from_previous_ = false;
+  Phase phase_ = Phase::kIdle;
+  std::span<std::byte> scratch_;  // the backend's scratch of this request (a follower may collect into it)
+  Status collect_error_;          // a follower's collect of our last chunk failed: drain reports it
   std::vector<float> sums_;  // the request's per-pixel sums (3 floats each), swapped into the film on Done
   std::vector<float> tuples_;
 };

@@ -22,7 +22,8 @@ namespace facetrace::tracer {
 enum class RenderDevice : std::uint8_t {
   kAuto,  ///< the GPU when one is usable, else the CPU
   kCpu,   ///< the CPU tracer only
-  kGpu,   ///< the GPU (declined requests still fall back to the CPU); an error when there is no GPU at all
+  kGpu,   ///< the GPU only: an error when there is no usable GPU, the scene needs a tier the GPU lacks, or a
+          ///< request is declined for any reason but a device loss (those alone fall back to the CPU)
 };
 
 /// Parses "auto" / "cpu" / "gpu"; kInvalidArgument naming the value otherwise.
@@ -33,8 +34,10 @@ struct RenderOptions {
   unsigned threads = 0;                           ///< CPU threads (0 = all)
   const std::atomic<bool>* cancel = nullptr;      ///< checked before every GPU chunk and between CPU tiles
   std::function<void(double fraction)> progress;  ///< overall fraction done, from the rendering thread(s)
-  std::uint32_t samples_per_request = 0;  ///< 0: adaptive sub-batches (100 ms target, ≤ 4× growth, ≤ 2048)
-  GpuChunkOptions chunk;                  ///< GPU chunk sizing (tests may force tiny chunks)
+  /// 0: adaptive requests (100 ms target, ≤ 4× growth, ≤ 2048; once sized, run as batches of chained
+  /// requests, docs/design/tracer.md §10.7). > 0: every request this size (the last one the rest).
+  std::uint32_t samples_per_request = 0;
+  GpuChunkOptions chunk;                   ///< GPU chunk sizing (tests may force tiny chunks)
   runtime::GpuBackend* backend = nullptr;  ///< null: shared_gpu_backend()
 };
 
@@ -44,14 +47,19 @@ struct RenderReport {
   std::uint64_t gpu_samples = 0;           ///< samples per pixel rendered on the GPU
   std::uint64_t cpu_samples = 0;           ///< samples per pixel rendered on the CPU
   std::uint32_t declined = 0;              ///< GPU requests declined (and redone on the CPU)
+  std::uint32_t declined_by_loss = 0;      ///< of those, declined because the device was lost
+  std::vector<std::string> decline_reasons;  ///< one per declined request: "samples [a, b): why"
   std::vector<runtime::Outcome> outcomes;  ///< one per GPU request attempted, in order
   std::vector<std::uint32_t> request_samples;  ///< samples of every request, in order (GPU or CPU)
   double seconds = 0;
+  /// Of `seconds`: getting the GPU backend (the process's first use starts the GPU child; ≈ 0 afterwards).
+  double gpu_start_seconds = 0;
 };
 
 /// Adds samples [first_sample, first_sample + samples) of every pixel to `film` (additive, ascending order
 /// per pixel). Errors: kInvalidArgument (scene, film size), kNotSupported (Tier 2/3 scene, or --device gpu
-/// with no usable GPU: the message says why), kCancelled (film then holds a prefix of whole requests plus
+/// with no usable GPU: the message says why), kDeclined (--device gpu and the GPU declined a request for a
+/// reason other than a device loss: the message names the samples and why), kCancelled (film then holds a prefix of whole requests plus
 /// possibly a partial CPU request: discard it).
 Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples,
                               Film& film, const RenderOptions& options = {});

@@ -69,12 +69,23 @@ void GpuBackend::start_executor() {
     return;
   }
   none_reason_ = st.what();
+  if (executor_->state() == ExecutorState::kUnsupported) {
+    // A GPU this build cannot drive is a deployment error (a wrong image for the node): said once, loudly.
+    unsupported_ = true;
+    FT_LOG_WARN("GPU {}; work stays on the CPU", st.what());
+    return;
+  }
   FT_LOG_INFO("GPU backend unavailable, work stays on the CPU: {}", st.what());
 }
 
 BackendState GpuBackend::state() const {
-  if (never_had_gpu_) return BackendState::kNone;
+  if (never_had_gpu_) return unsupported_ ? BackendState::kUnsupported : BackendState::kNone;
   return is_lost() ? BackendState::kLost : BackendState::kReady;
+}
+
+std::map<std::string, std::uint64_t> GpuBackend::losses_by_reason() const {
+  std::lock_guard lock(mu_);
+  return losses_;
 }
 
 std::optional<std::string> GpuBackend::last_lost_reason() const {
@@ -105,6 +116,7 @@ std::size_t GpuBackend::pooled_scratch() const { return scratch_->pooled(); }
 void GpuBackend::mark_lost(std::string reason) {
   {
     std::lock_guard lock(mu_);
+    ++losses_[reason];
     last_lost_reason_ = std::move(reason);
   }
   policy_.record_loss();  // cool-down starts before the flag is visible
@@ -133,6 +145,7 @@ bool GpuBackend::try_recover() {
     return true;
   }
   policy_.record_attempt();
+  recovery_attempts_.fetch_add(1, std::memory_order_acq_rel);
   FT_LOG_INFO("GPU was lost ({}); trying a replacement", last_lost_reason().value_or(""));
   // The replacement (a fresh child, re-uploaded residents) is built outside the turnstile: nobody else uses
   // the executor while the lost flag is up. It is swapped in during a turn.
@@ -158,15 +171,31 @@ bool GpuBackend::try_recover() {
 }
 
 Outcome GpuBackend::accumulate(Workload& work, const std::atomic<bool>* cancel) {
+  return accumulate(work, cancel, nullptr);
+}
+
+Outcome GpuBackend::accumulate(Workload& work, const std::atomic<bool>* cancel, Status* why) {
   Outcome outcome = Outcome::kDeclined;
   Workload* const items[] = {&work};
-  ChunkStream(*this, items, cancel, [&](std::size_t, Outcome o) { outcome = o; }).run();
+  const BatchCallback on_done = [&](std::size_t, Outcome o) { outcome = o; };  // the stream keeps a reference
+  ChunkStream stream(*this, items, cancel, on_done);
+  Status reason;
+  stream.record_declines(std::span<Status>(&reason, 1));
+  stream.run();
+  if (why != nullptr && outcome == Outcome::kDeclined) *why = std::move(reason);
   return outcome;
 }
 
 void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
                                   const BatchCallback& on_done) {
   ChunkStream(*this, items, cancel, on_done).run();
+}
+
+void GpuBackend::accumulate_batch(std::span<Workload* const> items, const std::atomic<bool>* cancel,
+                                  const BatchCallback& on_done, std::span<Status> why) {
+  ChunkStream stream(*this, items, cancel, on_done);
+  stream.record_declines(why);
+  stream.run();
 }
 
 }  // namespace facetrace::runtime

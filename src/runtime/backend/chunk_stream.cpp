@@ -7,7 +7,14 @@
 namespace facetrace::runtime {
 
 void ChunkStream::run() {
-  if (!b_.executor_ || b_.never_had_gpu_ || (b_.is_lost() && !b_.try_recover())) {
+  if (!b_.executor_ || b_.never_had_gpu_) {
+    note_decline_rest(
+        {Code::kNotSupported, b_.none_reason_.empty() ? std::string("no GPU") : b_.none_reason_});
+    report_rest(Outcome::kDeclined);
+    return;
+  }
+  if (b_.is_lost() && !b_.try_recover()) {
+    note_decline_rest(lost_reason());
     report_rest(Outcome::kDeclined);
     return;
   }
@@ -24,6 +31,7 @@ void ChunkStream::run() {
           decline_rest();
           return;
         }
+        note_decline(i, st);
         report(i, Outcome::kDeclined);  // declined alone
         continue;
       }
@@ -111,6 +119,7 @@ bool ChunkStream::finish_pending() {
     b_.note_error(st, "drain");
     if (b_.is_lost()) return false;  // not reported: the caller declines it with the rest
     o = Outcome::kDeclined;
+    note_decline(p.index, st);
   }
   if (o == Outcome::kDone) p.work->commit(p.scratch.bytes());
   report(p.index, o);  // runs while the turn is held; keep on_done cheap
@@ -121,6 +130,7 @@ bool ChunkStream::failed(std::size_t i, const Status& st, const char* what) {
   b_.note_error(st, what);
   // The pending item finishes first, so that reports stay in input order.
   if (b_.is_lost() || !finish_pending()) return decline_rest();
+  note_decline(i, st);
   report(i, Outcome::kDeclined);
   return true;
 }
@@ -133,7 +143,9 @@ bool ChunkStream::cancel_rest() {
 
 bool ChunkStream::decline_rest() {
   turn_.reset();
+  if (pending_) note_decline(pending_->index, lost_reason());
   pending_.reset();
+  note_decline_rest(lost_reason());
   report_rest(Outcome::kDeclined);
   return false;
 }
@@ -147,6 +159,18 @@ void ChunkStream::discard(Workload& work, ScratchLease& scratch) {
 void ChunkStream::report(std::size_t i, Outcome o) {
   reported_ = i + 1;
   on_done_(i, o);
+}
+
+void ChunkStream::note_decline(std::size_t i, const Status& st) {
+  if (i < why_.size()) why_[i] = st.ok() ? Status(Code::kDeclined, "declined") : st;
+}
+
+void ChunkStream::note_decline_rest(const Status& st) {
+  for (std::size_t i = reported_; i < items_.size(); ++i) note_decline(i, st);
+}
+
+Status ChunkStream::lost_reason() const {
+  return {Code::kDeviceLost, "GPU lost: " + b_.last_lost_reason().value_or("device lost")};
 }
 
 void ChunkStream::report_rest(Outcome o) {

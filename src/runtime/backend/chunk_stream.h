@@ -29,6 +29,9 @@ class ChunkStream {
 
   /// Runs every item (call once).
   void run();
+  /// Before run(): every item reported kDeclined gets its reason in `why[index]` (GpuBackend::accumulate's
+  /// `why` rules).
+  void record_declines(std::span<Status> why) { why_ = why; }
 
  private:
   /// An item whose last chunk is still in flight.
@@ -55,6 +58,12 @@ class ChunkStream {
   bool cancelled() const { return cancel_ != nullptr && cancel_->load(std::memory_order_acquire); }
   void report(std::size_t i, Outcome o);
   void report_rest(Outcome o);
+  /// Records the reason of item `i`'s decline (when recording).
+  void note_decline(std::size_t i, const Status& st);
+  /// Records `st` for every unreported item.
+  void note_decline_rest(const Status& st);
+  /// The reason of a decline caused by the device being lost.
+  Status lost_reason() const;
 
   GpuBackend& b_;
   std::span<Workload* const> items_;
@@ -64,6 +73,7 @@ class ChunkStream {
   std::optional<Pending> pending_;
   std::optional<Turnstile::Turn> turn_;
   int chunks_in_turn_ = 0;
+  std::span<Status> why_;
 };
 
 }  // namespace facetrace::runtime

@@ -4,8 +4,15 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
 #include "log.h"
 #include "common/cuda_check.cuh"
+#include "exec/exec_internal.h"
+#include "facetrace/runtime/cuda_errors.h"
+#include "runtime/runtime_kernels.h"
 
 namespace facetrace::runtime {
 namespace {
@@ -34,23 +41,172 @@ int cublas_version() {
   return 0;
 }
 
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+/// The oldest Linux driver branch that runs a CUDA runtime of this major version (minor-version
+/// compatibility within a major; CUDA 13.0 needs driver ≥ 580, docs/runtime.md "Device selection").
+const char* minimum_driver_for(int runtime_version) {
+  switch (runtime_version / 1000) {
+    case 11: return "450";
+    case 12: return "525";
+    case 13: return "580";
+    default: return "the one released with it";
+  }
+}
+
+/// Why CUDA refuses to start on this machine, for the errors that mean "this driver cannot run this
+/// build"; nullopt for any other error.
+std::optional<Status> driver_refusal(cudaError_t e) {
+  int rt = 0, drv = 0;
+  static_cast<void>(cudaRuntimeGetVersion(&rt));  // both work without a device and without a driver
+  static_cast<void>(cudaDriverGetVersion(&drv));
+  switch (e) {
+    case cudaErrorInsufficientDriver:
+      if (drv == 0)
+        return Status(Code::kNotSupported, "no GPU: no NVIDIA driver (libcuda.so.1) is installed");
+      return driver_too_old_status(rt, drv);
+    case cudaErrorSystemDriverMismatch:
+      return unsupported_device(
+          "the NVIDIA kernel module and the user-space driver (libcuda) differ in version "
+          "(cudaErrorSystemDriverMismatch): reload the module or reboot");
+    case cudaErrorCompatNotSupportedOnDevice:
+      return unsupported_device(
+          "the CUDA forward-compatibility driver does not support this GPU "
+          "(cudaErrorCompatNotSupportedOnDevice): install driver >= " +
+          std::string(minimum_driver_for(rt)));
+    default: return std::nullopt;
+  }
+}
+
+std::string uuid_text(const cudaUUID_t& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char s[64];
+  std::snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return s;
+}
+
+std::string visible_devices_env() {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v ? v : "";
+}
+
+/// The device to use among `count`: ExecutorOptions::gpu_device (an index, or a UUID matched against each
+/// device), else local_rank mod count, else 0.
+Expected<int> choose_device(const ExecutorOptions& options, int count) {
+  const std::string& sel = options.gpu_device;
+  const std::string where =
+      visible_devices_env().empty() ? std::string() : " (CUDA_VISIBLE_DEVICES=" + visible_devices_env() + ")";
+  if (!sel.empty()) {
+    FT_TRY(validate_gpu_selector(sel));
+    if (sel[0] >= '0' && sel[0] <= '9') {
+      const int i = std::atoi(sel.c_str());
+      if (i >= count)
+        return unsupported_device("GPU device " + sel + " requested, " + std::to_string(count) + " visible" +
+                                  where);
+      return i;
+    }
+    for (int i = 0; i < count; ++i) {
+      cudaDeviceProp p{};
+      FT_CUDA_TRY(cudaGetDeviceProperties(&p, i));
+      if (uuid_text(p.uuid).starts_with(sel)) return i;
+    }
+    return unsupported_device("GPU " + sel + " is not among the " + std::to_string(count) +
+                              " visible devices" + where);
+  }
+  if (options.local_rank >= 0) return options.local_rank % count;
+  return 0;
+}
+
 }  // namespace
+
+Status driver_too_old_status(int runtime_version, int driver_version) {
+  return unsupported_device("driver too old (CUDA runtime " + cuda_version_text(runtime_version) +
+                            " needs driver ≥ " + minimum_driver_for(runtime_version) +
+                            "; the installed driver supports CUDA " + cuda_version_text(driver_version) +
+                            ")");
+}
+
+Status check_kernel_image(const void* kernel, int cc_major, int cc_minor, const std::string& built_for) {
+  cudaFuncAttributes attr{};
+  const cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
+  if (e == cudaSuccess) return {};
+  static_cast<void>(cudaGetLastError());  // not sticky: clear it so the next call does not report it
+  const std::string sm = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidKernelImage)
+    return unsupported_device("no kernel image for " + sm + " (built for " + built_for + ")");
+  if (e == cudaErrorUnsupportedPtxVersion) {
+    int rt = 0;
+    static_cast<void>(cudaRuntimeGetVersion(&rt));
+    return unsupported_device("driver too old to compile this build's PTX for " + sm + " (CUDA runtime " +
+                              cuda_version_text(rt) + " needs driver ≥ " + minimum_driver_for(rt) +
+                              "; built for " + built_for + ")");
+  }
+  if (auto refused = driver_refusal(e)) return *refused;
+  return cuda_status(static_cast<int>(e), "cudaFuncGetAttributes(probe_kernel)", __FILE__, __LINE__);
+}
+
+Expected<std::vector<DeviceListing>> enumerate_cuda_devices() {
+  int count = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    if (auto refused = driver_refusal(e)) return *refused;
+    return cuda_status(static_cast<int>(e), "cudaGetDeviceCount", __FILE__, __LINE__);
+  }
+  std::vector<DeviceListing> out;
+  const std::string built = built_cuda_architectures();
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    FT_CUDA_TRY(cudaGetDeviceProperties(&p, i));
+    DeviceListing d;
+    d.index = i;
+    d.uuid = uuid_text(p.uuid);
+    char pci[32];
+    std::snprintf(pci, sizeof pci, "%08X:%02X:%02X.0", p.pciDomainID, p.pciBusID, p.pciDeviceID);
+    d.pci_bus_id = pci;
+    d.name = p.name;
+    d.cc_major = p.major;
+    d.cc_minor = p.minor;
+    d.total_memory = p.totalGlobalMem;
+    FT_CUDA_TRY(cudaSetDevice(i));
+    const Status img = check_kernel_image(probe_kernel_address(), p.major, p.minor, built);
+    if (img.code() == Code::kDeviceLost) return img;
+    d.status = img.ok() ? std::string("ready") : img.what();
+    out.push_back(std::move(d));
+  }
+  return out;
+}
 
 Expected<std::unique_ptr<CudaDevice>> CudaDevice::create(std::shared_ptr<SharedArena> arena,
                                                          const ExecutorOptions& options) {
   std::unique_ptr<CudaDevice> d(new CudaDevice());
   d->arena_ = std::move(arena);
   int count = 0;
-  FT_CUDA_TRY(cudaGetDeviceCount(&count));
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    if (auto refused = driver_refusal(e)) return *refused;
+    if (e == cudaErrorNoDevice && !visible_devices_env().empty())
+      return Status(Code::kNotSupported,
+                    "no GPU: no CUDA device is visible (CUDA_VISIBLE_DEVICES=" + visible_devices_env() + ")");
+    return cuda_status(static_cast<int>(e), "cudaGetDeviceCount", __FILE__, __LINE__);
+  }
   if (count == 0) return Status(Code::kNotSupported, "no GPU: no CUDA device is visible");
-  const int dev = options.device >= 0 ? options.device : 0;
-  if (dev >= count)
-    return Status(Code::kNotSupported, "no GPU: device " + std::to_string(dev) + " requested, " +
-                                           std::to_string(count) + " visible");
+  auto chosen = choose_device(options, count);
+  if (!chosen) return chosen.status();
+  const int dev = *chosen;
   FT_CUDA_TRY(cudaSetDevice(dev));
-  FT_CUDA_TRY(cudaFree(nullptr));
+  if (const cudaError_t e = cudaFree(nullptr); e != cudaSuccess) {
+    if (auto refused = driver_refusal(e)) return *refused;
+    return cuda_status(static_cast<int>(e), "cudaFree(nullptr)", __FILE__, __LINE__);
+  }
   cudaDeviceProp p{};
   FT_CUDA_TRY(cudaGetDeviceProperties(&p, dev));
+  // A build without code for this GPU would fail every launch: say so once, at start (docs/runtime.md).
+  FT_TRY(check_kernel_image(probe_kernel_address(), p.major, p.minor, built_cuda_architectures()));
+  d->info_.ordinal = dev;
+  d->info_.uuid = uuid_text(p.uuid);
+  d->info_.visible_devices = visible_devices_env();
   d->info_.name = p.name;
   d->info_.cc_major = p.major;
   d->info_.cc_minor = p.minor;

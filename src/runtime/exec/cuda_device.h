@@ -13,10 +13,20 @@
 
 namespace facetrace::runtime {
 
+/// ok when `kernel` (a __global__ function's host stub) has an image the current device can load;
+/// "not supported: no kernel image for sm_XY (built for <built_for>)" (kNotSupported) when it has none, or a
+/// driver-too-old refusal when only PTX the driver cannot compile is there. Clears the (non-sticky) error.
+Status check_kernel_image(const void* kernel, int cc_major, int cc_minor, const std::string& built_for);
+/// "not supported: driver too old (CUDA runtime 13.0 needs driver >= 580; the installed driver supports
+/// CUDA 12.4)" for cudaRuntimeGetVersion / cudaDriverGetVersion encodings.
+Status driver_too_old_status(int runtime_version, int driver_version);
+
 class CudaDevice final : public DeviceContext {
  public:
-  /// Initialises CUDA on `options.device` (or 0), registers the whole arena (cudaHostRegisterPortable) and
-  /// creates the stream and ring. kNotSupported "no GPU: …" without a device or driver.
+  /// Initialises CUDA on the device ExecutorOptions::gpu_device / local_rank select (else 0), checks that this
+  /// build has a kernel image for it, registers the whole arena (cudaHostRegisterPortable) and creates the
+  /// stream and ring. kNotSupported "no GPU: …" without a device or driver; kNotSupported "not supported: …"
+  /// (state kUnsupported) for no kernel image, a driver older than the runtime, or a selector naming no device.
   static Expected<std::unique_ptr<CudaDevice>> create(std::shared_ptr<SharedArena> arena,
                                                       const ExecutorOptions& options);
   ~CudaDevice() override;

@@ -8,9 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <poll.h>
+
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
+#include "exec/exec_internal.h"
 #include "log.h"
 #include "facetrace/runtime/executor.h"
 #include "ipc/executor_server.h"
@@ -36,6 +42,82 @@ std::string describe_wait_status(int status) {
   if (WIFSIGNALED(status))
     return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
   return "ended with wait status " + std::to_string(status);
+}
+
+/// The thread every facetrace-gpud of one executor is spawned from, alive as long as the executor. The child
+/// asks for SIGKILL when its parent goes (PR_SET_PDEATHSIG), and Linux sends that when the *thread* that
+/// spawned it ends: spawned from a short-lived caller (a render's worker thread) it would die with that
+/// thread, so no caller thread ever spawns it.
+class SpawnThread {
+ public:
+  SpawnThread() : thread_([this] { loop(); }) {}
+  ~SpawnThread() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  SpawnThread(const SpawnThread&) = delete;
+  SpawnThread& operator=(const SpawnThread&) = delete;
+
+  /// Runs `job` on the spawning thread and returns its result. One job at a time (callers hold the
+  /// executor's lock).
+  int run(const std::function<int()>& job) {
+    std::unique_lock lock(mu_);
+    job_ = &job;
+    done_ = false;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_; });
+    return result_;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || job_ != nullptr; });
+      if (job_ != nullptr) {
+        const std::function<int()>* job = job_;
+        job_ = nullptr;
+        lock.unlock();
+        const int r = (*job)();
+        lock.lock();
+        result_ = r;
+        done_ = true;
+        cv_.notify_all();
+        continue;
+      }
+      if (stop_) return;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const std::function<int()>* job_ = nullptr;
+  int result_ = 0;
+  bool done_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+/// This process's environment for a child, with CUDA_VISIBLE_DEVICES replaced when `visible` is set.
+std::vector<std::string> child_environment(const std::optional<std::string>& visible) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (visible && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
+    env.emplace_back(*e);
+  }
+  if (visible) env.push_back("CUDA_VISIBLE_DEVICES=" + *visible);
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
 }
 
 class IsolatedExecutor final : public Executor {
@@ -136,6 +218,14 @@ class IsolatedExecutor final : public Executor {
       return {Code::kNotSupported,
               "GPU child could not start: facetrace-gpud not found (set FACETRACE_GPUD or install it next to "
               "the executable)"};
+    // The device: an index into (or a UUID from) the inherited CUDA_VISIBLE_DEVICES, by string only.
+    const char* inherited = std::getenv("CUDA_VISIBLE_DEVICES");
+    auto sel = select_child_device(options_.gpu_device,
+                                   inherited ? std::optional<std::string_view>(inherited) : std::nullopt);
+    if (!sel) {
+      const Status& st = sel.status();
+      return is_unsupported_device(st) ? st : unsupported_device(st.what());
+    }
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
       return {Code::kNotSupported,
@@ -158,22 +248,27 @@ class IsolatedExecutor final : public Executor {
                                      "--ring-bytes",
                                      std::to_string(arena_->ring_bytes()),
                                      "--transfer-bytes",
-                                     std::to_string(arena_->transfer_bytes())};
+                                     std::to_string(arena_->transfer_bytes()),
+                                     "--parent-pid",
+                                     std::to_string(::getpid())};
     if (options_.simulate_child) args.push_back("--simulate");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_store;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (options_.device >= 0 && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
-      env_store.emplace_back(*e);
+    if (sel->visible_devices) {
+      args.push_back("--requested-device");
+      args.push_back(options_.gpu_device);
     }
-    if (options_.device >= 0) env_store.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(options_.device));
-    std::vector<char*> envp;
-    for (auto& e : env_store) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    if (!sel->match_uuid.empty()) {
+      args.push_back("--gpu-device");
+      args.push_back(sel->match_uuid);
+    } else if (options_.gpu_device.empty() && options_.local_rank >= 0) {
+      args.push_back("--local-rank");
+      args.push_back(std::to_string(options_.local_rank));
+    }
+    std::vector<char*> argv = c_strings(args);
+    std::vector<std::string> env_store = child_environment(sel->visible_devices);
+    std::vector<char*> envp = c_strings(env_store);
     pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), envp.data());
+    const int rc = spawner_.run(
+        [&] { return ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), envp.data()); });
     posix_spawn_file_actions_destroy(&fa);
     ::close(sv[1]);
     ::close(child_arena);
@@ -287,6 +382,7 @@ class IsolatedExecutor final : public Executor {
 
   ExecutorOptions options_;
   std::shared_ptr<SharedArena> arena_;
+  SpawnThread spawner_;  // outlives every child: the destructor reaps the child before this member goes
   // Guarded by the executor's lock (the hooks run with it held).
   std::string last_exit_;
   DeviceInfo info_;
@@ -296,6 +392,69 @@ class IsolatedExecutor final : public Executor {
 };
 
 }  // namespace
+
+Expected<std::vector<DeviceListing>> list_devices_through_gpud(const ExecutorOptions& options) {
+  const std::string path = find_gpud(options);
+  if (path.empty())
+    return Status(
+        Code::kNotSupported,
+        "GPU child could not start: facetrace-gpud not found (set FACETRACE_GPUD or install it next to "
+        "the executable)");
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    return Status(Code::kNotSupported,
+                  std::string("GPU child could not start: pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  std::vector<std::string> args = {path, "--list-devices", "--parent-pid", std::to_string(::getpid())};
+  std::vector<char*> argv = c_strings(args);
+  std::vector<std::string> env_store = child_environment(std::nullopt);
+  std::vector<char*> envp = c_strings(env_store);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    return Status(Code::kNotSupported,
+                  "GPU child could not start: posix_spawn " + path + ": " + std::strerror(rc));
+  }
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + options.start_deadline;
+  bool timed_out = false;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      timed_out = n == 0;
+      break;
+    }
+    char buf[4096];
+    const ssize_t got = ::read(out[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    text.append(buf, static_cast<std::size_t>(got));
+  }
+  ::close(out[0]);
+  if (timed_out) ::kill(pid, SIGKILL);  // our own child's pid only
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (timed_out)
+    return Status(Code::kTimeout, "facetrace-gpud --list-devices did not answer within " +
+                                      std::to_string(options.start_deadline.count()) + " ms; killed it");
+  if (text.empty())
+    return Status(Code::kNotSupported,
+                  "facetrace-gpud --list-devices printed nothing (" + describe_wait_status(status) + ")");
+  return decode_device_listing(text);
+}
 
 std::unique_ptr<Executor> make_isolated_executor(ExecutorOptions options) {
   return std::make_unique<IsolatedExecutor>(std::move(options));

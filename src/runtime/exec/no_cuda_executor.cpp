@@ -1,6 +1,8 @@
 /// @file
 /// The in-process executor of a build without CUDA: start() reports "built without CUDA" (state kNone), so
-/// the base never calls another hook. Also the copy-engine factory such a build links against.
+/// the base never calls another hook. Also the copy-engine factory and the device enumeration such a build
+/// links against.
+#include "exec/exec_internal.h"
 #include "facetrace/runtime/executor.h"
 
 namespace facetrace::runtime {
@@ -42,5 +44,9 @@ std::unique_ptr<Executor> make_in_process_executor(std::shared_ptr<SharedArena> 
 }
 
 std::unique_ptr<CopyEngine> make_cuda_copy_engine() { return nullptr; }
+
+Expected<std::vector<DeviceListing>> enumerate_cuda_devices() {
+  return Status(Code::kNotSupported, "built without CUDA");
+}
 
 }  // namespace facetrace::runtime

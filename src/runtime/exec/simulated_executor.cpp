@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "facetrace/core/env.h"
 #include "log.h"
 
 namespace facetrace::runtime {
@@ -42,6 +43,10 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     auto lock = lock_state();
     no_gpu_ = none;
   }
+  void set_unsupported(std::string why) override {
+    auto lock = lock_state();
+    unsupported_ = std::move(why);
+  }
   int invokes() const override {
     auto lock = lock_state();
     return invokes_;
@@ -58,9 +63,34 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
  protected:
   Status start_locked() override {
     if (no_gpu_) return {Code::kNotSupported, "no GPU: simulated machine without a GPU"};
+    if (auto why = core::env_string("FACETRACE_SIMULATED_GPU_UNSUPPORTED"); why && !why->empty())
+      unsupported_ = *why;
+    if (!unsupported_.empty()) return unsupported_device(unsupported_);
     info_.name = "Simulated GPU";
     info_.simulated = true;
     info_.cc_major = 9;
+    // The simulated machine has one device per CUDA_VISIBLE_DEVICES entry (one when unset); selection as
+    // CudaDevice does it: an index, a UUID (any matches), else local_rank mod count.
+    const auto visible = core::env_string("CUDA_VISIBLE_DEVICES");
+    info_.visible_devices = visible.value_or("");
+    int count = 1;
+    if (visible) {
+      count = visible->empty() ? 0 : 1;
+      for (char c : *visible) count += c == ',' ? 1 : 0;
+    }
+    if (count == 0) return {Code::kNotSupported, "no GPU: no CUDA device is visible (simulated)"};
+    FT_TRY(validate_gpu_selector(options_.gpu_device));
+    info_.ordinal = 0;
+    if (!options_.gpu_device.empty() && options_.gpu_device[0] >= '0' && options_.gpu_device[0] <= '9') {
+      info_.ordinal = std::atoi(options_.gpu_device.c_str());
+      if (info_.ordinal >= count)
+        return unsupported_device("GPU device " + options_.gpu_device + " requested, " +
+                                  std::to_string(count) + " visible (simulated)");
+    } else if (!options_.gpu_device.empty()) {
+      info_.uuid = options_.gpu_device;
+    } else if (options_.local_rank >= 0) {
+      info_.ordinal = options_.local_rank % count;
+    }
     return {};
   }
 
@@ -212,6 +242,7 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   RingStats stats_;
   int invokes_ = 0, restarts_ = 0, resident_uploads_ = 0, loss_countdown_ = 0;
   bool restart_fails_ = false, no_gpu_ = false;
+  std::string unsupported_;  ///< non-empty: start() reports "not supported: <this>"
   std::chrono::milliseconds restart_delay_{0};
 };
 

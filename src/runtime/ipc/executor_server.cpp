@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "exec/exec_internal.h"
 #include "ipc/protocol.h"
 #include "log.h"
 
@@ -86,6 +87,12 @@ proto::ReplyMsg ExecutorServer::dispatch(Executor& inner, const proto::Message& 
                   {}};
 }
 
+int ExecutorServer::print_device_listing(std::FILE* out) {
+  const std::string text = encode_device_listing(enumerate_cuda_devices());
+  const bool ok = std::fputs(text.c_str(), out) >= 0 && std::fflush(out) == 0;
+  return ok ? kGpudExitOk : kGpudExitProtocol;
+}
+
 int ExecutorServer::serve(int fd, Executor& inner, const Status& start_status) {
   proto::HelloMsg hello;
   hello.pid = static_cast<std::uint32_t>(::getpid());
@@ -99,7 +106,7 @@ int ExecutorServer::serve(int fd, Executor& inner, const Status& start_status) {
     return kGpudExitOk;
   }
   if (hello.state != ExecutorState::kReady)
-    return hello.state == ExecutorState::kLost ? kGpudExitDeviceLost : kGpudExitNoGpu;
+    return hello.state == ExecutorState::kLost ? kGpudExitDeviceLost : kGpudExitNoGpu;  // none / unsupported
 
   for (;;) {
     // Spin briefly for the next command (commands come in bursts), then block.

@@ -3,6 +3,8 @@
 /// over the socket, and the exit codes by which the parent learns how the child ended.
 #pragma once
 
+#include <cstdio>
+
 #include "facetrace/core/status.h"
 #include "facetrace/runtime/executor.h"
 #include "ipc/protocol.h"
@@ -20,6 +22,9 @@ class ExecutorServer {
   /// Sends the hello (state of `inner` after `start_status`) and serves requests until shutdown, EOF or a
   /// device loss. Returns the process exit code (kGpudExit*).
   static int serve(int fd, Executor& inner, const Status& start_status);
+  /// `facetrace-gpud --list-devices`: enumerates the visible devices in this process and prints them to `out`
+  /// in the form list_devices() parses. Returns the process exit code.
+  static int print_device_listing(std::FILE* out);
 
  private:
   /// Runs one request on `inner` and returns its reply.

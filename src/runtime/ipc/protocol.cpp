@@ -19,7 +19,7 @@ static_assert(std::endian::native == std::endian::little, "the protocol assumes 
 
 // --- enum ranges (a decoded enum is always one of its enumerators) ---------------------------------------
 bool in_range(Code c) { return c <= Code::kInternal; }
-bool in_range(ExecutorState s) { return s <= ExecutorState::kNone; }
+bool in_range(ExecutorState s) { return s <= ExecutorState::kUnsupported; }
 bool in_range(FaultKind k) { return k == FaultKind::kIllegalAddress || k == FaultKind::kSimulatedLoss; }
 bool in_range(Cmd c) { return cmd_name(c) != "unknown"; }
 
@@ -47,7 +47,8 @@ void visit(Ar& ar, RingStats& m) {
 template <class Ar>
 void visit(Ar& ar, DeviceInfo& m) {
   ar(m.name, m.cc_major, m.cc_minor, m.total_memory, m.free_memory, m.multiprocessors, m.async_engines,
-     m.driver_version, m.runtime_version, m.cudnn_version, m.cublas_version, m.simulated);
+     m.driver_version, m.runtime_version, m.cudnn_version, m.cublas_version, m.simulated, m.ordinal, m.uuid,
+     m.visible_devices);
 }
 template <class Ar> void visit(Ar& ar, OpReply& m) { ar(m.bytes, m.tickets); }
 template <class Ar> void visit(Ar& ar, HelloMsg& m) { ar(m.state, m.reason, m.info, m.pid); }

@@ -24,7 +24,7 @@
 namespace facetrace::runtime::proto {
 
 inline constexpr std::uint32_t kMagic = 0x50475446;  // "FTGP" little-endian
-inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint16_t kVersion = 2;         // 2: DeviceInfo carries ordinal, uuid, visible devices
 inline constexpr std::size_t kHeaderBytes = 16;
 inline constexpr std::size_t kMaxMessageBytes = 64 * 1024;
 

@@ -128,10 +128,12 @@ Status TraceWorkload::can_run(const runtime::DeviceInfo& device) {
 std::size_t TraceWorkload::scratch_bytes() const { return kTrailer; }
 
 void TraceWorkload::seed_scratch(std::span<std::byte> scratch) {
-  // The seed of each pixel is read from the caller's film when its chunk is issued (every pixel belongs to
-  // exactly one chunk, and the film is not written before commit), so the request's sums buffer needs no
-  // copy here: each chunk's result overwrites its pixels before Done.
+  // The seed of each pixel is read from the caller's film (or from a pending previous request's sums, follow())
+  // when its chunk is issued (every pixel belongs to exactly one chunk, and the film is not written before
+  // commit), so the request's sums buffer needs no copy here: each chunk's result overwrites its pixels.
   std::memset(scratch.data(), 0, kTrailer);
+  scratch_ = scratch;
+  phase_ = Phase::kRunning;
   if (sums_.size() != film_.pixels() * 3) {
     give_sums(std::move(sums_));
     sums_ = take_sums(film_.pixels() * 3);
@@ -141,8 +143,11 @@ void TraceWorkload::seed_scratch(std::span<std::byte> scratch) {
 
 std::uint32_t TraceWorkload::next_chunk_pixels() const {
   std::uint64_t tuples = options_.first_chunk_tuples;
-  if (ema_ns_per_tuple_ > 0.0)
-    tuples = static_cast<std::uint64_t>(options_.target_ms * 1e6 / ema_ns_per_tuple_);
+  // Before this request's first chunk is back: the previous request's estimate, else the caller's hint.
+  double ns = ema_ns_per_tuple_;
+  if (ns <= 0.0 && previous_) ns = previous_->ema_ns_per_tuple_;
+  if (ns <= 0.0) ns = options_.ns_per_tuple_hint;
+  if (ns > 0.0) tuples = static_cast<std::uint64_t>(options_.target_ms * 1e6 / ns);
   tuples =
       std::clamp<std::uint64_t>(tuples, std::max<std::uint64_t>(kMinTuples, samples_), kMaxTuplesPerLaunch);
   std::uint64_t pixels = std::max<std::uint64_t>(1, tuples / samples_);
@@ -184,7 +189,10 @@ Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratc
   if (short_slot) return internal_error("trace chunk readback is shorter than its pixels' sums");
   // Device time of this chunk ≈ from when it could start (issued, or the previous chunk done) to now.
   const auto now = std::chrono::steady_clock::now();
-  const auto start = std::max(f->issued, last_done_);
+  // A follower's first chunk waited behind its previous request's last one.
+  const auto ready =
+      last_done_ == std::chrono::steady_clock::time_point{} && previous_ ? previous_->last_done_ : last_done_;
+  const auto start = std::max(f->issued, ready);
   const double ns = std::chrono::duration<double, std::nano>(now - start).count() /
                     (static_cast<double>(f->pixel_count) * samples_);
   ema_ns_per_tuple_ = ema_ns_per_tuple_ == 0.0 ? ns : kEmaAlpha * ns + (1.0 - kEmaAlpha) * ema_ns_per_tuple_;
@@ -194,20 +202,51 @@ Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratc
   return {};
 }
 
+Status TraceWorkload::check_previous() const {
+  if (seeded_from_previous_ && previous_->phase_ != Phase::kCommitted)
+    return Status(Code::kDeclined,
+                  "the previous request of this render ended without Done; its samples are "
+                  "missing from this request's seeds");
+  return {};
+}
+
+Expected<const float*> TraceWorkload::seeds(runtime::Executor& ex, std::uint32_t& pixels) {
+  if (!previous_ || previous_->phase_ == Phase::kCommitted) return film_.xyz.data();
+  if (previous_->phase_ != Phase::kIssued)
+    return Status(Code::kDeclined, "the previous request of this render ended without Done");
+  // Pending: every pixel of `previous` is in its sums except those of its chunk still in flight.
+  if (const InFlight* f = previous_->in_flight_.get()) {
+    const std::uint32_t end = f->pixel_offset + f->pixel_count;
+    if (next_pixel_ < end && next_pixel_ + pixels > f->pixel_offset) {
+      if (f->pixel_offset > next_pixel_) {
+        pixels = f->pixel_offset - next_pixel_;  // stop short of it
+      } else if (Status st = previous_->collect(ex, previous_->scratch_, false); !st.ok()) {
+        previous_->collect_error_ = st;  // previous's drain reports it: it ends without Done
+        return st;
+      }
+    }
+  }
+  seeded_from_previous_ = true;
+  return previous_->sums_.data();
+}
+
 Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::byte> scratch) {
+  FT_TRY(check_previous());
   if (next_pixel_ >= film_.pixels()) {
     FT_TRY(collect(ex, scratch, false));
+    phase_ = Phase::kIssued;
     return false;
   }
   if (options_.fault_after_chunks >= 0 && chunks_ == options_.fault_after_chunks) {
     options_.fault_after_chunks = -1;
     FT_TRY(ex.inject_fault(runtime::FaultKind::kIllegalAddress));
   }
-  const std::uint32_t pixels = next_chunk_pixels();
+  std::uint32_t pixels = next_chunk_pixels();
+  auto seed = seeds(ex, pixels);
+  if (!seed) return seed.status();
   auto block = ex.arena().allocate(chunk_io_bytes(pixels));
   if (!block) return block.status();
-  std::memcpy(block->bytes().data(), film_.xyz.data() + std::size_t{next_pixel_} * 3,
-              std::size_t{pixels} * 12);
+  std::memcpy(block->bytes().data(), *seed + std::size_t{next_pixel_} * 3, std::size_t{pixels} * 12);
   std::memset(block->bytes().data() + std::size_t{pixels} * 12, 0, 4);
 
   auto* a = reinterpret_cast<TraceChunkArgs*>(args_.data());
@@ -236,11 +275,17 @@ Expected<bool> TraceWorkload::run_chunk(runtime::Executor& ex, std::span<std::by
   in_flight_ = std::move(f);
   next_pixel_ += pixels;
   ++chunks_;
-  return next_pixel_ < film_.pixels();  // false: the last chunk is in flight; drain() collects it
+  if (next_pixel_ < film_.pixels()) return true;
+  phase_ = Phase::kIssued;  // the last chunk is in flight; drain() collects it
+  return false;
 }
 
 Status TraceWorkload::drain(runtime::Executor& ex, std::span<std::byte> scratch, bool discard) {
-  return collect(ex, scratch, discard);
+  Status st = collect(ex, scratch, discard);
+  if (st.ok()) st = collect_error_;
+  if (st.ok() && !discard) st = check_previous();
+  if (!st.ok() || discard) phase_ = Phase::kEnded;
+  return st;
 }
 
 void TraceWorkload::commit(std::span<const std::byte> scratch) {
@@ -251,6 +296,10 @@ void TraceWorkload::commit(std::span<const std::byte> scratch) {
   } else {
     std::copy_n(sums_.begin(), std::min(sums_.size(), film_.xyz.size()), film_.xyz.begin());
   }
+  give_sums(
+      std::move(sums_));  // at once: a batch of requests keeps no film-sized buffer per finished request
+  sums_.clear();
+  phase_ = Phase::kCommitted;
   std::uint64_t nonfinite = 0;
   std::memcpy(&nonfinite, scratch.data(), kTrailer);
   film_.nonfinite += nonfinite;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "facetrace/runtime/executor.h"
 
@@ -37,6 +38,11 @@ class SimulatedExecutor : public Executor {
   virtual void set_restart_delay(std::chrono::milliseconds d) = 0;
   /// Makes start() report "no GPU" (a machine that never had one).
   virtual void set_no_gpu(bool none) = 0;
+  /// Makes start() report "not supported: <why>" (state kUnsupported: a GPU this build cannot use); "" undoes
+  /// it. FACETRACE_SIMULATED_GPU_UNSUPPORTED=<why> does the same for a simulated child (facetrace-gpud
+  /// --simulate). Start-up also simulates one device per CUDA_VISIBLE_DEVICES entry and applies
+  /// ExecutorOptions::gpu_device / local_rank to them (DeviceInfo::ordinal, uuid, visible_devices).
+  virtual void set_unsupported(std::string why) = 0;
   /// Counters for tests.
   virtual int invokes() const = 0;
   virtual int restarts() const = 0;
