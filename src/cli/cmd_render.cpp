@@ -405,6 +405,7 @@ int run_render(const RenderArgs& a) {
                      {"spp", o.spp},
                      {"first_sample", o.first},
                      {"seconds", run.seconds},
+                     {"gpu_start_seconds", r.gpu_start_seconds},
                      {"paths", static_cast<std::uint64_t>(paths)},
                      {"paths_per_s", paths / run.seconds},
                      {"declined", r.declined},
