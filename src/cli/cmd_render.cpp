@@ -22,6 +22,9 @@
 #include "facetrace/core/file.h"
 #include "facetrace/runtime/backend.h"
 #include "facetrace/tracer/cpu_tracer.h"
+#ifdef FT_HAVE_FARM
+#include "facetrace/tracer/farm.h"  // farm::build_id() for the EXR's build attribute
+#endif
 #include "facetrace/tracer/output.h"
 #include "facetrace/tracer/renderer.h"
 #include "facetrace/tracer/scene_json.h"
@@ -303,7 +306,7 @@ RenderRun render_with_progress(const tr::Scene& scene, const Options& o, unsigne
 /// Writes the PNG and, when asked, the EXR of the sums with the compact scene in its header; appends every
 /// path written to `files`.
 std::optional<Failure> write_outputs(const RenderArgs& a, const Options& o, const tr::Scene& scene,
-                                     const tr::Film& film, const std::string& output,
+                                     const tr::Film& film, const std::string& output, double seconds,
                                      std::vector<std::string>& files) {
   if (Status st = tr::write_png(output, tr::tonemap_film(film)); !st.ok())
     return Failure{kExitFailure, st.what()};
@@ -313,6 +316,10 @@ std::optional<Failure> write_outputs(const RenderArgs& a, const Options& o, cons
     info.first_sample = o.first;
     info.samples = o.spp;
     info.nonfinite = film.nonfinite;
+    info.render_seconds = seconds;
+#ifdef FT_HAVE_FARM
+    info.build = facetrace::farm::build_id();
+#endif
     tr::SceneJsonOptions compact;
     compact.indent = -1;
     info.scene_json = tr::scene_to_json(scene, compact);
@@ -389,7 +396,7 @@ int run_render(const RenderArgs& a) {
   std::vector<std::string>
       files;  // every file the command wrote (the metrics file is a side channel: not listed)
   if (!a.save_scene.empty()) files.push_back(a.save_scene);
-  if (auto f = write_outputs(a, o, scene, film, output, files)) return finish(*f);
+  if (auto f = write_outputs(a, o, scene, film, output, run.seconds, files)) return finish(*f);
   const tr::RenderReport& r = *run.result;
   const std::optional<Failure> fallback = judge_fallbacks(o, r);
   const int code = fallback ? fallback->code : kExitOk;
