@@ -303,12 +303,13 @@ class Plan final : public GpuProgram {
         u.act.slope = consts_[static_cast<std::size_t>(rs.args[1].id)];
       } else if (const auto* b = std::get_if<BinaryOp>(&rs.op)) {
         if (b->kind != BinaryKind::kAdd || rs.args.size() < 2) continue;
-        // contiguous strides on both sides (no broadcasting), over the conv's whole output
+        // contiguous strides on both sides (no broadcasting), over the conv's whole output (an axis of size 1
+        // may have any stride: the loader gives the batch axis stride 0)
         std::int64_t st = 1;
         bool dense = true;
         for (int ax = 3; ax >= 0; --ax) {
           const auto k = static_cast<std::size_t>(ax);
-          dense = dense && b->a_strides[k] == st && b->b_strides[k] == st;
+          dense = dense && (b->dims[k] == 1 || (b->a_strides[k] == st && b->b_strides[k] == st));
           st *= b->dims[k];
         }
         if (!dense || st != p_.lens[v]) continue;

@@ -35,13 +35,14 @@ bool agnostic(const Program& p, const Step& s) {
   if (std::holds_alternative<UnaryOp>(s.op)) return s.args.size() == 1 && same_shape(p, x, s.out);
   if (const auto* b = std::get_if<BinaryOp>(&s.op)) {
     if (s.args.size() != 2) return false;
-    // no broadcasting: both operands values of the output's shape, dense strides
+    // no broadcasting: both operands values of the output's shape, dense strides (any stride on an axis of size
+    // 1: the loader gives the batch axis stride 0)
     const std::array<std::int64_t, 4> dims{os[0], os[1], os[2], os[3]};
     if (b->dims != dims) return false;
     std::int64_t st = 1;
     for (int ax = 3; ax >= 0; --ax) {
       const auto k = static_cast<std::size_t>(ax);
-      if (b->a_strides[k] != st || b->b_strides[k] != st) return false;
+      if (dims[k] != 1 && (b->a_strides[k] != st || b->b_strides[k] != st)) return false;
       st *= dims[k];
     }
     for (const Arg& a : s.args)

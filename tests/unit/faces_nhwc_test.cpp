@@ -73,8 +73,8 @@ struct Builder {
   }
   std::int32_t add(std::int32_t a, std::int32_t b) {
     const Shape s = p.shapes[static_cast<std::size_t>(a)];
-    const std::int64_t n = count(s);
-    BinaryOp op{BinaryKind::kAdd, {s[0], s[1], s[2], s[3]}, {n, s[2] * s[3], s[3], 1}, {n, s[2] * s[3], s[3], 1}};
+    // the batch axis (size 1) with stride 0, as the ONNX loader lowers an Add
+    BinaryOp op{BinaryKind::kAdd, {s[0], s[1], s[2], s[3]}, {0, s[2] * s[3], s[3], 1}, {0, s[2] * s[3], s[3], 1}};
     return step(op, {Arg::value(a), Arg::value(b)}, s);
   }
   Program done(std::vector<std::int32_t> outs) {
