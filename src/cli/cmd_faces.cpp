@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
@@ -558,12 +559,28 @@ int with_models(const ModelArgs& a, Body&& body) {
   return body(*det, *emb);
 }
 
+/// A finite number in [0, 1] (CLI11's Range lets NaN through: every comparison with it is false).
+CLI::Validator unit_interval() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0.0 || v > 1.0)
+          return "must be a number in [0, 1] (got '" + s.substr(0, 32) + "')";
+        return {};
+      },
+      "[0, 1]");
+}
+
+/// Threads: 0 (all) up to 4096.
+CLI::Validator thread_count() { return CLI::Range(0, 4096); }
+
 void add_model_options(CLI::App* cmd, ModelArgs& m) {
   cmd->add_option(
       "--detector", m.detector,
       std::string("YuNet ONNX (default: $FACETRACE_MODELS/") + kDetectorFile + ", else the built-in one)");
   cmd->add_option("--embedder", m.embedder, "embedder ONNX (default: $FACETRACE_MODELS)");
-  cmd->add_option("--threads", m.threads, "threads (0 = all)")->capture_default_str();
+  cmd->add_option("--threads", m.threads, "threads (0 = all)")->check(thread_count())->capture_default_str();
 }
 
 void add_device_option(CLI::App* cmd, std::string& device) {
@@ -602,19 +619,21 @@ void register_faces(CLI::App& app, int& exit_code) {
   detect->add_option("--model", da->model,
                      std::string("YuNet ONNX (default: $FACETRACE_MODELS/") + kDetectorFile +
                          ", else the built-in YuNet 2023mar)");
-  detect->add_option("--score", da->score, "minimum score (0..1)")->capture_default_str();
+  detect->add_option("--score", da->score, "minimum score (0..1)")->check(unit_interval())->capture_default_str();
   detect->add_flag("--json", da->json, "one JSON line per photo");
   detect->add_option("--annotate", da->annotate, "write a PNG with boxes and landmarks (one photo only)");
   detect->add_option("--annotate-dir", da->annotate_dir,
                      "write DIR/<name>.png with boxes and landmarks for every photo");
-  detect->add_option("--threads", da->threads, "threads (0 = all)")->capture_default_str();
+  detect->add_option("--threads", da->threads, "threads (0 = all)")->check(thread_count())->capture_default_str();
   detect->callback([da, &exit_code] { exit_code = run_detect(*da); });
 
   auto ea = std::make_shared<EmbedArgs>();
   auto* embed = faces->add_subcommand("embed", "unit-norm embeddings of every face, one JSON line per face");
   add_batch_options(embed, ea->run);
   add_model_options(embed, ea->models);
-  embed->add_option("--score", ea->score, "minimum detection score (0..1)")->capture_default_str();
+  embed->add_option("--score", ea->score, "minimum detection score (0..1)")
+      ->check(unit_interval())
+      ->capture_default_str();
   embed->callback([ea, &exit_code] {
     exit_code =
         with_models(ea->models, [&](const Detector& d, const Embedder& e) { return run_embed(*ea, d, e); });

@@ -185,6 +185,12 @@ TEST(CliFaces, bad_usage_exits_2_before_any_work) {
       {"faces", "detect", "@" + empty + "/no_such_list.txt"},  // unreadable list
       {"faces", "detect", empty},                              // a folder without photos
       {"faces", "embed", "--device", "cpu", photo},            // no embedder
+      {"faces", "detect", "--score", "nan", photo},            // scores: a finite number in [0, 1]
+      {"faces", "detect", "--score", "-5", photo},
+      {"faces", "detect", "--score", "2", photo},
+      {"faces", "detect", "--score", "0.5x", photo},
+      {"faces", "embed", "--score", "inf", photo},
+      {"faces", "detect", "--threads", "-1", photo},           // threads: 0 (all) .. 4096
   };
   for (const auto& args : cases) {
     const CliRun r = run_cli(args);

@@ -172,8 +172,15 @@ TEST(ValidateScene, rejects_bad_planes) {
     std::vector<ft::Plane> g(s.planes.begin() + 33, s.planes.begin() + 49);
     s.planes = g;
   });
-  // Fewer than four planes can never be bounded.
-  expect_invalid("planes", [](ft::Scene& s) { s.planes.resize(3); });
+  // Fewer than four planes can never be bounded: said so, with no direction (it was uninitialised memory).
+  expect_invalid("at least 4 planes", [](ft::Scene& s) { s.planes.resize(3); });
+  {
+    ft::Scene three = ft::builtin_diamond_scene();
+    three.planes.resize(3);
+    const std::string what = ft::validate_scene(three).what();
+    EXPECT_NE(what.find("(got 3)"), std::string::npos) << what;
+    EXPECT_EQ(what.find("open along"), std::string::npos) << what;
+  }
   // A tetrahedron is fine.
   ft::Scene tet = ft::builtin_diamond_scene();
   const float k = 1.0f / std::sqrt(3.0f);

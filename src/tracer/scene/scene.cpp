@@ -251,8 +251,11 @@ Status validate_scene(const Scene& s) {
     if (static_cast<unsigned>(p.finish) > 1u) return bad(f + ".finish", "unknown finish");
   }
   if (!s.planes.empty()) {
-    double dir[3];
-    if (s.planes.size() < 4 || !planes_bounded(s.planes, dir)) {
+    if (s.planes.size() < 4)
+      return bad("planes", "at least 4 planes are needed to enclose a bounded convex polyhedron (got " +
+                               std::to_string(s.planes.size()) + ")");
+    double dir[3] = {0.0, 0.0, 0.0};
+    if (!planes_bounded(s.planes, dir)) {
       return bad("planes", "the planes do not enclose a bounded convex polyhedron (open along (" +
                                num(dir[0]) + ", " + num(dir[1]) + ", " + num(dir[2]) + "))");
     }
