@@ -127,6 +127,11 @@ std::optional<Failure> parse_options(const RenderArgs& a, Options& o) {
   };
   if (auto f = count("--spp", a.spp, 1, kMaxSpp, o.spp)) return f;
   if (auto f = count("--first-sample", a.first_sample, 0, kMaxFirstSample, o.first)) return f;
+  // the tracer's sample identity is 32-bit (docs/design/tracer.md §9): the whole range must fit below 2^32
+  // (the renderer's bound: first + spp <= 2^32 - 1)
+  if (o.first + o.spp > 0xFFFFFFFFull)
+    return Failure{kExitBadInput, "--first-sample " + std::to_string(o.first) + " + --spp " + std::to_string(o.spp) +
+                                      " is past the last sample range the tracer takes (first + spp <= 4294967295)"};
   if (auto f = count("--threads", a.threads, 0, kMaxThreads, o.threads)) return f;
   if (auto f = optional_count("--width", a.width, 7680, o.width)) return f;
   if (auto f = optional_count("--height", a.height, 4320, o.height)) return f;

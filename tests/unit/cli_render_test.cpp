@@ -134,6 +134,14 @@ TEST_F(CliRender, EveryCommandLineErrorIsExitTwo) {
     EXPECT_EQ(r.rc, 2) << "facetrace " << shown << "\nstderr: " << r.err;
     EXPECT_FALSE(r.err.empty()) << "facetrace " << shown << ": no message";
   }
+  // a sample range past the tracer's 32-bit sample index: refused before rendering, naming both flags
+  const Run r = run({"render", "--width", "8", "--height", "8", "--spp", "4", "--first-sample", "4294967294",
+                     "--device", "cpu", "-o", path("far.png")});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("--first-sample"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--spp"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("rendering"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(path("far.png")));
 }
 
 TEST_F(CliRender, HelpListsTheExitCodesAndVersionNamesTheBuild) {
