@@ -91,6 +91,13 @@ TEST(FacesLoader, refusals_name_the_node_and_reason) {
     m.node("Conv", {"x"}, {"y"});
     expect_refused(m.bytes(), "no weights");
   }
+  {  // a second initializer of one name would silently replace the first
+    OnnxBuilder m;
+    m.input("x", {1, 3, 8, 8}).output("y").init("w", {4, 3, 3, 3}, random_floats(108, 1));
+    m.init("w", {4, 3, 3, 3}, random_floats(108, 2));
+    m.node("Conv", {"x", "w"}, {"y"});
+    expect_refused(m.bytes(), "initializer 'w' is defined twice");
+  }
   {
     OnnxBuilder m;
     m.input("x", {1, 3, 4}).output("y");

@@ -148,7 +148,9 @@ Expected<Graph> parse_onnx(std::span<const std::uint8_t> bytes, const NetLimits&
     if (weights > limits.max_weight_elements)
       return invalid_argument("ONNX graph: initializers exceed " +
                               std::to_string(limits.max_weight_elements) + " elements in total");
-    g.inits[t.name()] = *c;
+    // a second initializer of one name would silently replace the first: refuse the file instead
+    if (!g.inits.emplace(t.name(), *c).second)
+      return invalid_argument("ONNX graph: initializer '" + t.name().substr(0, 200) + "' is defined twice");
   }
   for (const auto& v : gp.input()) {
     if (g.inits.count(v.name())) continue;  // graph inputs that are initializers are dropped
