@@ -34,13 +34,28 @@ Status too_large(const std::string& path, const std::string& size, std::uint64_t
 
 Expected<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint64_t max_bytes) {
   errno = 0;
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  if (!f) return io_error(path + ": cannot open: " + std::strerror(errno));
+  // Opened without blocking, so a FIFO cannot stall us before the check below refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    return io_error(path + ": not a regular file (" +
+                            (dir ? std::string("a directory") : std::string("a FIFO, device or socket")) +
+                            "): scenes, jobs, photos, models and lists are read only from regular files");
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) static_cast<void>(::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK));
+  std::unique_ptr<std::FILE, FileCloser> f(::fdopen(fd, "rb"));
+  if (!f) {
+    const int err = errno;
+    ::close(fd);
+    return io_error(path + ": cannot open: " + std::strerror(err));
+  }
   // The size from fstat is only a hint (the file may change under us); the loop below enforces the cap.
   std::uint64_t hint = 0;
-  struct stat st {};
-  if (::fstat(::fileno(f.get()), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-    hint = static_cast<std::uint64_t>(st.st_size);
+  if (st.st_size > 0) hint = static_cast<std::uint64_t>(st.st_size);
   if (hint > max_bytes) return too_large(path, std::to_string(hint), max_bytes);
 
   std::vector<std::uint8_t> bytes;

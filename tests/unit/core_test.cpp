@@ -1,6 +1,8 @@
 /// @file
 /// Status, Expected, environment parsing, the capped file reader and the PNG writer.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -136,12 +138,23 @@ TEST(ReadFile, exactly_the_cap_is_read_whole) {
   EXPECT_FALSE(core::read_file(path, content.size() - 1).ok());
 }
 
-TEST(ReadFile, a_stream_longer_than_the_cap_is_refused_without_a_size_hint) {
-  // /dev/zero has no size (fstat reports a character device) and never ends: only the bounded loop stops it.
-  const auto r = core::read_file("/dev/zero", 4096);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(r.status().what(), "/dev/zero: at least 4097 bytes exceeds the limit of 4096 bytes");
+TEST(ReadFile, only_regular_files_are_read_and_a_fifo_never_blocks) {
+  // /dev/zero never ends and a FIFO without a writer blocks a plain open forever: both refused at once.
+  const auto z = core::read_file("/dev/zero", 4096);
+  ASSERT_FALSE(z.ok());
+  EXPECT_EQ(z.status().code(), Code::kIo);  // like a missing file: the path does not name something readable
+  EXPECT_NE(z.status().what().find("/dev/zero: not a regular file"), std::string::npos) << z.status().what();
+  const std::string fifo = ::testing::TempDir() + "/read_file_fifo_" + std::to_string(::getpid());
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const auto f = core::read_file(fifo, 4096);
+  ::unlink(fifo.c_str());
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().what().find("not a regular file (a FIFO, device or socket)"), std::string::npos)
+      << f.status().what();
+  const auto d = core::read_file(::testing::TempDir(), 4096);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().what().find("not a regular file (a directory)"), std::string::npos) << d.status().what();
 }
 
 std::vector<std::uint8_t> file_bytes(const std::string& path) {
