@@ -140,6 +140,17 @@ TEST(ValidateScene, rejects_absurd_refractive_indices) {
   });
   expect_invalid("material.dispersion.model",
                  [](ft::Scene& s) { s.material.dispersion.model = static_cast<ft::DispersionModel>(9); });
+  // Checked over the whole 380-780 nm range, not at 380, 589.3 and 780 nm only:
+  // a weak Sellmeier pole at 450 nm beside a strong term: n ≈ 1.42–1.44 at the three old points and at every 1 nm
+  // (449 nm: 1.425, 451 nm: 1.440), past any bound only within a fraction of a nanometre of 450 nm
+  expect_invalid("pole at 450", [](ft::Scene& s) {
+    s.material.dispersion = {ft::DispersionModel::kSellmeier3, {1.0f, 1e-4f, 0}, {0.01f, 0.2025f, 0}};
+  });
+  // a Cauchy curve that dips below 1 between 380 and 589.3 nm: n = 3.4 − x + 0.1·x² (x = 1/λ² in µm⁻²) is 1.27 at
+  // 380 nm, 1.35 at 589.3 nm and 2.03 at 780 nm, but 0.9 at its minimum, x = 5 (447.2 nm)
+  expect_invalid("material.dispersion", [](ft::Scene& s) {
+    s.material.dispersion = {ft::DispersionModel::kCauchy, {3.4f, -1.0f, 0.1f}, {0, 0, 0}};
+  });
   ft::Scene ok = ft::builtin_diamond_scene();
   ok.material.dispersion = {ft::DispersionModel::kCauchy, {1.0f, 0, 0}, {0, 0, 0}};
   EXPECT_TRUE(ft::validate_scene(ok).ok()) << "n = 1 is inside [1, 6]";

@@ -194,7 +194,27 @@ Status validate_scene(const Scene& s) {
     FT_TRY(check_finite("material.dispersion.b[" + std::to_string(i) + "]", d.b[i]));
     FT_TRY(check_finite("material.dispersion.c[" + std::to_string(i) + "]", d.c[i]));
   }
-  for (double lambda : {380.0, 589.3, 780.0}) {
+  // The whole visible range 380–780 nm, not three points: a Sellmeier pole inside it is refused outright (the
+  // curve leaves every bound near it, however narrowly); then every 1 nm, plus a Cauchy curve's extremum.
+  if (d.model != DispersionModel::kCauchy) {
+    const int terms = d.model == DispersionModel::kSellmeier3 ? 3 : 1;
+    for (int i = 0; i < terms; ++i)
+      if (d.b[i] != 0.0f && d.c[i] >= 0.38 * 0.38 && d.c[i] <= 0.78 * 0.78)
+        return bad("material.dispersion", "Sellmeier term " + std::to_string(i) + " has its pole at " +
+                                              num(1000.0 * std::sqrt(double{d.c[i]})) +
+                                              " nm, inside the visible range 380-780 nm");
+  }
+  std::vector<double> probes;
+  for (int k = 0; k <= 400; ++k) probes.push_back(380.0 + k);
+  probes.push_back(589.3);
+  if (d.model == DispersionModel::kCauchy && d.b[2] != 0.0f) {  // n = A + B·x + C·x², x = 1/λ²: vertex at −B/2C
+    const double x = -double{d.b[1]} / (2.0 * d.b[2]);
+    if (x > 0.0) {
+      const double lambda = 1000.0 / std::sqrt(x);
+      if (lambda > 380.0 && lambda < 780.0) probes.push_back(lambda);
+    }
+  }
+  for (double lambda : probes) {
     const double n = raw_index(d, lambda);
     if (!finite(n) || n < kIndexMin || n > kIndexMax)
       return bad("material.dispersion",
