@@ -65,11 +65,11 @@ std::optional<Status> driver_refusal(cudaError_t e) {
   switch (e) {
     case cudaErrorInsufficientDriver:
       if (drv == 0)
-        return Status(Code::kNotSupported, "no GPU: no NVIDIA driver (libcuda.so.1) is installed");
+        return Status(Code::kNotSupported, "no GPU: no NVIDIA driver is installed (the CUDA runtime finds none)");
       return driver_too_old_status(rt, drv);
     case cudaErrorSystemDriverMismatch:
       return unsupported_device(
-          "the NVIDIA kernel module and the user-space driver (libcuda) differ in version "
+          "the NVIDIA kernel module and the user-space driver library differ in version "
           "(cudaErrorSystemDriverMismatch): reload the module or reboot");
     case cudaErrorCompatNotSupportedOnDevice:
       return unsupported_device(
