@@ -22,6 +22,7 @@
 #include "facetrace/core/image.h"
 #include "log_guard.h"
 #include "onnx_builder.h"
+#include "spawn.h"
 
 namespace facetrace {
 namespace {
@@ -55,20 +56,8 @@ std::string slurp(const std::string& path) {
 CliRun run_cli(const std::vector<std::string>& args) {
   const std::string base = ::testing::TempDir() + "cli_faces_test_run." + std::to_string(::getpid());
   const std::string out = base + ".out", err = base + ".err";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::unsetenv("FACETRACE_MODELS");
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) ::_exit(120);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    std::vector<char*> argv = {const_cast<char*>(FT_FACETRACE_EXE)};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(FT_FACETRACE_EXE, argv.data());
-    ::_exit(121);
-  }
+  const pid_t pid = facetrace::testing::spawn_redirected(
+      FT_FACETRACE_EXE, args, out, err, [] { return ::unsetenv("FACETRACE_MODELS") == 0; });
   CliRun r;
   int status = 0;
   if (pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.rc = WEXITSTATUS(status);

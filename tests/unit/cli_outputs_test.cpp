@@ -21,6 +21,7 @@
 #include "facetrace/core/file.h"
 #include "facetrace/core/image.h"
 #include "facetrace/tracer/output.h"
+#include "spawn.h"
 
 namespace facetrace {
 namespace {
@@ -47,21 +48,10 @@ pid_t start_cli(const std::vector<std::string>& args, const std::string& tag,
                 const std::function<void()>& setup = {}) {
   const std::string base =
       ::testing::TempDir() + "cli_outputs_test_run." + tag + "." + std::to_string(::getpid());
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int o = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) ::_exit(120);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
+  return facetrace::testing::spawn_redirected(FT_FACETRACE_EXE, args, base + ".out", base + ".err", [&] {
     if (setup) setup();
-    std::vector<char*> argv = {const_cast<char*>(FT_FACETRACE_EXE)};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(FT_FACETRACE_EXE, argv.data());
-    ::_exit(121);
-  }
-  return pid;
+    return true;
+  });
 }
 
 CliRun finish_cli(pid_t pid, const std::string& tag) {

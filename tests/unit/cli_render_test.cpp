@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spawn.h"
+
 namespace facetrace {
 namespace {
 
@@ -59,22 +61,10 @@ class CliRender : public ::testing::Test {
 
   /// Starts `facetrace args...` in `dir_` with `env` added (a value "-" unsets), stdout/stderr to files.
   pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
-    const std::string out = path("stdout"), err = path("stderr");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
+    return facetrace::testing::spawn_redirected(FT_FACETRACE_EXE, args, path("stdout"), path("stderr"), [&] {
       for (const auto& [k, v] : env) v == "-" ? ::unsetenv(k.c_str()) : ::setenv(k.c_str(), v.c_str(), 1);
-      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (o < 0 || e < 0 || ::chdir(dir_.c_str()) != 0) ::_exit(120);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      std::vector<char*> argv = {const_cast<char*>(FT_FACETRACE_EXE)};
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(FT_FACETRACE_EXE, argv.data());
-      ::_exit(121);
-    }
-    return pid;
+      return ::chdir(dir_.c_str()) == 0;
+    });
   }
   /// Waits for the child; after `limit` it is killed (SIGKILL, reported as signal 9) so a test never hangs.
   Run wait(pid_t pid, std::chrono::seconds limit = std::chrono::seconds(120)) {

@@ -13,44 +13,15 @@
 #include "faces/nhwc_layout.h"
 #include "facetrace/faces/net.h"
 #include "facetrace/faces/program.h"
+#include "program_builder.h"
 
 namespace facetrace::faces {
 namespace {
 
-std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-Blob blob(std::vector<float> v) { return std::make_shared<const std::vector<float>>(std::move(v)); }
-std::int64_t count(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
-
-struct Builder {
-  Program p;
+// The hand-built program with the IResNet pieces this test needs (tests/support/program_builder.h).
+struct Builder : ProgramBuilder {
   std::uint32_t seed = 1;
-  explicit Builder(const Shape& in) {
-    p.input_shape = in;
-    p.lens.push_back(count(in));
-    p.shapes.push_back(in);
-  }
-  std::int32_t constant(std::vector<float> v) {
-    p.consts.push_back(blob(std::move(v)));
-    return static_cast<std::int32_t>(p.consts.size() - 1);
-  }
-  std::int32_t step(Op op, std::vector<Arg> args, const Shape& out, Fusion f = {}) {
-    const auto v = static_cast<std::int32_t>(p.lens.size());
-    p.lens.push_back(count(out));
-    p.shapes.push_back(out);
-    if (std::holds_alternative<ConvJob>(op)) ++p.conv_count;
-    p.steps.push_back(Step{std::move(op), std::move(args), v, "n" + std::to_string(p.steps.size()), f});
-    return v;
-  }
+  using ProgramBuilder::ProgramBuilder;
   std::int32_t conv(std::int32_t x, std::int64_t cin, std::int64_t cout, std::int64_t k, std::int64_t s,
                     std::int64_t h, Fusion f = {}) {
     ConvJob j;
@@ -76,21 +47,6 @@ struct Builder {
     // the batch axis (size 1) with stride 0, as the ONNX loader lowers an Add
     BinaryOp op{BinaryKind::kAdd, {s[0], s[1], s[2], s[3]}, {0, s[2] * s[3], s[3], 1}, {0, s[2] * s[3], s[3], 1}};
     return step(op, {Arg::value(a), Arg::value(b)}, s);
-  }
-  Program done(std::vector<std::int32_t> outs) {
-    for (auto o : outs)
-      p.outputs.push_back(ProgramOutput{"o" + std::to_string(o), o, p.shapes[static_cast<std::size_t>(o)]});
-    std::vector<std::int64_t> last(p.lens.size(), -1);
-    for (std::size_t i = 0; i < p.steps.size(); ++i)
-      for (const auto& a : p.steps[i].args)
-        if (a.kind == Arg::Kind::kValue) last[static_cast<std::size_t>(a.id)] = static_cast<std::int64_t>(i);
-    p.free.assign(p.steps.size(), {});
-    for (std::size_t v = 0; v < last.size(); ++v) {
-      bool out = false;
-      for (auto o : outs) out = out || o == static_cast<std::int32_t>(v);
-      if (last[v] >= 0 && !out) p.free[static_cast<std::size_t>(last[v])].push_back(static_cast<std::int32_t>(v));
-    }
-    return std::move(p);
   }
 };
 
@@ -153,10 +109,10 @@ Program reference_form(const gpu::NhwcProgram& r) {
     const Shape in = r.program.shapes[static_cast<std::size_t>(s.args[0].id)];
     const Shape out = r.program.shapes[static_cast<std::size_t>(s.out)];
     const auto a = static_cast<std::int32_t>(q.lens.size());
-    q.lens.push_back(count(in));
+    q.lens.push_back(count_of(in));
     q.shapes.push_back(in);
     const auto c = static_cast<std::int32_t>(q.lens.size());
-    q.lens.push_back(count(out));
+    q.lens.push_back(count_of(out));
     q.shapes.push_back(out);
     q.steps.push_back(Step{to_nchw(in), {s.args[0]}, a, "ref-in", Fusion{}});
     Step nchw{s.op, s.args, c, s.node, Fusion{}};
