@@ -22,7 +22,7 @@
 #include "facetrace/core/image.h"
 #include "log_guard.h"
 #include "onnx_builder.h"
-#include "spawn.h"
+#include "run_child.h"
 
 namespace facetrace {
 namespace {

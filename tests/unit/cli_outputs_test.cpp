@@ -21,7 +21,7 @@
 #include "facetrace/core/file.h"
 #include "facetrace/core/image.h"
 #include "facetrace/tracer/output.h"
-#include "spawn.h"
+#include "run_child.h"
 
 namespace facetrace {
 namespace {

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "spawn.h"
+#include "run_child.h"
 
 namespace facetrace {
 namespace {
