@@ -1,4 +1,5 @@
-// Runs a program for a test in a child process with its stdout and stderr sent to files (the CLI tests).
+// Runs a program for a test in a child process with its stdout and stderr sent to files (the CLI tests). Not named
+// spawn.h: tests/support is on the include path, and that name would hide the system <spawn.h>.
 #pragma once
 
 #include <fcntl.h>
