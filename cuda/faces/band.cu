@@ -12,8 +12,8 @@ constexpr int kChunk = 16;                     // channels per pass over the hal
 constexpr std::size_t kMaxShared = 48 * 1024;  // without the opt-in attribute
 
 __device__ __forceinline__ float band_act(const BandAct& a, float v) {
-  if (a.kind == 1) return v > 0.0f ? v : 0.0f;                // apply_epilogue's Relu
-  if (a.kind == 2) return fminf(fmaxf(v, a.lo), a.hi);        // and Clip
+  if (a.kind == 1) return v > 0.0f ? v : 0.0f;          // apply_epilogue's Relu
+  if (a.kind == 2) return fminf(fmaxf(v, a.lo), a.hi);  // and Clip
   return v;
 }
 
@@ -24,8 +24,9 @@ __host__ __device__ constexpr int halo() {
 
 template <int TW, int TH>
 std::size_t shared_bytes(int cin) {
-  return sizeof(float) * (static_cast<std::size_t>(cin) * halo<TW, TH>() + static_cast<std::size_t>(cin) * kChunk +
-                          static_cast<std::size_t>(kChunk) * halo<TW, TH>());
+  return sizeof(float) *
+         (static_cast<std::size_t>(cin) * halo<TW, TH>() + static_cast<std::size_t>(cin) * kChunk +
+          static_cast<std::size_t>(kChunk) * halo<TW, TH>());
 }
 
 // Shared memory: xs [cin][halo] (the input over the tile and its halo, 0 outside the image), ws [cin][kChunk]
@@ -33,8 +34,8 @@ std::size_t shared_bytes(int cin) {
 template <int TW, int TH>
 __global__ void __launch_bounds__(kBandThreads)
     band_kernel(BandJob j, int tiles_x, const float* __restrict__ x, const float* __restrict__ pw_w,
-                const float* __restrict__ pw_b, const float* __restrict__ dw_w, const float* __restrict__ dw_b,
-                float* __restrict__ y) {
+                const float* __restrict__ pw_b, const float* __restrict__ dw_w,
+                const float* __restrict__ dw_b, float* __restrict__ y) {
   constexpr int HW = TW + 2, H = halo<TW, TH>();
   extern __shared__ float sm[];
   const int cin = j.cin, C = j.c, h = j.h, w = j.w;
@@ -127,8 +128,8 @@ Status launch_tile(const BandJob& j, int batch, const float* x, const float* pw_
                    const float* dw_w, const float* dw_b, float* y, cudaStream_t s) {
   const int tiles_x = (j.w + TW - 1) / TW, tiles_y = (j.h + TH - 1) / TH;
   const dim3 grid(static_cast<unsigned>(tiles_x * tiles_y), static_cast<unsigned>(batch));
-  band_kernel<TW, TH><<<grid, kBandThreads, shared_bytes<TW, TH>(j.cin), s>>>(j, tiles_x, x, pw_w, pw_b, dw_w,
-                                                                              dw_b, y);
+  band_kernel<TW, TH>
+      <<<grid, kBandThreads, shared_bytes<TW, TH>(j.cin), s>>>(j, tiles_x, x, pw_w, pw_b, dw_w, dw_b, y);
   FT_CUDA_LAUNCH_CHECK("band_kernel", s);
   return {};
 }

@@ -309,7 +309,10 @@ class Plan final : public GpuProgram {
     std::vector<std::size_t> reader(nv, Unit::kNoStep), freed_at(nv, Unit::kNoStep);
     for (std::size_t i = 0; i < n; ++i) {
       for (const auto& a : p_.steps[i].args)
-        if (a.kind == Arg::Kind::kValue) ++reads[static_cast<std::size_t>(a.id)], reader[static_cast<std::size_t>(a.id)] = i;
+        if (a.kind == Arg::Kind::kValue) {
+          ++reads[static_cast<std::size_t>(a.id)];
+          reader[static_cast<std::size_t>(a.id)] = i;
+        }
       for (auto v : p_.free[i])
         if (v >= 0 && static_cast<std::size_t>(v) < nv) freed_at[static_cast<std::size_t>(v)] = i;
     }
@@ -414,7 +417,8 @@ class Plan final : public GpuProgram {
     for (std::size_t i = 0, k = 0; i < p_.steps.size(); ++i)
       if (std::holds_alternative<ConvJob>(p_.steps[i].op)) conv_index[i] = k++;
     std::uint64_t total = 0;
-    for (const auto& g : heads_) total += aligned(static_cast<std::uint64_t>(heads_packed_floats(g.job)) * sizeof(float));
+    for (const auto& g : heads_)
+      total += aligned(static_cast<std::uint64_t>(heads_packed_floats(g.job)) * sizeof(float));
     FT_CUDA_TRY(cudaMalloc(&heads_w_, total));
     heads_bytes_ = total;
     FT_CUDA_TRY(cudaMemsetAsync(heads_w_, 0, total, stream_));
@@ -1116,7 +1120,8 @@ class Plan final : public GpuProgram {
     auto conv_unit = [](const Unit& u) { return u.kind == Unit::Kind::kStep || u.kind == Unit::Kind::kConvAct; };
     auto overlap = [&](std::int32_t a, std::int32_t b) {
       const std::uint64_t oa = offset_[static_cast<std::size_t>(a)], ob = offset_[static_cast<std::size_t>(b)];
-      const std::uint64_t na = static_cast<std::uint64_t>(B) * lens(a) * 4, nb = static_cast<std::uint64_t>(B) * lens(b) * 4;
+      const std::uint64_t na = static_cast<std::uint64_t>(B) * lens(a) * 4;
+      const std::uint64_t nb = static_cast<std::uint64_t>(B) * lens(b) * 4;
       return oa < ob + nb && ob < oa + na;
     };
     for (std::size_t k = 0; k + 1 < units_.size(); ++k) {

@@ -10,8 +10,8 @@
 namespace facetrace::faces::gpu {
 namespace {
 
-constexpr int kTileW = 16, kTileH = 4;                       // output pixels of one block
-constexpr int kHaloW = kTileW + 2, kHaloH = kTileH + 2;      // the 1×1 outputs the depthwise taps read
+constexpr int kTileW = 16, kTileH = 4;                   // output pixels of one block
+constexpr int kHaloW = kTileW + 2, kHaloH = kTileH + 2;  // the 1×1 outputs the depthwise taps read
 constexpr int kHalo = kHaloW * kHaloH;
 constexpr int kHeadThreads = 256;
 constexpr std::size_t kMaxShared = 48 * 1024;  // without the opt-in attribute
@@ -25,7 +25,8 @@ std::size_t shared_bytes(int cin, int c) {
 // weights transposed: a warp reads consecutive channels), ps [C][kHalo] (the 1×1 outputs). Per channel (set by
 // thread 0): its head, its index in the head, the head's width and flags.
 __global__ void __launch_bounds__(kHeadThreads)
-    heads_kernel(HeadsJob j, int c_total, int tiles_x, const float* __restrict__ x, const float* __restrict__ p) {
+    heads_kernel(HeadsJob j, int c_total, int tiles_x, const float* __restrict__ x,
+                 const float* __restrict__ p) {
   extern __shared__ float sm[];
   __shared__ float* s_out[kMaxHeads];
   __shared__ int s_head[kMaxHeadChannels], s_local[kMaxHeadChannels], s_n[kMaxHeadChannels];
