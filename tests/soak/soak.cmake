@@ -1,4 +1,4 @@
-# The fault soak (issue 13, docs/testing.md "Soak"): one gtest binary, soak_test, with its own main (the
+# The fault soak (issue 13, docs/runtime.md "Soak"): one gtest binary, soak_test, with its own main (the
 # --soak-* flags) and its own log sink (device losses are expected warnings there), registered twice: the
 # simulated soak (label cpu) and the GPU soak (label gpu: a real facetrace-gpud; skips without a usable GPU).
 if(FT_BUILD_TESTS AND TARGET ft_render AND TARGET ft_faces_gpu)
