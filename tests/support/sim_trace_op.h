@@ -19,7 +19,8 @@ namespace facetrace::tracer::testing {
 /// The simulated kOpTraceChunk: the CUDA op's contract (seed sums in, sums plus a non-finite counter out in one
 /// ring ticket; with kReturnTuples a second ticket of every tuple's XYZ). `seen` (may be null) gets each chunk's
 /// kernel configuration.
-inline Status sim_trace_chunk(runtime::SimDevice& dev, const runtime::OpArgs& a, KernelConfig* seen = nullptr) {
+inline Status sim_trace_chunk(runtime::SimDevice& dev, const runtime::OpArgs& a,
+                              KernelConfig* seen = nullptr) {
   TraceChunkArgs t;
   FT_TRY(a.args_as(t));
   if (seen) *seen = t.chunk.kernel;
@@ -57,7 +58,8 @@ inline Status sim_trace_chunk(runtime::SimDevice& dev, const runtime::OpArgs& a,
 
 /// Registers sim_trace_chunk as kOpTraceChunk on `ex`.
 inline void add_sim_trace_op(runtime::SimulatedExecutor& ex) {
-  ex.add_op(kOpTraceChunk, [](runtime::SimDevice& dev, const runtime::OpArgs& a) { return sim_trace_chunk(dev, a); });
+  ex.add_op(kOpTraceChunk,
+            [](runtime::SimDevice& dev, const runtime::OpArgs& a) { return sim_trace_chunk(dev, a); });
 }
 
 }  // namespace facetrace::tracer::testing
