@@ -551,7 +551,7 @@ struct Soak {
     if (is_cpu) ++stats.face_cpu_results;
     if (is_gpu) ++stats.face_gpu_results;
     // Simulated device: this thread's op count says whether the call ran there (its results equal the CPU's).
-    const bool fell_back = rig.sim ? t_face_ops == ops0 : !is_gpu;
+    const bool fell_back = rig.sim ? t_face_ops == ops0 : is_cpu && !is_gpu;
     if (fell_back) ++stats.face_fallbacks;
     if (!cfg.gpu) return;
     std::lock_guard lock(stats.mu);
