@@ -78,20 +78,31 @@ TEST(GpuBackend, a_loss_mid_request_declines_and_leaves_the_buffer_untouched) {
   EXPECT_FALSE(h.backend->adapter_label().has_value());
   ASSERT_TRUE(h.backend->last_lost_reason().has_value());
   EXPECT_NE(h.backend->last_lost_reason()->find("simulated device loss"), std::string::npos);
-  // Within the cool-down every call declines without touching the device.
-  const int invokes = h.sim->invokes();
+  // The first replacement starts at once: the next request recovers and runs.
   RampWorkload w2(out, 1.0f, 1.0f, 64);
-  EXPECT_EQ(h.backend->accumulate(w2), Outcome::kDeclined);
-  EXPECT_EQ(h.sim->invokes(), invokes);
-  EXPECT_EQ(h.sim->restarts(), 0);
-  // After the cool-down the next request recovers and runs.
-  h.clock.advance(30s);
-  RampWorkload w3(out, 1.0f, 1.0f, 64);
-  EXPECT_EQ(h.backend->accumulate(w3), Outcome::kDone);
+  EXPECT_EQ(h.backend->accumulate(w2), Outcome::kDone);
   EXPECT_EQ(h.sim->restarts(), 1);
   EXPECT_EQ(out, expected_ramp(before, 1.0f, 1.0f));
   EXPECT_FALSE(h.backend->is_lost());
   EXPECT_TRUE(h.backend->last_lost_reason().has_value());  // kept after recovery
+  // Lost again within the cool-down of that attempt: every call declines without touching the device.
+  h.sim->arm_loss_on_invoke(1);
+  {
+    ExpectLogs logs;
+    RampWorkload w3(out, 1.0f, 1.0f, 64);
+    EXPECT_EQ(h.backend->accumulate(w3), Outcome::kDeclined);
+  }
+  const int invokes = h.sim->invokes();
+  RampWorkload w4(out, 1.0f, 1.0f, 64);
+  EXPECT_EQ(h.backend->accumulate(w4), Outcome::kDeclined);
+  EXPECT_EQ(h.sim->invokes(), invokes);
+  EXPECT_EQ(h.sim->restarts(), 1);
+  // After the cool-down the next request recovers and runs.
+  h.clock.advance(30s);
+  RampWorkload w5(out, 1.0f, 1.0f, 64);
+  EXPECT_EQ(h.backend->accumulate(w5), Outcome::kDone);
+  EXPECT_EQ(h.sim->restarts(), 2);
+  EXPECT_EQ(out, expected_ramp(expected_ramp(before, 1.0f, 1.0f), 1.0f, 1.0f));
 }
 
 TEST(GpuBackend, refuses_the_seventh_recovery_attempt_within_an_hour) {
