@@ -158,6 +158,38 @@ TEST(GpuBackend, counts_losses_by_reason_and_every_recovery_attempt) {
   EXPECT_EQ(h.backend->recoveries(), 2u);
 }
 
+TEST(GpuBackend, start_recovery_returns_at_once_and_replaces_the_device_in_the_background) {
+  Harness h;
+  ExpectLogs logs;
+  h.sim->set_restart_delay(300ms);
+  std::vector<float> out(64);
+  h.sim->arm_loss_on_invoke(1);
+  RampWorkload w(out, 1, 1, 64);
+  EXPECT_EQ(h.backend->accumulate(w), Outcome::kDeclined);
+  ASSERT_TRUE(h.backend->is_lost());
+  const auto t0 = std::chrono::steady_clock::now();
+  h.backend->start_recovery();
+  h.backend->start_recovery();  // one replacement at a time
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 200ms);
+  EXPECT_TRUE(h.backend->is_lost());
+  while (h.backend->recovering_in_background()) std::this_thread::sleep_for(1ms);
+  EXPECT_FALSE(h.backend->is_lost());
+  EXPECT_EQ(h.sim->restarts(), 1);
+  EXPECT_EQ(h.backend->recovery_attempts(), 1u);
+  h.backend->start_recovery();  // not lost: nothing to do
+  EXPECT_FALSE(h.backend->recovering_in_background());
+  RampWorkload w2(out, 1, 1, 64);
+  EXPECT_EQ(h.backend->accumulate(w2), Outcome::kDone);
+}
+
+TEST(GpuBackend, the_hang_deadline_is_ten_times_the_expected_wait_and_at_least_a_second) {
+  using ms = std::chrono::duration<double, std::milli>;
+  EXPECT_EQ(hang_deadline(ms(0.0)), 1000ms);
+  EXPECT_EQ(hang_deadline(ms(99.0)), 1000ms);
+  EXPECT_EQ(hang_deadline(ms(150.0)), 1500ms);
+  EXPECT_EQ(hang_deadline(ms(2500.0)), 25000ms);
+}
+
 TEST(GpuBackend, only_one_thread_attempts_recovery) {
   RecoveryConfig c;
   c.cool_down = std::chrono::duration<double>(0.0);
