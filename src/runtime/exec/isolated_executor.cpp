@@ -289,6 +289,7 @@ class IsolatedExecutor final : public Executor {
     std::vector<std::string> env_store = child_environment(sel->visible_devices);
     std::vector<char*> envp = c_strings(env_store);
     pid_t pid = -1;
+    const auto t_spawn = std::chrono::steady_clock::now();
     const int rc = spawner_.run(
         [&] { return ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), envp.data()); });
     posix_spawn_file_actions_destroy(&fa);
@@ -317,7 +318,9 @@ class IsolatedExecutor final : public Executor {
       return {Code::kNotSupported, hello->reason.empty() ? "GPU child reported no GPU" : hello->reason};
     }
     info_ = hello->info;
-    FT_LOG_INFO("facetrace-gpud started (pid {}): {}", pid_, info_.name);
+    FT_LOG_INFO("facetrace-gpud started (pid {}) in {:.0f} ms: {}", pid_,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_spawn).count(),
+                info_.name);
     return {};
   }
 
