@@ -544,7 +544,8 @@ void wait_for_recovery(const runtime::GpuBackend& b) {
 TEST(Renderer, a_lost_range_goes_back_to_the_cursor_and_the_replacement_takes_over_again) {
   const Scene s = tiny_scene();
   const Film whole = cpu_film(s, 0, 30);
-  for (int lost_on : {1, 2, 6, 13, 27, 44}) {  // first chunk, mid request, request edges, inside later batches
+  for (int lost_on :
+       {1, 2, 6, 13, 27, 44}) {  // first chunk, mid request, request edges, inside later batches
     Harness h;
     h.sim->arm_loss_on_invoke(lost_on);
     RenderOptions o;
@@ -613,6 +614,7 @@ TEST(Renderer, a_hung_chunk_is_lost_after_the_measured_deadline_and_the_render_c
   o.backend = h.backend.get();
   o.samples_per_request = 3;
   o.chunk.max_chunk_pixels = 50;
+  o.progress = [&](double) { wait_for_recovery(*h.backend); };  // the replacement is up after one CPU slice
   Film f(s.width, s.height);
   ExpectLogs logs;
   const auto t0 = std::chrono::steady_clock::now();
@@ -623,8 +625,12 @@ TEST(Renderer, a_hung_chunk_is_lost_after_the_measured_deadline_and_the_render_c
   EXPECT_LT(seconds, 4.0);  // ... of about a second, not the start-up deadline of 10 s
   EXPECT_EQ(report->declined_by_loss, 1u);
   ASSERT_EQ(report->decline_reasons.size(), 1u);
-  EXPECT_NE(report->decline_reasons[0].find("deadline of 1000 ms"), std::string::npos) << report->decline_reasons[0];
+  EXPECT_NE(report->decline_reasons[0].find("deadline of 1000 ms"), std::string::npos)
+      << report->decline_reasons[0];
   EXPECT_EQ(h.sim->restarts(), 1);
+  EXPECT_EQ(report->cpu_samples, 1u);  // one slice while the replacement came up
+  // The new child's first request has the start-up deadline; the requests chained after it the measured one.
+  EXPECT_EQ(h.sim->last_ring_wait_deadline(), std::chrono::milliseconds(1000));
   for (auto n : f.samples) ASSERT_EQ(n, 30u);
   expect_same_film(f, cpu_film(s, 0, 30));
 }

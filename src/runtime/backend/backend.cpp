@@ -185,12 +185,20 @@ void GpuBackend::start_recovery() {
   if (never_had_gpu_ || !executor_ || !is_lost()) return;
   if (recovering_.load(std::memory_order_acquire) || !policy_.may_attempt()) return;
   std::lock_guard lock(recovery_thread_mu_);
-  if (background_recovery_.load(std::memory_order_acquire)) return;
-  if (recovery_thread_.joinable()) recovery_thread_.join();  // the previous one has finished
-  background_recovery_.store(true, std::memory_order_release);
+  bool idle = false;
+  if (!background_recovery_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return;
+  if (recovery_thread_.joinable()) recovery_thread_.join();  // the previous one has finished or is finishing
   try {
     recovery_thread_ = std::thread([this] {
-      static_cast<void>(try_recover());
+      // A loss between the replacement coming up and this thread ending would otherwise find the flag still up
+      // and start nothing: look once more after lowering it, and go on while lost and allowed.
+      for (int i = 0; i < policy_.config().max_attempts; ++i) {
+        static_cast<void>(try_recover());
+        background_recovery_.store(false, std::memory_order_release);
+        if (!is_lost() || recovering_.load(std::memory_order_acquire) || !policy_.may_attempt()) return;
+        bool again = false;
+        if (!background_recovery_.compare_exchange_strong(again, true, std::memory_order_acq_rel)) return;
+      }
       background_recovery_.store(false, std::memory_order_release);
     });
   } catch (const std::system_error& e) {  // no thread: the next request recovers in line (ChunkStream::run)
