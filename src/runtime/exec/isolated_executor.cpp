@@ -48,7 +48,8 @@ bool process_stopped(pid_t pid) {
   return paren != nullptr && paren[1] == ' ' && paren[2] == 'T';
 }
 
-constexpr std::chrono::milliseconds kStoppedPoll{20};  // how often a long wait looks for a stopped child
+// A long wait looks for a stopped child this often (docs/design/runtime.md §6).
+constexpr std::chrono::milliseconds kStoppedPoll{20};
 
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) {
