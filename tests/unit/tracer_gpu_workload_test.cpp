@@ -635,6 +635,30 @@ TEST(Renderer, a_hung_chunk_is_lost_after_the_measured_deadline_and_the_render_c
   expect_same_film(f, cpu_film(s, 0, 30));
 }
 
+TEST(Renderer, the_next_render_on_the_same_child_starts_with_the_measured_hang_deadline) {
+  const Scene s = tiny_scene();
+  Harness h;
+  RenderOptions o;
+  o.backend = h.backend.get();
+  o.samples_per_request = 3;
+  o.chunk.max_chunk_pixels = 50;
+  Film first(s.width, s.height);
+  ASSERT_TRUE(render(s, 0, 12, first, o).ok());
+  h.sim->arm_hang_on_invoke(1);  // the next render's very first chunk
+  o.progress = [&](double) { wait_for_recovery(*h.backend); };
+  Film f(s.width, s.height);
+  ExpectLogs logs;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto report = render(s, 0, 12, f, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_EQ(report->decline_reasons.size(), 1u);
+  EXPECT_NE(report->decline_reasons[0].find("deadline of 1000 ms"), std::string::npos)
+      << report->decline_reasons[0];
+  EXPECT_LT(seconds, 4.0);  // not the start-up deadline of 10 s
+  expect_same_film(f, first);
+}
+
 TEST(Renderer, a_device_that_stays_lost_leaves_the_rest_to_cpu_slices) {
   const Scene s = tiny_scene();
   Harness h;

@@ -48,6 +48,11 @@ struct SizeHint {
   std::string material;
   double ms_per_sample = 0;  ///< GPU time per sample (all pixels) of the largest batch of the last render
   double ns_per_tuple = 0;   ///< the chunk-sizing estimate of that batch's last request
+  /// The slowest chunk's time per tuple on `backend`'s child of generation `generation` (its recoveries()), so
+  /// the next render's first requests on that same child get the measured hang deadline too.
+  double hang_ns_per_tuple = 0;
+  const runtime::GpuBackend* backend = nullptr;
+  std::uint64_t generation = 0;
 };
 std::mutex hint_mu;
 SizeHint size_hint;
@@ -166,25 +171,41 @@ class RenderLoop {
   void start_sizing() {
     n_ = fixed_ ? fixed_ : 1;
     sized_ = fixed_ != 0;
-    if (!gpu_ || fixed_) return;
+    if (!gpu_) return;
+    generation_ = gpu_->recoveries();
     std::lock_guard lock(hint_mu);
-    if (size_hint.ms_per_sample > 0.0 && same_shape(size_hint, scene_)) {
-      n_ = static_cast<std::uint32_t>(std::clamp(kTargetRequestMs / size_hint.ms_per_sample, 1.0,
-                                                 static_cast<double>(kMaxRequestSamples)));
-      ns_per_tuple_ = size_hint.ns_per_tuple;
-      sized_ = true;
-    }
+    if (size_hint.ms_per_sample <= 0.0 || !same_shape(size_hint, scene_)) return;
+    if (size_hint.backend == gpu_ && size_hint.generation == generation_ && !gpu_->is_lost())
+      hang_ns_per_tuple_ = size_hint.hang_ns_per_tuple;  // the same child as the earlier render's
+    if (fixed_) return;
+    n_ = static_cast<std::uint32_t>(
+        std::clamp(kTargetRequestMs / size_hint.ms_per_sample, 1.0, static_cast<double>(kMaxRequestSamples)));
+    ns_per_tuple_ = size_hint.ns_per_tuple;
+    sized_ = true;
   }
 
   void keep_size_hint() const {
     if (!gpu_ || ms_per_sample_ <= 0.0) return;
+    const bool same_child = gpu_->recoveries() == generation_ && !gpu_->is_lost();
     std::lock_guard lock(hint_mu);
-    size_hint = SizeHint{scene_.width,         scene_.height,  scene_.max_bounces,
-                         scene_.material.name, ms_per_sample_, ns_per_tuple_};
+    size_hint = SizeHint{scene_.width,
+                         scene_.height,
+                         scene_.max_bounces,
+                         scene_.material.name,
+                         ms_per_sample_,
+                         ns_per_tuple_,
+                         same_child ? hang_ns_per_tuple_ : 0.0,
+                         gpu_,
+                         generation_};
   }
 
   /// One GPU batch from the cursor: chained requests (one until sized), committed as a prefix.
   Status gpu_batch() {
+    // A child replaced since the last batch (this render's loss or another thread's) is measured afresh.
+    if (const std::uint64_t g = gpu_->recoveries(); g != generation_) {
+      generation_ = g;
+      hang_ns_per_tuple_ = 0.0;
+    }
     if (fixed_)
       n_ = std::min(fixed_, remaining());
     else if (!first_request_ || !sized_)
@@ -313,6 +334,7 @@ class RenderLoop {
   bool first_request_ = true;
   double ns_per_tuple_ = 0.0;       // the GPU's chunk-sizing estimate, passed from batch to batch
   double hang_ns_per_tuple_ = 0.0;  // the slowest chunk's ns/tuple on this child (the hang deadline's base)
+  std::uint64_t generation_ = 0;    // gpu_->recoveries() when hang_ns_per_tuple_ was measured
   double ms_per_sample_ = 0.0;      // of this render's largest GPU batch, for the next render of this scene
   std::uint64_t largest_batch_ = 0;
   // CPU lane sizing while the GPU is down.
