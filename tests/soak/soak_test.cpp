@@ -194,18 +194,14 @@ Status device_samples(runtime::GpuBackend& backend, RenderCase& c) {
   return {};
 }
 
-/// The sample ranges of a render in order, each with the device that committed it, from its report: a GPU
-/// request that was Done, or the CPU request that redid a Declined one; requests past the outcomes ran on the
-/// CPU. nullopt when the report does not add up.
+/// The sample ranges of a render in order, each with the device that committed it (the report's request_samples
+/// and request_on_gpu). nullopt when the report does not add up.
 std::optional<std::vector<std::pair<std::uint32_t, bool>>> split_of(const tracer::RenderReport& r,
                                                                     std::uint32_t spp) {
   std::vector<std::pair<std::uint32_t, bool>> out;
-  std::size_t k = 0;
-  for (runtime::Outcome o : r.outcomes) {
-    if (k >= r.request_samples.size() || o == runtime::Outcome::kCancelled) return std::nullopt;
-    out.emplace_back(r.request_samples[k++], o == runtime::Outcome::kDone);
-  }
-  while (k < r.request_samples.size()) out.emplace_back(r.request_samples[k++], false);
+  if (r.request_on_gpu.size() != r.request_samples.size()) return std::nullopt;
+  for (std::size_t k = 0; k < r.request_samples.size(); ++k)
+    out.emplace_back(r.request_samples[k], r.request_on_gpu[k]);
   std::uint64_t total = 0, gpu = 0;
   for (auto [n, on_gpu] : out) total += n, gpu += on_gpu ? n : 0;
   if (total != spp || gpu != r.gpu_samples) return std::nullopt;

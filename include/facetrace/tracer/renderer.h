@@ -54,6 +54,7 @@ struct RenderReport {
   std::vector<std::string> decline_reasons;    ///< one per declined request: "samples [a, b): why"
   std::vector<runtime::Outcome> outcomes;      ///< one per GPU request attempted, in order
   std::vector<std::uint32_t> request_samples;  ///< every GPU request's or CPU slice's samples, in order
+  std::vector<bool> request_on_gpu;            ///< parallel to request_samples: the GPU rendered it
   double seconds = 0;
   /// Of `seconds`: getting the GPU backend (the process's first use starts the GPU child; ≈ 0 afterwards).
   double gpu_start_seconds = 0;

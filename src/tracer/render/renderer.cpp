@@ -131,6 +131,7 @@ class RenderLoop {
     FT_TRY(cpu_accumulate(scene_, first, n, film_, cpu_));
     report_.cpu_samples += n;
     report_.request_samples.push_back(n);
+    report_.request_on_gpu.push_back(false);
     done_ += n;
     return {};
   }
@@ -259,6 +260,7 @@ class RenderLoop {
       report_.outcomes.push_back(runtime::Outcome::kDone);
       report_.gpu_samples += sizes[ok];
       report_.request_samples.push_back(sizes[ok]);
+      report_.request_on_gpu.push_back(true);
       done_ += sizes[ok];
     }
     if (ok > 0) {
