@@ -57,6 +57,7 @@ struct RenderArgs {
   std::string metrics_file;
   bool json = false;
   bool quiet = false;
+  bool hybrid = false;
 };
 
 /// Parses a decimal integer option in [lo, hi]; the error names the flag.
@@ -106,6 +107,7 @@ struct Options {
   std::optional<std::uint64_t> width, height, bounces;
   tr::RenderDevice device{};
   ProgressMode progress = ProgressMode::kAuto;
+  bool hybrid = false;
 };
 
 /// Parses the options first: cheap checks before any file is read.
@@ -139,6 +141,9 @@ std::optional<Failure> parse_options(const RenderArgs& a, Options& o) {
   auto device = tr::parse_render_device(a.device);
   if (!device.ok()) return input_failure(device.status());
   o.device = *device;
+  if (a.hybrid && o.device == tr::RenderDevice::kCpu)
+    return Failure{kExitBadInput, "--hybrid adds CPU lanes next to the GPU: it needs --device auto or gpu"};
+  o.hybrid = a.hybrid;
   auto progress = parse_progress_mode(a.progress);
   if (!progress.ok()) return input_failure(progress.status());
   o.progress = a.quiet ? ProgressMode::kNone : *progress;
@@ -282,6 +287,8 @@ RenderRun render_with_progress(const tr::Scene& scene, const Options& o, unsigne
       tr::RenderOptions opt;
       opt.device = o.device;
       opt.threads = nthreads;
+      opt.hybrid = o.hybrid;
+      opt.hybrid_threads = o.threads == 0 ? 0 : nthreads;
       opt.cancel = signals.flag();
       opt.progress = [&](double f) { store_max(fraction, f); };
       run.result = tr::render(scene, o.first, static_cast<std::uint32_t>(o.spp), film, opt);
@@ -478,6 +485,9 @@ void register_render(CLI::App& app, int& exit_code) {
          "auto | bar | lines | json | none on stderr (default auto: a bar on a terminal, else a line "
          "per percent)")
       ->type_name("MODE");
+  cmd->add_flag("--hybrid", args->hybrid,
+                "CPU lanes next to the GPU: --threads CPU threads (default all but two) trace samples after each "
+                "GPU batch, committed in sample order (docs/design/tracer.md §10.7)");
   cmd->add_flag("--json", args->json, "print one JSON summary object on stdout instead of the summary lines");
   cmd->add_option("--metrics-file", args->metrics_file,
                   "keep Prometheus text metrics in FILE (rewritten atomically every 2 s and at the end)")

@@ -683,5 +683,43 @@ TEST(Renderer, a_device_that_stays_lost_leaves_the_rest_to_cpu_slices) {
   expect_same_film(f, cpu_film(s, 0, 20));
 }
 
+TEST(Renderer, hybrid_cpu_lanes_take_samples_after_each_batch_and_keep_the_gpu_only_bits) {
+  const Scene s = tiny_scene();
+  const Film whole = cpu_film(s, 0, 200);
+  // 200 samples in requests of 4: the first batch (10 requests, ≈ 1 s by the 100 ms default) leaves room for a
+  // CPU lane next to it
+  for (int period : {0, 3, 7}) {  // 0: no loss; else a loss every `period`-th chunk
+    Harness h(1000);
+    int calls = 0, losses = 0;
+    if (period) h.sim->add_op(kOpTraceChunk, lose_every(period, calls, losses));
+    RenderOptions o;
+    o.backend = h.backend.get();
+    o.samples_per_request = 4;
+    o.chunk.max_chunk_pixels = 50;
+    o.hybrid = true;
+    o.hybrid_threads = 1;
+    Film f(s.width, s.height);
+    ExpectLogs logs;
+    auto report = render(s, 0, 200, f, o);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    wait_for_recovery(*h.backend);
+    EXPECT_EQ(report->gpu_samples + report->cpu_samples, 200u) << period;
+    ASSERT_EQ(report->request_on_gpu.size(), report->request_samples.size());
+    std::uint64_t on_cpu = 0;
+    for (std::size_t i = 0; i < report->request_samples.size(); ++i)
+      if (!report->request_on_gpu[i]) on_cpu += report->request_samples[i];
+    EXPECT_EQ(on_cpu, report->cpu_samples) << period;
+    if (!period) {
+      // no loss: every CPU range is a hybrid lane's, and the first batch already had one next to it
+      EXPECT_GT(report->cpu_samples, 0u);
+      EXPECT_EQ(report->declined, 0u);
+      ASSERT_GE(report->request_samples.size(), 2u);
+      EXPECT_TRUE(report->request_on_gpu[0]);
+    }
+    for (auto n : f.samples) ASSERT_EQ(n, 200u) << period;
+    expect_same_film(f, whole);  // per-sample films committed in order: the CPU-only (= GPU-only) bits
+  }
+}
+
 }  // namespace
 }  // namespace facetrace::tracer

@@ -38,6 +38,11 @@ struct RenderOptions {
   /// 0: adaptive requests (100 ms target, ≤ 4× growth, ≤ 2048; once sized, run as batches of chained
   /// requests, docs/design/tracer.md §10.7). > 0: every request this size (the last one the rest).
   std::uint32_t samples_per_request = 0;
+  /// Hybrid mode (off by default): while each batch of chained GPU requests runs, a CPU lane traces the samples
+  /// right after the batch on `hybrid_threads` threads, one sample at a time, and they are committed after the
+  /// batch in ascending order: the additions of tracing them onto the film directly (docs/design/tracer.md §10.7).
+  bool hybrid = false;
+  unsigned hybrid_threads = 0;  ///< 0: all hardware threads but two (the GPU lane's host work keeps those)
   GpuChunkOptions chunk;                   ///< GPU chunk sizing (tests may force tiny chunks)
   runtime::GpuBackend* backend = nullptr;  ///< null: shared_gpu_backend()
 };

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <future>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +28,10 @@ constexpr double kMaxGrowth = 4.0;                  // docs/design/tracer.md §1
 constexpr double kTargetBatchMs = 1000.0;      // docs/design/tracer.md §10.7: chained requests per batch
 constexpr std::size_t kMaxBatchRequests = 16;  // docs/design/tracer.md §10.7
 constexpr double kCpuSliceMs = 50.0;  // docs/design/tracer.md §10.7: CPU lane slices while the GPU is down
+// docs/design/tracer.md §10.7, hybrid mode: the CPU lane's share of a batch's time, and the memory its per-sample
+// films may hold.
+constexpr double kHybridShare = 0.8;
+constexpr std::uint64_t kHybridBytes = 256ull << 20;
 
 using Clock = std::chrono::steady_clock;
 
@@ -200,6 +207,54 @@ class RenderLoop {
                          generation_};
   }
 
+  /// Hybrid mode: how many samples the CPU lane takes next to a batch expected to last `batch_ms` (0 until the
+  /// GPU is sized, and never more than the per-sample films' memory allows).
+  std::uint32_t hybrid_samples(double batch_ms, std::uint32_t left) const {
+    if (!options_.hybrid || !sized_ || left == 0) return 0;
+    const std::uint64_t per_sample = film_.pixels() * (3 * sizeof(float) + sizeof(std::uint32_t));
+    const auto cap = static_cast<std::uint32_t>(std::min<std::uint64_t>(kHybridBytes / per_sample, 2048));
+    double n = 1.0;  // one sample to measure the CPU's rate first
+    if (hybrid_ms_per_sample_ > 0.0) n = std::floor(kHybridShare * batch_ms / hybrid_ms_per_sample_);
+    return static_cast<std::uint32_t>(std::clamp(n, 0.0, static_cast<double>(std::min(cap, left))));
+  }
+
+  /// Hybrid mode: samples [first, first + n) on the CPU, each into its own zeroed film (so each holds that
+  /// sample's exact value), on a thread of its own while the GPU batch runs.
+  std::future<Expected<std::vector<Film>>> start_hybrid(std::uint32_t first, std::uint32_t n) {
+    CpuOptions o;
+    o.threads = options_.hybrid_threads
+                    ? options_.hybrid_threads
+                    : std::max(1u, std::thread::hardware_concurrency() > 2 ? std::thread::hardware_concurrency() - 2
+                                                                            : 1u);
+    o.cancel = options_.cancel;
+    return std::async(std::launch::async, [this, first, n, o]() -> Expected<std::vector<Film>> {
+      std::vector<Film> out;
+      out.reserve(n);
+      const auto t0 = Clock::now();
+      for (std::uint32_t i = 0; i < n; ++i) {
+        out.emplace_back(film_.width, film_.height);
+        FT_TRY(cpu_accumulate(scene_, first + i, 1, out.back(), o));
+      }
+      hybrid_last_ms_per_sample_ = ms_since(t0) / n;
+      return out;
+    });
+  }
+
+  /// Hybrid mode: the CPU lane's samples onto the film after the batch before them, in ascending order: the
+  /// same float additions, in the same order, as tracing them onto the film directly.
+  void commit_hybrid(const std::vector<Film>& samples) {
+    for (const Film& s : samples) {
+      for (std::size_t i = 0; i < film_.xyz.size(); ++i) film_.xyz[i] += s.xyz[i];
+      for (std::size_t p = 0; p < film_.samples.size(); ++p) film_.samples[p] += s.samples[p];
+      film_.nonfinite += s.nonfinite;
+    }
+    const auto n = static_cast<std::uint32_t>(samples.size());
+    report_.cpu_samples += n;
+    report_.request_samples.push_back(n);
+    report_.request_on_gpu.push_back(false);
+    done_ += n;
+  }
+
   /// One GPU batch from the cursor: chained requests (one until sized), committed as a prefix.
   Status gpu_batch() {
     // A child replaced since the last batch (this render's loss or another thread's) is measured afresh.
@@ -241,6 +296,11 @@ class RenderLoop {
       sizes.push_back(m);
       queued += m;
     }
+    // Hybrid mode: the CPU lane takes the samples right after the batch while it runs.
+    const std::uint32_t cpu_n = hybrid_samples(static_cast<double>(k) * (last_ms_ > 0.0 ? last_ms_ : kTargetRequestMs),
+                                               remaining() - queued);
+    std::future<Expected<std::vector<Film>>> hybrid;
+    if (cpu_n > 0) hybrid = start_hybrid(first + queued, cpu_n);
     std::vector<runtime::Outcome> outcomes(k, runtime::Outcome::kDeclined);
     std::vector<Status> why(k);
     std::uint64_t committed = 0;
@@ -272,6 +332,19 @@ class RenderLoop {
         ms_per_sample_ = batch_ms / static_cast<double>(got);
       }
       FT_LOG_DEBUG("GPU batch: {} request(s) of {} spp in {:.1f} ms", ok, n_, batch_ms);
+    }
+    if (hybrid.valid()) {
+      // Its samples follow the batch: they are committed only after the whole batch (else the cursor is short of
+      // them and they are dropped, to be traced again from the cursor: nothing counted twice).
+      auto got = hybrid.get();
+      if (!got.ok() && got.status().code() == Code::kCancelled) return got.status();
+      FT_TRY(got.status());
+      hybrid_ms_per_sample_ = hybrid_last_ms_per_sample_;
+      if (ok == k) {
+        commit_hybrid(*got);
+        FT_LOG_DEBUG("hybrid: the CPU lane took samples [{}, {}) next to the batch", first + queued,
+                     first + queued + cpu_n);
+      }
     }
     if (ok == k) {
       if (!fixed_ && !sized_ && last_ms_ >= kTargetRequestMs / 2)
@@ -339,6 +412,10 @@ class RenderLoop {
   std::uint64_t generation_ = 0;    // gpu_->recoveries() when hang_ns_per_tuple_ was measured
   double ms_per_sample_ = 0.0;      // of this render's largest GPU batch, for the next render of this scene
   std::uint64_t largest_batch_ = 0;
+  // Hybrid mode: the CPU lane's measured time per sample (the last run's, written by its thread before the
+  // future is ready).
+  double hybrid_ms_per_sample_ = 0.0;
+  double hybrid_last_ms_per_sample_ = 0.0;
   // CPU lane sizing while the GPU is down.
   bool slice_due_ = false;
   std::uint32_t cpu_n_ = 1;
