@@ -40,3 +40,8 @@ if(FT_ENABLE_FUZZ)
   target_link_libraries(fuzz_protocol PRIVATE ft_runtime)
   target_include_directories(fuzz_protocol PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
 endif()
+
+# The inputs the fuzzers found, through the normal API (tests/unit/fuzz_regressions_test.cpp): every build.
+if(FT_BUILD_TESTS AND FT_WITH_TRACER AND FT_WITH_RUNTIME)
+  ft_add_test(fuzz_regressions_test cpu SOURCES tests/unit/fuzz_regressions_test.cpp LIBS ft_farm ft_runtime ft_tracer)
+endif()

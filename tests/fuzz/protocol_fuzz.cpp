@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -57,17 +58,24 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  auto arena = SharedArena::create(1 << 20, 1 << 20);
-  fuzz::check(arena.ok(), "the arena can be made");
-  const std::span<std::byte> transfer = (*arena)->view({(*arena)->ring_bytes(), (*arena)->transfer_bytes()});
-  std::memset(transfer.data(), kPattern, transfer.size());
-  auto inner = make_simulated_executor(*arena, ExecutorOptions{});
+  // One arena for the whole run (as one outlives the child's respawns); its transfer region holds kPattern.
+  static const std::shared_ptr<SharedArena> arena = [] {
+    auto a = SharedArena::create(1 << 20, 1 << 20);
+    fuzz::check(a.ok(), "the arena can be made");
+    std::memset((*a)->base() + (*a)->ring_bytes(), kPattern, (*a)->transfer_bytes());
+    return *a;
+  }();
+  static const std::vector<std::byte> pattern(arena->transfer_bytes(), std::byte{kPattern});
+  auto inner = make_simulated_executor(arena, ExecutorOptions{});
   const Status started = inner->start();
 
   int sv[2];
   fuzz::check(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
   int exit_code = -1;
-  std::thread server([&] { exit_code = ExecutorServer::serve(sv[1], *inner, started); });
+  std::thread server([&] {
+    exit_code = ExecutorServer::serve(sv[1], *inner, started);
+    ::shutdown(sv[1], SHUT_RDWR);  // as the child's exit would: the parent sees EOF
+  });
 
   auto hello = proto::recv_message(sv[0], kReplyDeadline);
   fuzz::check(hello.ok() && hello->cmd == proto::Cmd::kHello, "the child starts with a hello");
@@ -104,7 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ::close(sv[1]);
   fuzz::check(exit_code == kGpudExitOk || exit_code == kGpudExitDeviceLost || exit_code == kGpudExitProtocol,
               "the child ends with one of its exit codes");
-  fuzz::check(std::all_of(transfer.begin(), transfer.end(), [](std::byte b) { return b == std::byte{kPattern}; }),
+  fuzz::check(std::memcmp(arena->base() + arena->ring_bytes(), pattern.data(), pattern.size()) == 0,
               "the child never writes the transfer region");
   return 0;
 }
