@@ -17,6 +17,10 @@ if(FT_ENABLE_FUZZ)
   set(ft_fuzz_sanitizers -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_compile_options(-fsanitize=fuzzer-no-link ${ft_fuzz_sanitizers} -g)
   add_link_options(${ft_fuzz_sanitizers})
+  # gemm.cpp's kernel_body carries no vector target and relies on GCC flattening it into the AVX2 / AVX-512
+  # kernels; clang refuses its __m512 calls ("changes the ABI") unless the whole file may use AVX-512F. The fuzz
+  # build runs only on the machine that built it, which must then have AVX-512F.
+  set_source_files_properties(src/faces/cpu/gemm.cpp PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mavx512f")
 endif()
 
 # One executable per target, tests/fuzz/<target>_fuzz.cpp, run as `fuzz_<target> [libFuzzer flags] corpus…`.
@@ -24,7 +28,7 @@ endif()
 # that once crashed must pass.
 if(FT_ENABLE_FUZZ)
   foreach(t IN LISTS ft_fuzz_targets)
-    add_executable(fuzz_${t} tests/fuzz/${t}_fuzz.cpp)
+    add_executable(fuzz_${t} tests/fuzz/${t}_fuzz.cpp tests/fuzz/fuzz_common.cpp)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     target_link_libraries(fuzz_${t} PRIVATE spdlog::spdlog ft_warnings)
     if(FT_BUILD_TESTS)
@@ -44,4 +48,9 @@ endif()
 # The inputs the fuzzers found, through the normal API (tests/unit/fuzz_regressions_test.cpp): every build.
 if(FT_BUILD_TESTS AND FT_WITH_TRACER AND FT_WITH_RUNTIME)
   ft_add_test(fuzz_regressions_test cpu SOURCES tests/unit/fuzz_regressions_test.cpp LIBS ft_farm ft_runtime ft_tracer)
+  target_compile_definitions(fuzz_regressions_test PRIVATE FT_FUZZ_CORPUS_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/corpus")
+  if(FT_WITH_FACES)
+    target_link_libraries(fuzz_regressions_test PRIVATE ft_faces)
+    target_compile_definitions(fuzz_regressions_test PRIVATE FT_FUZZ_REGRESSIONS_FACES=1)
+  endif()
 endif()

@@ -3,15 +3,13 @@
 /// check that aborts (so libFuzzer records the input as a crash) when a property of the code under test fails.
 #pragma once
 
-#include <spdlog/spdlog.h>
-
 #include <cstdio>
 #include <cstdlib>
 
 namespace facetrace::fuzz {
 
-/// The library logs refusals at warn/error; thousands of them per second would only slow the fuzzer down.
-inline void quiet_logs() { spdlog::set_level(spdlog::level::off); }
+/// Turns the library's logging off: it logs refusals at warn/error, thousands per second (fuzz_common.cpp).
+void quiet_logs();
 
 /// Aborts with `what` when `ok` is false: a broken invariant is a finding, like a crash.
 inline void check(bool ok, const char* what) {

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#ifdef FT_FUZZ_REGRESSIONS_FACES
+#include "facetrace/faces/net.h"
+#endif
 #include "facetrace/runtime/executor.h"
 #include "facetrace/runtime/op.h"
 #include "facetrace/runtime/testing/simulated_executor.h"
@@ -164,6 +167,28 @@ TEST(FuzzRegressions, a_job_of_more_than_2_to_the_24_units_is_refused) {
   EXPECT_NE(job.status().what().find("16777217 units, more than 16777216"), std::string::npos)
       << job.status().what();
 }
+
+// ---- the ONNX loader (tests/fuzz/onnx_fuzz.cpp) ----------------------------------------------------------------
+
+#ifdef FT_FUZZ_REGRESSIONS_FACES
+/// An input the fuzzers found, kept in their seed corpus (tests/fuzz/corpus/<target>/).
+std::vector<std::uint8_t> corpus_file(const std::string& target, const std::string& name) {
+  std::ifstream in(std::string(FT_FUZZ_CORPUS_DIR) + "/" + target + "/" + name, std::ios::binary);
+  EXPECT_TRUE(in.good()) << name;
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Tile of a [1, 2, 3, 4] input by a constant `repeats` of 7954764333999718402 for dim 1 (2): repeats · dim
+// overflowed int64 (UBSan: signed integer overflow) before any size check.
+TEST(FuzzRegressions, onnx_tile_whose_repeats_overflow_the_shape_is_refused) {
+  const auto model = corpus_file("onnx", "crash-tile-repeat-overflow.onnx");
+  ASSERT_FALSE(model.empty());
+  auto net = faces::Net::create(model);
+  ASSERT_FALSE(net.ok());
+  EXPECT_EQ(net.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(net.status().what().find("is too large"), std::string::npos) << net.status().what();
+}
+#endif
 
 }  // namespace
 }  // namespace facetrace
