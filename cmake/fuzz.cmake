@@ -39,7 +39,7 @@ if(FT_ENABLE_FUZZ)
   endforeach()
   target_link_libraries(fuzz_scene_json PRIVATE ft_tracer_io ft_tracer)
   target_link_libraries(fuzz_onnx PRIVATE ft_faces)
-  target_link_libraries(fuzz_image PRIVATE ft_core)
+  target_link_libraries(fuzz_image PRIVATE ft_core JPEG::JPEG)  # the target reads JPEG headers itself
   target_link_libraries(fuzz_partial PRIVATE ft_farm ZLIB::ZLIB)
   target_link_libraries(fuzz_protocol PRIVATE ft_runtime)
   target_include_directories(fuzz_protocol PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)

@@ -5,38 +5,54 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <csetjmp>
+#include <cstdio>
 #include <span>
+
+#include <jpeglib.h>
 
 #include "facetrace/core/image.h"
 #include "fuzz_common.h"
 
 namespace {
 
-/// The size a PNG's IHDR or a JPEG's first SOF marker declares (0 when neither is found). An arithmetic-coded
-/// JPEG of a few hundred bytes may legally declare 144 M pixels and decode them all from zero padding (seconds
-/// even without ASan): a slow input within the documented limits, not a fault. Such sizes are skipped so that
-/// the fuzzer's time goes to the parsers; sizes beyond the limits are still decoded (and must be refused).
-std::uint64_t declared_pixels(const std::uint8_t* d, std::size_t n) {
-  auto be = [&](std::size_t p, int bytes) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v = v << 8 | d[p + i];
-    return v;
-  };
-  if (n >= 24 && d[0] == 0x89 && d[1] == 'P' && std::memcmp(d + 12, "IHDR", 4) == 0) return be(16, 4) * be(20, 4);
-  if (n < 4 || d[0] != 0xFF || d[1] != 0xD8) return 0;
-  for (std::size_t p = 2; p + 9 <= n;) {
-    const std::uint8_t m = d[p + 1];
-    if (d[p] != 0xFF || m == 0xFF) {  // libjpeg skips extraneous bytes and fill bytes before a marker
-      ++p;
-      continue;
-    }
-    if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) return be(p + 5, 2) * be(p + 7, 2);
-    if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {
-      p += 2;
-      continue;
-    }
-    p += 2 + be(p + 2, 2);
+struct HeaderErrors {
+  jpeg_error_mgr mgr;
+  jmp_buf jump;
+};
+[[noreturn]] void header_fail(j_common_ptr cinfo) { std::longjmp(reinterpret_cast<HeaderErrors*>(cinfo->err)->jump, 1); }
+void header_quiet(j_common_ptr, int) {}
+
+/// The size libjpeg reads from a JPEG's header (0 when it cannot).
+std::uint64_t jpeg_declared_pixels(const std::uint8_t* d, std::size_t n) {
+  jpeg_decompress_struct cinfo;
+  HeaderErrors err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = header_fail;
+  err.mgr.emit_message = header_quiet;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
   }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, d, static_cast<unsigned long>(n));
+  jpeg_read_header(&cinfo, TRUE);
+  const std::uint64_t pixels = std::uint64_t{cinfo.image_width} * cinfo.image_height;
+  jpeg_destroy_decompress(&cinfo);
+  return pixels;
+}
+
+/// The size a PNG's IHDR (always its first chunk) or a JPEG's header declares (0 when neither is found). An
+/// arithmetic-coded JPEG of a few hundred bytes may legally declare 144 M pixels and decode them all from zero
+/// padding (seconds even without ASan): a slow input within the documented limits, not a fault. Such sizes are
+/// skipped so that the fuzzer's time goes to the parsers; sizes beyond the limits are still decoded (and must be
+/// refused).
+std::uint64_t declared_pixels(const std::uint8_t* d, std::size_t n) {
+  auto be32 = [&](std::size_t p) {
+    return std::uint64_t{d[p]} << 24 | std::uint64_t{d[p + 1]} << 16 | std::uint64_t{d[p + 2]} << 8 | d[p + 3];
+  };
+  if (n >= 24 && d[0] == 0x89 && d[1] == 'P' && std::memcmp(d + 12, "IHDR", 4) == 0) return be32(16) * be32(20);
+  if (n >= 4 && d[0] == 0xFF && d[1] == 0xD8) return jpeg_declared_pixels(d, n);
   return 0;
 }
 
