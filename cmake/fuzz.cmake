@@ -50,7 +50,7 @@ if(FT_BUILD_TESTS AND FT_WITH_TRACER AND FT_WITH_RUNTIME)
   ft_add_test(fuzz_regressions_test cpu SOURCES tests/unit/fuzz_regressions_test.cpp LIBS ft_farm ft_runtime ft_tracer)
   target_compile_definitions(fuzz_regressions_test PRIVATE FT_FUZZ_CORPUS_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/corpus")
   if(FT_WITH_FACES)
-    target_link_libraries(fuzz_regressions_test PRIVATE ft_faces)
+    target_link_libraries(fuzz_regressions_test PRIVATE ft_faces onnx_proto protobuf::libprotobuf)  # onnx_builder.h
     target_compile_definitions(fuzz_regressions_test PRIVATE FT_FUZZ_REGRESSIONS_FACES=1)
   endif()
 endif()

@@ -16,6 +16,7 @@
 
 #ifdef FT_FUZZ_REGRESSIONS_FACES
 #include "facetrace/faces/net.h"
+#include "onnx_builder.h"
 #endif
 #include "facetrace/runtime/executor.h"
 #include "facetrace/runtime/op.h"
@@ -188,6 +189,38 @@ TEST(FuzzRegressions, onnx_tile_whose_repeats_overflow_the_shape_is_refused) {
   EXPECT_EQ(net.status().code(), Code::kInvalidArgument);
   EXPECT_NE(net.status().what().find("repeat 7954764333999718402 of dim 1 (2) is too large"), std::string::npos)
       << net.status().what();
+}
+
+// AveragePool of a rank-3 ([N,C,L]) input with a 2-D kernel_shape [2, 3], pads and ceil_mode: the pool was
+// computed 2 rows high into the [N,C,OW] output of a 1-D pool (ASan: heap-buffer-overflow in avgpool).
+TEST(FuzzRegressions, onnx_1d_avgpool_with_2d_attributes_is_refused) {
+  const auto model = corpus_file("onnx", "crash-avgpool-1d-with-2d-kernel.onnx");
+  ASSERT_FALSE(model.empty());
+  auto net = faces::Net::create(model);
+  ASSERT_FALSE(net.ok());
+  EXPECT_EQ(net.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(net.status().what().find("1-D pooling with 2-D"), std::string::npos) << net.status().what();
+}
+
+// The same shape of fault in the 1-D conv (found by reading the pool's fix): 4 pads on a [1,1,4] input gave an
+// output 3 rows high for a [N,C,OW] tensor.
+TEST(FuzzRegressions, onnx_1d_conv_with_2d_pads_is_refused) {
+  faces::testing::OnnxBuilder b;
+  b.input("x", {1, 1, 4}).output("y").init("w", {1, 1, 1}, {1.0f});
+  auto* conv = b.node("Conv", {"x", "w"}, {"y"});
+  faces::testing::OnnxBuilder::ints(conv, "pads", {1, 0, 1, 0});
+  auto net = faces::Net::create(b.bytes());
+  ASSERT_FALSE(net.ok());
+  EXPECT_NE(net.status().what().find("1-D conv with 2-D 'pads' or 'strides' (output height 3)"), std::string::npos)
+      << net.status().what();
+  faces::testing::OnnxBuilder ok;  // the 1-D form of the same pads is accepted
+  ok.input("x", {1, 1, 4}).output("y").init("w", {1, 1, 1}, {1.0f});
+  faces::testing::OnnxBuilder::ints(ok.node("Conv", {"x", "w"}, {"y"}), "pads", {1, 1});
+  auto good = faces::Net::create(ok.bytes());
+  ASSERT_TRUE(good.ok()) << good.status().what();
+  auto out = good->run(std::vector<float>{1, 2, 3, 4});
+  ASSERT_TRUE(out.ok()) << out.status().what();
+  EXPECT_EQ((*out)[0].data, (std::vector<float>{0, 1, 2, 3, 4, 0}));
 }
 #endif
 
