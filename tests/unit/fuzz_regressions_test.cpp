@@ -58,7 +58,7 @@ TEST(FuzzRegressions, simulated_sum_floats_reads_a_range_at_any_byte_offset) {
   EXPECT_EQ(sum, 3.75);
 }
 
-// fill_ramp's count comes from the parent: 2^40 floats were allocated before the ring's size was looked at
+// fill_ramp's count comes from the parent: 2^40 floats would be allocated before the ring's size was looked at
 // (std::bad_alloc would end the child).
 TEST(FuzzRegressions, simulated_fill_ramp_refuses_a_count_beyond_the_ring_before_allocating) {
   auto ex = started_simulated_executor();
