@@ -20,7 +20,9 @@ struct HeaderErrors {
   jpeg_error_mgr mgr;
   jmp_buf jump;
 };
-[[noreturn]] void header_fail(j_common_ptr cinfo) { std::longjmp(reinterpret_cast<HeaderErrors*>(cinfo->err)->jump, 1); }
+[[noreturn]] void header_fail(j_common_ptr cinfo) {
+  std::longjmp(reinterpret_cast<HeaderErrors*>(cinfo->err)->jump, 1);
+}
 void header_quiet(j_common_ptr, int) {}
 
 /// The size libjpeg reads from a JPEG's header (0 when it cannot).
@@ -49,9 +51,11 @@ std::uint64_t jpeg_declared_pixels(const std::uint8_t* d, std::size_t n) {
 /// refused).
 std::uint64_t declared_pixels(const std::uint8_t* d, std::size_t n) {
   auto be32 = [&](std::size_t p) {
-    return std::uint64_t{d[p]} << 24 | std::uint64_t{d[p + 1]} << 16 | std::uint64_t{d[p + 2]} << 8 | d[p + 3];
+    return std::uint64_t{d[p]} << 24 | std::uint64_t{d[p + 1]} << 16 | std::uint64_t{d[p + 2]} << 8 |
+           d[p + 3];
   };
-  if (n >= 24 && d[0] == 0x89 && d[1] == 'P' && std::memcmp(d + 12, "IHDR", 4) == 0) return be32(16) * be32(20);
+  if (n >= 24 && d[0] == 0x89 && d[1] == 'P' && std::memcmp(d + 12, "IHDR", 4) == 0)
+    return be32(16) * be32(20);
   if (n >= 4 && d[0] == 0xFF && d[1] == 0xD8) return jpeg_declared_pixels(d, n);
   return 0;
 }

@@ -50,7 +50,8 @@ void fix_crcs(std::vector<std::uint8_t>& f, bool units) {
     if (used < kSlotFixed + 4 || used > slot) continue;
     if (units) {
       const std::uint32_t count = get<std::uint32_t>(f, base + 12);
-      const std::uint64_t block = std::uint64_t{get<std::uint32_t>(f, base + 176)} * get<std::uint32_t>(f, base + 180) * 12;
+      const std::uint64_t block =
+          std::uint64_t{get<std::uint32_t>(f, base + 176)} * get<std::uint32_t>(f, base + 180) * 12;
       for (std::uint64_t i = 0; i < count && kSlotFixed + kEntry * (i + 1) <= used; ++i) {
         const std::uint64_t off = body + i * block;
         if (block == 0 || block > f.size() || off > f.size() - block) break;
@@ -66,8 +67,8 @@ void fix_crcs(std::vector<std::uint8_t>& f, bool units) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   facetrace::fuzz::quiet_logs();
   const char* tmp = std::getenv("TMPDIR");
-  const std::filesystem::path dir = std::filesystem::path(tmp && *tmp ? tmp : "/tmp") /
-                                    ("ft-fuzz-partial-" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / ("ft-fuzz-partial-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   g_path = (dir / "part-fuzz-0.ftp").string();
   std::atexit([] { std::filesystem::remove_all(std::filesystem::path(g_path).parent_path()); });
@@ -93,7 +94,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   for (std::size_t i = 0; i < header->units.size(); ++i) {
     auto unit = farm::read_partial_unit(g_path, *header, i);
-    if (unit) fuzz::check(unit->size() == std::size_t{header->width} * header->height * 3, "a unit block is W·H·3");
+    if (unit)
+      fuzz::check(unit->size() == std::size_t{header->width} * header->height * 3, "a unit block is W·H·3");
   }
   farm::MergeOptions options;
   options.allow_missing = (flags & kAllowMissing) != 0;
@@ -101,7 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (flags & kTwice) paths.push_back(std::filesystem::path(g_path).parent_path().string());
   auto merged = farm::merge_partials(paths, options);
   if (merged) {
-    fuzz::check(merged->xyz.size() == std::size_t{merged->width} * merged->height * 3, "the merged film is W·H·3");
+    fuzz::check(merged->xyz.size() == std::size_t{merged->width} * merged->height * 3,
+                "the merged film is W·H·3");
     fuzz::check(merged->units_merged + merged->missing.size() == merged->units_total,
                 "merged and missing units add up to the job's");
   }

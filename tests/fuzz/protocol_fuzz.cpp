@@ -35,10 +35,10 @@ using namespace facetrace::runtime;
 
 constexpr std::uint8_t kPattern = 0xA5;
 constexpr auto kReplyDeadline = std::chrono::milliseconds(5000);
-constexpr proto::Cmd kCmds[] = {proto::Cmd::kHello,        proto::Cmd::kPing,        proto::Cmd::kInfo,
-                                proto::Cmd::kInvoke,       proto::Cmd::kPutResident, proto::Cmd::kDropResident,
-                                proto::Cmd::kRingWait,     proto::Cmd::kRingRelease, proto::Cmd::kRingStats,
-                                proto::Cmd::kInjectFault,  proto::Cmd::kShutdown,    proto::Cmd::kReply};
+constexpr proto::Cmd kCmds[] = {proto::Cmd::kHello,       proto::Cmd::kPing,        proto::Cmd::kInfo,
+                                proto::Cmd::kInvoke,      proto::Cmd::kPutResident, proto::Cmd::kDropResident,
+                                proto::Cmd::kRingWait,    proto::Cmd::kRingRelease, proto::Cmd::kRingStats,
+                                proto::Cmd::kInjectFault, proto::Cmd::kShutdown,    proto::Cmd::kReply};
 
 /// Requests the harness does not send: ops that sleep (kSpin: a parent may keep its child busy, that is no
 /// fault) or end the process on purpose (kSimCrash).
@@ -85,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint32_t seq = 1;
   while (pos + 3 <= size) {
     const std::uint8_t kind = data[pos];
-    const std::size_t len = std::min<std::size_t>(data[pos + 1] | (std::size_t{data[pos + 2]} << 8), size - pos - 3);
+    const std::size_t len =
+        std::min<std::size_t>(data[pos + 1] | (std::size_t{data[pos + 2]} << 8), size - pos - 3);
     const auto* body = reinterpret_cast<const std::byte*>(data + pos + 3);
     pos += 3 + len;
     std::vector<std::byte> datagram;
@@ -96,14 +97,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       datagram = proto::encode(m);
     }
     if (skipped(datagram)) continue;
-    if (::send(sv[0], datagram.data(), datagram.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(datagram.size()))
+    if (::send(sv[0], datagram.data(), datagram.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(datagram.size()))
       break;  // the child has gone (it may end on a malformed message)
     auto reply = proto::recv_message(sv[0], kReplyDeadline);
     if (!reply && reply.status().code() == Code::kDeviceLost) break;  // it ended: EOF
     fuzz::check(reply.ok(), "the child answers within the deadline with a well-formed message");
     fuzz::check(reply->cmd == proto::Cmd::kReply, "the answer is a reply");
     auto sent = proto::decode(datagram);
-    fuzz::check(sent.ok() && reply->seq == sent->seq, "the child answers only well-formed requests, in order");
+    fuzz::check(sent.ok() && reply->seq == sent->seq,
+                "the child answers only well-formed requests, in order");
     fuzz::check(proto::decode_payload<proto::ReplyMsg>(reply->payload).ok(), "the reply payload decodes");
   }
   ::shutdown(sv[0], SHUT_RDWR);

@@ -125,10 +125,12 @@ void patch_headers(const std::string& path, std::size_t field_offset, T value) {
     const std::uint32_t crc = farm::crc32(f.data() + base, used - 4);
     std::memcpy(f.data() + base + used - 4, &crc, 4);
   }
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(f.data(), static_cast<std::streamsize>(f.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(f.data(), static_cast<std::streamsize>(f.size()));
 }
 
-constexpr std::size_t kWidthField = 176, kSppField = 192;  // docs/design/farm.md §1: u32 W at 176, u64 spp at 192
+constexpr std::size_t kWidthField = 176,
+                      kSppField = 192;  // docs/design/farm.md §1: u32 W at 176, u64 spp at 192
 
 // spp 2^32−1 in units of 1: a header no job can have. The merge built a list of 4 294 967 294 missing units
 // (a timeout, then out of memory).
@@ -140,7 +142,8 @@ TEST(FuzzRegressions, a_partial_whose_job_has_too_many_units_is_corrupt_and_the_
   auto h = farm::read_partial_header(path);
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), Code::kIo);
-  EXPECT_NE(h.status().what().find("corrupt: spp 4294967295 in units of 1"), std::string::npos) << h.status().what();
+  EXPECT_NE(h.status().what().find("corrupt: spp 4294967295 in units of 1"), std::string::npos)
+      << h.status().what();
   farm::MergeOptions allow;
   allow.allow_missing = true;
   auto m = farm::merge_partials({path}, allow);
@@ -187,7 +190,8 @@ TEST(FuzzRegressions, onnx_tile_whose_repeats_overflow_the_shape_is_refused) {
   auto net = faces::Net::create(model);
   ASSERT_FALSE(net.ok());
   EXPECT_EQ(net.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(net.status().what().find("repeat 7954764333999718402 of dim 1 (2) is too large"), std::string::npos)
+  EXPECT_NE(net.status().what().find("repeat 7954764333999718402 of dim 1 (2) is too large"),
+            std::string::npos)
       << net.status().what();
 }
 
@@ -211,7 +215,8 @@ TEST(FuzzRegressions, onnx_1d_conv_with_2d_pads_is_refused) {
   faces::testing::OnnxBuilder::ints(conv, "pads", {1, 0, 1, 0});
   auto net = faces::Net::create(b.bytes());
   ASSERT_FALSE(net.ok());
-  EXPECT_NE(net.status().what().find("1-D conv with 2-D 'pads' or 'strides' (output height 3)"), std::string::npos)
+  EXPECT_NE(net.status().what().find("1-D conv with 2-D 'pads' or 'strides' (output height 3)"),
+            std::string::npos)
       << net.status().what();
   faces::testing::OnnxBuilder ok;  // the 1-D form of the same pads is accepted
   ok.input("x", {1, 1, 4}).output("y").init("w", {1, 1, 1}, {1.0f});

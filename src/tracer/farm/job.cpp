@@ -78,9 +78,9 @@ Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp,
     return invalid_argument("unit_samples: must be in [1, " + std::to_string(kMaxUnitSamples) + "], got " +
                             std::to_string(unit_samples));
   if (const std::uint64_t units = (spp + unit_samples - 1) / unit_samples; units > kMaxJobUnits)
-    return invalid_argument("spp " + std::to_string(spp) + " in units of " + std::to_string(unit_samples) + " makes " +
-                            std::to_string(units) + " units, more than " + std::to_string(kMaxJobUnits) +
-                            ": use a larger unit_samples");
+    return invalid_argument("spp " + std::to_string(spp) + " in units of " + std::to_string(unit_samples) +
+                            " makes " + std::to_string(units) + " units, more than " +
+                            std::to_string(kMaxJobUnits) + ": use a larger unit_samples");
   FT_TRY(tracer::validate_scene(scene));
   Job job;
   job.name = std::move(name);

@@ -225,7 +225,8 @@ Expected<Layout> read_layout(int fd, const std::string& path) {
   // merge's unit map are computed from them.
   const PartialHeader& h = l.header;
   if (h.width < 1 || h.height < 1 || h.width > kMaxSide || h.height > kMaxSide)
-    return io_error(path + ": corrupt: image size " + std::to_string(h.width) + "x" + std::to_string(h.height));
+    return io_error(path + ": corrupt: image size " + std::to_string(h.width) + "x" +
+                    std::to_string(h.height));
   if (h.unit_samples < 1 || h.unit_samples > kMaxJobUnitSamples || h.spp < 1 || h.spp > kMaxJobSpp ||
       (h.spp + h.unit_samples - 1) / h.unit_samples > kMaxJobUnits)
     return io_error(path + ": corrupt: spp " + std::to_string(h.spp) + " in units of " +
