@@ -29,8 +29,14 @@ struct Job {
   std::array<std::uint8_t, 32> scene_sha256{};  ///< core::sha256 of scene_json
 };
 
+/// A job's limits (docs/design/farm.md §1): spp, K, and C = ⌈spp / K⌉ units (every unit is a row of a partial's table
+/// and of the merge's unit map). make_job refuses a job past them; a partial file whose header is past them is corrupt.
+inline constexpr std::uint64_t kMaxJobSpp = 0xFFFFFFFFull;  ///< the renderer's sample indices are 32-bit
+inline constexpr std::uint32_t kMaxJobUnitSamples = 65536;  ///< a unit is one request-sized chunk
+inline constexpr std::uint64_t kMaxJobUnits = std::uint64_t{1} << 24;
+
 /// Builds a job from a scene (validated, Tier 1 checked by the renderer later). Errors: kInvalidArgument naming
-/// the bad value (name not [A-Za-z0-9._-]{1,64}, spp, K, the scene).
+/// the bad value (name not [A-Za-z0-9._-]{1,64}, spp, K, more than kMaxJobUnits units, the scene).
 Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp, std::uint32_t unit_samples);
 
 /// Parses a job file's text (schema: docs/design/farm.md §1 "Job file"). A relative "scene" path is resolved against

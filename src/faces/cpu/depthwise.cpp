@@ -299,10 +299,11 @@ __attribute__((target("avx512f"), always_inline)) inline void dw3_blocks2_512(
     for (int kx = 0; kx < 3; ++kx)
 #pragma GCC unroll 4
       for (int b = 0; b < NB; ++b) {
-        const __m512 t =
-            kx == 0 ? v[b]
-                    : _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v[b + 1]),
-                                                              _mm512_castps_si512(v[b]), kx == 1 ? 1 : 2));
+        // valignd's count must be a constant expression (clang insists; GCC folds it after unrolling).
+        const __m512i lo_v = _mm512_castps_si512(v[b]), hi_v = _mm512_castps_si512(v[b + 1]);
+        const __m512 t = kx == 0   ? v[b]
+                         : kx == 1 ? _mm512_castsi512_ps(_mm512_alignr_epi32(hi_v, lo_v, 1))
+                                   : _mm512_castsi512_ps(_mm512_alignr_epi32(hi_v, lo_v, 2));
         if (k <= 2) a0[b] = _mm512_fmadd_ps(wv[3 * k + kx], t, a0[b]);
         if (k >= 1) a1[b] = _mm512_fmadd_ps(wv[3 * (k - 1) + kx], t, a1[b]);
       }

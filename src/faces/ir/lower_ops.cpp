@@ -147,6 +147,8 @@ Status Lowerer::lower_conv(const Node& n, const Entry& x) {
                       " is larger than the padded input " + std::to_string(ph) + "x" + std::to_string(pw));
   j.oh = (ph - eh) / j.sh + 1;
   j.ow = (pw - ew) / j.sw + 1;
+  if (one_d && j.oh != 1)  // 2-D attributes on a 1-D conv: its [N,C,OW] output would be too small
+    return err(n, "1-D conv with 2-D 'pads' or 'strides' (output height " + std::to_string(j.oh) + ")");
   j.weights = std::make_shared<const std::vector<float>>((*w)->f);
   if (has_input(n, 2)) {
     auto b = const_float(n, 2, "bias");
@@ -527,6 +529,9 @@ Expected<Lowerer::PoolGeometry> Lowerer::pool_geometry(const Node& n0, const Ent
   if (g.kh > s[2] + p[0] + p[2] || g.kw > s[3] + p[1] + p[3]) return err(n, "kernel larger than the input");
   g.oh = pool_out(s[2], g.kh, g.sh, p[0], p[2], ceil != 0);
   g.ow = pool_out(s[3], g.kw, g.sw, p[1], p[3], ceil != 0);
+  if (g.one_d && g.oh != 1)  // 2-D attributes on a 1-D pool: its [N,C,OW] output would be too small
+    return err(n, "1-D pooling with 2-D 'kernel_shape', 'pads' or 'strides' (output height " +
+                      std::to_string(g.oh) + ")");
   g.pads = p;
   return g;
 }

@@ -491,6 +491,9 @@ Status Lowerer::lower_tile(const Node& n, const Entry& x) {
   std::vector<std::int64_t> strides;
   for (std::size_t k = 0; k < s.size(); ++k) {
     if (reps[k] < 1) return unsupported(n, "repeat " + std::to_string(reps[k]));
+    if (s[k] > 0 && reps[k] > limits_.max_tensor_elements / s[k])  // before reps·dim can overflow
+      return err(n, "repeat " + std::to_string(reps[k]) + " of dim " + std::to_string(k) + " (" +
+                        std::to_string(s[k]) + ") is too large");
     dims.push_back(reps[k]);
     strides.push_back(0);
     dims.push_back(s[k]);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -214,10 +215,13 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   }
 
   void add_builtin_ops() {
-    ops_[ops::kFillRamp] = [](SimDevice& dev, const OpArgs& a) -> Status {
+    ops_[ops::kFillRamp] = [this](SimDevice& dev, const OpArgs& a) -> Status {
       FillRampArgs f;
       FT_TRY(a.args_as(f));
       if (f.count == 0) return invalid_argument("fill_ramp: count 0");
+      if (f.count > arena_->ring_bytes() / sizeof(float))  // before the allocation: the count is the caller's
+        return Status(Code::kOutOfMemory, "RingFull: fill_ramp count " + std::to_string(f.count) +
+                                              " exceeds the simulated ring region");
       std::vector<float> v(f.count);
       for (std::uint64_t i = 0; i < f.count; ++i) v[i] = f.base + f.step * static_cast<float>(f.first + i);
       auto t = dev.emit(std::as_bytes(std::span(v)));
@@ -227,8 +231,11 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     };
     ops_[ops::kSumFloats] = [](SimDevice&, const OpArgs& a) -> Status {
       double s = 0;
-      const auto* f = reinterpret_cast<const float*>(a.in.data());
-      for (std::size_t i = 0; i < a.in.size() / sizeof(float); ++i) s += f[i];
+      for (std::size_t i = 0; i < a.in.size() / sizeof(float); ++i) {  // the range may start at any byte
+        float f;
+        std::memcpy(&f, a.in.data() + i * sizeof f, sizeof f);
+        s += f;
+      }
       a.reply.put(s);
       return {};
     };

@@ -16,8 +16,8 @@
 namespace facetrace::farm {
 namespace {
 
-constexpr std::uint64_t kMaxSpp = 0xFFFFFFFFull;   // the renderer's sample indices are 32-bit
-constexpr std::uint32_t kMaxUnitSamples = 65536;   // docs/design/farm.md §1: a unit is one request-sized chunk
+constexpr std::uint64_t kMaxSpp = kMaxJobSpp;
+constexpr std::uint32_t kMaxUnitSamples = kMaxJobUnitSamples;
 constexpr std::uint64_t kMaxJobBytes = 16u << 20;  // a job file (with an inline scene) is small
 
 bool valid_name(const std::string& name) {
@@ -77,6 +77,10 @@ Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp,
   if (unit_samples < 1 || unit_samples > kMaxUnitSamples)
     return invalid_argument("unit_samples: must be in [1, " + std::to_string(kMaxUnitSamples) + "], got " +
                             std::to_string(unit_samples));
+  if (const std::uint64_t units = (spp + unit_samples - 1) / unit_samples; units > kMaxJobUnits)
+    return invalid_argument("spp " + std::to_string(spp) + " in units of " + std::to_string(unit_samples) +
+                            " makes " + std::to_string(units) + " units, more than " +
+                            std::to_string(kMaxJobUnits) + ": use a larger unit_samples");
   FT_TRY(tracer::validate_scene(scene));
   Job job;
   job.name = std::move(name);

@@ -32,6 +32,7 @@ constexpr std::size_t kNameBytes = 64;
 constexpr std::size_t kSlotFixed = 208;  // bytes before the unit table
 constexpr std::size_t kEntryBytes = 48;
 constexpr std::uint64_t kMaxSlotBytes = 64ull << 20;
+constexpr std::uint32_t kMaxSide = 65536;  // above every scene's width and height (docs/design/tracer.md §2)
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -220,6 +221,16 @@ Expected<Layout> read_layout(int fd, const std::string& path) {
   }
   if (!any) return io_error(path + ": corrupt: neither copy of the header passes its CRC");
   l.header.version = version;
+  // Values no job can have (farm.h kMaxJob*; no scene is wider or taller than kMaxSide): later sizes and the
+  // merge's unit map are computed from them.
+  const PartialHeader& h = l.header;
+  if (h.width < 1 || h.height < 1 || h.width > kMaxSide || h.height > kMaxSide)
+    return io_error(path + ": corrupt: image size " + std::to_string(h.width) + "x" +
+                    std::to_string(h.height));
+  if (h.unit_samples < 1 || h.unit_samples > kMaxJobUnitSamples || h.spp < 1 || h.spp > kMaxJobSpp ||
+      (h.spp + h.unit_samples - 1) / h.unit_samples > kMaxJobUnits)
+    return io_error(path + ": corrupt: spp " + std::to_string(h.spp) + " in units of " +
+                    std::to_string(h.unit_samples) + " is no job's");
   const std::uint64_t need = l.body_offset() + l.header.units.size() * block_bytes(l.header);
   if (l.file_bytes < need) {
     const std::size_t first_short =
