@@ -94,4 +94,11 @@ std::string printable(std::string_view text, std::size_t max_bytes) {
   return out;
 }
 
+std::string quoted(std::string_view text, std::size_t max_bytes) {
+  std::string out = "'";
+  out += printable(text, max_bytes);
+  out += '\'';
+  return out;
+}
+
 }  // namespace facetrace::core

@@ -105,6 +105,11 @@ TEST(Printable, result_is_valid_utf8_without_control_bytes_for_every_byte_pair) 
     }
 }
 
+TEST(Quoted, puts_the_printable_form_in_single_quotes) {
+  EXPECT_EQ(core::quoted("a\x1b"), "'a\\x1b'");
+  EXPECT_EQ(core::quoted("abcd", 2), "'ab\xe2\x80\xa6 (4 bytes)'");
+}
+
 TEST(IsValidUtf8, agrees_with_an_independent_reader) {
   for (int a = 0; a < 256; ++a)
     for (int b = 0; b < 256; ++b)

@@ -26,6 +26,9 @@ inline constexpr std::size_t kEchoBytes = 200;
 /// Thread-safe (no state).
 std::string printable(std::string_view text, std::size_t max_bytes = kEchoBytes);
 
+/// printable() in single quotes: 'text'.
+std::string quoted(std::string_view text, std::size_t max_bytes = kEchoBytes);
+
 /// Whether `text` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF).
 bool is_valid_utf8(std::string_view text) noexcept;
 

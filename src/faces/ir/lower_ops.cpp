@@ -562,6 +562,9 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   if (policy != "stretch") return unsupported(n, "attribute 'keep_aspect_ratio_policy' = " + policy);
   if (*mode != "nearest" && *mode != "linear")
     return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest and linear)");
+  // cubic's parameters (exporters write them for every mode): of no use to nearest and linear
+  mark_read(n, "cubic_coeff_a");
+  mark_read(n, "exclude_outside");
   std::vector<std::int64_t> axes;
   FT_TRY(take(attr_ints(n, "axes", {}), axes));
   bool swapped = false;  // axes [3,2]: the scales or sizes are given W first
