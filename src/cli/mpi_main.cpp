@@ -177,8 +177,8 @@ std::map<std::uint64_t, StoredUnit> scan_checkpoint(const World& w, const farm::
         h->unit_samples != job.unit_samples || h->spp != job.spp)
       continue;  // another job's partial
     if (h->build_id != farm::build_id()) {
-      say(w, "checkpoint: ignoring %s: written by \"%s\", this is \"%s\"", p.c_str(), h->build_id.c_str(),
-          farm::build_id().c_str());
+      say(w, "checkpoint: ignoring %s: written by \"%s\", this is \"%s\"", core::printable(p).c_str(),
+          core::printable(h->build_id).c_str(), farm::build_id().c_str());
       continue;
     }
     for (std::size_t i = 0; i < h->units.size(); ++i) {

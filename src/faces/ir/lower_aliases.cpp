@@ -68,6 +68,8 @@ Status Lowerer::lower_reshape(const Node& n, const Entry& x) {
 }
 
 Status Lowerer::lower_identity(const Node& n, const Entry& x) {
+  if (n.op == "Dropout")  // drop rate and seed act in training only; at inference Dropout is the identity
+    for (const char* a : {"ratio", "seed", "is_test"}) mark_read(n, a);
   if (n.op == "Dropout" && has_input(n, 2)) {
     auto tm = const_input(n, 2, "training_mode");
     if (!tm) return tm.status();

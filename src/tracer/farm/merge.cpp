@@ -46,7 +46,8 @@ Expected<std::vector<std::string>> expand(const std::vector<std::string>& args) 
 /// The first field on which two headers disagree, or empty.
 std::string mismatch(const PartialHeader& a, const PartialHeader& b) {
   auto size = [](const PartialHeader& h) { return std::to_string(h.width) + "x" + std::to_string(h.height); };
-  if (a.build_id != b.build_id) return "build (" + a.build_id + " vs " + b.build_id + ")";
+  if (a.build_id != b.build_id)
+    return "build (" + core::printable(a.build_id) + " vs " + core::printable(b.build_id) + ")";
   if (a.scene_sha256 != b.scene_sha256)
     return "scene (sha256 " + core::hex(a.scene_sha256).substr(0, 16) + "… vs " +
            core::hex(b.scene_sha256).substr(0, 16) + "…)";
