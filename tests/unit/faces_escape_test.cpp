@@ -119,6 +119,35 @@ TEST(FacesEscape, a_model_whose_attributes_are_all_read_gets_no_note) {
   EXPECT_TRUE(logs.messages().empty());
 }
 
+/// BatchNormalization (opset 7) on [1, 2, 1, 2] with `attr` = `value` set (an INT, or a FLOAT for momentum).
+std::vector<std::uint8_t> batchnorm_with(const std::string& attr, std::int64_t value) {
+  OnnxBuilder m(7);
+  m.input("x", {1, 2, 1, 2}).output("y");
+  m.init("s", {2}, {1, 1}).init("b", {2}, {0, 0}).init("m", {2}, {0, 0}).init("v", {2}, {1, 1});
+  auto* bn = m.node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"});
+  bn->set_name("bn");
+  if (attr == "momentum")
+    OnnxBuilder::float1(bn, attr, static_cast<float>(value) * 0.9f);
+  else
+    OnnxBuilder::int1(bn, attr, value);
+  return m.bytes();
+}
+
+TEST(FacesEscape, training_only_attributes_are_read_and_spatial_0_is_refused) {
+  // spatial = 0 (statistics per activation) would compute something else: refused, not ignored
+  const Status st = Net::create(batchnorm_with("spatial", 0)).status();
+  EXPECT_EQ(st.code(), Code::kNotSupported) << st.to_string();
+  EXPECT_NE(st.what().find("node 'bn' (BatchNormalization): attribute 'spatial' = 0"), std::string::npos)
+      << st.what();
+  // spatial = 1 is what the rule computes; momentum acts in training only: no note for either (the log guard
+  // fails the test on a warning)
+  for (const char* attr : {"spatial", "momentum"}) {
+    auto net = Net::create(batchnorm_with(attr, 1));
+    ASSERT_TRUE(net.ok()) << net.status().to_string();
+    EXPECT_TRUE(net->ignored_attributes().empty()) << attr;
+  }
+}
+
 TEST(FacesEscape, the_note_escapes_a_hostile_attribute_name) {
   facetrace::testing::ExpectLogs logs;
   auto net = Net::create(model_with_unknown_attribute("\x1b]0;pwn\x07" + kHuge));
