@@ -108,6 +108,20 @@ if(FT_BUILD_TESTS AND FT_WITH_TRACER)
   target_compile_definitions(cli_outputs_test PRIVATE FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>"
                              $<$<BOOL:${FT_WITH_FACES}>:FT_HAVE_FACES=1>)
   add_dependencies(cli_outputs_test facetrace)
+  # Hostile input (docs/limits.md "Echoed input"): a 10 MB field, terminal escapes and invalid UTF-8 in scenes,
+  # file names and flag values come back cut and escaped; every --json output parses.
+  ft_add_test(cli_escape_test cpu SOURCES tests/unit/cli_escape_test.cpp LIBS nlohmann_json::nlohmann_json)
+  target_compile_definitions(cli_escape_test PRIVATE FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>"
+                             $<$<BOOL:${FT_WITH_FACES}>:FT_HAVE_FACES=1>)
+  add_dependencies(cli_escape_test facetrace)
+endif()
+
+# docs/limits.md: every enforced limit at its value and one past it, through the API or the binary.
+if(FT_BUILD_TESTS AND TARGET ft_farm AND TARGET ft_faces)
+  ft_add_test(limits_test cpu SOURCES tests/unit/limits_test.cpp
+              LIBS ft_core ft_tracer_io ft_farm ft_faces onnx_proto protobuf::libprotobuf ZLIB::ZLIB)
+  target_compile_definitions(limits_test PRIVATE FT_FACETRACE_EXE="$<TARGET_FILE:facetrace>")
+  add_dependencies(limits_test facetrace)
 endif()
 
 if(FT_WITH_RUNTIME AND FT_BUILD_TESTS)

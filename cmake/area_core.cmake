@@ -11,7 +11,8 @@ add_library(ft_core STATIC
   src/core/parallel.cpp
   src/core/image.cpp
   src/core/file.cpp
-  src/core/sha256.cpp)
+  src/core/sha256.cpp
+  src/core/text.cpp)
 # The public headers: include/ in the build tree, <prefix>/include once installed (cmake/ft_install.cmake); the
 # other library modules name only the build-tree form and get the installed one through ft_core.
 target_include_directories(ft_core
@@ -33,7 +34,7 @@ if(FT_BUILD_TESTS)
   target_link_libraries(ft_test_support PUBLIC ft_core_internal GTest::gtest PRIVATE spdlog::spdlog)
   # core_image_test makes its inputs with libjpeg's and libpng's encoders
   ft_add_test(core_test cpu SOURCES tests/unit/core_test.cpp tests/unit/core_image_test.cpp
-              tests/unit/core_file_test.cpp
+              tests/unit/core_file_test.cpp tests/unit/core_escape_test.cpp
               LIBS ft_core JPEG::JPEG PNG::PNG)
 endif()
 

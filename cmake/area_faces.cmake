@@ -40,7 +40,7 @@ target_sources(ft_faces PRIVATE ${ft_yunet_cpp})
 if(FT_BUILD_TESTS)
   ft_add_test(faces_test cpu
     SOURCES tests/unit/faces_ops_test.cpp tests/unit/faces_fuse_test.cpp tests/unit/faces_loader_test.cpp
-            tests/unit/faces_models_test.cpp tests/unit/faces_export_test.cpp
+            tests/unit/faces_models_test.cpp tests/unit/faces_export_test.cpp tests/unit/faces_escape_test.cpp
     LIBS ft_faces onnx_proto protobuf::libprotobuf)
   # faces_fuse_test calls the fusion pass directly (ir/fuse.h)
   target_include_directories(faces_test PRIVATE ${PROJECT_SOURCE_DIR}/src/faces)

@@ -28,6 +28,7 @@
 #include "facetrace/core/file.h"
 #include "facetrace/core/image.h"
 #include "facetrace/core/parallel.h"
+#include "facetrace/core/text.h"
 #include "facetrace/faces/accelerator.h"
 #include "facetrace/faces/align.h"
 #include "facetrace/faces/detector.h"
@@ -129,7 +130,7 @@ Expected<std::string> embedder_path(const std::string& flag) {
     if (fs::exists(p, ec)) return p.string();
     list += (list.empty() ? "" : ", ") + std::string(f);
   }
-  return invalid_argument("FACETRACE_MODELS=" + *dir + " holds none of: " + list +
+  return invalid_argument("FACETRACE_MODELS=" + core::printable(*dir) + " holds none of: " + list +
                           " (or pass --embedder PATH)");
 }
 
@@ -150,7 +151,7 @@ Status expand_path(const std::string& path, std::vector<std::string>& out) {
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
     if (std::error_code fe; it->is_regular_file(fe) && is_image_name(it->path()))
       found.push_back(it->path().string());
-  if (ec) return invalid_argument("folder '" + path + "': " + ec.message());
+  if (ec) return invalid_argument("folder '" + core::printable(path) + "': " + ec.message());
   std::sort(found.begin(), found.end());
   out.insert(out.end(), found.begin(), found.end());
   return {};
@@ -163,7 +164,7 @@ Expected<std::vector<std::string>> expand_inputs(const std::vector<std::string>&
   for (const std::string& a : args) {
     if (a.size() > 1 && a[0] == '@') {
       auto bytes = core::read_file(a.substr(1), kMaxListBytes);
-      if (!bytes) return invalid_argument("list " + a + ": " + bytes.status().what());
+      if (!bytes) return invalid_argument("list " + core::printable(a) + ": " + bytes.status().what());
       std::string line;
       auto flush = [&]() -> Status {
         while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
@@ -195,8 +196,8 @@ Expected<std::vector<std::string>> expand_inputs(const std::vector<std::string>&
 Expected<DetectInput> parse_input_size(const std::string& text, const Detector& det) {
   if (text == "native") return DetectInput::kNative;
   if (text == std::to_string(det.input_size())) return DetectInput::kLetterbox;
-  return invalid_argument("--input-size " + text + ": expected " + std::to_string(det.input_size()) +
-                          " (the detector's letterbox side) or native");
+  return invalid_argument("--input-size " + core::printable(text) + ": expected " +
+                          std::to_string(det.input_size()) + " (the detector's letterbox side) or native");
 }
 
 /// Attaches the GPU accelerator to `nets` as `--device` says (cpu: never touches the GPU). gpu: any failure is
@@ -250,7 +251,7 @@ Json error_json(const std::string& path, const Status& st) {
 }
 
 void print_faces_text(const std::string& path, const core::Image& im, const std::vector<Detection>& found) {
-  std::printf("%s (%dx%d): %zu face%s\n", path.c_str(), im.width, im.height, found.size(),
+  std::printf("%s (%dx%d): %zu face%s\n", core::printable(path).c_str(), im.width, im.height, found.size(),
               found.size() == 1 ? "" : "s");
   for (std::size_t k = 0; k < found.size(); ++k) {
     const Detection& d = found[k];
@@ -337,7 +338,7 @@ std::vector<Item> load_and_detect(std::span<const std::string> paths, const Dete
     try {
       it.image = core::load_image(it.path);
     } catch (const std::bad_alloc&) {
-      it.image = Status(Code::kOutOfMemory, "'" + it.path + "': out of memory");
+      it.image = Status(Code::kOutOfMemory, core::quoted(it.path) + ": out of memory");
     }
   });
   std::vector<core::Image> images;
@@ -354,7 +355,7 @@ std::vector<Item> load_and_detect(std::span<const std::string> paths, const Dete
     if (found[k])
       it.faces = std::move(found[k]);
     else
-      it.faces = found[k].status().with_context("'" + it.path + "'");
+      it.faces = found[k].status().with_context(core::quoted(it.path));
   }
   return items;
 }
@@ -414,7 +415,7 @@ int run_detect(const DetectArgs& a) {
     std::error_code ec;
     fs::create_directories(a.annotate_dir, ec);
     if (ec || !fs::is_directory(a.annotate_dir))  // an output that cannot be: bad input, as check_outputs
-      return fail(kExitBadInput, "--annotate-dir " + a.annotate_dir + ": " +
+      return fail(kExitBadInput, "--annotate-dir " + core::printable(a.annotate_dir) + ": " +
                                      (ec ? ec.message() : std::string("not a folder")));
   }
   // Every annotation checked before the first photo (core/file.h check_outputs): none may be a photo or the
@@ -566,7 +567,7 @@ CLI::Validator unit_interval() {
         char* end = nullptr;
         const double v = std::strtod(s.c_str(), &end);
         if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0.0 || v > 1.0)
-          return "must be a number in [0, 1] (got '" + s.substr(0, 32) + "')";
+          return "must be a number in [0, 1] (got '" + core::printable(s, 32) + "')";
         return {};
       },
       "[0, 1]");

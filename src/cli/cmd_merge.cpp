@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 #include "facetrace/tracer/farm.h"
 #include "facetrace/tracer/output.h"
 
@@ -70,13 +71,14 @@ int run_merge(const MergeArgs& a) {
     if (merged->cpu_units) mix += std::to_string(merged->cpu_units) + " cpu";
     if (merged->gpu_units) mix += (mix.empty() ? "" : ", ") + std::to_string(merged->gpu_units) + " gpu";
     if (merged->mixed_units) mix += (mix.empty() ? "" : ", ") + std::to_string(merged->mixed_units) + " gpu+cpu";
-    std::printf("merged %llu of %llu units of %s (%ux%u, N = %llu samples per pixel; %s; %llu non-finite) in %.2f s; "
-                "the units rendered in %.2f s\n",
-                static_cast<unsigned long long>(merged->units_merged),
-                static_cast<unsigned long long>(merged->units_total), merged->job_name.c_str(), merged->width,
-                merged->height, static_cast<unsigned long long>(merged->samples), mix.c_str(),
-                static_cast<unsigned long long>(merged->nonfinite), merge_s, merged->unit_seconds);
-    for (const auto& o : outputs) std::printf("wrote %s\n", o.path.c_str());
+    std::printf(
+        "merged %llu of %llu units of %s (%ux%u, N = %llu samples per pixel; %s; %llu non-finite) in %.2f s; "
+        "the units rendered in %.2f s\n",
+        static_cast<unsigned long long>(merged->units_merged),
+        static_cast<unsigned long long>(merged->units_total), core::printable(merged->job_name).c_str(),
+        merged->width, merged->height, static_cast<unsigned long long>(merged->samples), mix.c_str(),
+        static_cast<unsigned long long>(merged->nonfinite), merge_s, merged->unit_seconds);
+    for (const auto& o : outputs) std::printf("wrote %s\n", core::printable(o.path).c_str());
   }
   return kExitOk;
 }

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 #include "facetrace/runtime/backend.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #ifdef FT_HAVE_FARM
@@ -36,6 +37,8 @@ namespace facetrace::cli {
 namespace {
 
 namespace tr = facetrace::tracer;
+/// --json stays valid JSON whatever a string holds (docs/limits.md): bytes that are not UTF-8 become U+FFFD.
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
 
 constexpr std::uint64_t kMaxSpp = 1u << 20;  // "sane": 1 M samples per pixel per run
 constexpr std::uint64_t kMaxFirstSample = 1ull << 40;
@@ -66,13 +69,14 @@ Expected<std::uint64_t> parse_count(const std::string& flag, const std::string& 
   std::uint64_t v = 0;
   const char* b = text.data();
   const char* e = b + text.size();
-  if (!text.empty() && text[0] == '-') return invalid_argument(flag + ": must not be negative, got " + text);
+  if (!text.empty() && text[0] == '-')
+    return invalid_argument(flag + ": must not be negative, got " + core::printable(text));
   const auto r = std::from_chars(b, e, v);
   if (text.empty() || r.ec == std::errc::invalid_argument || r.ptr != e)
-    return invalid_argument(flag + ": expected a whole number, got \"" + text + "\"");
+    return invalid_argument(flag + ": expected a whole number, got \"" + core::printable(text) + "\"");
   if (r.ec == std::errc::result_out_of_range || v < lo || v > hi)
     return invalid_argument(flag + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                            "], got " + text);
+                            "], got " + core::printable(text));
   return v;
 }
 
@@ -372,8 +376,9 @@ int run_render(const RenderArgs& a) {
   auto fail = [&a](const Failure& f) {
     std::fprintf(stderr, "facetrace render: %s\n", f.what.c_str());
     if (a.json)
-      std::printf("%s\n",
-                  nlohmann::json{{"ok", false}, {"exit_code", f.code}, {"error", f.what}}.dump().c_str());
+      std::printf("%s\n", nlohmann::json{{"ok", false}, {"exit_code", f.code}, {"error", f.what}}
+                              .dump(-1, ' ', false, kReplace)
+                              .c_str());
     return f.code;
   };
   Options o;
@@ -388,7 +393,8 @@ int run_render(const RenderArgs& a) {
   const unsigned nthreads = o.threads == 0 ? hw : static_cast<unsigned>(o.threads);
   if (!a.quiet)
     std::fprintf(stderr, "rendering %ux%u x %llu spp (%s, %s, %u bounces), device %s\n", scene.width,
-                 scene.height, static_cast<unsigned long long>(o.spp), scene.material.name.c_str(),
+                 scene.height, static_cast<unsigned long long>(o.spp),
+                 core::printable(scene.material.name).c_str(),
                  std::string(tr::lighting_preset_name(scene.lighting_preset)).c_str(), scene.max_bounces,
                  a.device.c_str());
 
@@ -435,7 +441,7 @@ int run_render(const RenderArgs& a) {
                      {"nonfinite", film.nonfinite},
                      {"files", files}};
     if (fallback) j["error"] = fallback->what;
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, kReplace).c_str());
   } else if (!a.quiet) {
     const std::string where =
         r.cpu_samples ? r.device + " (" + std::to_string(nthreads) + " CPU threads)" : r.device;
@@ -449,7 +455,7 @@ int run_render(const RenderArgs& a) {
     std::printf(", %llu non-finite", static_cast<unsigned long long>(film.nonfinite));
     if (r.declined) std::printf(", %u GPU requests declined and redone on the CPU", r.declined);
     std::printf("\n");
-    for (const std::string& f : files) std::printf("wrote %s\n", f.c_str());
+    for (const std::string& f : files) std::printf("wrote %s\n", core::printable(f).c_str());
   }
   if (fallback) std::fprintf(stderr, "facetrace render: %s (outputs written)\n", fallback->what.c_str());
   return code;

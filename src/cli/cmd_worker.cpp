@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 #include "facetrace/tracer/farm.h"
 #include "signals.h"
 
@@ -59,25 +60,28 @@ Expected<Range> range_from_args(const WorkerArgs& a) {
     const auto first = colon == std::string::npos ? std::nullopt : whole(std::string_view(a.units).substr(0, colon));
     const auto end = colon == std::string::npos ? std::nullopt : whole(std::string_view(a.units).substr(colon + 1));
     if (!first || !end || *end <= *first)
-      return invalid_argument("--units: expected A:B with whole numbers A < B (half-open), got \"" + a.units + "\"");
+      return invalid_argument("--units: expected A:B with whole numbers A < B (half-open), got \"" +
+                              core::printable(a.units) + "\"");
     return Range{*first, *end};
   }
   if (a.units_per_index.empty()) return invalid_argument("--index-env and --index need --units-per-index M");
   const auto m = whole(a.units_per_index);
   if (!m || *m == 0 || *m > (1u << 20))
     return invalid_argument("--units-per-index: expected a whole number in [1, 1048576], got \"" +
-                            a.units_per_index + "\"");
+                            core::printable(a.units_per_index) + "\"");
   std::string text = a.index;
   std::string what = "--index";
   if (!a.index_env.empty()) {
     const char* v = std::getenv(a.index_env.c_str());
-    if (!v) return invalid_argument("--index-env: the environment variable " + a.index_env + " is not set");
+    if (!v)
+      return invalid_argument("--index-env: the environment variable " + core::printable(a.index_env) +
+                              " is not set");
     text = v;
-    what = a.index_env;
+    what = core::printable(a.index_env);
   }
   const auto i = whole(text);
   if (!i || *i > (1ull << 40))
-    return invalid_argument(what + ": expected a whole number index, got \"" + text + "\"");
+    return invalid_argument(what + ": expected a whole number index, got \"" + core::printable(text) + "\"");
   return Range{*i * *m, (*i + 1) * *m};
 }
 
@@ -119,12 +123,13 @@ int run_worker(const WorkerArgs& a) {
   // that was read but is not a valid job is permanent (42).
   if (!job.ok()) return fail(job.status().code() == Code::kIo ? kExitBadInput : kExitInvalidJob, job.status().what());
   if (Status st = tracer::tier_features(job->scene).status(); !st.ok())
-    return fail(kExitInvalidJob, a.job + ": not supported: " + st.what());
+    return fail(kExitInvalidJob, core::printable(a.job) + ": not supported: " + st.what());
   const std::uint64_t total = farm::unit_count(*job);
   Range r = *range;
   if (r.first >= total) {
     if (!a.units.empty())
-      return fail(kExitBadInput, "--units " + a.units + ": the job has units [0, " + std::to_string(total) + ")");
+      return fail(kExitBadInput, "--units " + core::printable(a.units) + ": the job has units [0, " +
+                                     std::to_string(total) + ")");
     if (!a.quiet)
       std::fprintf(stderr, "worker: units [%llu, %llu) are past the job's %llu units: nothing to do\n",
                    static_cast<unsigned long long>(r.first), static_cast<unsigned long long>(r.end),
@@ -135,7 +140,8 @@ int run_worker(const WorkerArgs& a) {
 
   std::error_code ec;
   fs::create_directories(a.out, ec);
-  if (!fs::is_directory(a.out, ec)) return fail(kExitBadInput, "--out: " + a.out + " is not a directory");
+  if (!fs::is_directory(a.out, ec))
+    return fail(kExitBadInput, "--out: " + core::printable(a.out) + " is not a directory");
   const std::string part_path = (fs::path(a.out) / farm::partial_file_name(job->name, r.first)).string();
   const core::NamedPath inputs[] = {{"--job", a.job}};
   const core::NamedPath outputs[] = {{"--out", part_path}};
@@ -150,7 +156,7 @@ int run_worker(const WorkerArgs& a) {
     if (!a.quiet)
       std::fprintf(stderr, "worker: units [%llu, %llu) of %s are all present in %s: nothing to do\n",
                    static_cast<unsigned long long>(r.first), static_cast<unsigned long long>(r.end),
-                   job->name.c_str(), a.out.c_str());
+                   job->name.c_str(), core::printable(a.out).c_str());
     return kExitOk;
   }
 
@@ -167,11 +173,12 @@ int run_worker(const WorkerArgs& a) {
     return fail(writer.status().code() == Code::kInvalidArgument ? kExitBadInput : kExitFailure,
                 writer.status().what());
   if (!a.quiet)
-    std::fprintf(stderr, "worker: %s units [%llu, %llu) of %llu (%u x %u, %u samples each), %zu to render%s -> %s\n",
-                 job->name.c_str(), static_cast<unsigned long long>(r.first), static_cast<unsigned long long>(r.end),
-                 static_cast<unsigned long long>(total), job->scene.width, job->scene.height, job->unit_samples,
-                 todo.size(), skipped ? (", " + std::to_string(skipped) + " already present").c_str() : "",
-                 writer->path().c_str());
+    std::fprintf(
+        stderr, "worker: %s units [%llu, %llu) of %llu (%u x %u, %u samples each), %zu to render%s -> %s\n",
+        job->name.c_str(), static_cast<unsigned long long>(r.first), static_cast<unsigned long long>(r.end),
+        static_cast<unsigned long long>(total), job->scene.width, job->scene.height, job->unit_samples,
+        todo.size(), skipped ? (", " + std::to_string(skipped) + " already present").c_str() : "",
+        core::printable(writer->path()).c_str());
 
   tracer::RenderOptions opt;
   opt.device = *device;

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "facetrace/core/logging.h"
+#include "facetrace/core/text.h"
 #include "version.h"
 
 int main(int argc, char** argv) {
@@ -47,11 +48,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Every other CLI11 error (unknown flag, missing or extra argument, bad value, …) is bad usage: the message
-    // on stderr, then the one bad-input code, never CLI11's own numbers (106, 109, …).
-    app.exit(e);
+    // on stderr, then the one bad-input code, never CLI11's own numbers (106, 109, …). CLI11 quotes the bad
+    // value whole and raw: printed through core::printable (cut, escaped; docs/limits.md).
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n",
+                 facetrace::core::printable(e.what(), 4 * facetrace::core::kEchoBytes).c_str());
     return cli::kExitBadInput;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "facetrace: %s\n", e.what());
+    std::fprintf(stderr, "facetrace: %s\n", facetrace::core::printable(e.what()).c_str());
     return cli::kExitFailure;
   }
   return exit_code;

@@ -35,6 +35,7 @@
 
 #include "exit_codes.h"
 #include "facetrace/core/logging.h"
+#include "facetrace/core/text.h"
 #include "facetrace/runtime/executor.h"
 #include "facetrace/runtime/recovery_policy.h"
 #include "facetrace/runtime/testing/fault.h"
@@ -169,15 +170,15 @@ std::map<std::uint64_t, StoredUnit> scan_checkpoint(const World& w, const farm::
   for (const std::string& p : paths) {
     auto h = farm::read_partial_header(p);
     if (!h.ok()) {
-      say(w, "checkpoint: ignoring %s: %s", p.c_str(), h.status().what().c_str());
+      say(w, "checkpoint: ignoring %s: %s", core::printable(p).c_str(), h.status().what().c_str());
       continue;
     }
     if (h->scene_sha256 != job.scene_sha256 || h->width != job.scene.width || h->height != job.scene.height ||
         h->unit_samples != job.unit_samples || h->spp != job.spp)
       continue;  // another job's partial
     if (h->build_id != farm::build_id()) {
-      say(w, "checkpoint: ignoring %s: written by \"%s\", this is \"%s\"", p.c_str(), h->build_id.c_str(),
-          farm::build_id().c_str());
+      say(w, "checkpoint: ignoring %s: written by \"%s\", this is \"%s\"", core::printable(p).c_str(),
+          core::printable(h->build_id).c_str(), farm::build_id().c_str());
       continue;
     }
     for (std::size_t i = 0; i < h->units.size(); ++i) {
@@ -454,20 +455,22 @@ int write_outputs(const World& w, const Args& a, const farm::MergedFilm& merged)
     wrote.push_back(a.sums);
   }
   if (!a.quiet)
-    for (const auto& p : wrote) std::printf("wrote %s\n", p.c_str());
+    for (const auto& p : wrote) std::printf("wrote %s\n", core::printable(p).c_str());
   return kExitOk;
 }
 
 /// Empty when `path` can be written: not a directory, in an existing writable directory; else why not.
 std::string unwritable(const std::string& path) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return path + " is a directory";
+  if (fs::is_directory(path, ec)) return core::printable(path) + " is a directory";
   const fs::path p(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec))
-    return "cannot write " + path + ": directory " + dir.string() + " does not exist";
+    return "cannot write " + core::printable(path) + ": directory " + core::printable(dir.string()) +
+           " does not exist";
   if (::access(dir.c_str(), W_OK) != 0)
-    return "cannot write " + path + ": directory " + dir.string() + " is not writable";
+    return "cannot write " + core::printable(path) + ": directory " + core::printable(dir.string()) +
+           " is not writable";
   return {};
 }
 

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "facetrace/core/text.h"
+
 namespace facetrace::cli {
 namespace {
 
@@ -27,8 +29,8 @@ Expected<ProgressMode> parse_progress_mode(std::string_view text) {
   if (text == "lines") return ProgressMode::kLines;
   if (text == "json") return ProgressMode::kJson;
   if (text == "none") return ProgressMode::kNone;
-  return invalid_argument("--progress: expected auto, bar, lines, json or none, got \"" + std::string(text) +
-                          "\"");
+  return invalid_argument("--progress: expected auto, bar, lines, json or none, got \"" +
+                          core::printable(text) + "\"");
 }
 
 ProgressMode resolve_progress_mode(ProgressMode mode, bool is_terminal) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "facetrace/core/text.h"
 #include "log.h"
 
 namespace facetrace::core {
@@ -41,7 +42,7 @@ std::int64_t env_int_clamped(const char* name, std::int64_t def, std::int64_t lo
   const char* e = b + s->size();
   auto [p, ec] = std::from_chars(b, e, v);
   if (ec != std::errc() || p != e) {
-    FT_LOG_WARN("{}='{}' is not an integer; using the default {}", name, *s, def);
+    FT_LOG_WARN("{}='{}' is not an integer; using the default {}", name, printable(*s), def);
     return def;
   }
   return clamp_with_warning(name, v, lo, hi);
@@ -53,7 +54,7 @@ double env_double_clamped(const char* name, double def, double lo, double hi) {
   char* end = nullptr;
   const double v = std::strtod(s->c_str(), &end);
   if (end == s->c_str() || *end != '\0' || !(v == v)) {
-    FT_LOG_WARN("{}='{}' is not a number; using the default {}", name, *s, def);
+    FT_LOG_WARN("{}='{}' is not a number; using the default {}", name, printable(*s), def);
     return def;
   }
   return clamp_with_warning(name, v, lo, hi);

@@ -18,6 +18,8 @@
 #include <random>
 #include <utility>
 
+#include "facetrace/core/text.h"
+
 namespace facetrace::core {
 namespace {
 
@@ -26,8 +28,8 @@ struct FileCloser {
 };
 
 Status too_large(const std::string& path, const std::string& size, std::uint64_t max_bytes) {
-  return invalid_argument(path + ": " + size + " bytes exceeds the limit of " + std::to_string(max_bytes) +
-                          " bytes");
+  return invalid_argument(printable(path) + ": " + size + " bytes exceeds the limit of " +
+                          std::to_string(max_bytes) + " bytes");
 }
 
 }  // namespace
@@ -36,14 +38,14 @@ Expected<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint
   errno = 0;
   // Opened without blocking, so a FIFO cannot stall us before the check below refuses it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) return io_error(printable(path) + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const bool dir = S_ISDIR(st.st_mode);
     ::close(fd);
-    return io_error(path + ": not a regular file (" +
-                            (dir ? std::string("a directory") : std::string("a FIFO, device or socket")) +
-                            "): scenes, jobs, photos, models and lists are read only from regular files");
+    return io_error(printable(path) + ": not a regular file (" +
+                    (dir ? std::string("a directory") : std::string("a FIFO, device or socket")) +
+                    "): scenes, jobs, photos, models and lists are read only from regular files");
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) static_cast<void>(::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK));
@@ -51,7 +53,7 @@ Expected<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint
   if (!f) {
     const int err = errno;
     ::close(fd);
-    return io_error(path + ": cannot open: " + std::strerror(err));
+    return io_error(printable(path) + ": cannot open: " + std::strerror(err));
   }
   // The size from fstat is only a hint (the file may change under us); the loop below enforces the cap.
   std::uint64_t hint = 0;
@@ -71,7 +73,7 @@ Expected<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint
     const std::size_t got = std::fread(bytes.data() + old, 1, want, f.get());
     bytes.resize(old + got);
     if (got < want) {
-      if (std::ferror(f.get())) return io_error(path + ": read error: " + std::strerror(errno));
+      if (std::ferror(f.get())) return io_error(printable(path) + ": read error: " + std::strerror(errno));
       break;  // end of file
     }
   }
@@ -128,10 +130,10 @@ Expected<std::string> resolve_output_target(const std::string& path) {
     if (::lstat(cur.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return cur;  // missing, or not a link
     std::error_code ec;
     const fs::path to = fs::read_symlink(cur, ec);
-    if (ec) return io_error(path + ": cannot read the symbolic link " + cur + ": " + ec.message());
+    if (ec) return io_error(printable(path) + ": cannot read the symbolic link " + cur + ": " + ec.message());
     cur = to.is_absolute() ? to.string() : (fs::path(cur).parent_path() / to).lexically_normal().string();
   }
-  return invalid_argument(path + ": more than " + std::to_string(kMaxLinks) +
+  return invalid_argument(printable(path) + ": more than " + std::to_string(kMaxLinks) +
                           " levels of symbolic links (a loop?)");
 }
 
@@ -146,7 +148,7 @@ Expected<AtomicFile> AtomicFile::create(const std::string& path) {
   struct stat st {};
   if (::stat(f.target_.c_str(), &st) == 0) {
     if (const std::string kind = refused_kind(st.st_mode); !kind.empty())
-      return invalid_argument(path + ": is " + kind + ", not a file that can be replaced");
+      return invalid_argument(printable(path) + ": is " + kind + ", not a file that can be replaced");
     mode = st.st_mode & 07777;
     keep_mode = true;
   }
@@ -162,13 +164,13 @@ Expected<AtomicFile> AtomicFile::create(const std::string& path) {
   if (f.fd_ < 0) {
     const int err = errno;
     f.temp_.clear();
-    return io_error(path + ": cannot create a temporary file in " + directory_of(f.target_) + ": " +
-                    errno_text(err));
+    return io_error(printable(path) + ": cannot create a temporary file in " +
+                    printable(directory_of(f.target_)) + ": " + errno_text(err));
   }
   if (keep_mode && ::fchmod(f.fd_, mode) != 0) {
     const int err = errno;
     f.abandon();
-    return io_error(path + ": cannot set the mode of " + f.temp_ + ": " + errno_text(err));
+    return io_error(printable(path) + ": cannot set the mode of " + f.temp_ + ": " + errno_text(err));
   }
   return f;
 }
@@ -210,11 +212,11 @@ void AtomicFile::abandon() noexcept {
 
 Status AtomicFile::fail(const std::string& step, int err) {
   abandon();
-  return io_error(path_ + ": " + step + ": " + errno_text(err));
+  return io_error(printable(path_) + ": " + step + ": " + errno_text(err));
 }
 
 Status AtomicFile::write(std::span<const std::uint8_t> bytes) {
-  if (fd_ < 0) return internal_error(path_ + ": write after the file was committed or abandoned");
+  if (fd_ < 0) return internal_error(printable(path_) + ": write after the file was committed or abandoned");
   const std::uint8_t* p = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {
@@ -236,19 +238,19 @@ Status AtomicFile::write(std::string_view text) {
 }
 
 Status AtomicFile::sync() {
-  if (fd_ < 0) return internal_error(path_ + ": sync after the file was committed or abandoned");
+  if (fd_ < 0) return internal_error(printable(path_) + ": sync after the file was committed or abandoned");
   if (::fsync(fd_) != 0) return fail("fsync", errno);
   return {};
 }
 
 Status AtomicFile::commit() {
-  if (fd_ < 0) return internal_error(path_ + ": commit after the file was committed or abandoned");
+  if (fd_ < 0) return internal_error(printable(path_) + ": commit after the file was committed or abandoned");
   if (::fsync(fd_) != 0) return fail("fsync", errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) return fail("close", errno);
   if (::rename(temp_.c_str(), target_.c_str()) != 0)
-    return fail("cannot rename " + temp_ + " to " + target_, errno);
+    return fail("cannot rename " + printable(temp_) + " to " + printable(target_), errno);
   committed_ = true;
   temp_.clear();
   // Best effort: makes the rename itself durable; a file system that cannot sync a directory still has the file.
@@ -275,14 +277,15 @@ Status write_file_atomic(const std::string& path, std::string_view text) {
 // ---- pre-flight checks ----------------------------------------------------------------------------------
 
 Status check_output_path(const NamedPath& out) {
-  const std::string who = out.name.empty() ? out.path : out.name + " " + out.path;
+  const std::string who = out.name.empty() ? printable(out.path) : out.name + " " + printable(out.path);
   if (out.path.empty()) return invalid_argument((out.name.empty() ? "output" : out.name) + ": empty path");
   auto target = resolve_output_target(out.path);
   if (!target)
     return invalid_argument(out.name.empty() ? target.status().what()
                                              : out.name + ": " + target.status().what());
   const bool link = *target != out.path;
-  const std::string through = link ? " (the symbolic link's target " + *target + ")" : std::string();
+  const std::string through =
+      link ? " (the symbolic link's target " + printable(*target) + ")" : std::string();
   struct stat st {};
   if (::stat(target->c_str(), &st) == 0) {
     if (const std::string kind = refused_kind(st.st_mode); !kind.empty())
@@ -291,6 +294,7 @@ Status check_output_path(const NamedPath& out) {
       return invalid_argument(who + ": cannot be written" + through + ": " + errno_text(errno));
   }
   const std::string dir = directory_of(*target);
+  const std::string shown_dir = printable(dir);
   if (::stat(dir.c_str(), &st) != 0)
     return invalid_argument(who + ": cannot write there: directory " + dir + " " +
                             (errno == ENOENT ? std::string("does not exist") : errno_text(errno)));
@@ -335,7 +339,9 @@ FileIdentity identify(const std::string& path) {
   return id;
 }
 
-std::string describe(const NamedPath& p) { return p.name.empty() ? p.path : p.name + " " + p.path; }
+std::string describe(const NamedPath& p) {
+  return p.name.empty() ? printable(p.path) : p.name + " " + printable(p.path);
+}
 
 }  // namespace
 

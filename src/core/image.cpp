@@ -20,6 +20,7 @@
 #include <new>
 
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 
 namespace facetrace::core {
 namespace {
@@ -372,9 +373,9 @@ Expected<Image> decode_image(std::span<const std::uint8_t> bytes) {
 Expected<Image> load_image(const std::string& path) {
   auto bytes = read_file(path, kMaxImageFileBytes);
   if (!bytes) return bytes.status().with_context("image");
-  if (bytes->empty()) return io_error("image '" + path + "': empty file");
+  if (bytes->empty()) return io_error("image '" + printable(path) + "': empty file");
   auto im = decode_image(*bytes);
-  if (!im) return im.status().with_context("'" + path + "'");
+  if (!im) return im.status().with_context(quoted(path));
   return im;
 }
 
@@ -383,10 +384,12 @@ Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint3
   const bool rgba = format == PixelFormat::kRgba8;
   const std::size_t channels = rgba ? 4 : 3;
   if (width == 0 || height == 0 || pixels.size() != std::size_t{width} * height * channels)
-    return invalid_argument(path + ": cannot write PNG: image buffer does not match " +
+    return invalid_argument(printable(path) + ": cannot write PNG: image buffer does not match " +
                             std::to_string(width) + "x" + std::to_string(height) +
                             (rgba ? " RGBA8" : " RGB8"));
-  auto fail = [&](const std::string& why) { return io_error(path + ": cannot write PNG: " + why); };
+  auto fail = [&](const std::string& why) {
+    return io_error(printable(path) + ": cannot write PNG: " + why);
+  };
   png_image png;
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
@@ -398,8 +401,9 @@ Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint3
   // kept on failure).
   png_alloc_size_t size = PNG_IMAGE_PNG_SIZE_MAX(png);
   std::unique_ptr<std::uint8_t[]> buffer(new (std::nothrow) std::uint8_t[size]);
-  if (!buffer) return Status(Code::kOutOfMemory, path + ": cannot write PNG: " + std::to_string(size) +
-                                                     " bytes for the encoded image");
+  if (!buffer)
+    return Status(Code::kOutOfMemory, printable(path) + ": cannot write PNG: " + std::to_string(size) +
+                                          " bytes for the encoded image");
   const int encoded = png_image_write_to_memory(&png, buffer.get(), &size, 0, pixels.data(), 0, nullptr);
   const std::string why = png.message[0] ? png.message : "encoding failed";
   png_image_free(&png);
@@ -407,16 +411,16 @@ Status write_png_pixels(const std::string& path, std::uint32_t width, std::uint3
   const std::span<const std::uint8_t> bytes(buffer.get(), size);
   if (Status st = write_file_atomic(path, bytes); !st.ok()) {
     std::string rest = st.what();  // "<path>: <step>: <OS error>"
-    if (rest.rfind(path + ": ", 0) == 0) rest.erase(0, path.size() + 2);
-    return Status(st.code(), path + ": cannot write PNG: " + rest);
+    if (rest.rfind(printable(path) + ": ", 0) == 0) rest.erase(0, printable(path).size() + 2);
+    return Status(st.code(), printable(path) + ": cannot write PNG: " + rest);
   }
   return {};
 }
 
 Status write_png(const std::string& path, const Image& im) {
   if (im.width < 1 || im.height < 1)
-    return invalid_argument(path + ": cannot write PNG: image size " + std::to_string(im.width) + "x" +
-                            std::to_string(im.height));
+    return invalid_argument(printable(path) + ": cannot write PNG: image size " + std::to_string(im.width) +
+                            "x" + std::to_string(im.height));
   return write_png_pixels(path, static_cast<std::uint32_t>(im.width), static_cast<std::uint32_t>(im.height),
                           PixelFormat::kRgb8, im.rgb);
 }

@@ -11,6 +11,7 @@
 #include "compare.h"
 #include "onnx_builder.h"
 #include "facetrace/faces/net.h"
+#include "log_guard.h"
 
 namespace facetrace::faces {
 namespace {
@@ -1159,6 +1160,8 @@ TEST(FacesExport, truncated_and_corrupted_exporter_model_never_crashes) {
     (void)n->run(x, {2, 2, 4, 4});
   }
   EXPECT_GE(refused, cuts - 2);
+  // a changed byte in an attribute's name leaves an attribute no rule reads: noted in a warning, by design
+  facetrace::testing::ExpectLogs notes;
   for (std::size_t pos = 0; pos < bytes.size(); ++pos)
     for (std::uint8_t v : {std::uint8_t{0x00}, std::uint8_t{0x7f}, std::uint8_t{0x01}, std::uint8_t{0xff}}) {
       auto bad = bytes;

@@ -193,6 +193,8 @@ TEST(FacesLoader, truncated_and_corrupted_small_model_never_crash) {
     ASSERT_FALSE(s.what().empty());
   }
   int refused = 0;
+  // a flipped byte in an attribute's name leaves an attribute no rule reads: noted in a warning, by design
+  facetrace::testing::ExpectLogs notes;
   for (std::size_t pos = 0; pos < bytes.size(); pos += 11) {
     auto bad = bytes;
     bad[pos] ^= 0xFF;
@@ -231,6 +233,7 @@ TEST(FacesLoader, truncated_and_corrupted_yunet_never_crash) {
     const Status s = create_status({bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(len)});
     ASSERT_FALSE(s.ok()) << "truncated at " << len << " accepted";
   }
+  facetrace::testing::ExpectLogs notes;  // flipped attribute names are noted (as in the small model above)
   for (std::size_t pos = 0; pos < bytes.size(); pos += 11 * 5) {
     auto bad = bytes;
     bad[pos] ^= 0xFF;

@@ -64,6 +64,11 @@ class Net {
   std::vector<std::string> output_names() const;
   /// The opset of the default domain (recorded, not checked).
   std::int64_t opset() const;
+  /// The attributes of the model that no operator rule looks at (so they change nothing), each as
+  /// "node '<name>' (<op>) attribute '<attr>'" in graph order, names cut and escaped (core/text.h). Found when the
+  /// net is first lowered (at create for a concrete declared shape, else by the first run; empty before) and noted
+  /// then, once per model, in one `warn` log line naming the first few. Thread-safe.
+  std::vector<std::string> ignored_attributes() const;
   /// Threads per call for `run` (0 = all).
   int threads() const;
   void set_threads(int threads);

@@ -99,7 +99,7 @@ Expected<std::vector<std::size_t>> Lowerer::topo_order() const {
     for (const auto& o : g_.nodes[i].outputs) {
       if (o.empty()) continue;
       if (g_.inits.count(o) || o == g_.inputs[0].name || !producer.emplace(o, i).second)
-        return err(g_.nodes[i], "output '" + o + "' is defined twice");
+        return err(g_.nodes[i], "output '" + core::printable(o) + "' is defined twice");
     }
   std::vector<std::vector<std::size_t>> users(nn);
   std::vector<std::size_t> pending(nn, 0);
@@ -108,7 +108,8 @@ Expected<std::vector<std::size_t>> Lowerer::topo_order() const {
     for (const auto& in : g_.nodes[i].inputs) {
       if (in.empty() || in == g_.inputs[0].name || g_.inits.count(in)) continue;
       auto it = producer.find(in);
-      if (it == producer.end()) return err(g_.nodes[i], "reads '" + in + "', which nothing produces");
+      if (it == producer.end())
+        return err(g_.nodes[i], "reads '" + core::printable(in) + "', which nothing produces");
       deps.insert(it->second);
     }
     pending[i] = deps.size();
@@ -136,10 +137,11 @@ Expected<Program> Lowerer::run(const Shape& input_shape) {
                          " inputs (exactly one is supported)");
   const GraphIo& in = g_.inputs[0];
   if (input_shape.size() != in.dims.size())
-    return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
+    return invalid_argument("input '" + core::printable(in.name) + "': shape " + shape_str(input_shape) +
                             " does not match the declared " + shape_str(in.dims));
   if (input_shape.empty())
-    return invalid_argument("input '" + in.name + "': a scalar input (a batch dimension is needed)");
+    return invalid_argument("input '" + core::printable(in.name) +
+                            "': a scalar input (a batch dimension is needed)");
   // dim 0 is the batch (docs/design/faces.md §2): per image the program is lowered for batch 1 whatever batch is
   // declared or asked; whole, for the shape as given
   declared_batch_ = in.dims[0];
@@ -148,13 +150,14 @@ Expected<Program> Lowerer::run(const Shape& input_shape) {
   if (!whole_) one[0] = 1;
   for (std::size_t i = 0; i < in.dims.size(); ++i) {
     if (input_shape[i] <= 0 || ((i > 0 || whole_) && in.dims[i] != 0 && in.dims[i] != input_shape[i]))
-      return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) +
+      return invalid_argument("input '" + core::printable(in.name) + "': shape " + shape_str(input_shape) +
                               " does not match the declared " + shape_str(in.dims));
   }
   std::int64_t c = 1;
   for (auto d : one) {
     if (c > limits_.max_tensor_elements / d)
-      return invalid_argument("input '" + in.name + "': shape " + shape_str(input_shape) + " is too large");
+      return invalid_argument("input '" + core::printable(in.name) + "': shape " + shape_str(input_shape) +
+                              " is too large");
     c *= d;
   }
   prog_.input_shape = one;
@@ -173,16 +176,17 @@ Status Lowerer::finish() {
   for (const auto& o : g_.outputs) {
     auto it = names_.find(o.name);
     if (it == names_.end())
-      return invalid_argument("graph output '" + o.name + "' is not produced by any node");
-    if (it->second.is_const()) return not_supported("graph output '" + o.name + "' is a constant");
+      return invalid_argument("graph output '" + core::printable(o.name) + "' is not produced by any node");
+    if (it->second.is_const())
+      return not_supported("graph output '" + core::printable(o.name) + "' is a constant");
     const Shape& s = it->second.shape;
     // dim 0 of a declared output is the batch when it equals the input's (the program is per image)
     bool match = o.dims.empty() || o.dims.size() == s.size();
     for (std::size_t i = 0; match && i < o.dims.size(); ++i)
       match = o.dims[i] == 0 || o.dims[i] == s[i] || (i == 0 && s[i] == 1 && is_batch_dim(o.dims[i]));
     if (!match)
-      return invalid_argument("graph output '" + o.name + "': inferred shape " + shape_str(s) +
-                              " differs from the declared " + shape_str(o.dims));
+      return invalid_argument("graph output '" + core::printable(o.name) + "': inferred shape " +
+                              shape_str(s) + " differs from the declared " + shape_str(o.dims));
     prog_.outputs.push_back({o.name, it->second.value, s});
   }
   // free lists: each value is released after its last reader; graph outputs never.
@@ -220,7 +224,7 @@ Status Lowerer::finish() {
 
 Status Lowerer::lower_node(const Node& n) {
   const auto it = rules().find(n.op);
-  if (it == rules().end()) return unsupported(n, "operator '" + n.op + "' is not supported");
+  if (it == rules().end()) return unsupported(n, "operator '" + core::printable(n.op) + "' is not supported");
   const Rule& rule = it->second;
   FT_TRY(check_outputs(n, rule.many_outputs ? n.outputs.size() : 1));
   if (rule.input0 == Input0::kSelf) return rule.lower(*this, n, Entry{});
@@ -230,7 +234,7 @@ Status Lowerer::lower_node(const Node& n) {
 }
 
 Expected<Program> lower_graph(const Graph& graph, const Shape& shape, const NetLimits& limits,
-                              bool* per_image) {
+                              bool* per_image, std::vector<std::string>* ignored) {
   Lowerer l(graph, limits);
   auto p = l.run(shape);
   const bool separable = p.ok() && l.mix_reason().empty();
@@ -242,12 +246,14 @@ Expected<Program> lower_graph(const Graph& graph, const Shape& shape, const NetL
     Lowerer w(graph, limits, true);
     auto q = w.run(shape);
     if (q) {
+      if (ignored) *ignored = w.unread_attributes();
       fuse(*q);
       return q;
     }
     if (!p) return p;
     return q.status().with_context("lowered whole, as " + l.mix_reason());
   }
+  if (p && ignored) *ignored = l.unread_attributes();
   if (p) fuse(*p);  // once, after lowering: every executor runs the groups it marks
   return p;
 }

@@ -68,6 +68,8 @@ Status Lowerer::lower_reshape(const Node& n, const Entry& x) {
 }
 
 Status Lowerer::lower_identity(const Node& n, const Entry& x) {
+  if (n.op == "Dropout")  // drop rate and seed act in training only; at inference Dropout is the identity
+    for (const char* a : {"ratio", "seed", "is_test"}) mark_read(n, a);
   if (n.op == "Dropout" && has_input(n, 2)) {
     auto tm = const_input(n, 2, "training_mode");
     if (!tm) return tm.status();
@@ -81,6 +83,7 @@ Status Lowerer::lower_identity(const Node& n, const Entry& x) {
 Status Lowerer::lower_constant(const Node& n, const Entry&) {
   if (n.attrs.size() != 1) return err(n, "needs exactly one value attribute");
   const auto& [name, a] = *n.attrs.begin();
+  mark_read(n, name);  // its one attribute is the value, or refused below
   auto c = std::make_shared<ConstTensor>();
   if (name == "value" && a.type == Attr::Type::kTensor) {
     *c = *a.t;
@@ -97,7 +100,8 @@ Status Lowerer::lower_constant(const Node& n, const Entry&) {
     c->i = a.ints;
     c->dims = {static_cast<std::int64_t>(a.ints.size())};
   } else {
-    return unsupported(n, "attribute '" + name + "' (only value, value_float(s), value_int(s))");
+    return unsupported(
+        n, "attribute '" + core::printable(name) + "' (only value, value_float(s), value_int(s))");
   }
   define_const(n, std::move(c));
   return {};

@@ -362,6 +362,10 @@ Status Lowerer::lower_batchnorm(const Node& n, const Entry& x) {
   auto tm = attr_int(n, "training_mode", 0);
   if (!tm) return tm.status();
   if (*tm != 0) return unsupported(n, "attribute 'training_mode' must be 0");
+  auto spatial = attr_int(n, "spatial", 1);  // before opset 9; 0 = statistics per activation, not per channel
+  if (!spatial) return spatial.status();
+  if (*spatial != 1) return unsupported(n, "attribute 'spatial' = " + std::to_string(*spatial) + " (only 1)");
+  mark_read(n, "momentum");  // updates the running statistics in training only
   const Shape& xs = x.shape;
   if (xs.size() < 2) return unsupported(n, "input rank below 2");
   const std::int64_t ch = xs[1];
@@ -567,6 +571,9 @@ Status Lowerer::lower_resize(const Node& n, const Entry& x) {
   if (policy != "stretch") return unsupported(n, "attribute 'keep_aspect_ratio_policy' = " + policy);
   if (*mode != "nearest" && *mode != "linear")
     return unsupported(n, "attribute 'mode' = " + *mode + " (only nearest and linear)");
+  // cubic's parameters (exporters write them for every mode): of no use to nearest and linear
+  mark_read(n, "cubic_coeff_a");
+  mark_read(n, "exclude_outside");
   std::vector<std::int64_t> axes;
   FT_TRY(take(attr_ints(n, "axes", {}), axes));
   bool swapped = false;  // axes [3,2]: the scales or sizes are given W first

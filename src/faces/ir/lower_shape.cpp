@@ -90,7 +90,7 @@ Status Lowerer::strided(const Node& n, const Entry& x, const Shape& dims,
     std::int64_t at = offset;
     for (std::size_t k = 0; k < dims.size(); ++k) at += idx[k] * strides[k];
     if (at < 0 || at >= x.c->count())
-      return internal_error("node '" + n.name + "': strided read out of range");
+      return internal_error("node '" + core::printable(n.name) + "': strided read out of range");
     if (c->is_int)
       c->i.push_back(x.c->i[static_cast<std::size_t>(at)]);
     else

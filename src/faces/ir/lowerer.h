@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "facetrace/core/text.h"
 #include "onnx/graph.h"
 
 namespace facetrace::faces::detail {
@@ -48,13 +51,20 @@ class Lowerer {
   Expected<Program> run(const Shape& input_shape);
 
   // --- helpers for the operator rules
+  // "node '<name>' (<op>)" for messages, both cut and escaped (core/text.h): they come from the file.
+  static std::string node_where(const Node& n) {
+    return "node '" + core::printable(n.name) + "' (" + core::printable(n.op) + ")";
+  }
   Status err(const Node& n, const std::string& what) const {
-    return invalid_argument("node '" + n.name + "' (" + n.op + "): " + what);
+    return invalid_argument(node_where(n) + ": " + what);
   }
   Status unsupported(const Node& n, const std::string& what) const {
-    return not_supported("node '" + n.name + "' (" + n.op + "): " + what);
+    return not_supported(node_where(n) + ": " + what);
   }
+  // Every attribute a rule looks at goes through here (or mark_read): what no rule looked at is reported as
+  // ignored (unread_attributes).
   const Attr* attr(const Node& n, const char* name) const {
+    mark_read(n, name);
     auto it = n.attrs.find(name);
     return it == n.attrs.end() ? nullptr : &it->second;
   }
@@ -106,7 +116,7 @@ class Lowerer {
   Expected<Entry> input(const Node& n, std::size_t i) const {
     if (!has_input(n, i)) return err(n, "missing operand " + std::to_string(i));
     auto it = names_.find(n.inputs[i]);
-    if (it == names_.end()) return err(n, "input '" + n.inputs[i] + "' is not defined");
+    if (it == names_.end()) return err(n, "input '" + core::printable(n.inputs[i]) + "' is not defined");
     return it->second;
   }
   Expected<ConstPtr> const_input(const Node& n, std::size_t i, const char* what) const {
@@ -126,14 +136,15 @@ class Lowerer {
     auto e = input(n, i);
     if (!e) return e;
     if (e->is_const())
-      return unsupported(n, "input '" + n.inputs[i] + "' is constant; only graph values are supported here");
+      return unsupported(n, "input '" + core::printable(n.inputs[i]) +
+                                "' is constant; only graph values are supported here");
     return e;
   }
   Status check_outputs(const Node& n, std::size_t max_out) const {
     if (n.outputs.empty() || n.outputs[0].empty()) return err(n, "no output");
     for (std::size_t i = max_out; i < n.outputs.size(); ++i)
       if (!n.outputs[i].empty())
-        return unsupported(n, "output " + std::to_string(i) + " ('" + n.outputs[i] + "')");
+        return unsupported(n, "output " + std::to_string(i) + " ('" + core::printable(n.outputs[i]) + "')");
     return {};
   }
   Status check_shape(const Node& n, const Shape& s) const {
@@ -213,10 +224,21 @@ class Lowerer {
   // Per image, a rule that would compute across dim 0 (the batch) records why: the graph is then lowered whole
   // for a batch above 1 (docs/design/faces.md §2). Every per-image value has dim 0 = 1.
   void mixes(const Node& n, const std::string& why) {
-    if (!whole_ && mix_.empty()) mix_ = "node '" + n.name + "' (" + n.op + ") " + why;
+    if (!whole_ && mix_.empty()) mix_ = node_where(n) + " " + why;
   }
   const std::string& mix_reason() const { return mix_; }
   bool whole() const { return whole_; }
+  void mark_read(const Node& n, const std::string& name) const { read_.emplace(n.name, name); }
+  /// After run(): "node '<name>' (<op>) attribute '<attr>'" for each attribute of the graph that no rule looked
+  /// at (so it changed nothing), in graph order; names cut and escaped (core/text.h).
+  std::vector<std::string> unread_attributes() const {
+    std::vector<std::string> r;
+    for (const Node& n : g_.nodes)
+      for (const auto& [name, a] : n.attrs)
+        if (!read_.count({n.name, name}))
+          r.push_back(node_where(n) + " attribute '" + core::printable(name) + "'");
+    return r;
+  }
   std::int64_t opset() const { return g_.opset; }
 
   // --- operators (lower_ops.cpp, lower_aliases.cpp): each lowers one node whose single output lower_node has
@@ -303,6 +325,7 @@ class Lowerer {
   std::int64_t declared_batch_ = 0, lowered_batch_ = 1;
   bool whole_ = false;
   std::string mix_;
+  mutable std::set<std::pair<std::string, std::string>> read_;  // (node name, attribute) looked at
 };
 
 }  // namespace facetrace::faces::detail

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 #include "facetrace/faces/decode_math.h"
 #include "facetrace/faces/sha256.h"
 
@@ -243,7 +244,7 @@ Expected<Detector> Detector::load(const std::string& path, const DetectorConfig&
   auto bytes = core::read_file(path, static_cast<std::uint64_t>(NetLimits{}.max_file_bytes));
   if (!bytes) return bytes.status().with_context("YuNet model");
   auto d = create(*bytes, config);
-  if (!d) return d.status().with_context("'" + path + "'");
+  if (!d) return d.status().with_context(core::quoted(path));
   return d;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 #include "facetrace/faces/align.h"
 #include "facetrace/faces/sha256.h"
 
@@ -75,7 +76,7 @@ Expected<Embedder> Embedder::load(const std::string& path, int threads) {
   auto bytes = core::read_file(path, static_cast<std::uint64_t>(NetLimits{}.max_file_bytes));
   if (!bytes) return bytes.status().with_context("embedder model");
   auto e = create(*bytes, threads);
-  if (!e) return e.status().with_context("'" + path + "'");
+  if (!e) return e.status().with_context(core::quoted(path));
   return e;
 }
 

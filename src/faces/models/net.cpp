@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 #include "log.h"
 #include "onnx/graph.h"
 
@@ -23,6 +24,10 @@ struct Net::Impl {
   bool per_image = false;  // `declared` is per image and right for any batch (docs/design/faces.md §2)
   Shape input_dims;        // the input's dims as declared (graph.inputs[0].dims may be freed, NetOptions)
   std::atomic<int> threads{0};
+  // The attributes no operator rule looked at (Lowerer::unread_attributes), from the first lowering: noted once.
+  mutable std::mutex ignored_mu;
+  bool ignored_known = false;  // under ignored_mu, as ignored
+  std::vector<std::string> ignored;
 
   /// The attached accelerator (docs/design/faces.md §4), shared by every copy of the Net.
   struct Attached {
@@ -134,6 +139,29 @@ bool all_finite(std::span<const std::span<const float>> inputs) {
 }
 
 constexpr std::size_t kMaxLoweredShapes = 16;
+constexpr std::size_t kIgnoredNamedInNote =
+    8;  // the note names this many ignored attributes, then counts the rest
+
+/// Keeps the attributes the first lowering found unread and notes them, once per model (one warning naming node,
+/// op and attribute): an attribute facetrace does not know changes nothing in what it computes, which may not be
+/// what the model's author meant.
+void note_ignored(Net::Impl& impl, std::vector<std::string> ignored) {
+  std::lock_guard<std::mutex> lock(impl.ignored_mu);
+  if (impl.ignored_known) return;
+  impl.ignored_known = true;
+  impl.ignored = std::move(ignored);
+  if (impl.ignored.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < impl.ignored.size() && i < kIgnoredNamedInNote; ++i)
+    list += (i ? "; " : "") + impl.ignored[i];
+  if (impl.ignored.size() > kIgnoredNamedInNote)
+    list += "; and " + std::to_string(impl.ignored.size() - kIgnoredNamedInNote) + " more";
+  FT_LOG_WARN(
+      "faces: ONNX model with input '{}' ({} nodes): {} attribute{} not used by facetrace and "
+      "change{} nothing: {}",
+      core::printable(impl.graph.inputs[0].name), impl.graph.nodes.size(), impl.ignored.size(),
+      impl.ignored.size() == 1 ? " is" : "s are", impl.ignored.size() == 1 ? "s" : "", list);
+}
 
 /// The program for `shape`: the declared one (when it fits), a cached one, or lowered now (and cached).
 Expected<std::shared_ptr<const Program>> program_for(Net::Impl& impl, const Shape& shape) {
@@ -147,8 +175,10 @@ Expected<std::shared_ptr<const Program>> program_for(Net::Impl& impl, const Shap
         return p;
       }
   }
-  auto p = detail::lower_graph(impl.graph, shape, impl.options.limits);
+  std::vector<std::string> ignored;
+  auto p = detail::lower_graph(impl.graph, shape, impl.options.limits, nullptr, &ignored);
   if (!p) return p.status();
+  note_ignored(impl, std::move(ignored));
   auto prog = std::make_shared<const Program>(std::move(*p));
   std::lock_guard<std::mutex> lock(impl.lowered_mu);
   if (impl.lowered.size() >= kMaxLoweredShapes) impl.lowered.erase(impl.lowered.begin());
@@ -288,8 +318,10 @@ Expected<Net> Net::create(std::span<const std::uint8_t> bytes, const NetOptions&
   bool concrete = !s.empty();
   for (auto d : s) concrete = concrete && d > 0;
   if (concrete) {
-    auto p = detail::lower_graph(impl->graph, s, options.limits, &impl->per_image);
+    std::vector<std::string> ignored;
+    auto p = detail::lower_graph(impl->graph, s, options.limits, &impl->per_image, &ignored);
     if (!p) return p.status();
+    note_ignored(*impl, std::move(ignored));
     impl->declared = std::make_shared<const Program>(std::move(*p));
     impl->declared_shape = s;
   }
@@ -307,7 +339,7 @@ Expected<Net> Net::load(const std::string& path, const NetOptions& options) {
   auto bytes = core::read_file(path, cap);
   if (!bytes) return bytes.status().with_context("model");
   auto n = create(*bytes, options);
-  if (!n) return n.status().with_context("model '" + path + "'");
+  if (!n) return n.status().with_context("model '" + core::printable(path) + "'");
   return n;
 }
 
@@ -319,6 +351,10 @@ std::vector<std::string> Net::output_names() const {
   return r;
 }
 std::int64_t Net::opset() const { return impl_->graph.opset; }
+std::vector<std::string> Net::ignored_attributes() const {
+  std::lock_guard<std::mutex> lock(impl_->ignored_mu);
+  return impl_->ignored;
+}
 int Net::threads() const { return impl_->threads.load(); }
 void Net::set_threads(int threads) { impl_->threads = threads < 0 ? 0 : threads; }
 

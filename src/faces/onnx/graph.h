@@ -63,8 +63,9 @@ Expected<Graph> parse_onnx(std::span<const std::uint8_t> bytes, const NetLimits&
 /// Lowers `graph` for input `shape` (docs/design/faces.md §2): per image (Program::input_shape[0] = 1, a batch of
 /// shape[0] runs as that many items) unless the graph computes across dim 0, then, for shape[0] > 1 or a declared
 /// batch above 1, whole (input_shape = shape, one item). `per_image`, when set, receives whether the per-image program
-/// is right for every batch (so it can be reused for any shape[0]). Every shape is inferred here; errors name the node.
+/// is right for every batch (so it can be reused for any shape[0]). `ignored`, when set, receives the attributes
+/// no operator rule looked at, each as "node '<name>' (<op>) attribute '<attr>'" (Lowerer::unread_attributes). Every shape is inferred here; errors name the node.
 Expected<Program> lower_graph(const Graph& graph, const Shape& shape, const NetLimits& limits,
-                              bool* per_image = nullptr);
+                              bool* per_image = nullptr, std::vector<std::string>* ignored = nullptr);
 
 }  // namespace facetrace::faces::detail

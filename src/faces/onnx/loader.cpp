@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "facetrace/core/text.h"
 #include "onnx/graph.h"
 
 namespace facetrace::faces::detail {
@@ -90,7 +91,7 @@ Expected<ConstPtr> convert_tensor(const onnx::TensorProto& t, const NetLimits& l
 }
 
 Expected<GraphIo> convert_io(const onnx::ValueInfoProto& v, const NetLimits& limits, const char* kind) {
-  const std::string where = std::string(kind) + " '" + v.name() + "'";
+  const std::string where = std::string(kind) + " '" + core::printable(v.name()) + "'";
   if (!v.has_type() || !v.type().has_tensor_type()) return bad(where, "not a tensor");
   const auto& tt = v.type().tensor_type();
   if (tt.elem_type() != kFloat)
@@ -142,7 +143,7 @@ Expected<Graph> parse_onnx(std::span<const std::uint8_t> bytes, const NetLimits&
                             " initializers exceed the limit of " + std::to_string(limits.max_initializers));
   std::int64_t weights = 0;
   for (const auto& t : gp.initializer()) {
-    auto c = convert_tensor(t, limits, "initializer '" + t.name() + "'");
+    auto c = convert_tensor(t, limits, "initializer '" + core::printable(t.name()) + "'");
     if (!c) return c.status();
     weights += (*c)->count();
     if (weights > limits.max_weight_elements)
@@ -150,7 +151,7 @@ Expected<Graph> parse_onnx(std::span<const std::uint8_t> bytes, const NetLimits&
                               std::to_string(limits.max_weight_elements) + " elements in total");
     // a second initializer of one name would silently replace the first: refuse the file instead
     if (!g.inits.emplace(t.name(), *c).second)
-      return invalid_argument("ONNX graph: initializer '" + t.name().substr(0, 200) + "' is defined twice");
+      return invalid_argument("ONNX graph: initializer '" + core::printable(t.name()) + "' is defined twice");
   }
   for (const auto& v : gp.input()) {
     if (g.inits.count(v.name())) continue;  // graph inputs that are initializers are dropped
@@ -172,16 +173,16 @@ Expected<Graph> parse_onnx(std::span<const std::uint8_t> bytes, const NetLimits&
     n.op = np.op_type();
     n.name = np.name().empty() ? np.op_type() + "#" + std::to_string(index) : np.name();
     ++index;
-    const std::string where = "node '" + n.name + "' (" + n.op + ")";
+    const std::string where = "node '" + core::printable(n.name) + "' (" + core::printable(n.op) + ")";
     if (!np.domain().empty() && np.domain() != "ai.onnx")
-      return not_supported("ONNX " + where + ": custom domain '" + np.domain() + "'");
+      return not_supported("ONNX " + where + ": custom domain '" + core::printable(np.domain()) + "'");
     if (np.input_size() > limits.max_node_io || np.output_size() > limits.max_node_io ||
         np.attribute_size() > limits.max_node_io)
       return bad(where, "more than " + std::to_string(limits.max_node_io) + " inputs, outputs or attributes");
     n.inputs.assign(np.input().begin(), np.input().end());
     n.outputs.assign(np.output().begin(), np.output().end());
     for (const auto& ap : np.attribute()) {
-      const std::string aw = where + " attribute '" + ap.name() + "'";
+      const std::string aw = where + " attribute '" + core::printable(ap.name()) + "'";
       if (!ap.ref_attr_name().empty()) return not_supported("ONNX " + aw + ": attribute references");
       Attr a;
       switch (ap.type()) {

@@ -9,6 +9,7 @@
 
 #include "facetrace/core/file.h"
 #include "facetrace/core/sha256.h"
+#include "facetrace/core/text.h"
 #include "facetrace/tracer/farm.h"
 #include "facetrace/tracer/scene_json.h"
 #include "farm_git_sha.h"  // generated at build time: FT_FARM_GIT_SHA (cmake/bench_git_sha.cmake)
@@ -33,7 +34,9 @@ Expected<std::uint64_t> whole(const nlohmann::json& j, const std::string& where,
                               std::uint64_t lo, std::uint64_t hi) {
   const auto& v = j.at(key);
   if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
-    return invalid_argument(where + ": " + key + ": expected a whole number ≥ 0, got " + v.dump());
+    return invalid_argument(
+        where + ": " + key + ": expected a whole number ≥ 0, got " +
+        core::printable(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   const auto x = v.get<std::uint64_t>();
   if (x < lo || x > hi)
     return invalid_argument(where + ": " + key + ": must be in [" + std::to_string(lo) + ", " +
@@ -71,7 +74,7 @@ std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc) {
 
 Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp, std::uint32_t unit_samples) {
   if (!valid_name(name))
-    return invalid_argument("job name \"" + name + "\": expected 1 to 64 of [A-Za-z0-9._-]");
+    return invalid_argument("job name \"" + core::printable(name) + "\": expected 1 to 64 of [A-Za-z0-9._-]");
   if (spp < 1 || spp > kMaxSpp)
     return invalid_argument("spp: must be in [1, " + std::to_string(kMaxSpp) + "], got " + std::to_string(spp));
   if (unit_samples < 1 || unit_samples > kMaxUnitSamples)
@@ -97,14 +100,14 @@ Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp,
 
 Expected<Job> parse_job(std::string_view text, const std::string& base_dir, const std::string& default_name,
                         std::string_view source) {
-  const std::string where(source);
+  const std::string where = core::printable(source);
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return invalid_argument(where + ": not valid JSON");
   if (!j.is_object()) return invalid_argument(where + ": a job is a JSON object");
   static const char* kKeys[] = {"name", "scene", "spp", "unit_samples", "width", "height", "max_bounces"};
   for (const auto& [key, value] : j.items())
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
-      return invalid_argument(where + ": unknown field \"" + key +
+      return invalid_argument(where + ": unknown field \"" + core::printable(key) +
                               "\" (expected name, scene, spp, unit_samples, width, height, max_bounces)");
   for (const char* key : {"scene", "spp", "unit_samples"})
     if (!j.contains(key)) return invalid_argument(where + ": missing field \"" + key + "\"");

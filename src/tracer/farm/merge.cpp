@@ -10,6 +10,7 @@
 #include <set>
 
 #include "facetrace/core/sha256.h"
+#include "facetrace/core/text.h"
 #include "facetrace/tracer/farm.h"
 
 namespace facetrace::farm {
@@ -32,7 +33,7 @@ Expected<std::vector<std::string>> expand(const std::vector<std::string>& args) 
       for (const auto& entry : fs::directory_iterator(a, ec))
         if (entry.path().extension() == ".ftp" && entry.path().filename().string()[0] != '.')
           found.push_back(entry.path());
-      if (ec) return io_error(a + ": cannot list: " + ec.message());
+      if (ec) return io_error(core::printable(a) + ": cannot list: " + ec.message());
       std::sort(found.begin(), found.end());
       for (const auto& f : found) add(f);
     } else {
@@ -45,7 +46,8 @@ Expected<std::vector<std::string>> expand(const std::vector<std::string>& args) 
 /// The first field on which two headers disagree, or empty.
 std::string mismatch(const PartialHeader& a, const PartialHeader& b) {
   auto size = [](const PartialHeader& h) { return std::to_string(h.width) + "x" + std::to_string(h.height); };
-  if (a.build_id != b.build_id) return "build (" + a.build_id + " vs " + b.build_id + ")";
+  if (a.build_id != b.build_id)
+    return "build (" + core::printable(a.build_id) + " vs " + core::printable(b.build_id) + ")";
   if (a.scene_sha256 != b.scene_sha256)
     return "scene (sha256 " + core::hex(a.scene_sha256).substr(0, 16) + "… vs " +
            core::hex(b.scene_sha256).substr(0, 16) + "…)";
@@ -110,7 +112,8 @@ Expected<MergedFilm> merge_partials(const std::vector<std::string>& paths, const
     if (!h.ok()) return h.status();
     if (!headers.empty())
       if (const std::string why = mismatch(headers.front(), *h); !why.empty())
-        return invalid_argument(f + " does not belong with " + files->front() + ": different " + why);
+        return invalid_argument(core::printable(f) + " does not belong with " +
+                                core::printable(files->front()) + ": different " + why);
     headers.push_back(std::move(h).value());
   }
   const PartialHeader& ref = headers.front();
@@ -138,16 +141,17 @@ Expected<MergedFilm> merge_partials(const std::vector<std::string>& paths, const
       const UnitEntry& u = headers[f].units[e];
       const UnitSamples want = unit_samples(shape, u.unit);
       if (u.unit >= m.units_total || u.first_sample != want.first_sample || u.samples != want.samples)
-        return io_error((*files)[f] + ": unit " + std::to_string(u.unit) + ": corrupt: samples [" +
-                        std::to_string(u.first_sample) + ", +" + std::to_string(u.samples) +
-                        ") do not match the job's unit map");
+        return io_error(core::printable((*files)[f]) + ": unit " + std::to_string(u.unit) +
+                        ": corrupt: samples [" + std::to_string(u.first_sample) + ", +" +
+                        std::to_string(u.samples) + ") do not match the job's unit map");
       refs.push_back({u.unit, f, e});
     }
   std::sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) { return a.unit < b.unit; });
   for (std::size_t i = 1; i < refs.size(); ++i)
     if (refs[i].unit == refs[i - 1].unit)
-      return invalid_argument("unit " + std::to_string(refs[i].unit) + " is in both " + (*files)[refs[i - 1].file] +
-                              " and " + (*files)[refs[i].file] + " (duplicated unit)");
+      return invalid_argument("unit " + std::to_string(refs[i].unit) + " is in both " +
+                              core::printable((*files)[refs[i - 1].file]) + " and " +
+                              core::printable((*files)[refs[i].file]) + " (duplicated unit)");
   std::size_t r = 0;
   for (std::uint64_t u = 0; u < m.units_total; ++u) {
     if (r < refs.size() && refs[r].unit == u)
@@ -197,7 +201,7 @@ Status write_ftsum(const std::string& path, const MergedFilm& merged) {
   std::memcpy(head.data() + 32, merged.scene_sha256.data(), 32);
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error(path + ": cannot write: " + std::strerror(errno));
+  if (fd < 0) return io_error(core::printable(path) + ": cannot write: " + std::strerror(errno));
   auto write_all = [fd](const void* p, std::size_t n) {
     const auto* b = static_cast<const std::uint8_t*>(p);
     while (n > 0) {
@@ -214,7 +218,8 @@ Status write_ftsum(const std::string& path, const MergedFilm& merged) {
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    return io_error(path + ": cannot write: " + (ok ? std::string(std::strerror(errno)) : why));
+    return io_error(core::printable(path) +
+                    ": cannot write: " + (ok ? std::string(std::strerror(errno)) : why));
   }
   return {};
 }

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "facetrace/core/sha256.h"
+#include "facetrace/core/text.h"
 #include "facetrace/tracer/farm.h"
 
 namespace facetrace::farm {
@@ -185,32 +186,35 @@ struct Layout {
 
 Expected<Layout> read_layout(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return io_error(path + ": cannot stat: " + errno_text());
+  if (::fstat(fd, &st) != 0) return io_error(core::printable(path) + ": cannot stat: " + errno_text());
   Layout l;
   l.file_bytes = static_cast<std::uint64_t>(st.st_size);
   std::uint8_t pre[20];
   if (l.file_bytes < kPreambleBytes || !pread_all(fd, pre, sizeof pre, 0)) {
     if (l.file_bytes >= 8 && pread_all(fd, pre, 8, 0) && std::memcmp(pre, kMagic, 8) == 0)
-      return io_error(path + ": truncated: " + std::to_string(l.file_bytes) + " bytes, shorter than the header");
-    return io_error(path + ": not a facetrace partial (no FTPART1 magic)");
+      return io_error(core::printable(path) + ": truncated: " + std::to_string(l.file_bytes) +
+                      " bytes, shorter than the header");
+    return io_error(core::printable(path) + ": not a facetrace partial (no FTPART1 magic)");
   }
-  if (std::memcmp(pre, kMagic, 8) != 0) return io_error(path + ": not a facetrace partial (no FTPART1 magic)");
+  if (std::memcmp(pre, kMagic, 8) != 0)
+    return io_error(core::printable(path) + ": not a facetrace partial (no FTPART1 magic)");
   const auto version = get<std::uint32_t>(pre, 8);
-  if (get<std::uint32_t>(pre, 16) != crc32(pre, 16)) return io_error(path + ": corrupt: preamble CRC mismatch");
+  if (get<std::uint32_t>(pre, 16) != crc32(pre, 16))
+    return io_error(core::printable(path) + ": corrupt: preamble CRC mismatch");
   if (version != kVersion)
-    return io_error(path + ": partial format version " + std::to_string(version) + " is not supported (this " +
-                    "build reads version " + std::to_string(kVersion) + ")");
+    return io_error(core::printable(path) + ": partial format version " + std::to_string(version) +
+                    " is not supported (this " + "build reads version " + std::to_string(kVersion) + ")");
   l.slot_bytes = get<std::uint32_t>(pre, 12);
   if (l.slot_bytes == 0 || l.slot_bytes % kSlotAlign != 0 || l.slot_bytes > kMaxSlotBytes)
-    return io_error(path + ": corrupt: header size " + std::to_string(l.slot_bytes));
+    return io_error(core::printable(path) + ": corrupt: header size " + std::to_string(l.slot_bytes));
   if (l.file_bytes < l.body_offset())
-    return io_error(path + ": truncated: " + std::to_string(l.file_bytes) + " bytes, shorter than the header (" +
-                    std::to_string(l.body_offset()) + ")");
+    return io_error(core::printable(path) + ": truncated: " + std::to_string(l.file_bytes) +
+                    " bytes, shorter than the header (" + std::to_string(l.body_offset()) + ")");
   std::vector<std::uint8_t> slot(l.slot_bytes);
   bool any = false;
   for (int s = 0; s < 2; ++s) {
     if (!pread_all(fd, slot.data(), slot.size(), kPreambleBytes + s * l.slot_bytes))
-      return io_error(path + ": cannot read the header: " + errno_text());
+      return io_error(core::printable(path) + ": cannot read the header: " + errno_text());
     PartialHeader h;
     std::uint64_t seq = 0;
     if (decode_slot(slot.data(), l.slot_bytes, h, seq) && (!any || seq > l.sequence)) {
@@ -219,7 +223,7 @@ Expected<Layout> read_layout(int fd, const std::string& path) {
       any = true;
     }
   }
-  if (!any) return io_error(path + ": corrupt: neither copy of the header passes its CRC");
+  if (!any) return io_error(core::printable(path) + ": corrupt: neither copy of the header passes its CRC");
   l.header.version = version;
   // Values no job can have (farm.h kMaxJob*; no scene is wider or taller than kMaxSide): later sizes and the
   // merge's unit map are computed from them.
@@ -235,9 +239,10 @@ Expected<Layout> read_layout(int fd, const std::string& path) {
   if (l.file_bytes < need) {
     const std::size_t first_short =
         static_cast<std::size_t>((l.file_bytes - l.body_offset()) / std::max<std::uint64_t>(1, block_bytes(l.header)));
-    return io_error(path + ": truncated: unit " + std::to_string(l.header.units[first_short].unit) + " needs bytes up to " +
-                    std::to_string(l.body_offset() + (first_short + 1) * block_bytes(l.header)) + ", the file has " +
-                    std::to_string(l.file_bytes));
+    return io_error(core::printable(path) + ": truncated: unit " +
+                    std::to_string(l.header.units[first_short].unit) + " needs bytes up to " +
+                    std::to_string(l.body_offset() + (first_short + 1) * block_bytes(l.header)) +
+                    ", the file has " + std::to_string(l.file_bytes));
   }
   return l;
 }
@@ -255,7 +260,7 @@ std::string partial_file_name(const std::string& job_name, std::uint64_t first_u
 
 Expected<PartialHeader> read_partial_header(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) return io_error(path + ": cannot open: " + errno_text());
+  if (fd.fd < 0) return io_error(core::printable(path) + ": cannot open: " + errno_text());
   auto l = read_layout(fd.fd, path);
   if (!l.ok()) return l.status();
   return std::move(l->header);
@@ -263,19 +268,20 @@ Expected<PartialHeader> read_partial_header(const std::string& path) {
 
 Expected<std::vector<float>> read_partial_unit(const std::string& path, const PartialHeader& header,
                                                std::size_t index) {
-  if (index >= header.units.size()) return invalid_argument(path + ": no table entry " + std::to_string(index));
+  if (index >= header.units.size())
+    return invalid_argument(core::printable(path) + ": no table entry " + std::to_string(index));
   const UnitEntry& e = header.units[index];
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) return io_error(path + ": cannot open: " + errno_text());
+  if (fd.fd < 0) return io_error(core::printable(path) + ": cannot open: " + errno_text());
   const std::uint64_t slot = slot_bytes_for(header.capacity, header.scene_json.size());
   const std::uint64_t bytes = block_bytes(header);
   const std::uint64_t off = kPreambleBytes + 2 * slot + index * bytes;
   std::vector<float> xyz(static_cast<std::size_t>(bytes / 4));
   if (!pread_all(fd.fd, xyz.data(), bytes, off))
-    return io_error(path + ": unit " + std::to_string(e.unit) + ": truncated (cannot read " + std::to_string(bytes) +
-                    " bytes at offset " + std::to_string(off) + ")");
+    return io_error(core::printable(path) + ": unit " + std::to_string(e.unit) + ": truncated (cannot read " +
+                    std::to_string(bytes) + " bytes at offset " + std::to_string(off) + ")");
   if (crc32(xyz.data(), bytes) != e.crc32)
-    return io_error(path + ": unit " + std::to_string(e.unit) + ": corrupt: CRC mismatch");
+    return io_error(core::printable(path) + ": unit " + std::to_string(e.unit) + ": corrupt: CRC mismatch");
   return xyz;
 }
 
@@ -316,17 +322,20 @@ Expected<PartialWriter> PartialWriter::open(const std::string& dir, const Job& j
     Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
     if (fd.fd >= 0) {  // resume an existing partial
       if (::flock(fd.fd, LOCK_EX | LOCK_NB) != 0)
-        return io_error(path + ": another process is writing this partial (" + errno_text() + ")");
+        return io_error(core::printable(path) + ": another process is writing this partial (" + errno_text() +
+                        ")");
       auto l = read_layout(fd.fd, path);
       if (!l.ok()) return l.status();
       if (!same_job(l->header, job))
-        return invalid_argument(path + ": exists and belongs to another job or build (" + l->header.build_id +
-                                ", scene " + core::hex(l->header.scene_sha256).substr(0, 12) + ", " +
+        return invalid_argument(core::printable(path) + ": exists and belongs to another job or build (" +
+                                core::printable(l->header.build_id) + ", scene " +
+                                core::hex(l->header.scene_sha256).substr(0, 12) + ", " +
                                 std::to_string(l->header.width) + "x" + std::to_string(l->header.height) +
                                 "); use another --out directory or remove it");
       if (l->header.capacity < capacity)
-        return invalid_argument(path + ": exists with room for " + std::to_string(l->header.capacity) +
-                                " units, this range needs " + std::to_string(capacity) +
+        return invalid_argument(core::printable(path) + ": exists with room for " +
+                                std::to_string(l->header.capacity) + " units, this range needs " +
+                                std::to_string(capacity) +
                                 "; use the range it was made for or another --out directory");
       st->header = std::move(l->header);
       st->slot_bytes = l->slot_bytes;
@@ -334,7 +343,7 @@ Expected<PartialWriter> PartialWriter::open(const std::string& dir, const Job& j
       st->fd = fd.release();
       return PartialWriter(st.release());
     }
-    if (errno != ENOENT) return io_error(path + ": cannot open: " + errno_text());
+    if (errno != ENOENT) return io_error(core::printable(path) + ": cannot open: " + errno_text());
 
     // Create: a temporary in the same directory, complete and synced, then linked into place (never replacing).
     PartialHeader& h = st->header;
@@ -353,7 +362,8 @@ Expected<PartialWriter> PartialWriter::open(const std::string& dir, const Job& j
     if (st->slot_bytes > kMaxSlotBytes) return invalid_argument("a partial's unit table is limited to fewer units");
     std::string tmpl = (fs::path(dir) / ("." + partial_file_name(job.name, first_unit) + ".XXXXXX")).string();
     Fd tmp(::mkstemp(tmpl.data()));
-    if (tmp.fd < 0) return io_error(path + ": cannot create a temporary in " + dir + ": " + errno_text());
+    if (tmp.fd < 0)
+      return io_error(core::printable(path) + ": cannot create a temporary in " + dir + ": " + errno_text());
     ::fchmod(tmp.fd, 0644);
     const auto pre = encode_preamble(st->slot_bytes);
     const auto slot = encode_slot(h, 1, st->slot_bytes);
@@ -365,7 +375,7 @@ Expected<PartialWriter> PartialWriter::open(const std::string& dir, const Job& j
     if (!written) {
       const std::string why = errno_text();
       ::unlink(tmpl.c_str());
-      return io_error(path + ": cannot write: " + why);
+      return io_error(core::printable(path) + ": cannot write: " + why);
     }
     const int linked = ::link(tmpl.c_str(), path.c_str());
     const int link_errno = errno;
@@ -373,7 +383,7 @@ Expected<PartialWriter> PartialWriter::open(const std::string& dir, const Job& j
     if (linked != 0) {
       if (link_errno == EEXIST) continue;  // another worker created it first: open theirs
       errno = link_errno;
-      return io_error(path + ": cannot create: " + errno_text());
+      return io_error(core::printable(path) + ": cannot create: " + errno_text());
     }
     Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dfd.fd >= 0) ::fsync(dfd.fd);
@@ -381,7 +391,7 @@ Expected<PartialWriter> PartialWriter::open(const std::string& dir, const Job& j
     st->fd = tmp.release();
     return PartialWriter(st.release());
   }
-  return io_error(path + ": cannot create or open");
+  return io_error(core::printable(path) + ": cannot create or open");
 }
 
 Status PartialWriter::append(const UnitResult& unit) {
@@ -389,13 +399,16 @@ Status PartialWriter::append(const UnitResult& unit) {
   PartialHeader& h = s.header;
   const std::uint64_t bytes = block_bytes(h);
   if (unit.xyz.size() * sizeof(float) != bytes)
-    return invalid_argument(s.path + ": unit " + std::to_string(unit.unit) + " has " +
+    return invalid_argument(core::printable(s.path) + ": unit " + std::to_string(unit.unit) + " has " +
                             std::to_string(unit.xyz.size() / 3) + " pixels, the partial " +
                             std::to_string(h.width) + "x" + std::to_string(h.height));
   for (const UnitEntry& e : h.units)
-    if (e.unit == unit.unit) return invalid_argument(s.path + ": unit " + std::to_string(unit.unit) + " is already in it");
+    if (e.unit == unit.unit)
+      return invalid_argument(core::printable(s.path) + ": unit " + std::to_string(unit.unit) +
+                              " is already in it");
   if (h.units.size() >= h.capacity)
-    return invalid_argument(s.path + ": the unit table is full (" + std::to_string(h.capacity) + " units)");
+    return invalid_argument(core::printable(s.path) + ": the unit table is full (" +
+                            std::to_string(h.capacity) + " units)");
   UnitEntry e;
   e.unit = unit.unit;
   e.first_sample = unit.range.first_sample;
@@ -406,7 +419,8 @@ Status PartialWriter::append(const UnitResult& unit) {
   e.seconds = unit.seconds;
   const std::uint64_t off = kPreambleBytes + 2 * s.slot_bytes + h.units.size() * bytes;
   if (!pwrite_all(s.fd, unit.xyz.data(), bytes, off) || ::fdatasync(s.fd) != 0)
-    return io_error(s.path + ": unit " + std::to_string(unit.unit) + ": cannot write: " + errno_text());
+    return io_error(core::printable(s.path) + ": unit " + std::to_string(unit.unit) +
+                    ": cannot write: " + errno_text());
   h.units.push_back(e);
   const std::uint64_t seq = s.sequence + 1;
   const auto slot = encode_slot(h, seq, s.slot_bytes);
@@ -414,7 +428,8 @@ Status PartialWriter::append(const UnitResult& unit) {
   if (!pwrite_all(s.fd, slot.data(), slot.size(), kPreambleBytes + (seq % 2 == 1 ? 0 : s.slot_bytes)) ||
       ::fsync(s.fd) != 0) {
     h.units.pop_back();
-    return io_error(s.path + ": unit " + std::to_string(unit.unit) + ": cannot write the header: " + errno_text());
+    return io_error(core::printable(s.path) + ": unit " + std::to_string(unit.unit) +
+                    ": cannot write the header: " + errno_text());
   }
   s.sequence = seq;
   return {};

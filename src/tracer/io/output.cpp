@@ -29,6 +29,7 @@
 #include <system_error>
 
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 #include "facetrace/core/image.h"
 
 namespace facetrace::tracer {
@@ -170,7 +171,7 @@ Expected<Rgba8Image> read_png(const std::string& path) {
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_file(&png, path.c_str()))
-    return io_error(path + ": cannot read PNG: " + png.message);
+    return io_error(core::printable(path) + ": cannot read PNG: " + png.message);
   png.format = PNG_FORMAT_RGBA;
   Rgba8Image img;
   img.width = png.width;
@@ -179,7 +180,7 @@ Expected<Rgba8Image> read_png(const std::string& path) {
   if (!png_image_finish_read(&png, nullptr, img.rgba.data(), 0, nullptr)) {
     const std::string why = png.message;
     png_image_free(&png);
-    return io_error(path + ": cannot read PNG: " + why);
+    return io_error(core::printable(path) + ": cannot read PNG: " + why);
   }
   return img;
 }
@@ -208,11 +209,11 @@ void add_typed_attributes(Imf::Header& h, const ExrInfo& info) {
 Status write_exr(const std::string& path, const Film& film, const ExrInfo& info) {
   if (film.width == 0 || film.height == 0 || film.xyz.size() != film.pixels() * 3 ||
       film.samples.size() != film.pixels())
-    return invalid_argument(path + ": cannot write EXR: film buffers do not match " +
+    return invalid_argument(core::printable(path) + ": cannot write EXR: film buffers do not match " +
                             std::to_string(film.width) + "x" + std::to_string(film.height));
   if (info.samples > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
-    return invalid_argument(path + ": cannot write EXR: samplesPerPixel " + std::to_string(info.samples) +
-                            " does not fit the int attribute");
+    return invalid_argument(core::printable(path) + ": cannot write EXR: samplesPerPixel " +
+                            std::to_string(info.samples) + " does not fit the int attribute");
   // The beauty part: each pixel's average XYZ as linear Rec.709 RGB (same primaries and white as sRGB),
   // unclipped (negative where outside the gamut), 0 where no sample was counted.
   std::vector<float> rgb(film.pixels() * 3, 0.0f);
@@ -269,12 +270,12 @@ Status write_exr(const std::string& path, const Film& film, const ExrInfo& info)
       sums_out.writePixels(static_cast<int>(film.height));
     }
   } catch (const std::exception& e) {
-    return io_error(path + ": cannot write EXR: " + e.what());
+    return io_error(core::printable(path) + ": cannot write EXR: " + e.what());
   }
   if (Status st = core::write_file_atomic(path, encoded.bytes()); !st.ok()) {
     std::string rest = st.what();  // "<path>: <step>: <OS error>"
-    if (rest.rfind(path + ": ", 0) == 0) rest.erase(0, path.size() + 2);
-    return Status(st.code(), path + ": cannot write EXR: " + rest);
+    if (rest.rfind(core::printable(path) + ": ", 0) == 0) rest.erase(0, core::printable(path).size() + 2);
+    return Status(st.code(), core::printable(path) + ": cannot write EXR: " + rest);
   }
   return {};
 }
@@ -301,12 +302,13 @@ Expected<ExrFilm> read_exr(const std::string& path) {
       if (file.header(i).hasName() && file.header(i).name() == kSumsPart) part = i;
     const bool legacy = part < 0 && file.parts() == 1 && file.header(0).channels().findChannel("X") != nullptr;
     if (legacy) part = 0;
-    if (part < 0) return io_error(path + ": EXR has no \"sums\" part (not a facetrace sums file?)");
+    if (part < 0)
+      return io_error(core::printable(path) + ": EXR has no \"sums\" part (not a facetrace sums file?)");
     const Imf::Header& h = file.header(part);
     const auto dw = h.dataWindow();
     if (dw.min.x != 0 || dw.min.y != 0)
-      return io_error(path + ": EXR data window must start at (0,0), got (" + std::to_string(dw.min.x) + "," +
-                      std::to_string(dw.min.y) + ")");
+      return io_error(core::printable(path) + ": EXR data window must start at (0,0), got (" +
+                      std::to_string(dw.min.x) + "," + std::to_string(dw.min.y) + ")");
     const auto width = static_cast<std::uint32_t>(dw.max.x - dw.min.x + 1);
     const auto height = static_cast<std::uint32_t>(dw.max.y - dw.min.y + 1);
     const char* legacy_names[4] = {"X", "Y", "Z", "N"};
@@ -314,15 +316,17 @@ Expected<ExrFilm> read_exr(const std::string& path) {
     for (int c = 0; c < 4; ++c) {
       const Imf::PixelType type = c < 3 ? Imf::FLOAT : Imf::UINT;
       const Imf::Channel* ch = h.channels().findChannel(names[c]);
-      if (!ch) return io_error(path + ": EXR has no channel " + names[c] + " (not a facetrace sums file?)");
+      if (!ch)
+        return io_error(core::printable(path) + ": EXR has no channel " + names[c] +
+                        " (not a facetrace sums file?)");
       if (ch->type != type)
-        return io_error(path + ": EXR channel " + names[c] + " has type " + std::to_string(ch->type) +
-                        ", expected " + (type == Imf::FLOAT ? "FLOAT" : "UINT"));
+        return io_error(core::printable(path) + ": EXR channel " + names[c] + " has type " +
+                        std::to_string(ch->type) + ", expected " + (type == Imf::FLOAT ? "FLOAT" : "UINT"));
     }
     if (!parse_u64_attr(h, kAttrFirstSample, out.info.first_sample) ||
         !parse_u64_attr(h, kAttrSamples, out.info.samples) ||
         !parse_u64_attr(h, kAttrNonfinite, out.info.nonfinite))
-      return io_error(path + ": EXR facetrace.* attribute is not a decimal integer");
+      return io_error(core::printable(path) + ": EXR facetrace.* attribute is not a decimal integer");
     if (const auto* a = h.findTypedAttribute<Imf::StringAttribute>(kAttrScene)) out.info.scene_json = a->value();
     if (const auto* a = h.findTypedAttribute<Imf::DoubleAttribute>(kAttrRenderTime)) out.info.render_seconds = a->value();
     if (const auto* a = h.findTypedAttribute<Imf::StringAttribute>(kAttrBuild)) out.info.build = a->value();
@@ -339,7 +343,7 @@ Expected<ExrFilm> read_exr(const std::string& path) {
     in.setFrameBuffer(fb);
     in.readPixels(dw.min.y, dw.max.y);
   } catch (const std::exception& e) {
-    return io_error(path + ": cannot read EXR: " + e.what());
+    return io_error(core::printable(path) + ": cannot read EXR: " + e.what());
   }
   return out;
 }

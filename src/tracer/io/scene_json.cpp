@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "facetrace/core/file.h"
+#include "facetrace/core/text.h"
 #include "scene/materials.h"
 
 namespace facetrace::tracer {
@@ -41,7 +42,9 @@ struct FieldError : std::runtime_error {
 }
 
 std::string join(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
+  // A key may come from the file: cut and escaped (core/text.h) like every echoed value.
+  const std::string k = core::printable(key);
+  return path.empty() ? k : path + "." + k;
 }
 std::string index_path(const std::string& path, std::size_t i) {
   return path + "[" + std::to_string(i) + "]";
@@ -79,7 +82,8 @@ bool is_nonfinite_word(const std::string& s) {
 
 double number(const json& j, const std::string& path) {
   if (j.is_string() && is_nonfinite_word(j.get<std::string>()))
-    fail(path, "must be a finite number, got the string \"" + j.get<std::string>() +
+    fail(path, "must be a finite number, got the string \"" +
+                   core::printable(j.get_ref<const std::string&>()) +
                    "\" (NaN and Infinity are not allowed)");
   if (!j.is_number()) fail(path, std::string("expected a number, got ") + type_name(j));
   const double v = j.get<double>();
@@ -144,7 +148,7 @@ std::size_t enum_index(const json& j, const std::string& p, const std::vector<st
   const std::string& got = as_string(j, p);
   for (std::size_t i = 0; i < names.size(); ++i)
     if (fold_name(got) == fold_name(names[i])) return i;
-  fail(p, "unknown value \"" + got + "\"" + did_you_mean(got, names) +
+  fail(p, "unknown value \"" + core::printable(got) + "\"" + did_you_mean(got, names) +
               "; expected one of: " + list_names(names));
 }
 
@@ -284,7 +288,8 @@ std::vector<Plane> parse_planes(const json& j, const std::string& path) {
   if (j.is_string()) {
     const std::string& name = j.get_ref<const std::string&>();
     if (fold_name(name) == "roundbrilliant") return round_brilliant_planes();
-    fail(path, "unknown plane set \"" + name + "\"; expected \"round_brilliant\" or an array of planes");
+    fail(path, "unknown plane set \"" + core::printable(name) +
+                   "\"; expected \"round_brilliant\" or an array of planes");
   }
   if (!j.is_array())
     fail(path, std::string("expected \"round_brilliant\" or an array of planes, got ") + type_name(j));
@@ -464,7 +469,7 @@ ojson material_json(const Material& m, bool use_names) {
 // ---- public API ----------------------------------------------------------------------------------------
 
 Expected<Scene> scene_from_json(std::string_view text, std::string_view source) {
-  const std::string src(source);
+  const std::string src = core::printable(source);
   json j;
   std::string duplicate;
   try {
@@ -490,12 +495,14 @@ Expected<Scene> scene_from_json(std::string_view text, std::string_view source) 
       const auto colon = what.find(": ", pos);
       what = colon == std::string::npos ? what.substr(pos) : what.substr(colon + 2);
     }
-    return invalid_argument(src + ": malformed JSON at " + text_position(text, e.byte) + ": " + what +
-                            nonfinite_hint(text, e.byte));
+    // the parser's "last read: '…'" quotes the file: a long token is cut, raw bytes escaped (core/text.h)
+    return invalid_argument(src + ": malformed JSON at " + text_position(text, e.byte) + ": " +
+                            core::printable(what, 2 * core::kEchoBytes) + nonfinite_hint(text, e.byte));
   } catch (const std::exception& e) {
-    return invalid_argument(src + ": malformed JSON: " + e.what());
+    return invalid_argument(src + ": malformed JSON: " + core::printable(e.what()));
   }
-  if (!duplicate.empty()) return invalid_argument(src + ": " + duplicate + ": field given more than once");
+  if (!duplicate.empty())
+    return invalid_argument(src + ": " + core::printable(duplicate) + ": field given more than once");
   if (!j.is_object())
     return invalid_argument(src + ": expected a JSON object at the top level, got " + type_name(j));
   Scene scene;
@@ -556,8 +563,9 @@ Status save_scene_file(const Scene& scene, const std::string& path, const SceneJ
   // The one atomic writer (core/file.h): a failed write keeps the previous file, readers never see half of one.
   if (Status st = core::write_file_atomic(path, scene_to_json(scene, options)); !st.ok()) {
     std::string rest = st.what();  // "<path>: <step>: <OS error>"
-    if (rest.rfind(path + ": ", 0) == 0) rest.erase(0, path.size() + 2);
-    return Status(st.code(), path + ": cannot write scene file: " + rest);
+    const std::string shown = core::printable(path);
+    if (rest.rfind(shown + ": ", 0) == 0) rest.erase(0, shown.size() + 2);
+    return Status(st.code(), shown + ": cannot write scene file: " + rest);
   }
   return {};
 }

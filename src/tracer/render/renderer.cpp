@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "facetrace/core/env.h"
+#include "facetrace/core/text.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #ifdef FT_HAVE_CUDA_TRACER
 #include "gpu/ops.h"
@@ -428,7 +429,8 @@ Expected<RenderDevice> parse_render_device(const std::string& name) {
   if (name == "auto") return RenderDevice::kAuto;
   if (name == "cpu") return RenderDevice::kCpu;
   if (name == "gpu") return RenderDevice::kGpu;
-  return invalid_argument("--device: unknown device \"" + name + "\"; expected auto, cpu or gpu");
+  return invalid_argument("--device: unknown device \"" + core::printable(name) +
+                          "\"; expected auto, cpu or gpu");
 }
 
 runtime::GpuBackend& shared_gpu_backend() {

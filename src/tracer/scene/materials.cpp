@@ -8,6 +8,8 @@
 #include <cctype>
 #include <limits>
 
+#include "facetrace/core/text.h"
+
 namespace facetrace::tracer {
 namespace {
 
@@ -91,6 +93,8 @@ std::string list_names(const std::vector<std::string_view>& names) {
 }
 
 std::string did_you_mean(std::string_view got, const std::vector<std::string_view>& known) {
+  // a long value is no typo of a short name (and edit_distance is quadratic): no suggestion
+  if (got.size() > 64) return {};
   std::string_view best;
   std::size_t best_d = std::numeric_limits<std::size_t>::max();
   for (auto k : known) {
@@ -133,7 +137,7 @@ Expected<Material> material_preset(std::string_view name) {
     if (fold_name(p.name) == key) return p.make();
   std::vector<std::string_view> names;
   for (const auto& p : kMaterialPresets) names.push_back(p.name);
-  return invalid_argument("unknown material preset \"" + std::string(name) + "\"" +
+  return invalid_argument("unknown material preset \"" + core::printable(name) + "\"" +
                           did_you_mean(name, names) + "; expected one of: " + list_names(names) +
                           " (cz = cubic_zirconia)");
 }
@@ -146,7 +150,7 @@ std::string_view lighting_preset_name(LightingPreset preset) {
 Expected<LightingPreset> lighting_preset_from_name(std::string_view name) {
   for (std::size_t i = 0; i < kPresetNames.size(); ++i)
     if (fold_name(name) == fold_name(kPresetNames[i])) return static_cast<LightingPreset>(i);
-  return invalid_argument("unknown lighting preset \"" + std::string(name) + "\"" +
+  return invalid_argument("unknown lighting preset \"" + core::printable(name) + "\"" +
                           did_you_mean(name, kPresetNames) +
                           "; expected one of: " + list_names(kPresetNames));
 }
