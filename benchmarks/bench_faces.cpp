@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@
 #include <sstream>
 
 #include "faces/gpu_program.h"
+#include "faces/yunet_gpu.h"
 #endif
 #ifdef FT_HAVE_FACES_RUNTIME
 #include <atomic>
@@ -189,6 +191,15 @@ Program iresnet100() {
 // form (docs/design/faces.md §8.2); --embedder-only skips the YuNet rows.
 bool g_nchw_only = false;
 bool g_embedder_only = false;
+// --yunet-only: the in-process YuNet rows (network and end to end) only; --no-fuse-heads: PlanOptions::fuse_heads
+// off, the A/B baseline of the fused detection heads (docs/design/faces.md §8.1).
+bool g_yunet_only = false;
+bool g_no_fuse_heads = false;
+// --bands off|timed|always: PlanOptions::bands (default off, the planner's default)
+gpu::PlanOptions::Bands g_bands = gpu::PlanOptions::Bands::kOff;
+std::string bands_name(gpu::PlanOptions::Bands b) {
+  return b == gpu::PlanOptions::Bands::kOff ? "off" : b == gpu::PlanOptions::Bands::kTimed ? "timed" : "always";
+}
 
 std::string prec_name(Precision p) {
   return p == Precision::kFp32 ? "fp32" : p == Precision::kTf32 ? "tf32" : "bf16";
@@ -267,6 +278,8 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       o.precision = prec;
       o.max_workspace_bytes = workspace_mb << 20;
       o.nhwc = !g_nchw_only;
+      o.fuse_heads = !g_no_fuse_heads;
+      o.bands = g_bands;
       const auto t0 = std::chrono::steady_clock::now();
       auto g = gpu::GpuProgram::plan(program, consts, o, stream);
       const double plan_ms =
@@ -342,6 +355,9 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       j["precision"] = prec_name(prec);
       j["layout"] = prec == Precision::kFp32 || g_nchw_only ? "nchw" : "nhwc where cuDNN takes it";
       j["batch"] = batch;
+      j["fuse_heads"] = o.fuse_heads;
+      j["bands"] = bands_name(g_bands);
+      j["steps"] = (*g)->steps().size();
       bench::add_stats(j, s, iters, warmup, true);
       j[unit] = bench::rounded(per_s, 1);
       j["plan_ms"] = bench::rounded(plan_ms, 1);
@@ -349,6 +365,10 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       j["device_mb"] = bench::rounded(static_cast<double>((*g)->device_bytes()) / (1 << 20), 1);
       j["kernels"] = kernel_summary(**g);
       j["top_steps"] = top_steps(**g, 8);
+      if (const char* d = std::getenv("FACETRACE_FACES_PLAN_DETAIL"); d && d[0] == '1' && batch == 1)
+        for (const auto& st : (*g)->steps())
+          std::fprintf(stderr, "plan %s b%d: %s %s %.1f us\n", name, batch, st.node.c_str(), st.kernel.c_str(),
+                       st.us);
       if (min_cos > -2.0) j["min_cosine_vs_fp32"] = bench::rounded(min_cos, 6);
       bench::emit(std::move(j), context);
       table.add({cas + " " + prec_name(prec), "gpu", bench::cell("%.3f", s.median_ms),
@@ -376,6 +396,120 @@ bool parse_precisions(const std::string& precision, std::vector<Precision>& prec
     return false;
   }
   return true;
+}
+
+// YuNet 640 end to end in-process: the benchmark photo's RGB8 frame resident on the device (decoded and uploaded
+// once, as the detect op holds frames), then per run the letterbox, the network, decode + NMS and the readback of
+// the counts and detections to the host; wall clock per run (steady_clock), median of `iters` after `warmup`.
+bool yunet_e2e_rows(const Program& program, const std::string& images, const std::vector<int>& batches, int warmup,
+                    int iters, const bench::RunContext& context, bench::Table& table) {
+  auto photo = facetrace::core::load_image(images + "obama_portrait_2012.jpg");
+  if (!photo) {
+    std::fprintf(stderr, "bench_faces: %s\n", photo.status().to_string().c_str());
+    return false;
+  }
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return false;
+  std::vector<void*> owned;
+  auto dev = [&](std::size_t bytes) -> void* {
+    void* d = nullptr;
+    if (cudaMalloc(&d, std::max<std::size_t>(bytes, 4)) != cudaSuccess) return nullptr;
+    owned.push_back(d);
+    return d;
+  };
+  auto done = [&](bool ok, const std::string& why) {
+    if (!ok) std::fprintf(stderr, "bench_faces: yunet end to end: %s\n", why.c_str());
+    for (void* q : owned) cudaFree(q);
+    cudaStreamDestroy(stream);
+    return ok;
+  };
+  gpu::ConstTable consts;
+  for (const auto& c : program.consts) {
+    void* d = dev(c->size() * 4);
+    if (!d || cudaMemcpy(d, c->data(), c->size() * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+      return done(false, "const upload");
+    consts.push_back(static_cast<const float*>(d));
+  }
+  auto* rgb = static_cast<std::uint8_t*>(dev(photo->rgb.size()));
+  if (!rgb || cudaMemcpy(rgb, photo->rgb.data(), photo->rgb.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+    return done(false, "frame upload");
+  std::vector<std::string> names;
+  std::vector<std::int64_t> lens;
+  for (const auto& o : program.outputs) {
+    names.push_back(o.name);
+    lens.push_back(program.lens[static_cast<std::size_t>(o.value)]);
+  }
+  constexpr int kN = 640, kCapacity = 200;
+  for (int batch : batches) {
+    gpu::PlanOptions o;
+    o.batch = batch;
+    o.fuse_heads = !g_no_fuse_heads;
+    o.bands = g_bands;
+    auto g = gpu::GpuProgram::plan(program, consts, o, stream);
+    if (!g) return done(false, g.status().to_string());
+    auto layout = gpu::yunet_layout(names, lens, batch, kN, kN);
+    if (!layout) return done(false, layout.status().to_string());
+    const std::uint64_t sb = gpu::yunet_post_scratch_bytes(*layout);
+    auto* in = static_cast<float*>(dev(static_cast<std::size_t>(batch) * 3 * kN * kN * 4));
+    auto* out = static_cast<float*>(dev((*g)->output_floats() * 4));
+    auto* geom = static_cast<gpu::ImageGeom*>(dev(sizeof(gpu::ImageGeom) * static_cast<std::size_t>(batch)));
+    void* scratch = dev(sb);
+    auto* counts = static_cast<int*>(dev(sizeof(int) * static_cast<std::size_t>(batch)));
+    auto* recs = static_cast<gpu::GpuDetection*>(
+        dev(sizeof(gpu::GpuDetection) * static_cast<std::size_t>(batch) * kCapacity));
+    if (!in || !out || !geom || !scratch || !counts || !recs) return done(false, "buffers");
+    int* h_counts = nullptr;
+    gpu::GpuDetection* h_recs = nullptr;
+    if (cudaMallocHost(&h_counts, sizeof(int) * static_cast<std::size_t>(batch)) != cudaSuccess ||
+        cudaMallocHost(&h_recs, sizeof(gpu::GpuDetection) * static_cast<std::size_t>(batch) * kCapacity) !=
+            cudaSuccess)
+      return done(false, "pinned host buffers");
+    const std::vector<gpu::FrameDesc> frames(static_cast<std::size_t>(batch),
+                                             gpu::FrameDesc{rgb, photo->width, photo->height});
+    std::vector<double> ms;
+    bool ok = true;
+    std::string why;
+    for (int r = 0; r < warmup + iters && ok; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      facetrace::Status st = gpu::letterbox_batch(frames.data(), batch, kN, in, geom, nullptr, stream);
+      if (st.ok()) st = (*g)->run(in, out);
+      if (st.ok())
+        st = gpu::yunet_decode_nms(out, *layout, geom, DetectOptions{}, {scratch, sb}, {counts, recs, kCapacity},
+                                   stream);
+      ok = st.ok() &&
+           cudaMemcpyAsync(h_counts, counts, sizeof(int) * static_cast<std::size_t>(batch), cudaMemcpyDeviceToHost,
+                           stream) == cudaSuccess &&
+           cudaMemcpyAsync(h_recs, recs, sizeof(gpu::GpuDetection) * static_cast<std::size_t>(batch) * kCapacity,
+                           cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
+           cudaStreamSynchronize(stream) == cudaSuccess;
+      if (!st.ok()) why = st.to_string();
+      if (r >= warmup)
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    int faces = ok ? h_counts[0] : -1;
+    cudaFreeHost(h_counts);
+    cudaFreeHost(h_recs);
+    if (!ok) return done(false, why.empty() ? "a CUDA call failed" : why);
+    const bench::Stats s = bench::summarize(ms);
+    const double per_s = 1000.0 * batch / s.median_ms;
+    const std::string cas = "yunet_640_end_to_end_b" + std::to_string(batch);
+    bench::Json j = bench::line("faces", cas);
+    j["device"] = "gpu";
+    j["precision"] = "fp32";
+    j["batch"] = batch;
+    j["fuse_heads"] = o.fuse_heads;
+    j["bands"] = bands_name(g_bands);
+    j["steps"] = (*g)->steps().size();
+    j["what"] = "resident RGB8 frame -> letterbox -> network -> decode+NMS -> detections on the host (wall)";
+    j["faces_in_image_0"] = faces;
+    bench::add_stats(j, s, iters, warmup, true);
+    j["images_per_s"] = bench::rounded(per_s, 1);
+    bench::emit(std::move(j), context);
+    table.add({cas + " fp32", "gpu", bench::cell("%.3f", s.median_ms), bench::cell("%.3f", s.p10_ms),
+               bench::cell("%.3f", s.p90_ms), bench::cell("%.1f", per_s) + " images_per_s"});
+    g->reset();
+  }
+  return done(true, "");
 }
 
 #ifdef FT_HAVE_FACES_RUNTIME
@@ -693,7 +827,8 @@ int run_share_row(const std::string& images, bool short_run, const bench::RunCon
 #endif  // FT_HAVE_FACES_RUNTIME
 
 int run_inprocess_rows(const std::string& model, const std::vector<Precision>& precs, std::uint64_t workspace_mb,
-                       bool short_run, const bench::RunContext& context, bench::Table& table);
+                       bool short_run, const std::string& images, const bench::RunContext& context,
+                       bench::Table& table);
 
 // The GPU rows: YuNet 640 and IResNet-100 (or --model) at each batch and precision planned in-process
 // (`inprocess`), the product rows (`product`) and the share row (`share`). Exit code for main.
@@ -709,7 +844,7 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
   bench::Table table({"case", "threads", "median_ms", "p10_ms", "p90_ms", "throughput"});
   std::vector<Precision> precs;
   if (!parse_precisions(precision, precs)) return 2;
-  if (inprocess && run_inprocess_rows(model, precs, workspace_mb, short_run, context, table) != 0) return 1;
+  if (inprocess && run_inprocess_rows(model, precs, workspace_mb, short_run, images, context, table) != 0) return 1;
 #ifdef FT_HAVE_FACES_RUNTIME
   // The product rows run the first precision only (fp32 for `all`): end to end they cost minutes per precision on
   // the device, and the precisions differ only in the kernels, which the in-process rows compare.
@@ -729,7 +864,8 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
 }
 
 int run_inprocess_rows(const std::string& model, const std::vector<Precision>& precs, std::uint64_t workspace_mb,
-                       bool short_run, const bench::RunContext& context, bench::Table& table) {
+                       bool short_run, const std::string& images, const bench::RunContext& context,
+                       bench::Table& table) {
   const std::vector<int> batches = short_run ? std::vector<int>{1} : std::vector<int>{1, 64, 256};
   const int warmup = short_run ? 1 : 3, iters = short_run ? 3 : 10;
   auto yunet = Net::create(builtin_yunet_onnx());
@@ -745,6 +881,8 @@ int run_inprocess_rows(const std::string& model, const std::vector<Precision>& p
   if (!g_embedder_only && !gpu_rows("yunet_640_network", "images_per_s", *yp, batches, precs, workspace_mb,
                                     warmup, iters, context, table))
     return 1;
+  if (!g_embedder_only && !yunet_e2e_rows(*yp, images, batches, warmup, iters, context, table)) return 1;
+  if (g_yunet_only) return 0;
   Program emb;
   if (!model.empty()) {
     auto net = Net::load(model);
@@ -794,6 +932,16 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "nchw"}));
   app.add_flag("--embedder-only", g_embedder_only,
                "GPU rows: the in-process embedder rows only (no YuNet, product or share rows)");
+  app.add_flag("--yunet-only", g_yunet_only,
+               "GPU rows: the in-process YuNet rows only (network and end to end; no embedder, product or share "
+               "rows)");
+  app.add_flag("--no-fuse-heads", g_no_fuse_heads,
+               "GPU rows: plan without the fused detection heads (the A/B baseline, docs/design/faces.md §8.1)");
+  std::string bands = "off";
+  app.add_option("--bands", bands,
+                 "GPU rows: the band kernel (docs/design/faces.md §8.1): off (default), timed (where faster) or "
+                 "always")
+      ->check(CLI::IsMember({"off", "timed", "always"}));
   app.add_option("--model", model,
                  "GPU rows: an ONNX embedder (e.g. IResNet-100) instead of the synthetic IResNet-100 in-process, "
                  "and for the product rows");
@@ -814,6 +962,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 #ifdef FT_HAVE_CUDA_FACES
   g_nchw_only = layout == "nchw";
+  g_bands = bands == "timed"    ? gpu::PlanOptions::Bands::kTimed
+            : bands == "always" ? gpu::PlanOptions::Bands::kAlways
+                                : gpu::PlanOptions::Bands::kOff;
 #endif
   if (auto env = facetrace::core::env_string("FACETRACE_TEST_DATA");
       env && (data.empty() || !std::filesystem::is_directory(data)))
@@ -832,7 +983,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     const int rc = run_gpu_rows(model, precision, workspace_mb, short_run, images, models_dir, gpu_wanted,
-                                gpu_wanted && !g_embedder_only, !g_embedder_only && (share || device == "all"));
+                                gpu_wanted && !g_embedder_only && !g_yunet_only,
+                                !g_embedder_only && !g_yunet_only && (share || device == "all"));
     if (rc != 0 || device != "all") return rc;
   }
 #else

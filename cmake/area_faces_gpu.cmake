@@ -9,6 +9,8 @@ add_library(ft_cuda_faces STATIC
   cuda/faces/pool.cu
   cuda/faces/resize.cu
   cuda/faces/conv.cu
+  cuda/faces/heads.cu
+  cuda/faces/band.cu
   cuda/faces/gpu_program.cpp
   cuda/faces/nhwc_layout.cpp
   cuda/faces/conv_graph.cpp)
@@ -29,7 +31,7 @@ endif()
 if(FT_BUILD_BENCHMARKS)
   # bench_faces gains its GPU rows (--device gpu|all) in CUDA builds.
   target_include_directories(bench_faces PRIVATE ${PROJECT_SOURCE_DIR}/cuda)
-  target_link_libraries(bench_faces PRIVATE ft_cuda_faces CUDA::cudart_static)
+  target_link_libraries(bench_faces PRIVATE ft_cuda_faces ft_cuda_faces_prepost CUDA::cudart_static)
   target_compile_definitions(bench_faces PRIVATE FT_HAVE_CUDA_FACES=1)
 endif()
 

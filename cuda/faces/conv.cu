@@ -176,6 +176,57 @@ __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, co
   }
 }
 
+// Every output channel of one output pixel per thread (groups 1, a 3×3 window, few input channels, cout ≤ CO):
+// each input tap is loaded once for all channels, the weights read from shared memory. Per output the same
+// products in the same (ci, ky, kx) order as conv_direct_kernel, then the bias and the epilogue: the same bits.
+template <int CO>
+__global__ void conv_allco3x3_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
+                                     const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
+                                     int n) {
+  extern __shared__ float ws[];  // [cout][cin][3][3]
+  const int nw = g.cout * g.cin * 9;
+  for (int i = static_cast<int>(threadIdx.x); i < nw; i += static_cast<int>(blockDim.x)) ws[i] = __ldg(w + i);
+  __syncthreads();
+  const int plane_out = g.oh * g.ow;
+  FT_FOR_EACH_T(int, i, n) {
+    const int img = i / plane_out, r = i - img * plane_out;
+    const int oy = r / g.ow, ox = r - oy * g.ow;
+    const float* xb = x + static_cast<std::int64_t>(img) * g.cin * g.h * g.w;
+    const int y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
+    float acc[CO];
+#pragma unroll
+    for (int co = 0; co < CO; ++co) acc[co] = 0.0f;
+    for (int ci = 0; ci < g.cin; ++ci) {
+      const float* xc = xb + ci * g.h * g.w;
+      const bool has_ib = act.in_bias != nullptr;
+      const float ib = has_ib ? __ldg(act.in_bias + ci) : 0.0f;
+#pragma unroll
+      for (int ky = 0; ky < 3; ++ky) {
+        const int iy = y0 + ky * g.dh;
+        if (iy < 0 || iy >= g.h) continue;
+#pragma unroll
+        for (int kx = 0; kx < 3; ++kx) {
+          const int ix = x0 + kx * g.dw;
+          if (ix < 0 || ix >= g.w) continue;
+          const float xv = has_ib ? __fadd_rn(__ldg(xc + iy * g.w + ix), ib) : __ldg(xc + iy * g.w + ix);
+          const float* wt = ws + ci * 9 + ky * 3 + kx;
+#pragma unroll
+          for (int co = 0; co < CO; ++co)
+            if (co < g.cout) acc[co] = fmaf(xv, wt[co * g.cin * 9], acc[co]);
+        }
+      }
+    }
+    float* yb = y + static_cast<std::int64_t>(img) * g.cout * plane_out;
+#pragma unroll
+    for (int co = 0; co < CO; ++co) {
+      if (co >= g.cout) break;
+      float a = acc[co];
+      if (bias) a = __fadd_rn(a, __ldg(bias + co));
+      yb[co * plane_out + r] = apply_epilogue(act, a, co, img, co * plane_out + r);
+    }
+  }
+}
+
 template <class I>
 void launch_direct(const ConvJob& j, I n, const float* x, const float* w, const float* bias, EpilogueAct act,
                    float* y, cudaStream_t s) {
@@ -684,6 +735,26 @@ Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float*
   return {};
 }
 
+bool allco3x3_fits(const ConvJob& j, int batch) {
+  return j.groups == 1 && j.kh == 3 && j.kw == 3 && j.cout <= 32 && j.cin * 9 <= 64 &&
+         small_index(std::max(j.cout * j.oh * j.ow, j.cin * j.h * j.w) * batch);
+}
+
+Status launch_allco3x3(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
+                       EpilogueAct act, float* y, cudaStream_t s) {
+  if (!allco3x3_fits(j, batch)) return internal_error("allco3x3 on a shape it does not take");
+  const ConvGeom<int> g = geom_of<int>(j);
+  const int n = static_cast<int>(j.oh * j.ow * batch);
+  if (n <= 0) return {};
+  const std::size_t shared = static_cast<std::size_t>(j.cout * j.cin * 9) * sizeof(float);
+  if (j.cout <= 16)
+    conv_allco3x3_kernel<16><<<blocks_for(n), kThreads, shared, s>>>(g, x, w, bias, act, y, n);
+  else
+    conv_allco3x3_kernel<32><<<blocks_for(n), kThreads, shared, s>>>(g, x, w, bias, act, y, n);
+  FT_CUDA_LAUNCH_CHECK("conv_allco3x3_kernel", s);
+  return {};
+}
+
 std::string own_conv_kernel(const ConvJob& j) {
   if (j.cin / j.groups == 1 && j.kh == 3 && j.kw == 3) return "own:depthwise3x3";
   if (j.cin / j.groups == 1) return "own:depthwise";
@@ -947,6 +1018,15 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       d4.us = *t4;
       if (d4.us < best.us) best = d4;
     }
+    if (!nhwc_ && allco3x3_fits(job, batch_)) {
+      ConvAlgo ac = own;
+      ac.splits = -2;
+      ac.kernel = "own:allco3x3";
+      auto ta = time_us([&] { return run_with(ac, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!ta) return ta.status().with_context("conv " + shape_text(job));
+      ac.us = *ta;
+      if (ac.us < best.us) best = ac;
+    }
     if (ig_fits) {
       for (ConvAlgo& ig : igs) {
         auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
@@ -1082,6 +1162,7 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
   if (a.own && a.splits > 0)
     return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y,
                              static_cast<float*>(workspace), stream, a.pipelined, a.tile_m);
+  if (a.own && a.splits == -2) return launch_allco3x3(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own && a.splits < 0) return launch_dw3x3_x4(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.bf16) return run_bf16(a, x, y, workspace, stream);

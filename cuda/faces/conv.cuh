@@ -46,7 +46,8 @@ struct ConvSetup {
 struct ConvAlgo {
   bool own = false;  ///< own kernel instead of cuDNN
   int splits = 0;    ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits,
-                     ///< −1 = the depthwise 3×3 kernel of four outputs per thread
+                     ///< −1 = the depthwise 3×3 kernel of four outputs per thread, −2 = the 3×3 kernel of
+                     ///< every output channel per thread (launch_allco3x3)
   bool pipelined = false;  ///< the implicit GEMM's double-buffered form
   int tile_m = 64;         ///< the implicit GEMM's tile rows (output channels): 16, 64 or 128
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
@@ -162,6 +163,11 @@ int igemm_splits(const ConvJob& j, int batch, int multiprocessors, int tile_m = 
 /// kernel). `fits` says whether the shape is one it takes.
 bool dw3x3_x4_fits(const ConvJob& j, int batch);
 Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
+                       EpilogueAct act, float* y, cudaStream_t s);
+/// A dense 3×3 conv of few input taps (cin·9 ≤ 64) and cout ≤ 32, every output channel of one output pixel per
+/// thread (the same bits as the direct kernel): a stem conv reads each input tap once instead of cout times.
+bool allco3x3_fits(const ConvJob& j, int batch);
+Status launch_allco3x3(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
                        EpilogueAct act, float* y, cudaStream_t s);
 /// The kernel name launch_conv_direct uses for `j` ("own:depthwise3x3", "own:depthwise", "own:direct").
 std::string own_conv_kernel(const ConvJob& j);

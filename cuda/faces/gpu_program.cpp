@@ -12,9 +12,11 @@
 #include <cudnn.h>
 
 #include "common/cuda_check.cuh"
+#include "faces/band.cuh"
 #include "faces/conv.cuh"
 #include "faces/eltwise.cuh"
 #include "faces/gpu_program.h"
+#include "faces/heads.cuh"
 #include "faces/nhwc_layout.h"
 #include "faces/pool.cuh"
 #include "faces/resize.cuh"
@@ -46,13 +48,14 @@ std::optional<EpilogueAct> act_of(const Step& s) {
 
 // One executed unit: steps [first, last] (last = first, or first + 1 for a fused pair).
 struct Unit {
-  enum class Kind : std::uint8_t { kStep, kConvAct, kResizeBinary };
+  enum class Kind : std::uint8_t { kStep, kConvAct, kResizeBinary, kHeads, kBand };
   Kind kind = Kind::kStep;
   std::size_t first = 0, last = 0;
   std::int32_t out = 0;
   EpilogueAct act;
   std::size_t extra = kNoStep;  ///< a conv's one reader (PReLU / residual Add) run in its epilogue
   Arg residual;                 ///< the residual Add's other operand (act.has_residual)
+  std::size_t heads = 0;        ///< kHeads: index into Plan::heads_ (first = last = the group's last step)
   static constexpr std::size_t kNoStep = ~std::size_t{0};
 };
 
@@ -112,6 +115,29 @@ Expected<std::vector<Unit>> units_of(const Program& p) {
   return units;
 }
 
+// A group of detection heads run by one launch_heads (docs/design/faces.md §8.1 "head fusion").
+struct HeadsGroup {
+  std::int32_t x = 0;                 ///< the feature map every head reads
+  std::vector<std::size_t> members;   ///< every step of the group, ascending
+  std::vector<std::size_t> pw, dw;    ///< per head: its 1×1 and depthwise conv steps
+  std::vector<std::int32_t> outs;     ///< per head: the value it writes (the Transpose's or the Sigmoid's)
+  HeadsJob job;                       ///< geometry and flags; the output pointers are bound at build_launches
+  const float* packed = nullptr;      ///< its part of Plan::heads_w_
+  std::string node;                   ///< the first head's 1×1 conv node
+};
+
+// A strided copy that stores a per-image [n, h, w] value channels-last, [h, w, n] (ONNX Transpose perm
+// 0,2,3,1): the same output dims and input strides once axes of size 1 are dropped.
+bool is_channels_last_copy(const TransposeOp& t, std::int64_t n, std::int64_t h, std::int64_t w) {
+  if (t.offset != 0 || t.dims.size() != t.strides.size()) return false;
+  std::vector<std::pair<std::int64_t, std::int64_t>> got, want;
+  for (std::size_t k = 0; k < t.dims.size(); ++k)
+    if (t.dims[k] != 1) got.emplace_back(t.dims[k], t.strides[k]);
+  for (const auto& d : {std::pair{h, w}, std::pair{w, std::int64_t{1}}, std::pair{n, h * w}})
+    if (d.first != 1) want.push_back(d);
+  return got == want;
+}
+
 class Plan final : public GpuProgram {
  public:
   Plan(const Program& p, const PlanOptions& o, cudaStream_t s, std::vector<bool> nhwc = {})
@@ -126,6 +152,7 @@ class Plan final : public GpuProgram {
     if (cudnn_) FT_CUDA_IGNORE(cudnnDestroy(cudnn_));
     if (arena_) FT_CUDA_IGNORE(cudaFree(arena_));
     if (weights_) FT_CUDA_IGNORE(cudaFree(weights_));
+    if (heads_w_) FT_CUDA_IGNORE(cudaFree(heads_w_));
   }
 
   Status build(const ConstTable& consts) {
@@ -138,12 +165,14 @@ class Plan final : public GpuProgram {
     auto u = units_of(p);
     if (!u) return u.status();
     units_ = std::move(*u);
+    find_heads();
     merge_epilogues();
     find_bias_deferrals();
     plan_arena();
     FT_CUDNN_TRY(cudnnCreate(&cudnn_));
     FT_CUDNN_TRY(cudnnSetStream(cudnn_, stream_));
     FT_TRY(upload_conv_weights());
+    FT_TRY(pack_heads());
     FT_TRY(setup_convs());
     defer_biases_into_convs();
     fuse_affines_into_bf16_convs();
@@ -153,6 +182,7 @@ class Plan final : public GpuProgram {
     // one eager run first: every kernel is loaded and every launch checked before anything is captured
     FT_TRY(launch_all());
     FT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    FT_TRY(choose_bands());
     FT_TRY(time_units());
     if (o_.use_graph && stream_ != nullptr) FT_TRY(capture());
     FT_CUDA_TRY(cudaStreamSynchronize(stream_));
@@ -185,7 +215,7 @@ class Plan final : public GpuProgram {
     return n;
   }
   std::uint64_t device_bytes() const override {
-    std::uint64_t n = arena_bytes_ + weight_bytes_;
+    std::uint64_t n = arena_bytes_ + weight_bytes_ + heads_bytes_;
     for (const auto& c : convs_) n += c->bf16_weight_bytes();
     return n;
   }
@@ -267,6 +297,159 @@ class Plan final : public GpuProgram {
     return {};
   }
 
+  // Head fusion (docs/design/faces.md §8.1): every 1×1 conv → depthwise 3×3 (stride 1, pad 1) → channels-last
+  // Transpose [→ Sigmoid] chain whose steps run alone and whose intermediates have no other reader joins the
+  // group of its feature map; a group runs as one kHeads unit at its last step's place, when no other step
+  // before that place reads a head's output and the feature map is not freed before it. Off: fuse_heads false,
+  // channels-last values, or a group the kernel does not take.
+  void find_heads() {
+    if (!o_.fuse_heads) return;
+    const std::size_t n = p_.steps.size(), nv = p_.lens.size();
+    std::vector<int> reads(nv, 0);
+    std::vector<std::size_t> reader(nv, Unit::kNoStep), freed_at(nv, Unit::kNoStep);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (const auto& a : p_.steps[i].args)
+        if (a.kind == Arg::Kind::kValue) {
+          ++reads[static_cast<std::size_t>(a.id)];
+          reader[static_cast<std::size_t>(a.id)] = i;
+        }
+      for (auto v : p_.free[i])
+        if (v >= 0 && static_cast<std::size_t>(v) < nv) freed_at[static_cast<std::size_t>(v)] = i;
+    }
+    for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;
+    std::vector<bool> alone(n, false);
+    for (const auto& u : units_)
+      if (u.kind == Unit::Kind::kStep) alone[u.first] = true;
+    auto one_reader = [&](std::int32_t v) {  // the step that alone reads v once (v no output), else kNoStep
+      const auto k = static_cast<std::size_t>(v);
+      return reads[k] == 1 && alone[reader[k]] ? reader[k] : Unit::kNoStep;
+    };
+    auto reads_first = [&](std::size_t step, std::int32_t v) {
+      const auto& a = p_.steps[step].args;
+      return !a.empty() && a[0].kind == Arg::Kind::kValue && a[0].id == v;
+    };
+    std::map<std::int32_t, std::vector<HeadsGroup>> by_x;  // a group per feature map, split where it is full
+    for (std::size_t i = 0; i < n; ++i) {
+      const Step& s = p_.steps[i];
+      const auto* pw = std::get_if<ConvJob>(&s.op);
+      if (!pw || !alone[i] || !pw->is_pointwise() || s.args[0].kind != Arg::Kind::kValue ||
+          nhwc(s.args[0].id) || nhwc(s.out))
+        continue;
+      const std::size_t d = one_reader(s.out);
+      if (d == Unit::kNoStep || !reads_first(d, s.out)) continue;
+      const auto* dw = std::get_if<ConvJob>(&p_.steps[d].op);
+      if (!dw || !dw->is_depthwise() || dw->cin != pw->cout || dw->kh != 3 || dw->kw != 3 || dw->sh != 1 ||
+          dw->sw != 1 || dw->pt != 1 || dw->pl != 1 || dw->dh != 1 || dw->dw != 1 || dw->h != pw->oh ||
+          dw->w != pw->ow || dw->oh != dw->h || dw->ow != dw->w || nhwc(p_.steps[d].out))
+        continue;
+      const std::size_t t = one_reader(p_.steps[d].out);
+      if (t == Unit::kNoStep || !reads_first(t, p_.steps[d].out)) continue;
+      const auto* tr = std::get_if<TransposeOp>(&p_.steps[t].op);
+      if (!tr || !is_channels_last_copy(*tr, dw->cout, dw->h, dw->w) ||
+          p_.lens[static_cast<std::size_t>(p_.steps[t].out)] != dw->cout * dw->h * dw->w)
+        continue;
+      std::vector<std::size_t> steps{i, d, t};
+      std::int32_t out = p_.steps[t].out;
+      bool sigmoid = false;
+      if (const std::size_t g = one_reader(out); g != Unit::kNoStep && reads_first(g, out)) {
+        const auto* un = std::get_if<UnaryOp>(&p_.steps[g].op);
+        if (un && un->kind == UnaryKind::kSigmoid &&
+            p_.lens[static_cast<std::size_t>(p_.steps[g].out)] == p_.lens[static_cast<std::size_t>(out)]) {
+          steps.push_back(g), out = p_.steps[g].out, sigmoid = true;
+        }
+      }
+      auto& groups = by_x[s.args[0].id];
+      const int ch = static_cast<int>(pw->cout);
+      if (groups.empty() || static_cast<int>(groups.back().outs.size()) == kMaxHeads ||
+          heads_channels(groups.back().job) + ch > kMaxHeadChannels) {
+        groups.emplace_back();
+        HeadsGroup& g = groups.back();
+        g.x = s.args[0].id, g.node = s.node;
+        g.job.cin = static_cast<int>(pw->cin), g.job.h = static_cast<int>(pw->h), g.job.w = static_cast<int>(pw->w);
+      }
+      HeadsGroup& g = groups.back();
+      if (pw->cout > kMaxHeadChannels || g.job.cin != pw->cin || g.job.h != pw->h || g.job.w != pw->w) continue;
+      const int k = g.job.heads++;
+      g.job.channels[k] = ch;
+      g.job.pw_bias[k] = pw->bias != nullptr, g.job.dw_bias[k] = dw->bias != nullptr;
+      g.job.sigmoid[k] = sigmoid;
+      g.pw.push_back(i), g.dw.push_back(d), g.outs.push_back(out);
+      g.members.insert(g.members.end(), steps.begin(), steps.end());
+    }
+    for (auto& [x, groups] : by_x)
+      for (auto& g : groups) {
+        if (g.outs.empty() || !heads_fit(g.job)) continue;
+        std::sort(g.members.begin(), g.members.end());
+        const std::size_t last = g.members.back();
+        const auto member = [&](std::size_t i) { return std::binary_search(g.members.begin(), g.members.end(), i); };
+        // the feature map lives until the group has run
+        const std::size_t fx = freed_at[static_cast<std::size_t>(g.x)];
+        if (fx != Unit::kNoStep && !member(fx) && fx < last) continue;
+        // no step outside the group reads a head's output before the group runs
+        bool early = false;
+        for (std::size_t r = g.members.front(); r < last && !early; ++r)
+          if (!member(r))
+            for (const auto& a : p_.steps[r].args)
+              early = early || (a.kind == Arg::Kind::kValue &&
+                                std::find(g.outs.begin(), g.outs.end(), a.id) != g.outs.end());
+        if (early) continue;
+        const std::size_t index = heads_.size();
+        std::vector<Unit> kept;
+        for (const auto& u : units_) {
+          if (u.kind == Unit::Kind::kStep && member(u.first) && u.first != last) continue;
+          if (u.kind == Unit::Kind::kStep && u.first == last) {
+            Unit h = make_unit(Unit::Kind::kHeads, last, last, g.outs.front());
+            h.heads = index;
+            kept.push_back(h);
+            continue;
+          }
+          kept.push_back(u);
+        }
+        units_ = std::move(kept);
+        heads_.push_back(std::move(g));  // after the filter above, which reads g.members
+      }
+  }
+
+  // The packed weights of every head group (heads.cuh): copied on the device from the conv weights.
+  Status pack_heads() {
+    if (heads_.empty()) return {};
+    std::map<std::size_t, std::size_t> conv_index;
+    for (std::size_t i = 0, k = 0; i < p_.steps.size(); ++i)
+      if (std::holds_alternative<ConvJob>(p_.steps[i].op)) conv_index[i] = k++;
+    std::uint64_t total = 0;
+    for (const auto& g : heads_)
+      total += aligned(static_cast<std::uint64_t>(heads_packed_floats(g.job)) * sizeof(float));
+    FT_CUDA_TRY(cudaMalloc(&heads_w_, total));
+    heads_bytes_ = total;
+    FT_CUDA_TRY(cudaMemsetAsync(heads_w_, 0, total, stream_));
+    auto* base = static_cast<char*>(heads_w_);
+    std::uint64_t at = 0;
+    auto copy = [&](float* dst, const float* src, std::int64_t count) -> Status {
+      if (src && count > 0)
+        FT_CUDA_TRY(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(count) * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, stream_));
+      return {};
+    };
+    for (auto& g : heads_) {
+      auto* pk = reinterpret_cast<float*>(base + at);
+      g.packed = pk;
+      const std::int64_t C = heads_channels(g.job), cin = g.job.cin;
+      std::int64_t c0 = 0;
+      for (std::size_t k = 0; k < g.outs.size(); ++k) {
+        const std::int64_t nk = g.job.channels[k];
+        const auto [pw_w, pw_b] = conv_w_[conv_index.at(g.pw[k])];
+        const auto [dw_w, dw_b] = conv_w_[conv_index.at(g.dw[k])];
+        FT_TRY(copy(pk + c0 * cin, pw_w, nk * cin));
+        FT_TRY(copy(pk + C * cin + c0, pw_b, nk));
+        FT_TRY(copy(pk + C * cin + C + c0 * 9, dw_w, nk * 9));
+        FT_TRY(copy(pk + C * cin + C + C * 9 + c0, dw_b, nk));
+        c0 += nk;
+      }
+      at += aligned(static_cast<std::uint64_t>(heads_packed_floats(g.job)) * sizeof(float));
+    }
+    return {};
+  }
+
   // Epilogue fusion (docs/design/faces.md §8.1): a conv whose one reader is a ChannelPrelu (no activation of its
   // own) or a residual Add without broadcasting whose other operand exists before the conv runs takes that step
   // into its epilogue; the reader's output is written by the conv, at the conv's place in the order.
@@ -286,7 +469,8 @@ class Plan final : public GpuProgram {
       if (units_[k].kind == Unit::Kind::kStep) alone[units_[k].first] = k;
     std::vector<bool> gone(units_.size(), false);
     for (auto& u : units_) {
-      if (!std::holds_alternative<ConvJob>(p_.steps[u.first].op) || u.kind == Unit::Kind::kResizeBinary)
+      if (!std::holds_alternative<ConvJob>(p_.steps[u.first].op) || u.kind == Unit::Kind::kResizeBinary ||
+          u.kind == Unit::Kind::kHeads)
         continue;
       const auto v = static_cast<std::size_t>(u.out);
       if (reads[v] != 1) continue;
@@ -412,6 +596,16 @@ class Plan final : public GpuProgram {
     };
     place(kInputValue);
     for (const auto& u : units_) {
+      if (u.kind == Unit::Kind::kHeads) {  // every head's output, then the members' free lists
+        const HeadsGroup& g = heads_[u.heads];
+        for (auto v : g.outs) place(v);
+        for (auto i : g.members)
+          for (auto v : p_.free[i])
+            if (v >= 0 && static_cast<std::size_t>(v) < p_.lens.size() &&
+                std::find(g.outs.begin(), g.outs.end(), v) == g.outs.end())
+              release(v);
+        continue;
+      }
       place(u.out);
       auto free_of = [&](std::size_t i) {
         for (auto v : p_.free[i])
@@ -701,6 +895,14 @@ class Plan final : public GpuProgram {
       return Launch(
           [=](cudaStream_t st) { return launch_resize_binary(r, kind, side, B, x, o, obs, y, st); });
     }
+    if (u.kind == Unit::Kind::kHeads) {
+      const HeadsGroup& g = heads_[u.heads];
+      HeadsJob j = g.job;
+      for (std::size_t k = 0; k < g.outs.size(); ++k) j.out[k] = val_[static_cast<std::size_t>(g.outs[k])];
+      const float* hx = val_[static_cast<std::size_t>(g.x)];
+      const float* pk = g.packed;
+      return Launch([=](cudaStream_t st) { return launch_heads(j, B, hx, pk, st); });
+    }
     if (affine_skipped_.count(u.first)) return Launch([](cudaStream_t) { return Status{}; });
     if (std::holds_alternative<ConvJob>(s.op)) {
       GpuConv* c = convs_[conv_of_unit_.at(u.first)].get();
@@ -836,6 +1038,8 @@ class Plan final : public GpuProgram {
              (bias_moved_from_.count(u.first) ? "+bias-to-next" : "") +
              (bias_moved_to_.count(u.first) ? "+in-bias" : "") + (conv_input_.count(u.first) ? "+in-affine" : "");
     if (u.kind == Unit::Kind::kResizeBinary) return "fused:resize+binary";
+    if (u.kind == Unit::Kind::kHeads)
+      return "own:heads(" + std::to_string(heads_[u.heads].outs.size()) + ")";
     if (affine_skipped_.count(u.first)) return "fused:affine-into-bf16-conv";
     const bool bf = gemm_compute_ != CUBLAS_COMPUTE_32F;
     if (std::holds_alternative<GemvOp>(s.op)) return bf ? "cublas:gemm_ex/bf16" : "cublas:sgemm";
@@ -846,6 +1050,17 @@ class Plan final : public GpuProgram {
 
   Status build_launches() {
     for (const auto& u : units_) {
+      if (u.kind == Unit::Kind::kHeads) {
+        const HeadsGroup& g = heads_[u.heads];
+        bool placed = val_[static_cast<std::size_t>(g.x)] != nullptr;
+        for (auto v : g.outs) placed = placed && val_[static_cast<std::size_t>(v)] != nullptr;
+        if (!placed) return internal_error("unplaced value of the heads of '" + g.node + "'");
+        auto l = launch_of(u);
+        if (!l) return l.status();
+        launches_.push_back(std::move(*l));
+        plans_.push_back(StepPlan{g.node, kernel_of(u, p_.steps[u.first], nullptr), 0.0f});
+        continue;
+      }
       std::vector<std::size_t> members;
       for (std::size_t i = u.first; i <= u.last; ++i) members.push_back(i);
       if (u.extra != Unit::kNoStep) members.push_back(u.extra);
@@ -876,6 +1091,124 @@ class Plan final : public GpuProgram {
       if (Status st = launches_[k](stream_); !st.ok())
         return st.with_context("node '" + p_.steps[units_[k].first].node + "'");
     return {};
+  }
+
+  // Band fusion (docs/design/faces.md §8.1 "band kernel"): a 1×1 conv unit [with Relu/Clip] whose one reader is
+  // the next unit, a depthwise 3×3 conv (stride 1, pad 1) [with Relu/Clip] and nothing else in its epilogue,
+  // optionally followed by the MaxPool 2×2/2 that alone reads it, runs as one launch_band when the kernel takes
+  // it, its input and output regions do not overlap, and it is faster than the units it replaces (both timed
+  // here, on the arena); the replaced units' intermediate values keep their (now unused) places.
+  Status choose_bands() {
+    if (o_.bands == PlanOptions::Bands::kOff || stream_ == nullptr) return {};
+    const int B = o_.batch;
+    std::vector<int> reads(p_.lens.size(), 0);
+    for (const auto& st : p_.steps)
+      for (const auto& a : st.args)
+        if (a.kind == Arg::Kind::kValue) ++reads[static_cast<std::size_t>(a.id)];
+    for (const auto& o : p_.outputs) reads[static_cast<std::size_t>(o.value)] += 2;
+    std::map<std::size_t, std::size_t> conv_index;
+    for (std::size_t i = 0, c = 0; i < p_.steps.size(); ++i)
+      if (std::holds_alternative<ConvJob>(p_.steps[i].op)) conv_index[i] = c++;
+    auto act_of_unit = [](const Unit& u, BandAct& a) {
+      if (u.extra != Unit::kNoStep || u.act.has_residual) return false;
+      if (u.act.kind == EpilogueAct::Kind::kNone) a = BandAct{0, 0.0f, 0.0f};
+      else if (u.act.kind == EpilogueAct::Kind::kRelu) a = BandAct{1, 0.0f, 0.0f};
+      else if (u.act.kind == EpilogueAct::Kind::kClip) a = BandAct{2, u.act.lo, u.act.hi};
+      else return false;
+      return true;
+    };
+    auto conv_unit = [](const Unit& u) { return u.kind == Unit::Kind::kStep || u.kind == Unit::Kind::kConvAct; };
+    auto overlap = [&](std::int32_t a, std::int32_t b) {
+      const std::uint64_t oa = offset_[static_cast<std::size_t>(a)], ob = offset_[static_cast<std::size_t>(b)];
+      const std::uint64_t na = static_cast<std::uint64_t>(B) * lens(a) * 4;
+      const std::uint64_t nb = static_cast<std::uint64_t>(B) * lens(b) * 4;
+      return oa < ob + nb && ob < oa + na;
+    };
+    for (std::size_t k = 0; k + 1 < units_.size(); ++k) {
+      const Unit& a = units_[k];
+      const Unit& b = units_[k + 1];
+      const Step& ps = p_.steps[a.first];
+      const Step& ds = p_.steps[b.first];
+      const auto* pw = std::get_if<ConvJob>(&ps.op);
+      const auto* dw = std::get_if<ConvJob>(&ds.op);
+      BandJob job;
+      if (!pw || !dw || !conv_unit(a) || !conv_unit(b) || !pw->is_pointwise() || !dw->is_depthwise() ||
+          ps.args[0].kind != Arg::Kind::kValue || ds.args[0].kind != Arg::Kind::kValue || ds.args[0].id != a.out ||
+          reads[static_cast<std::size_t>(a.out)] != 1 || dw->cin != pw->cout || dw->kh != 3 || dw->kw != 3 ||
+          dw->sh != 1 || dw->sw != 1 || dw->pt != 1 || dw->pl != 1 || dw->dh != 1 || dw->dw != 1 ||
+          dw->h != pw->oh || dw->w != pw->ow || dw->oh != dw->h || dw->ow != dw->w || nhwc(a.out) ||
+          nhwc(b.out) || nhwc(ps.args[0].id) || deferred_.count(a.out) || deferred_.count(b.out) ||
+          !act_of_unit(a, job.pw_act) || !act_of_unit(b, job.dw_act))
+        continue;
+      job.cin = static_cast<int>(pw->cin), job.c = static_cast<int>(pw->cout);
+      job.h = static_cast<int>(dw->h), job.w = static_cast<int>(dw->w);
+      std::size_t k1 = k + 1;
+      if (k + 2 < units_.size()) {
+        const Unit& m = units_[k + 2];
+        const Step& ms = p_.steps[m.first];
+        const auto* mp = std::get_if<MaxPoolOp>(&ms.op);
+        if (mp && m.kind == Unit::Kind::kStep && ms.args[0].kind == Arg::Kind::kValue && ms.args[0].id == b.out &&
+            reads[static_cast<std::size_t>(b.out)] == 1 && mp->kh == 2 && mp->kw == 2 && mp->sh == 2 &&
+            mp->sw == 2 && mp->pt == 0 && mp->pl == 0 && mp->channels == dw->cout && mp->h == dw->oh &&
+            mp->w == dw->ow && mp->oh * 2 == mp->h && mp->ow * 2 == mp->w && !nhwc(m.out)) {
+          job.pool = true;
+          k1 = k + 2;
+        }
+      }
+      const std::int32_t xv = ps.args[0].id, yv = units_[k1].out;
+      if (!band_fits(job, B) || !val_[static_cast<std::size_t>(xv)] || !val_[static_cast<std::size_t>(yv)] ||
+          overlap(xv, yv))
+        continue;
+      const auto [pw_w, pw_b] = conv_w_[conv_index.at(a.first)];
+      const auto [dw_w, dw_b] = conv_w_[conv_index.at(b.first)];
+      const float* x = val_[static_cast<std::size_t>(xv)];
+      float* y = val_[static_cast<std::size_t>(yv)];
+      Launch band = [=](cudaStream_t st) { return launch_band(job, B, x, pw_w, pw_b, dw_w, dw_b, y, st); };
+      auto t_band = time_launches(std::span<const Launch>(&band, 1));
+      if (!t_band) return t_band.status().with_context("node '" + ps.node + "' (band)");
+      auto t_old = time_launches(std::span<const Launch>(launches_.data() + k, k1 - k + 1));
+      if (!t_old) return t_old.status().with_context("node '" + ps.node + "'");
+      if (plan_detail_)
+        plans_[k].kernel += "[band " + std::to_string(static_cast<int>(*t_band)) + " us vs " +
+                            std::to_string(static_cast<int>(*t_old)) + " us]";
+      if (o_.bands == PlanOptions::Bands::kTimed && *t_band >= *t_old) continue;
+      Unit u = make_unit(Unit::Kind::kBand, a.first, units_[k1].last, yv);
+      units_[k] = u;
+      launches_[k] = std::move(band);
+      plans_[k] = StepPlan{ps.node, std::string("own:band") + (job.pool ? "+pool" : ""), *t_band};
+      const auto from = static_cast<std::ptrdiff_t>(k + 1), to = static_cast<std::ptrdiff_t>(k1 + 1);
+      units_.erase(units_.begin() + from, units_.begin() + to);
+      launches_.erase(launches_.begin() + from, launches_.begin() + to);
+      plans_.erase(plans_.begin() + from, plans_.begin() + to);
+    }
+    return {};
+  }
+
+  // Mean time of the launches run back to back, µs: one warm-up, then 5 timed repetitions.
+  Expected<float> time_launches(std::span<const Launch> ls) const {
+    cudaEvent_t a = nullptr, b = nullptr;
+    FT_CUDA_TRY(cudaEventCreate(&a));
+    if (const cudaError_t e = cudaEventCreate(&b); e != cudaSuccess) {
+      FT_CUDA_IGNORE(cudaEventDestroy(a));
+      return runtime::cuda_call_status(e, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    constexpr int kReps = 5;
+    Status st;
+    for (const auto& l : ls)
+      if (st.ok()) st = l(stream_);
+    cudaError_t e = st.ok() ? cudaEventRecord(a, stream_) : cudaSuccess;
+    for (int r = 0; r < kReps && st.ok() && e == cudaSuccess; ++r)
+      for (const auto& l : ls)
+        if (st.ok()) st = l(stream_);
+    float ms = 0.0f;
+    if (st.ok() && e == cudaSuccess) e = cudaEventRecord(b, stream_);
+    if (st.ok() && e == cudaSuccess) e = cudaEventSynchronize(b);
+    if (st.ok() && e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+    FT_CUDA_IGNORE(cudaEventDestroy(a));
+    FT_CUDA_IGNORE(cudaEventDestroy(b));
+    if (!st.ok()) return st;
+    if (e != cudaSuccess) return runtime::cuda_call_status(e, "timing a band", __FILE__, __LINE__);
+    return 1000.0f * ms / kReps;
   }
 
   // One eager pass with an event pair around every unit: StepPlan::us of every step as it runs in the plan
@@ -953,6 +1286,9 @@ class Plan final : public GpuProgram {
   std::map<std::size_t, Arg> conv_input_;     // conv step → the input it reads instead (the affine's input)
   std::vector<Launch> launches_;
   std::vector<StepPlan> plans_;
+  std::vector<HeadsGroup> heads_;  // the fused head groups (kHeads units)
+  void* heads_w_ = nullptr;        // their packed weights (owned)
+  std::uint64_t heads_bytes_ = 0;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 };

@@ -38,6 +38,15 @@ struct PlanOptions {
   /// tf32 / bf16: run the convs cuDNN can take channels-last on NHWC values, with the per-channel steps between
   /// them (docs/design/faces.md §8.3); off, or when nothing can, every value is NCHW. Ignored in fp32.
   bool nhwc = true;
+  /// Fuse detection heads (1×1 conv → depthwise 3×3 → channels-last Transpose [→ Sigmoid] chains reading one
+  /// feature map, YuNet's cls/obj/bbox/kps) into one kernel per feature map (docs/design/faces.md §8.1); the same
+  /// bits as the steps run one by one with the own direct kernels.
+  bool fuse_heads = true;
+  /// 1×1 conv → depthwise 3×3 [→ MaxPool 2×2] bands as one kernel (docs/design/faces.md §8.1): kTimed where it is
+  /// faster than the separate steps (timed at plan time), kAlways wherever the kernel takes the band (tests). Off
+  /// by default: on the H200 every YuNet band it takes was slower than its steps at batch 1 (benchmarks/NOTES.md).
+  enum class Bands : std::uint8_t { kOff, kTimed, kAlways };
+  Bands bands = Bands::kOff;
   std::uint64_t max_workspace_bytes = std::uint64_t{256} << 20;  ///< cuDNN workspace cap (algorithms above it skipped)
 };
 

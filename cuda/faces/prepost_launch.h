@@ -85,6 +85,9 @@ struct PostOptions {
   float score = 0.6f;
   float nms_iou = 0.3f;
   int max_faces = 200;
+  /// The one-kernel form where every cell's key fits in shared memory (no host synchronisation); false: the
+  /// Thrust path (copy_if, sort_by_key), which also takes the larger native inputs. Both give the same results.
+  bool one_kernel = true;
 };
 
 /// Cells per image of a layout (strides 8, 16, 32).

@@ -5,6 +5,7 @@
 #include "faces/yunet_gpu.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -152,6 +153,9 @@ Status yunet_decode_nms(const float* d_outputs, const YunetLayout& layout, const
   o.score = sane(options.score, 0.6f);
   o.nms_iou = sane(options.nms_iou, 0.3f);
   o.max_faces = std::clamp(options.max_faces, 0, 10000);
+  // FACETRACE_FACES_POST_THRUST=1: the Thrust path even where the one-kernel form applies (tests, A/B)
+  const char* thrust_only = std::getenv("FACETRACE_FACES_POST_THRUST");
+  o.one_kernel = !(thrust_only && thrust_only[0] == '1');
   const int need = std::min(o.max_faces, kMaxCandidates);
   if (out.capacity < need || (need > 0 && out.records == nullptr))
     return invalid_argument("yunet post: room for " + std::to_string(out.capacity) +

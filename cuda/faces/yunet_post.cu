@@ -140,6 +140,93 @@ __global__ void nms_kernel(PostParams p, const std::uint32_t* ids, const int* st
   if (threadIdx.x == 0) out.counts[b] = nkept;
 }
 
+// The one-kernel form (docs/design/faces.md §5 "one kernel per batch"): block ↔ image b. The cells that pass the
+// score filter append their sort key (the key without the image: every key of the block is the same image's) to
+// shared memory, the keys are sorted there (bitonic, over the next power of two of their count, padded with
+// ~0), and the first min(count, 4000) run through nms_kernel's greedy NMS. The keys are unique, so the order is
+// the sort's whatever order they were appended in, and every test is nms_kernel's: the same detections. No host
+// synchronisation (the thrust path reads the candidate count back).
+__global__ void post_one_kernel(PostParams p, const ImageGeom* geom, float iou_max, int max_faces, int keep_cap,
+                                int key_cap, DetectionsOut out) {
+  extern __shared__ float4 smem[];
+  float4* kept = smem;
+  auto* keys = reinterpret_cast<std::uint64_t*>(kept + keep_cap);
+  __shared__ int count;
+  const int b = static_cast<int>(blockIdx.x);
+  const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  if (tid == 0) count = 0;
+  __syncthreads();
+  for (int g = tid; g < p.total; g += nt) {
+    const int s = stride_of(p, g);
+    const float score = cell_score(p, b, s, g - p.first[s]);
+    if (isnan(score) || score < p.thr) continue;  // ScorePasses
+    const std::uint32_t bits = score == 0.0f ? 0u : __float_as_uint(score);  // make_keys_kernel's key
+    keys[atomicAdd(&count, 1)] =
+        (static_cast<std::uint64_t>(kScoreOne - bits) << kKeyCellBits) | static_cast<std::uint64_t>(g);
+  }
+  __syncthreads();
+  const int n_all = count;
+  int n2 = 1;
+  while (n2 < n_all) n2 *= 2;
+  for (int i = n_all + tid; i < n2; i += nt) keys[i] = ~std::uint64_t{0};
+  __syncthreads();
+  for (int k = 2; k <= n2; k *= 2)
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int i = tid; i < n2; i += nt) {
+        const int l = i ^ j;
+        if (l > i) {
+          const std::uint64_t a = keys[i], c = keys[l];
+          if ((a > c) == ((i & k) == 0)) keys[i] = c, keys[l] = a;
+        }
+      }
+      __syncthreads();
+    }
+  const int n = min(n_all, kMaxCandidates);
+  const ImageGeom gm = geom[b];
+  const float fw = static_cast<float>(gm.width), fh = static_cast<float>(gm.height);
+  int nkept = 0;
+  for (int j = 0; j < n; ++j) {
+    if (nkept >= max_faces) break;
+    const int g = static_cast<int>(keys[j] & ((std::uint64_t{1} << kKeyCellBits) - 1));
+    const int s = stride_of(p, g);
+    Candidate c;
+    decode_cell(p, b, s, g - p.first[s], gm.scale, fw, fh, false, c);
+    const float x0 = clip01(c.box[0]), y0 = clip01(c.box[1]), x1 = clip01(c.box[2]), y1 = clip01(c.box[3]);
+    const float w = __fsub_rn(x1, x0), h = __fsub_rn(y1, y0);
+    if (w <= 1e-4f || h <= 1e-4f) continue;
+    bool drop = false;
+    for (int k = tid; k < nkept && !drop; k += nt) {
+      const float4 kb = kept[k];
+      const float ix = __fsub_rn(kb.z < x1 ? kb.z : x1, x0 < kb.x ? kb.x : x0);
+      const float iy = __fsub_rn(kb.w < y1 ? kb.w : y1, y0 < kb.y ? kb.y : y0);
+      if (ix <= 0 || iy <= 0) continue;
+      const float inter = __fmul_rn(ix, iy);
+      const float uni = __fsub_rn(
+          __fadd_rn(__fmul_rn(w, h), __fmul_rn(__fsub_rn(kb.z, kb.x), __fsub_rn(kb.w, kb.y))), inter);
+      if (__fdiv_rn(inter, uni) > iou_max) drop = true;
+    }
+    if (__syncthreads_or(drop)) continue;
+    if (tid == 0) {
+      kept[nkept] = make_float4(x0, y0, x1, y1);
+      decode_cell(p, b, s, g - p.first[s], gm.scale, fw, fh, true, c);
+      GpuDetection& d = out.records[static_cast<std::size_t>(b) * out.capacity + nkept];
+      d.x0 = __fmul_rn(x0, fw), d.y0 = __fmul_rn(y0, fh), d.x1 = __fmul_rn(x1, fw), d.y1 = __fmul_rn(y1, fh);
+      d.score = cell_score(p, b, s, g - p.first[s]);
+      for (int m = 0; m < 5; ++m) {
+        d.landmarks[2 * m] = __fmul_rn(c.lm[2 * m], fw);
+        d.landmarks[2 * m + 1] = __fmul_rn(c.lm[2 * m + 1], fh);
+      }
+    }
+    ++nkept;
+    __syncthreads();
+  }
+  if (tid == 0) out.counts[b] = nkept;
+  static_cast<void>(key_cap);
+}
+
+constexpr int kOneKernelThreads = 1024;
+constexpr std::size_t kOneKernelShared = 200 * 1024;  // of the 227 KB a block may take on sm_90
+
 // Thread ↔ element: y = decode_expf(x).
 __global__ void decode_expf_kernel(const float* x, float* y, std::uint64_t count) {
   const std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -184,6 +271,23 @@ Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, cons
   }
   p.total = first;
   p.thr = options.score;
+  const int keep_cap = std::max(need, 1);
+  {  // the one-kernel form when every cell's key fits in shared memory beside the kept boxes
+    int key_cap = 1;
+    while (key_cap < p.total) key_cap *= 2;
+    const std::size_t shared = static_cast<std::size_t>(keep_cap) * sizeof(float4) +
+                               static_cast<std::size_t>(key_cap) * sizeof(std::uint64_t);
+    int optin = 0;
+    FT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    if (options.one_kernel && shared <= kOneKernelShared && shared + 1024 <= static_cast<std::size_t>(optin)) {
+      FT_CUDA_TRY(cudaFuncSetAttribute(post_one_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(shared)));
+      post_one_kernel<<<layout.batch, kOneKernelThreads, shared, stream>>>(
+          p, d_geom, options.nms_iou, options.max_faces, keep_cap, key_cap, out);
+      FT_CUDA_LAUNCH_CHECK("post_one_kernel", stream);
+      return {};
+    }
+  }
   const std::uint64_t n = static_cast<std::uint64_t>(p.total) * static_cast<std::uint64_t>(layout.batch);
 
   // Scratch: ids [n] u32 | keys [n] u64 | starts [batch + 1] i32 | Thrust's temporaries.
@@ -220,7 +324,6 @@ Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, cons
   }
   segments_kernel<<<(layout.batch + 1 + 255) / 256, 256, 0, stream>>>(keys, count, layout.batch, starts);
   FT_CUDA_LAUNCH_CHECK("segments_kernel", stream);
-  const int keep_cap = std::max(need, 1);
   const std::size_t shared = static_cast<std::size_t>(keep_cap) * sizeof(float4);
   FT_CUDA_TRY(cudaFuncSetAttribute(nms_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(shared)));

@@ -115,7 +115,9 @@ int run_worker(const WorkerArgs& a) {
   if (!range.ok()) return fail(kExitBadInput, range.status().what());
 
   auto job = farm::load_job_file(a.job);
-  if (!job.ok()) return fail(job.status().code() == Code::kIo ? kExitFailure : kExitInvalidJob, job.status().what());
+  // As for render's scene (docs/cli.md "Exit codes"): a job file that cannot be read is bad input (2), one
+  // that was read but is not a valid job is permanent (42).
+  if (!job.ok()) return fail(job.status().code() == Code::kIo ? kExitBadInput : kExitInvalidJob, job.status().what());
   if (Status st = tracer::tier_features(job->scene).status(); !st.ok())
     return fail(kExitInvalidJob, a.job + ": not supported: " + st.what());
   const std::uint64_t total = farm::unit_count(*job);

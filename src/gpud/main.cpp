@@ -66,6 +66,11 @@ int main(int argc, char** argv) {
   if (parent > 0) {
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) std::perror("facetrace-gpud: prctl(PR_SET_PDEATHSIG)");
     if (static_cast<long>(::getppid()) != parent) return kGpudExitOk;
+    // A terminal's Ctrl-C or hang-up reaches the whole foreground process group, this child included; the
+    // parent handles them (it cancels and shuts the child down), so they must not kill the child on the way
+    // and count as a device loss (docs/cli.md "Signals").
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGHUP, SIG_IGN);
   }
   if (list) return ExecutorServer::print_device_listing(stdout);
   if (sock < 0 || arena_fd < 0) {

@@ -37,8 +37,8 @@ void RecoveryPolicy::prune_locked(Clock::time_point now) const {
 }
 
 void RecoveryPolicy::record_loss() {
-  std::lock_guard lock(mu_);
-  last_event_ = clock_.now();
+  // A loss alone starts no cool-down: the cool-down spaces attempts (docs/design/tracer.md §10.5), so the first
+  // replacement after a healthy spell starts at once and a child that keeps dying is retried every cool-down.
 }
 
 Clock::duration RecoveryPolicy::wait_before_next_attempt() const {

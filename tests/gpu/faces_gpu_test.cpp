@@ -705,6 +705,46 @@ TEST_F(FacesGpu, Depthwise3x3FourWideMatchesDirectKernel) {
   }
 }
 
+// The 3×3 kernel of every output channel per thread (a stem conv: YuNet's 3 → 16 of stride 2) gives the direct
+// kernel's bits and the definition's values, with a Relu, a residual-free epilogue, odd sides and both widths.
+TEST_F(FacesGpu, AllChannels3x3MatchesDirectKernel) {
+  struct C {
+    std::int64_t cin, cout, s, p, h, w;
+  };
+  for (const C& c : {C{3, 16, 2, 1, 33, 47}, C{3, 16, 1, 1, 9, 8}, C{2, 27, 2, 0, 17, 13}, C{7, 32, 1, 1, 5, 6},
+                     C{1, 5, 2, 1, 11, 12}}) {
+    const ConvJob j = conv_job(c.cin, c.cout, 1, 3, c.s, c.p, c.h, c.w, 960);
+    const int batch = 3;
+    ASSERT_TRUE(gpu::allco3x3_fits(j, batch));
+    Builder b(Shape{1, c.cin, c.h, c.w});
+    const auto y = b.step(j, {Arg::value(0)}, {1, c.cout, j.oh, j.ow});
+    const Program p = b.done({y});
+    const auto in = inputs_for(p, batch, 961);
+    std::vector<float> flat;
+    for (const auto& v : in) flat.insert(flat.end(), v.begin(), v.end());
+    const float* dx = upload(flat);
+    const float* dw = upload(*j.weights);
+    const float* db = upload(*j.bias);
+    const std::size_t out = static_cast<std::size_t>(c.cout * j.oh * j.ow);
+    float* da = upload(std::vector<float>(out * batch, NAN));
+    float* d1 = upload(std::vector<float>(out * batch, NAN));
+    const gpu::EpilogueAct relu{gpu::EpilogueAct::Kind::kRelu};
+    ASSERT_TRUE(gpu::launch_allco3x3(j, batch, dx, dw, db, relu, da, stream_).ok());
+    ASSERT_TRUE(gpu::launch_conv_direct(j, batch, dx, dw, db, relu, d1, stream_).ok());
+    ASSERT_CUDA(cudaStreamSynchronize(stream_));
+    std::vector<float> ga(out * batch), g1(out * batch);
+    ASSERT_CUDA(cudaMemcpy(ga.data(), da, ga.size() * 4, cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(g1.data(), d1, g1.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(testing::bit_identical(ga, g1)) << "cin " << c.cin << " cout " << c.cout << " stride " << c.s;
+    for (int i = 0; i < batch; ++i) {
+      auto want = Naive::run(p, in[static_cast<std::size_t>(i)])[0];
+      for (auto& v : want) v = std::max(v, 0.0f);
+      const std::span<const float> g(ga.data() + out * static_cast<std::size_t>(i), out);
+      EXPECT_TRUE(testing::all_close(g, std::span<const float>(want), {1e-6, 1e-5})) << "image " << i;
+    }
+  }
+}
+
 TEST_F(FacesGpu, ConvTf32IsCloseAndMarked) {
   const ConvJob j = conv_job(64, 64, 1, 3, 1, 1, 28, 28, 9);
   Builder b(Shape{1, 64, 28, 28});
@@ -959,6 +999,158 @@ TEST_F(FacesGpu, FusedBandAndResizeBinaryEqualUnfused) {
   }
 }
 
+// ---- fused detection heads (docs/design/faces.md §8.1 "head fusion") ---------------------------------------
+
+// Appends one YuNet-style head reading x [1, c, h, w]: 1×1 conv c → n, depthwise 3×3 (pad 1), the channels-last
+// Transpose (perm 0,2,3,1: dims [1, h, w, n], input strides [n·h·w, w, 1, h·w]) and, with `sigmoid`, a Sigmoid.
+std::int32_t add_head(Builder& b, std::int32_t x, std::int64_t c, std::int64_t n, std::int64_t h, std::int64_t w,
+                      bool sigmoid, bool bias, std::uint32_t seed) {
+  const auto pw = b.step(conv_job(c, n, 1, 1, 1, 0, h, w, seed, 1, bias), {Arg::value(x)}, {1, n, h, w});
+  const auto dw = b.step(conv_job(n, n, n, 3, 1, 1, h, w, seed + 7, 1, bias), {Arg::value(pw)}, {1, n, h, w});
+  TransposeOp t;
+  t.dims = {1, h, w, n};
+  t.strides = {n * h * w, w, 1, h * w};
+  const auto tr = b.step(t, {Arg::value(dw)}, {1, h, w, n});
+  return sigmoid ? b.step(UnaryOp{UnaryKind::kSigmoid}, {Arg::value(tr)}, {1, h * w, n}) : tr;
+}
+
+std::string kernels_of(const GpuProgram& g) {
+  std::string k;
+  for (const auto& s : g.steps()) k += s.kernel + " ";
+  return k;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// YuNet's four heads (1, 4, 1 and 10 channels, the cls/obj pair with a Sigmoid) over a feature map of odd sides
+// that several tiles cover partly, at batch 1 and 7: the fused kernel against the plain definition and the CPU
+// interpreter, run to run bit identity, and the plan without fusion agreeing. The map has a reader after the
+// heads, and one head has no biases.
+TEST_F(FacesGpu, FusedHeadsMatchDefinitionAndUnfused) {
+  const std::int64_t c = 24, h = 13, w = 37;
+  Builder b(Shape{1, 5, h, w});
+  const auto x = b.step(conv_job(5, c, 1, 3, 1, 1, h, w, 80), {Arg::value(0)}, {1, c, h, w});
+  const auto cls = add_head(b, x, c, 1, h, w, true, true, 81);
+  const auto box = add_head(b, x, c, 4, h, w, false, false, 82);
+  const auto obj = add_head(b, x, c, 1, h, w, true, true, 83);
+  const auto kps = add_head(b, x, c, 10, h, w, false, true, 84);
+  const auto after = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(x)}, {1, c, h, w});
+  const Program p = b.done({cls, box, obj, kps, after});
+  check_op(*this, p, "fused heads");
+  auto g = plan(p);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(count_of(kernels_of(**g), "own:heads(4)"), 1u) << kernels_of(**g);
+  const auto in = inputs_for(p, 3, 91);
+  PlanOptions on;
+  on.batch = 3;
+  auto g3 = plan(p, on);
+  ASSERT_TRUE(g3.ok()) << g3.status().to_string();
+  const Outputs a3 = run(**g3, p, in), b3 = run(**g3, p, in);
+  PlanOptions off = on;
+  off.fuse_heads = false;
+  auto gu = plan(p, off);
+  ASSERT_TRUE(gu.ok()) << gu.status().to_string();
+  EXPECT_EQ(count_of(kernels_of(**gu), "own:heads"), 0u) << kernels_of(**gu);
+  const Outputs u3 = run(**gu, p, in);
+  ASSERT_EQ(a3.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < p.outputs.size(); ++k) {
+      EXPECT_TRUE(testing::bit_identical(a3[i][k], b3[i][k])) << "run to run, image " << i << " output " << k;
+      EXPECT_TRUE(testing::all_close(std::span<const float>(a3[i][k]), std::span<const float>(u3[i][k]),
+                                     {1e-5 * max_abs(u3[i][k]) + 1e-7, 1e-5}))
+          << "fused vs unfused, image " << i << " output " << k;
+    }
+}
+
+// Heads the kernel cannot take in one launch are split (more than kMaxHeadChannels channels in all); a head whose
+// output another step reads before the group's last step keeps its group from fusing; both still compute right.
+TEST_F(FacesGpu, FusedHeadsSplitAndRefused) {
+  const std::int64_t c = 16, h = 9, w = 11;
+  {
+    Builder b(Shape{1, c, h, w});
+    std::vector<std::int32_t> outs;
+    for (int k = 0; k < 3; ++k) outs.push_back(add_head(b, 0, c, 12, h, w, k == 1, true, 100u + 10u * k));
+    const Program p = b.done(outs);
+    check_op(*this, p, "three heads of 12 channels");
+    auto g = plan(p);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const std::string k = kernels_of(**g);
+    EXPECT_EQ(count_of(k, "own:heads(2)"), 1u) << k;
+    EXPECT_EQ(count_of(k, "own:heads(1)"), 1u) << k;
+  }
+  {
+    Builder b(Shape{1, c, h, w});
+    const auto first = add_head(b, 0, c, 2, h, w, true, true, 120);
+    const auto early = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(first)}, {1, h * w, 2});
+    const auto second = add_head(b, 0, c, 3, h, w, false, true, 130);
+    const Program p = b.done({early, second});
+    check_op(*this, p, "a head read before the group's end");
+    auto g = plan(p);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(count_of(kernels_of(**g), "own:heads"), 0u) << kernels_of(**g);
+  }
+}
+
+// ---- the band kernel (docs/design/faces.md §8.1 "band kernel") ----------------------------------------------
+
+// 1×1 conv [→ Clip] → depthwise 3×3 → Relu [→ MaxPool 2×2], marked kConvBand, planned with the band kernel
+// wherever it applies (Bands::kAlways) at batch 1 and 7 against the definition and the CPU interpreter: both tile
+// widths (cin ≤ 16 and above), channel counts that leave a partial 16-channel chunk, sides the tiles cover
+// partly, with and without the pool; and the plan without the kernel agreeing.
+TEST_F(FacesGpu, BandKernelMatchesDefinition) {
+  struct Case {
+    std::int64_t cin, c, h, w;
+    bool pool, clip;
+  };
+  std::uint32_t seed = 140;
+  for (const Case& k : {Case{8, 16, 21, 19, false, false}, Case{16, 24, 20, 34, true, true},
+                        Case{64, 40, 10, 18, true, false}, Case{24, 64, 7, 9, false, true}}) {
+    SCOPED_TRACE(::testing::Message() << "cin " << k.cin << " c " << k.c << " " << k.h << "x" << k.w
+                                      << (k.pool ? " pool" : "") << (k.clip ? " clip" : ""));
+    Builder b(Shape{1, k.cin, k.h, k.w});
+    const Shape cs{1, k.c, k.h, k.w};
+    const auto pw = b.step(conv_job(k.cin, k.c, 1, 1, 1, 0, k.h, k.w, seed++), {Arg::value(0)}, cs);
+    const auto pa = k.clip ? b.step(UnaryOp{UnaryKind::kClip, -0.5f, 0.75f}, {Arg::value(pw)}, cs) : pw;
+    const auto dw = b.step(conv_job(k.c, k.c, k.c, 3, 1, 1, k.h, k.w, seed++), {Arg::value(pa)}, cs);
+    const auto da = b.step(UnaryOp{UnaryKind::kRelu}, {Arg::value(dw)}, cs);
+    const auto out = k.pool ? b.step(MaxPoolOp{k.c, k.h, k.w, 2, 2, 2, 2, k.h / 2, k.w / 2}, {Arg::value(da)},
+                                     {1, k.c, k.h / 2, k.w / 2})
+                            : da;
+    Program p = b.done({out});
+    Fusion f{FusionKind::kConvBand, static_cast<std::int32_t>(p.steps.size())};
+    std::int8_t at = 0;
+    f.pw = at++;
+    if (k.clip) f.pw_act = at++;
+    f.dw = at++;
+    f.dw_act = at++;
+    if (k.pool) f.pool = at++;
+    p.steps[0].fusion = f;
+    PlanOptions always;
+    always.bands = PlanOptions::Bands::kAlways;
+    check_op(*this, p, "band kernel", 1e-5, -2.0f, 2.0f, always);
+    auto g = plan(p, always);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(count_of(kernels_of(**g), k.pool ? "own:band+pool" : "own:band"), 1u) << kernels_of(**g);
+    EXPECT_EQ((*g)->steps().size(), 1u) << kernels_of(**g);
+    PlanOptions off;
+    off.bands = PlanOptions::Bands::kOff;
+    for (int batch : {1, 7}) {
+      const auto in = inputs_for(p, batch, 150u);
+      always.batch = off.batch = batch;
+      const Outputs a = plan_run(p, in, always), u = plan_run(p, in, off);
+      ASSERT_EQ(a.size(), u.size());
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_TRUE(testing::all_close(std::span<const float>(a[i][0]), std::span<const float>(u[i][0]),
+                                       {1e-5 * max_abs(u[i][0]) + 1e-7, 1e-5}))
+            << "band kernel vs the separate steps, image " << i;
+    }
+  }
+}
+
 // ---- whole programs ---------------------------------------------------------------------------------------
 
 TEST_F(FacesGpu, BadConstTableAndBatchAreInvalid) {
@@ -989,11 +1181,19 @@ TEST_F(FacesGpu, YunetMatchesCpuAndIsBitIdenticalRunToRun) {
   std::vector<std::span<const float>> spans(in.begin(), in.end());
   auto cpu = run_program_cpu(*p, spans, 0);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
-  for (bool graph : {true, false}) {
+  for (int mode : {0, 1, 2}) {  // graph; eager; graph with the band kernel wherever it applies
     PlanOptions o;
-    o.use_graph = graph;
+    o.use_graph = mode != 1;
+    if (mode == 2) o.bands = PlanOptions::Bands::kAlways;
     auto g = plan(*p, o);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
+    // the cls/obj/bbox/kps heads of each of the three strides run fused (docs/design/faces.md §8.1)
+    EXPECT_EQ(count_of(kernels_of(**g), "own:heads(4)"), 3u) << kernels_of(**g);
+    // of the 14 1×1 → depthwise bands of the backbone and the neck, those whose input and output places in the
+    // arena do not overlap (the band reads its input while it writes): the first (320², pooled) and three at 160²
+    if (mode == 2) {
+      EXPECT_EQ(count_of(kernels_of(**g), "own:band"), 4u) << kernels_of(**g);
+    }
     const Outputs a = run(**g, *p, in), b = run(**g, *p, in);
     ASSERT_EQ(a.size(), 1u);
     for (std::size_t k = 0; k < p->outputs.size(); ++k) {

@@ -301,30 +301,37 @@ void expect_post_matches_cpu(const std::vector<PostInput>& images, int n, const 
   const int cap = std::max(1, std::min(std::clamp(o.max_faces, 0, 10000), 4000));
   DeviceBuf<int> counts(batch);
   DeviceBuf<GpuDetection> recs(static_cast<std::size_t>(batch) * cap);
-  CUDA_OK(cudaMemset(counts.ptr, 0xff, batch * sizeof(int)));
-  Stream st;
-  const Status s = yunet_decode_nms(d_out.ptr, *layout, d_geom.ptr, o, {scratch.ptr, sb},
-                                    {counts.ptr, recs.ptr, cap}, st.s);
-  ASSERT_TRUE(s.ok()) << s.to_string();
-  CUDA_OK(cudaStreamSynchronize(st.s));
-  const auto c = counts.download();
-  const auto r = recs.download();
-  for (int b = 0; b < batch; ++b) {
-    SCOPED_TRACE(::testing::Message() << "image " << b);
-    const auto want = decode_yunet(images[b].outs, n, images[b].scale, images[b].width, images[b].height, o);
-    found.detections += want.size();
-    for (std::size_t i = 1; i < want.size(); ++i) found.ties += want[i].score == want[i - 1].score;
-    ASSERT_EQ(c[b], static_cast<int>(want.size()));
-    const auto got = to_detections(std::span(r).subspan(static_cast<std::size_t>(b) * cap, c[b]));
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      const float* a = &want[i].x0;
-      const float* g = &got[i].x0;
-      static_assert(sizeof(Detection) == 15 * sizeof(float));
-      std::size_t first = 0;
-      ASSERT_EQ(count_bit_diffs(a, g, 15, &first), 0u)
-          << "detection " << i << " field " << first << ": cpu " << a[first] << " gpu " << g[first];
+  // both forms of the post-processing: the one kernel per batch (where it applies) and the Thrust path
+  for (const char* thrust_only : {"0", "1"}) {
+    SCOPED_TRACE(::testing::Message() << "FACETRACE_FACES_POST_THRUST=" << thrust_only);
+    ::setenv("FACETRACE_FACES_POST_THRUST", thrust_only, 1);
+    const bool count = thrust_only[0] == '0';  // what the CPU found, once
+    CUDA_OK(cudaMemset(counts.ptr, 0xff, batch * sizeof(int)));
+    Stream st;
+    const Status s = yunet_decode_nms(d_out.ptr, *layout, d_geom.ptr, o, {scratch.ptr, sb},
+                                      {counts.ptr, recs.ptr, cap}, st.s);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    CUDA_OK(cudaStreamSynchronize(st.s));
+    const auto c = counts.download();
+    const auto r = recs.download();
+    for (int b = 0; b < batch; ++b) {
+      SCOPED_TRACE(::testing::Message() << "image " << b);
+      const auto want = decode_yunet(images[b].outs, n, images[b].scale, images[b].width, images[b].height, o);
+      if (count) found.detections += want.size();
+      for (std::size_t i = 1; count && i < want.size(); ++i) found.ties += want[i].score == want[i - 1].score;
+      ASSERT_EQ(c[b], static_cast<int>(want.size()));
+      const auto got = to_detections(std::span(r).subspan(static_cast<std::size_t>(b) * cap, c[b]));
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const float* a = &want[i].x0;
+        const float* g = &got[i].x0;
+        static_assert(sizeof(Detection) == 15 * sizeof(float));
+        std::size_t first = 0;
+        ASSERT_EQ(count_bit_diffs(a, g, 15, &first), 0u)
+            << "detection " << i << " field " << first << ": cpu " << a[first] << " gpu " << g[first];
+      }
     }
   }
+  ::unsetenv("FACETRACE_FACES_POST_THRUST");
 }
 
 // Synthetic outputs: scores from a few levels (exact ties between cells), boxes jittered around their cells so

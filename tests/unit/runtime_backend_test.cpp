@@ -78,20 +78,31 @@ TEST(GpuBackend, a_loss_mid_request_declines_and_leaves_the_buffer_untouched) {
   EXPECT_FALSE(h.backend->adapter_label().has_value());
   ASSERT_TRUE(h.backend->last_lost_reason().has_value());
   EXPECT_NE(h.backend->last_lost_reason()->find("simulated device loss"), std::string::npos);
-  // Within the cool-down every call declines without touching the device.
-  const int invokes = h.sim->invokes();
+  // The first replacement starts at once: the next request recovers and runs.
   RampWorkload w2(out, 1.0f, 1.0f, 64);
-  EXPECT_EQ(h.backend->accumulate(w2), Outcome::kDeclined);
-  EXPECT_EQ(h.sim->invokes(), invokes);
-  EXPECT_EQ(h.sim->restarts(), 0);
-  // After the cool-down the next request recovers and runs.
-  h.clock.advance(30s);
-  RampWorkload w3(out, 1.0f, 1.0f, 64);
-  EXPECT_EQ(h.backend->accumulate(w3), Outcome::kDone);
+  EXPECT_EQ(h.backend->accumulate(w2), Outcome::kDone);
   EXPECT_EQ(h.sim->restarts(), 1);
   EXPECT_EQ(out, expected_ramp(before, 1.0f, 1.0f));
   EXPECT_FALSE(h.backend->is_lost());
   EXPECT_TRUE(h.backend->last_lost_reason().has_value());  // kept after recovery
+  // Lost again within the cool-down of that attempt: every call declines without touching the device.
+  h.sim->arm_loss_on_invoke(1);
+  {
+    ExpectLogs logs;
+    RampWorkload w3(out, 1.0f, 1.0f, 64);
+    EXPECT_EQ(h.backend->accumulate(w3), Outcome::kDeclined);
+  }
+  const int invokes = h.sim->invokes();
+  RampWorkload w4(out, 1.0f, 1.0f, 64);
+  EXPECT_EQ(h.backend->accumulate(w4), Outcome::kDeclined);
+  EXPECT_EQ(h.sim->invokes(), invokes);
+  EXPECT_EQ(h.sim->restarts(), 1);
+  // After the cool-down the next request recovers and runs.
+  h.clock.advance(30s);
+  RampWorkload w5(out, 1.0f, 1.0f, 64);
+  EXPECT_EQ(h.backend->accumulate(w5), Outcome::kDone);
+  EXPECT_EQ(h.sim->restarts(), 2);
+  EXPECT_EQ(out, expected_ramp(expected_ramp(before, 1.0f, 1.0f), 1.0f, 1.0f));
 }
 
 TEST(GpuBackend, refuses_the_seventh_recovery_attempt_within_an_hour) {
@@ -145,6 +156,38 @@ TEST(GpuBackend, counts_losses_by_reason_and_every_recovery_attempt) {
   EXPECT_EQ(total, 2u);
   EXPECT_EQ(h.backend->recovery_attempts(), 3u);
   EXPECT_EQ(h.backend->recoveries(), 2u);
+}
+
+TEST(GpuBackend, start_recovery_returns_at_once_and_replaces_the_device_in_the_background) {
+  Harness h;
+  ExpectLogs logs;
+  h.sim->set_restart_delay(300ms);
+  std::vector<float> out(64);
+  h.sim->arm_loss_on_invoke(1);
+  RampWorkload w(out, 1, 1, 64);
+  EXPECT_EQ(h.backend->accumulate(w), Outcome::kDeclined);
+  ASSERT_TRUE(h.backend->is_lost());
+  const auto t0 = std::chrono::steady_clock::now();
+  h.backend->start_recovery();
+  h.backend->start_recovery();  // one replacement at a time
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 200ms);
+  EXPECT_TRUE(h.backend->is_lost());
+  while (h.backend->recovering_in_background()) std::this_thread::sleep_for(1ms);
+  EXPECT_FALSE(h.backend->is_lost());
+  EXPECT_EQ(h.sim->restarts(), 1);
+  EXPECT_EQ(h.backend->recovery_attempts(), 1u);
+  h.backend->start_recovery();  // not lost: nothing to do
+  EXPECT_FALSE(h.backend->recovering_in_background());
+  RampWorkload w2(out, 1, 1, 64);
+  EXPECT_EQ(h.backend->accumulate(w2), Outcome::kDone);
+}
+
+TEST(GpuBackend, the_hang_deadline_is_ten_times_the_expected_wait_and_at_least_a_second) {
+  using ms = std::chrono::duration<double, std::milli>;
+  EXPECT_EQ(hang_deadline(ms(0.0)), 1000ms);
+  EXPECT_EQ(hang_deadline(ms(99.0)), 1000ms);
+  EXPECT_EQ(hang_deadline(ms(150.0)), 1500ms);
+  EXPECT_EQ(hang_deadline(ms(2500.0)), 25000ms);
 }
 
 TEST(GpuBackend, only_one_thread_attempts_recovery) {

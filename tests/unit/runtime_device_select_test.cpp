@@ -271,12 +271,15 @@ TEST(DeclineReasons, name_a_refused_request_and_a_device_loss_apart) {
   EXPECT_EQ(b->accumulate(w, nullptr, &lost), Outcome::kDeclined);
   EXPECT_EQ(lost.code(), Code::kDeviceLost);
   EXPECT_NE(lost.what().find("GPU lost"), std::string::npos) << lost.what();
-  // Still lost (cool-down): the next request is declined for the same reason, before any chunk.
+  // Still lost (the replacement does not start): the next request is declined for the same reason, before
+  // any chunk.
+  sim->set_restart_fails(true);
   RampWorkload w2(out, 1, 1, 8);
   Status again;
   EXPECT_EQ(b->accumulate(w2, nullptr, &again), Outcome::kDeclined);
   EXPECT_EQ(again.code(), Code::kDeviceLost);
   // Done leaves `why` alone.
+  sim->set_restart_fails(false);
   clock.advance(1h);
   RampWorkload w3(out, 1, 1, 8);
   Status untouched(Code::kInternal, "sentinel");

@@ -4,7 +4,12 @@
 /// recovery through a new child while this process keeps running.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "facetrace/runtime/backend.h"
@@ -154,6 +159,40 @@ TEST(IsolatedExecutor, the_watchdog_kills_a_hung_child) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
   EXPECT_NE(ex->state_reason().find("deadline"), std::string::npos) << ex->state_reason();
   EXPECT_TRUE(ex->restart().ok());
+}
+
+/// The pids of this process's children (every thread's), from /proc.
+std::vector<pid_t> child_pids() {
+  std::vector<pid_t> pids;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    for (pid_t p; in >> p;) pids.push_back(p);
+  }
+  return pids;
+}
+
+TEST(IsolatedExecutor, a_stopped_child_is_killed_at_once_not_after_its_deadline) {
+  const std::vector<pid_t> before = child_pids();
+  auto ex = make_isolated_executor(sim_child_options());
+  ASSERT_TRUE(ex->start().ok()) << ex->state_reason();
+  pid_t child = -1;
+  for (pid_t p : child_pids())
+    if (std::find(before.begin(), before.end(), p) == before.end()) child = p;
+  ASSERT_GT(child, 0) << "the GPU child is not among this process's children";
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);  // our own child's pid only
+  std::uint32_t ms = 1;
+  OpCall spin;
+  spin.op = ops::kSpin;
+  spin.args = std::as_bytes(std::span(&ms, 1));
+  spin.deadline = 30s;
+  ExpectLogs logs;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ex->invoke(spin).status().code(), Code::kDeviceLost);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_NE(ex->state_reason().find("stopped"), std::string::npos) << ex->state_reason();
+  EXPECT_NE(::kill(child, 0), 0);  // killed and reaped
+  EXPECT_TRUE(ex->restart().ok());
+  EXPECT_TRUE(ex->ping().ok());
 }
 
 TEST(IsolatedExecutor, backend_recovers_through_a_new_child) {

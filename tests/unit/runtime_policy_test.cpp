@@ -16,13 +16,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(RecoveryPolicy, honours_the_cool_down_from_the_loss_and_each_attempt) {
+TEST(RecoveryPolicy, allows_the_first_attempt_at_once_and_spaces_the_next_by_the_cool_down) {
   ManualClock clock;
   RecoveryPolicy p(clock, RecoveryConfig{});
   p.record_loss();
+  EXPECT_TRUE(p.may_attempt());  // a loss alone starts no cool-down
+  p.record_attempt();
+  p.record_loss();  // the replacement died at once
   EXPECT_FALSE(p.may_attempt());
   clock.advance(29s);
   EXPECT_FALSE(p.may_attempt());
+  EXPECT_EQ(p.wait_before_next_attempt(), std::chrono::duration_cast<Clock::duration>(1s));
   clock.advance(1s);
   EXPECT_TRUE(p.may_attempt());
   p.record_attempt();
@@ -36,11 +40,10 @@ TEST(RecoveryPolicy, refuses_the_seventh_attempt_within_an_hour) {
   RecoveryPolicy p(clock, RecoveryConfig{});
   p.record_loss();
   for (int i = 0; i < 6; ++i) {
-    clock.advance(30s);
     ASSERT_TRUE(p.may_attempt()) << "attempt " << i + 1;
     p.record_attempt();
+    clock.advance(30s);
   }
-  clock.advance(30s);
   EXPECT_FALSE(p.may_attempt());
   EXPECT_EQ(p.attempts_in_window(), 6);
   // The first attempt leaves the sliding window one hour after it was made.

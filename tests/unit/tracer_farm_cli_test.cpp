@@ -207,6 +207,10 @@ TEST(FarmCli, worker_exit_codes_for_bad_usage_and_bad_jobs) {
   EXPECT_NE(bad.out.find("unit_samples"), std::string::npos) << bad.out;
   std::ofstream(dir / "tier.json") << R"({"scene":{"tools":true},"spp":8,"unit_samples":4})";
   EXPECT_EQ(facetrace("worker --job " + (dir / "tier.json") + " --units 0:1 --out " + (dir / "p")).code, 42);
+  // a job file that cannot be read is bad input, as render's scene is (docs/cli.md "Exit codes")
+  Result missing = facetrace("worker --job " + (dir / "absent.json") + " --units 0:1 --out " + (dir / "p"));
+  EXPECT_EQ(missing.code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("absent.json"), std::string::npos) << missing.out;
 }
 
 /// Starts `facetrace <argv>` as a child process; returns its pid.

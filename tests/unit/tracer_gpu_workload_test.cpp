@@ -4,10 +4,13 @@
 /// bit for bit against the CPU tracer without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -81,12 +84,14 @@ struct Harness {
   runtime::ManualClock clock;
   runtime::SimulatedExecutor* sim = nullptr;
   std::unique_ptr<runtime::GpuBackend> backend;
-  Harness() {
+  /// `max_attempts`: replacements allowed per hour (the soak-like tests lose the device many times).
+  explicit Harness(int max_attempts = 6) {
     auto ex = runtime::make_simulated_executor();
     sim = ex.get();
     sim->add_op(kOpTraceChunk, sim_trace_chunk);
     runtime::RecoveryConfig config;
     config.cool_down = std::chrono::duration<double>(0.0);
+    config.max_attempts = max_attempts;
     backend = runtime::GpuBackend::with_executor(std::move(ex), clock, config);
   }
 };
@@ -516,6 +521,169 @@ TEST(Renderer, gpu_without_a_gpu_is_a_clear_error_and_auto_uses_the_cpu) {
   ASSERT_TRUE(r2.ok());
   EXPECT_EQ(r2->device, "cpu");
   expect_same_film(f, cpu_film(s, 0, 2));
+}
+
+// --- lanes over one sample cursor (docs/design/tracer.md §10.7) ------------------------------------------------
+
+/// The tracer op, but every `period`-th call loses the device (counted in `losses`).
+runtime::SimOpHandler lose_every(int period, int& calls, int& losses) {
+  return [period, &calls, &losses](runtime::SimDevice& d, const runtime::OpArgs& a) -> Status {
+    if (++calls % period == 0) {
+      ++losses;
+      return Status(Code::kDeviceLost, "simulated loss on call " + std::to_string(calls));
+    }
+    return sim_trace_chunk(d, a);
+  };
+}
+
+/// Waits until the backend's background replacement (GpuBackend::start_recovery) has finished.
+void wait_for_recovery(const runtime::GpuBackend& b) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (b.recovering_in_background() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_FALSE(b.recovering_in_background()) << "the replacement did not finish within 10 s";
+}
+
+TEST(Renderer, a_lost_range_goes_back_to_the_cursor_and_the_replacement_takes_over_again) {
+  const Scene s = tiny_scene();
+  const Film whole = cpu_film(s, 0, 30);
+  for (int lost_on :
+       {1, 2, 6, 13, 27, 44}) {  // first chunk, mid request, request edges, inside later batches
+    Harness h;
+    h.sim->arm_loss_on_invoke(lost_on);
+    RenderOptions o;
+    o.device = RenderDevice::kGpu;  // a loss may fall back under --device gpu
+    o.backend = h.backend.get();
+    o.samples_per_request = 3;
+    o.chunk.max_chunk_pixels = 50;  // 5 chunks per request
+    // The schedule made deterministic: the replacement is up before the CPU lane's first slice ends.
+    o.progress = [&](double) { wait_for_recovery(*h.backend); };
+    Film f(s.width, s.height);
+    ExpectLogs logs;  // the loss is logged at warn
+    auto report = render(s, 0, 30, f, o);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    EXPECT_EQ(report->declined, 1u) << lost_on;
+    EXPECT_EQ(report->declined_by_loss, 1u) << lost_on;
+    EXPECT_EQ(report->gpu_samples + report->cpu_samples, 30u) << lost_on;
+    std::uint64_t sum = 0;
+    for (auto n : report->request_samples) sum += n;
+    EXPECT_EQ(sum, 30u) << lost_on;
+    // The CPU took the one slice after the loss (1 sample: its first), not the lost request.
+    EXPECT_EQ(report->cpu_samples, 1u) << lost_on;
+    EXPECT_GT(report->gpu_samples, 0u) << lost_on;
+    // After the loss the replacement served GPU requests again.
+    const auto lost = std::find(report->outcomes.begin(), report->outcomes.end(), Outcome::kDeclined);
+    ASSERT_NE(lost, report->outcomes.end());
+    EXPECT_NE(std::find(lost, report->outcomes.end(), Outcome::kDone), report->outcomes.end()) << lost_on;
+    EXPECT_EQ(h.sim->restarts(), 1) << lost_on;
+    for (auto n : f.samples) ASSERT_EQ(n, 30u) << lost_on;
+    expect_same_film(f, whole);  // every sample once, in ascending order: the fault-free sums bit for bit
+  }
+}
+
+TEST(Renderer, many_losses_lose_no_sample_count_none_twice_and_keep_the_sums_bit_exact) {
+  const Scene s = tiny_scene();
+  const Film whole = cpu_film(s, 0, 40);
+  for (int period : {2, 3, 5, 7, 11}) {
+    Harness h(1000);
+    int calls = 0, losses = 0;
+    h.sim->add_op(kOpTraceChunk, lose_every(period, calls, losses));
+    RenderOptions o;
+    o.backend = h.backend.get();
+    o.samples_per_request = 4;
+    o.chunk.max_chunk_pixels = 50;
+    Film f(s.width, s.height);
+    ExpectLogs logs;
+    auto report = render(s, 0, 40, f, o);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    wait_for_recovery(*h.backend);  // the last loss's replacement may still be starting
+    EXPECT_GT(losses, 0) << period;
+    EXPECT_EQ(report->declined_by_loss, static_cast<std::uint32_t>(losses)) << period;
+    EXPECT_EQ(report->declined, report->declined_by_loss) << period;
+    EXPECT_EQ(h.sim->restarts(), losses) << period;  // every loss replaced, nothing else restarted
+    EXPECT_EQ(report->gpu_samples + report->cpu_samples, 40u) << period;
+    for (auto n : f.samples) ASSERT_EQ(n, 40u) << period;
+    expect_same_film(f, whole);
+  }
+}
+
+TEST(Renderer, a_hung_chunk_is_lost_after_the_measured_deadline_and_the_render_completes) {
+  const Scene s = tiny_scene();
+  Harness h;
+  // Request 1 measures the stream (start-up deadline); the hang is in request 3 of the same batch, whose chunks
+  // wait at most runtime::hang_deadline(10 x the slowest chunk so far): the 1 s floor on this fast simulation.
+  h.sim->arm_hang_on_invoke(12);
+  RenderOptions o;
+  o.backend = h.backend.get();
+  o.samples_per_request = 3;
+  o.chunk.max_chunk_pixels = 50;
+  o.progress = [&](double) { wait_for_recovery(*h.backend); };  // the replacement is up after one CPU slice
+  Film f(s.width, s.height);
+  ExpectLogs logs;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto report = render(s, 0, 30, f, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_GE(seconds, 0.9);  // the hung chunk waited out its deadline ...
+  EXPECT_LT(seconds, 4.0);  // ... of about a second, not the start-up deadline of 10 s
+  EXPECT_EQ(report->declined_by_loss, 1u);
+  ASSERT_EQ(report->decline_reasons.size(), 1u);
+  EXPECT_NE(report->decline_reasons[0].find("deadline of 1000 ms"), std::string::npos)
+      << report->decline_reasons[0];
+  EXPECT_EQ(h.sim->restarts(), 1);
+  EXPECT_EQ(report->cpu_samples, 1u);  // one slice while the replacement came up
+  // The new child's first request has the start-up deadline; the requests chained after it the measured one.
+  EXPECT_EQ(h.sim->last_ring_wait_deadline(), std::chrono::milliseconds(1000));
+  for (auto n : f.samples) ASSERT_EQ(n, 30u);
+  expect_same_film(f, cpu_film(s, 0, 30));
+}
+
+TEST(Renderer, the_next_render_on_the_same_child_starts_with_the_measured_hang_deadline) {
+  const Scene s = tiny_scene();
+  Harness h;
+  RenderOptions o;
+  o.backend = h.backend.get();
+  o.samples_per_request = 3;
+  o.chunk.max_chunk_pixels = 50;
+  Film first(s.width, s.height);
+  ASSERT_TRUE(render(s, 0, 12, first, o).ok());
+  h.sim->arm_hang_on_invoke(1);  // the next render's very first chunk
+  o.progress = [&](double) { wait_for_recovery(*h.backend); };
+  Film f(s.width, s.height);
+  ExpectLogs logs;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto report = render(s, 0, 12, f, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_EQ(report->decline_reasons.size(), 1u);
+  EXPECT_NE(report->decline_reasons[0].find("deadline of 1000 ms"), std::string::npos)
+      << report->decline_reasons[0];
+  EXPECT_LT(seconds, 4.0);  // not the start-up deadline of 10 s
+  expect_same_film(f, first);
+}
+
+TEST(Renderer, a_device_that_stays_lost_leaves_the_rest_to_cpu_slices) {
+  const Scene s = tiny_scene();
+  Harness h;
+  h.sim->set_restart_fails(true);
+  h.sim->arm_loss_on_invoke(7);
+  RenderOptions o;
+  o.backend = h.backend.get();
+  o.samples_per_request = 3;
+  o.chunk.max_chunk_pixels = 50;
+  Film f(s.width, s.height);
+  ExpectLogs logs;  // the loss and the failed replacement are logged at warn
+  auto report = render(s, 0, 20, f, o);
+  wait_for_recovery(*h.backend);  // its failure is logged while `logs` expects it
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->declined_by_loss, 1u);
+  EXPECT_TRUE(h.backend->is_lost());
+  EXPECT_GE(h.backend->recovery_attempts(), 1u);
+  EXPECT_EQ(report->gpu_samples, 3u);  // request 1 (chunks 1-5) was done; request 2 lost on its 2nd chunk
+  EXPECT_EQ(report->cpu_samples, 17u);
+  for (std::size_t i = 1; i < report->request_samples.size(); ++i) EXPECT_LE(report->request_samples[i], 3u);
+  EXPECT_EQ(report->device, "gpu+cpu");
+  expect_same_film(f, cpu_film(s, 0, 20));
 }
 
 }  // namespace

@@ -19,7 +19,8 @@
 namespace facetrace::faces {
 
 /// Arithmetic of convolutions and matrix products on an accelerator. kFp32 (the default) is true FP32 (no TF32)
-/// and bit-for-bit deterministic from run to run; kTf32 and kBf16 use tensor cores, are opt-in per net and attach
+/// and bit-for-bit deterministic from run to run on one GPU child (a replacement child re-plans by timing and may
+/// differ in the last bits, within the fp32 bar: docs/design/faces.md §8); kTf32 and kBf16 use tensor cores, are opt-in per net and attach
 /// only after attach_checked's looser bar (docs/design/faces.md §4).
 enum class Precision : std::uint8_t { kFp32, kTf32, kBf16 };
 /// "fp32", "tf32", "bf16".

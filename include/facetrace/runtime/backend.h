@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "facetrace/core/status.h"
@@ -120,6 +122,12 @@ class GpuBackend {
   /// Brings a lost device back if the policy allows now and no other thread is trying; true when usable on
   /// return (false for a backend that never had a GPU: it never retries). Never blocks behind another recovery.
   bool try_recover();
+  /// Starts try_recover() on a background thread when the device is lost, the policy allows an attempt now and
+  /// no recovery runs yet; returns at once, so the caller keeps the CPU busy while the replacement starts (the
+  /// render loop's CPU lane, docs/design/tracer.md §10.7). The destructor waits for that thread.
+  void start_recovery();
+  /// True while start_recovery()'s thread runs.
+  bool recovering_in_background() const { return background_recovery_.load(std::memory_order_acquire); }
   /// Successful replacements of a lost device so far (try_recover returning true after a loss): a workload that
   /// keeps state on the device (face networks' checks) compares it to notice a new device.
   std::uint64_t recoveries() const { return recoveries_.load(std::memory_order_acquire); }
@@ -155,6 +163,9 @@ class GpuBackend {
   bool never_had_gpu_ = true;
   bool unsupported_ = false;  ///< never_had_gpu_ because the GPU is not supported by this build
   std::string none_reason_;
+  std::mutex recovery_thread_mu_;  // recovery_thread_
+  std::thread recovery_thread_;    // start_recovery()
+  std::atomic<bool> background_recovery_{false};
   std::unique_ptr<ScratchPool> scratch_;  // requests lease their scratch here (backend/scratch_lease.h)
   mutable std::mutex mu_;                 // last_lost_reason_, losses_, info_
   std::optional<std::string> last_lost_reason_;
@@ -165,6 +176,12 @@ class GpuBackend {
 /// The process-wide backend (GpuBackend::acquire on first use), shared by renders and face networks so that they
 /// take turns on one device and one GPU child. Thread-safe; lives until exit.
 GpuBackend& shared_backend();
+
+/// How long a device wait expected to take `expected` may take before the device counts as hung (a lost device,
+/// docs/design/tracer.md §10.2): kHangFactor × expected, at least kHangFloor.
+std::chrono::milliseconds hang_deadline(std::chrono::duration<double, std::milli> expected);
+inline constexpr double kHangFactor = 10.0;                   // docs/design/tracer.md §10.2
+inline constexpr std::chrono::milliseconds kHangFloor{1000};  // docs/design/tracer.md §10.2
 
 /// At most this many scratch buffers stay pooled between requests.
 inline constexpr std::size_t kMaxPooledScratch = 2;  // docs/design/tracer.md §10.3

@@ -42,7 +42,7 @@ class ManualClock final : public Clock {
 
 /// Recovery limits. Defaults: 30 s cool-down, 6 attempts per sliding hour.
 struct RecoveryConfig {
-  std::chrono::duration<double> cool_down{30.0};  ///< since the loss and since each attempt
+  std::chrono::duration<double> cool_down{30.0};  ///< since the previous attempt (the first one is at once)
   int max_attempts = 6;                           ///< within `window`; the 7th is refused
   std::chrono::seconds window{3600};              ///< sliding window for `max_attempts`
 
@@ -56,9 +56,9 @@ class RecoveryPolicy {
  public:
   RecoveryPolicy(const Clock& clock, RecoveryConfig config);
 
-  /// A loss happened now: the cool-down restarts.
+  /// A loss happened now. It starts no cool-down: the first attempt after a loss may start at once.
   void record_loss();
-  /// True when an attempt is allowed now: the cool-down has passed since the last loss or attempt and
+  /// True when an attempt is allowed now: the cool-down has passed since the previous attempt (if any) and
   /// fewer than `max_attempts` attempts fall within the sliding window.
   bool may_attempt() const;
   /// An attempt starts now (counts toward the window, restarts the cool-down).
@@ -76,7 +76,7 @@ class RecoveryPolicy {
   const Clock& clock_;
   RecoveryConfig config_;
   mutable std::mutex mu_;
-  std::optional<Clock::time_point> last_event_;
+  std::optional<Clock::time_point> last_event_;  ///< the previous attempt
   mutable std::deque<Clock::time_point> attempts_;
 };
 

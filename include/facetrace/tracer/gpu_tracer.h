@@ -26,6 +26,10 @@ struct GpuChunkOptions {
   /// > 0: device time per tuple (ns) known from an earlier request of the same scene, so the first chunks are
   /// sized from it instead of a calibration launch (the render loop passes its last request's ns_per_tuple()).
   double ns_per_tuple_hint = 0.0;
+  /// > 0: the slowest device time per tuple (ns) of a chunk of an earlier whole request of this render on this
+  /// GPU child (the render loop passes peak_ns_per_tuple()); chunk waits then get the hang deadline derived from
+  /// it (runtime::hang_deadline, docs/design/tracer.md §10.2) instead of the start-up one.
+  double hang_ns_per_tuple_hint = 0.0;
   /// Megakernel launch configuration by name (tuning; the names are in docs/gpu-tracer.md). Empty: the one
   /// FACETRACE_TRACER_KERNEL names (read once per process), else the default. An unknown name here declines.
   std::string kernel;
@@ -60,6 +64,8 @@ class TraceWorkload final : public runtime::Workload {
   const std::vector<float>& tuples() const { return tuples_; }
   /// The moving average of device time per tuple, ns (0 before the first chunk finished).
   double ns_per_tuple() const { return ema_ns_per_tuple_; }
+  /// The slowest device time per tuple of any chunk so far (or the hang hint if larger), ns.
+  double peak_ns_per_tuple() const { return peak_ns_per_tuple_; }
 
  private:
   struct InFlight;
@@ -89,6 +95,7 @@ class TraceWorkload final : public runtime::Workload {
   std::uint32_t next_pixel_ = 0;
   int chunks_ = 0;
   double ema_ns_per_tuple_ = 0.0;
+  double peak_ns_per_tuple_ = 0.0;
   std::chrono::steady_clock::time_point last_done_{};
   std::unique_ptr<InFlight> in_flight_;  // the one chunk in flight (holds its arena block)
   TraceWorkload* previous_ = nullptr;    // follow()

@@ -1,7 +1,8 @@
 /// @file
-/// The render loop: splits a sample range into requests (sub-batches, docs/design/tracer.md §10.7), runs each on the GPU
-/// through runtime::GpuBackend when asked and able, and falls back to the CPU tracer for every declined
-/// request — nothing lost, nothing counted twice.
+/// The render loop: a GPU lane and a CPU lane over one sample cursor (docs/design/tracer.md §10.7). The GPU lane
+/// runs requests through runtime::GpuBackend when asked and able; a request lost with the device goes back to the
+/// cursor and the CPU lane takes small slices until the replacement GPU child is up; any other declined request is
+/// traced on the CPU — nothing lost, nothing counted twice, every range committed in ascending sample order.
 #pragma once
 
 #include <atomic>
@@ -43,14 +44,16 @@ struct RenderOptions {
 
 /// What happened.
 struct RenderReport {
-  std::string device;                      ///< "gpu: NVIDIA H200 (...)", "cpu", or "gpu+cpu" after fallbacks
-  std::uint64_t gpu_samples = 0;           ///< samples per pixel rendered on the GPU
-  std::uint64_t cpu_samples = 0;           ///< samples per pixel rendered on the CPU
-  std::uint32_t declined = 0;              ///< GPU requests declined (and redone on the CPU)
-  std::uint32_t declined_by_loss = 0;      ///< of those, declined because the device was lost
-  std::vector<std::string> decline_reasons;  ///< one per declined request: "samples [a, b): why"
-  std::vector<runtime::Outcome> outcomes;  ///< one per GPU request attempted, in order
-  std::vector<std::uint32_t> request_samples;  ///< samples of every request, in order (GPU or CPU)
+  std::string device;             ///< "gpu: NVIDIA H200 (...)", "cpu", or "gpu+cpu" after fallbacks
+  std::uint64_t gpu_samples = 0;  ///< samples per pixel rendered on the GPU
+  std::uint64_t cpu_samples = 0;  ///< samples per pixel rendered on the CPU
+  std::uint32_t declined = 0;     ///< GPU requests declined
+  /// Of those, declined because the device was lost: their samples went back to the cursor (CPU slices until the
+  /// replacement child was up, then the GPU again). The others were traced on the CPU whole.
+  std::uint32_t declined_by_loss = 0;
+  std::vector<std::string> decline_reasons;    ///< one per declined request: "samples [a, b): why"
+  std::vector<runtime::Outcome> outcomes;      ///< one per GPU request attempted, in order
+  std::vector<std::uint32_t> request_samples;  ///< every GPU request's or CPU slice's samples, in order
   double seconds = 0;
   /// Of `seconds`: getting the GPU backend (the process's first use starts the GPU child; ≈ 0 afterwards).
   double gpu_start_seconds = 0;

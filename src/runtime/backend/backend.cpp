@@ -3,6 +3,9 @@
 /// and batches is backend/chunk_stream.cpp.
 #include "facetrace/runtime/backend.h"
 
+#include <algorithm>
+#include <system_error>
+
 #include "backend/chunk_stream.h"
 #include "backend/scratch_lease.h"
 #include "log.h"
@@ -20,7 +23,15 @@ GpuBackend::GpuBackend(std::unique_ptr<Executor> executor, const Clock& clock, R
       policy_(clock, config),
       scratch_(std::make_unique<ScratchPool>(kMaxPooledScratch)) {}
 
-GpuBackend::~GpuBackend() = default;
+GpuBackend::~GpuBackend() {
+  std::lock_guard lock(recovery_thread_mu_);
+  if (recovery_thread_.joinable()) recovery_thread_.join();
+}
+
+std::chrono::milliseconds hang_deadline(std::chrono::duration<double, std::milli> expected) {
+  const double ms = std::max(static_cast<double>(kHangFloor.count()), kHangFactor * expected.count());
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::min(ms, 3600e3)));
+}
 
 std::unique_ptr<GpuBackend> GpuBackend::acquire() {
 #ifndef FT_HAVE_CUDA
@@ -168,6 +179,32 @@ bool GpuBackend::try_recover() {
   }
   recovering_.store(false, std::memory_order_release);
   return ok;
+}
+
+void GpuBackend::start_recovery() {
+  if (never_had_gpu_ || !executor_ || !is_lost()) return;
+  if (recovering_.load(std::memory_order_acquire) || !policy_.may_attempt()) return;
+  std::lock_guard lock(recovery_thread_mu_);
+  bool idle = false;
+  if (!background_recovery_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return;
+  if (recovery_thread_.joinable()) recovery_thread_.join();  // the previous one has finished or is finishing
+  try {
+    recovery_thread_ = std::thread([this] {
+      // A loss between the replacement coming up and this thread ending would otherwise find the flag still up
+      // and start nothing: look once more after lowering it, and go on while lost and allowed.
+      for (int i = 0; i < policy_.config().max_attempts; ++i) {
+        static_cast<void>(try_recover());
+        background_recovery_.store(false, std::memory_order_release);
+        if (!is_lost() || recovering_.load(std::memory_order_acquire) || !policy_.may_attempt()) return;
+        bool again = false;
+        if (!background_recovery_.compare_exchange_strong(again, true, std::memory_order_acq_rel)) return;
+      }
+      background_recovery_.store(false, std::memory_order_release);
+    });
+  } catch (const std::system_error& e) {  // no thread: the next request recovers in line (ChunkStream::run)
+    background_recovery_.store(false, std::memory_order_release);
+    FT_LOG_DEBUG("no background recovery thread: {}", e.what());
+  }
 }
 
 Outcome GpuBackend::accumulate(Workload& work, const std::atomic<bool>* cancel) {

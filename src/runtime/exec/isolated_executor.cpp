@@ -10,7 +10,9 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -29,6 +31,25 @@ namespace {
 
 constexpr int kChildSocketFd = 3;
 constexpr int kChildArenaFd = 4;
+
+/// True when process `pid` is stopped by a signal (SIGSTOP, SIGTSTP: state T in /proc/<pid>/stat); a stopped
+/// child never answers, so waiting out its deadline would only cost time (docs/design/runtime.md §6).
+bool process_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  return paren != nullptr && paren[1] == ' ' && paren[2] == 'T';
+}
+
+// A long wait looks for a stopped child this often (docs/design/runtime.md §6).
+constexpr std::chrono::milliseconds kStoppedPoll{20};
 
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) {
@@ -199,9 +220,11 @@ class IsolatedExecutor final : public Executor {
     return call_locked(proto::DropResidentReq{name}, options_.control_deadline).status();
   }
   Expected<ArenaRange> ring_wait_locked(const RingTicket& t, std::chrono::milliseconds deadline) override {
-    // The child enforces the deadline itself; the watchdog allows a margin on top.
+    // The child enforces the deadline itself; the watchdog allows a margin on top (half the deadline, 0.25–2 s).
     const proto::RingWaitReq q{t, static_cast<std::uint32_t>(deadline.count())};
-    auto rsp = call_locked(q, deadline + std::chrono::milliseconds(2000));
+    const auto margin = std::clamp<std::chrono::milliseconds>(deadline / 2, std::chrono::milliseconds(250),
+                                                              std::chrono::milliseconds(2000));
+    auto rsp = call_locked(q, deadline + margin);
     if (!rsp) return rsp.status();
     return rsp->range;
   }
@@ -267,6 +290,7 @@ class IsolatedExecutor final : public Executor {
     std::vector<std::string> env_store = child_environment(sel->visible_devices);
     std::vector<char*> envp = c_strings(env_store);
     pid_t pid = -1;
+    const auto t_spawn = std::chrono::steady_clock::now();
     const int rc = spawner_.run(
         [&] { return ::posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), envp.data()); });
     posix_spawn_file_actions_destroy(&fa);
@@ -295,7 +319,9 @@ class IsolatedExecutor final : public Executor {
       return {Code::kNotSupported, hello->reason.empty() ? "GPU child reported no GPU" : hello->reason};
     }
     info_ = hello->info;
-    FT_LOG_INFO("facetrace-gpud started (pid {}): {}", pid_, info_.name);
+    FT_LOG_INFO("facetrace-gpud started (pid {}) in {:.0f} ms: {}", pid_,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_spawn).count(),
+                info_.name);
     return {};
   }
 
@@ -350,11 +376,14 @@ class IsolatedExecutor final : public Executor {
       stop_child_locked(milliseconds(200));
       return Status(Code::kDeviceLost, what + ": " + st.what() + "; " + last_exit_);
     }
-    // Spin briefly first: short commands answer within microseconds.
-    auto msg = proto::recv_message(sock_, deadline, std::chrono::microseconds(100));
+    bool stopped = false;
+    auto msg = recv_reply_locked(deadline, stopped);
     if (!msg && msg.status().code() == Code::kTimeout) {
       ::kill(pid_, SIGKILL);  // our own child's pid only
       stop_child_locked(milliseconds(1000));
+      if (stopped)
+        return Status(Code::kDeviceLost,
+                      what + ": facetrace-gpud is stopped (a signal froze it); killed facetrace-gpud");
       return Status(Code::kDeviceLost, what + " exceeded its deadline of " +
                                            std::to_string(deadline.count()) +
                                            " ms: the device hangs; killed facetrace-gpud");
@@ -378,6 +407,31 @@ class IsolatedExecutor final : public Executor {
     }
     if (reply->code != Code::kOk) return Status(reply->code, reply->what);
     return std::move(*reply);
+  }
+
+  /// Waits for the reply to the command just sent, at most `deadline` (negative: forever); kTimeout when it
+  /// passes or, with `stopped` set, as soon as the child is seen stopped. Spins briefly first (short commands
+  /// answer within microseconds), then polls the socket in kStoppedPoll steps, looking at the child in between.
+  Expected<proto::Message> recv_reply_locked(std::chrono::milliseconds deadline, bool& stopped) {
+    using std::chrono::milliseconds;
+    const auto start = std::chrono::steady_clock::now();
+    std::chrono::microseconds spin(100);
+    for (;;) {
+      milliseconds step = kStoppedPoll;
+      if (deadline.count() >= 0) {
+        const auto left =
+            deadline - std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+        step = std::clamp(left, milliseconds(0), kStoppedPoll);
+      }
+      auto msg = proto::recv_message(sock_, step, spin);
+      spin = std::chrono::microseconds(0);
+      if (msg || msg.status().code() != Code::kTimeout) return msg;
+      if (deadline.count() >= 0 && std::chrono::steady_clock::now() - start >= deadline) return msg;
+      if (pid_ > 0 && process_stopped(pid_)) {
+        stopped = true;
+        return msg;
+      }
+    }
   }
 
   ExecutorOptions options_;

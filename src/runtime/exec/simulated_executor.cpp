@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "facetrace/core/env.h"
@@ -30,6 +31,14 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   void arm_loss_on_invoke(int n) override {
     auto lock = lock_state();
     loss_countdown_ = n;
+  }
+  void arm_hang_on_invoke(int n) override {
+    auto lock = lock_state();
+    hang_countdown_ = n;
+  }
+  std::chrono::milliseconds last_ring_wait_deadline() const override {
+    auto lock = lock_state();
+    return last_wait_deadline_;
   }
   void set_restart_fails(bool fails) override {
     auto lock = lock_state();
@@ -99,6 +108,7 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     if (restart_fails_) return {Code::kDeviceLost, "simulated: the replacement device could not start"};
     ++restarts_;
     slots_.clear();
+    hung_slots_.clear();
     device_residents_.clear();
     return {};
   }
@@ -121,6 +131,8 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
       return invalid_argument("op arena range outside the arena");
     OpArgs args{call.args, in, out, reply};
     FT_TRY(it->second(*this, args));
+    if (hang_countdown_ > 0 && --hang_countdown_ == 0)
+      for (const RingTicket& t : reply.tickets) hung_slots_.insert(t.slot);
     return reply;
   }
 
@@ -147,7 +159,14 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     device_residents_.erase(name);
     return {};
   }
-  Expected<ArenaRange> ring_wait_locked(const RingTicket& t, std::chrono::milliseconds) override {
+  Expected<ArenaRange> ring_wait_locked(const RingTicket& t, std::chrono::milliseconds deadline) override {
+    last_wait_deadline_ = deadline;
+    if (hung_slots_.count(t.slot) != 0) {
+      std::this_thread::sleep_for(deadline);  // the lock stays held: a hung device serves nobody
+      return Status(Code::kDeviceLost, "simulated hang: ring slot " + std::to_string(t.slot) +
+                                           " did not complete before its deadline of " +
+                                           std::to_string(deadline.count()) + " ms");
+    }
     auto it = slots_.find(t.slot);
     if (it == slots_.end() || it->second.size != t.byte_len) return stale(t);
     return it->second;
@@ -240,7 +259,9 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   std::map<std::string, std::vector<std::byte>> device_residents_;
   std::uint32_t next_slot_ = 0;
   RingStats stats_;
-  int invokes_ = 0, restarts_ = 0, resident_uploads_ = 0, loss_countdown_ = 0;
+  int invokes_ = 0, restarts_ = 0, resident_uploads_ = 0, loss_countdown_ = 0, hang_countdown_ = 0;
+  std::set<std::uint32_t> hung_slots_;  // arm_hang_on_invoke
+  std::chrono::milliseconds last_wait_deadline_{0};
   bool restart_fails_ = false, no_gpu_ = false;
   std::string unsupported_;  ///< non-empty: start() reports "not supported: <this>"
   std::chrono::milliseconds restart_delay_{0};

@@ -88,7 +88,12 @@ struct TraceWorkload::InFlight {
 
 TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std::uint32_t samples,
                              Film& film, GpuChunkOptions options)
-    : scene_(scene), first_sample_(first_sample), samples_(samples), film_(film), options_(options) {
+    : scene_(scene),
+      first_sample_(first_sample),
+      samples_(samples),
+      film_(film),
+      options_(options),
+      peak_ns_per_tuple_(std::max(0.0, options.hang_ns_per_tuple_hint)) {
   tier_ = validate_scene(scene_);
   if (tier_.ok()) tier_ = tier_features(scene_).status();
   if (tier_.ok() && (film.width != scene.width || film.height != scene.height))
@@ -158,9 +163,17 @@ std::uint32_t TraceWorkload::next_chunk_pixels() const {
 Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratch, bool discard) {
   if (!in_flight_) return {};
   std::unique_ptr<InFlight> f = std::move(in_flight_);
-  const double expected_ms = ema_ns_per_tuple_ * f->pixel_count * samples_ * 1e-6;
-  const auto deadline = std::chrono::milliseconds(static_cast<std::int64_t>(
-      std::max(10000.0, 50.0 * expected_ms)));  // docs/design/runtime.md §6 (facetrace)
+  const double tuples = static_cast<double>(f->pixel_count) * samples_;
+  // The hang deadline (docs/design/tracer.md §10.2): from the slowest time per tuple measured over a whole earlier
+  // request of this render on this child (the hint, or the request this one follows), so a chunk over the costly
+  // middle of the picture is never taken for a hang; without one, the generous start-up deadline.
+  const double peak_ns = std::max(peak_ns_per_tuple_, previous_ ? previous_->peak_ns_per_tuple_ : 0.0);
+  const bool measured = options_.hang_ns_per_tuple_hint > 0.0 || previous_ != nullptr;
+  const auto deadline =
+      measured && peak_ns > 0.0
+          ? runtime::hang_deadline(std::chrono::duration<double, std::milli>(peak_ns * tuples * 1e-6))
+          : std::chrono::milliseconds(static_cast<std::int64_t>(
+                std::max(10000.0, 50.0 * ema_ns_per_tuple_ * tuples * 1e-6)));  // docs/design/runtime.md §6
   const std::size_t bytes = std::size_t{f->pixel_count} * 12;
   bool short_slot = false;
   Status st = ex.collect(f->sums, deadline, [&](std::span<const std::byte> b) {
@@ -196,6 +209,7 @@ Status TraceWorkload::collect(runtime::Executor& ex, std::span<std::byte> scratc
   const double ns = std::chrono::duration<double, std::nano>(now - start).count() /
                     (static_cast<double>(f->pixel_count) * samples_);
   ema_ns_per_tuple_ = ema_ns_per_tuple_ == 0.0 ? ns : kEmaAlpha * ns + (1.0 - kEmaAlpha) * ema_ns_per_tuple_;
+  peak_ns_per_tuple_ = std::max(peak_ns_per_tuple_, ns);
   last_done_ = now;
   FT_LOG_DEBUG("trace chunk: {} px x {} spp, {:.3f} ns/tuple (ema {:.3f})", f->pixel_count, samples_, ns,
                ema_ns_per_tuple_);

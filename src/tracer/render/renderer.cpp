@@ -1,5 +1,5 @@
 /// @file
-/// The render loop with GPU requests and CPU fallback (docs/design/tracer.md §10.4, §10.7).
+/// The render loop: a GPU lane and a CPU lane over one sample cursor (docs/design/tracer.md §10.4, §10.7).
 #include "facetrace/tracer/renderer.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "log.h"
+#include "facetrace/core/env.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #ifdef FT_HAVE_CUDA_TRACER
 #include "gpu/ops.h"
@@ -23,11 +24,19 @@ constexpr std::uint32_t kMaxRequestSamples = 2048;  // docs/design/tracer.md §1
 constexpr double kMaxGrowth = 4.0;                  // docs/design/tracer.md §10.7
 constexpr double kTargetBatchMs = 1000.0;      // docs/design/tracer.md §10.7: chained requests per batch
 constexpr std::size_t kMaxBatchRequests = 16;  // docs/design/tracer.md §10.7
+constexpr double kCpuSliceMs = 50.0;  // docs/design/tracer.md §10.7: CPU lane slices while the GPU is down
 
-/// Next request size from the last one's duration: aim at 100 ms, grow at most 4×, cap 2048.
-std::uint32_t next_request_samples(std::uint32_t last, double last_ms, std::uint32_t remaining) {
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/// Next request size from the last one's duration: aim at `target_ms`, grow at most 4×, cap 2048.
+std::uint32_t next_request_samples(std::uint32_t last, double last_ms, std::uint32_t remaining,
+                                   double target_ms = kTargetRequestMs) {
   double n = last;
-  if (last_ms > 0.0) n = last * std::min(kMaxGrowth, kTargetRequestMs / last_ms);
+  if (last_ms > 0.0) n = last * std::min(kMaxGrowth, target_ms / last_ms);
   const auto v = static_cast<std::uint32_t>(std::clamp(n, 1.0, static_cast<double>(kMaxRequestSamples)));
   return std::min(v, remaining);
 }
@@ -39,6 +48,11 @@ struct SizeHint {
   std::string material;
   double ms_per_sample = 0;  ///< GPU time per sample (all pixels) of the largest batch of the last render
   double ns_per_tuple = 0;   ///< the chunk-sizing estimate of that batch's last request
+  /// The slowest chunk's time per tuple on `backend`'s child of generation `generation` (its recoveries()), so
+  /// the next render's first requests on that same child get the measured hang deadline too.
+  double hang_ns_per_tuple = 0;
+  const runtime::GpuBackend* backend = nullptr;
+  std::uint64_t generation = 0;
 };
 std::mutex hint_mu;
 SizeHint size_hint;
@@ -47,6 +61,287 @@ bool same_shape(const SizeHint& h, const Scene& s) {
   return h.width == s.width && h.height == s.height && h.max_bounces == s.max_bounces &&
          h.material == s.material.name;
 }
+
+/// Test seam (docs/design/tracer.md §10.7): FACETRACE_RENDER_TEST_FAULT_SAMPLE=S makes the GPU request that holds
+/// sample S fault for real in the GPU child (an illegal-address kernel before its first chunk), once per process.
+bool take_test_fault(std::uint64_t first, std::uint32_t n) {
+  static const std::int64_t at =
+      core::env_int_clamped("FACETRACE_RENDER_TEST_FAULT_SAMPLE", -1, -1, 0xFFFFFFFFll);
+  static std::once_flag fired;
+  if (at < 0 || static_cast<std::uint64_t>(at) < first || static_cast<std::uint64_t>(at) >= first + n)
+    return false;
+  bool mine = false;
+  std::call_once(fired, [&] { mine = true; });
+  return mine;
+}
+
+/// One render: the sample cursor (samples [first_sample, first_sample + done_) are in the film, in ascending
+/// order) and the two lanes that take work from it. The GPU lane runs batches of chained requests from the
+/// cursor; a request it loses with the device goes back to the cursor, and while the GPU is down (a replacement
+/// child starting in the background) the CPU lane takes small slices, so the replacement takes over again as
+/// soon as it is up. Every slice starts where the film ends, so the film never depends on which lane took what
+/// (docs/design/tracer.md §9 G3: both add a pixel's samples in ascending order onto its running sum).
+class RenderLoop {
+ public:
+  RenderLoop(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
+             const RenderOptions& options, RenderReport& report, runtime::GpuBackend* gpu)
+      : scene_(scene),
+        first_sample_(first_sample),
+        samples_(samples),
+        film_(film),
+        options_(options),
+        report_(report),
+        gpu_(gpu),
+        fixed_(options.samples_per_request) {
+    cpu_.threads = options.threads;
+    cpu_.cancel = options.cancel;
+  }
+
+  Status run() {
+    start_sizing();
+    while (done_ < samples_) {
+      if (cancelled()) return Status(Code::kCancelled, "render cancelled");
+      if (!gpu_) {
+        FT_TRY(cpu_request_sized());
+      } else if (gpu_down()) {
+        FT_TRY(cpu_slice());
+      } else {
+        FT_TRY(gpu_batch());
+      }
+      report_progress();
+    }
+    keep_size_hint();
+    return {};
+  }
+
+ private:
+  bool cancelled() const { return options_.cancel && options_.cancel->load(std::memory_order_acquire); }
+  std::uint32_t remaining() const { return static_cast<std::uint32_t>(samples_ - done_); }
+  std::uint32_t cursor() const { return static_cast<std::uint32_t>(first_sample_ + done_); }
+  void report_progress() const {
+    if (options_.progress) options_.progress(static_cast<double>(done_) / samples_);
+  }
+
+  /// Samples [first, first + n) on the CPU, onto the film (continuing its running sums).
+  Status cpu_request(std::uint32_t first, std::uint32_t n) {
+    cpu_.progress = options_.progress ? std::function<void(double)>([this, n](double f) {
+      options_.progress((static_cast<double>(done_) + f * n) / samples_);
+    })
+                                      : std::function<void(double)>();
+    FT_TRY(cpu_accumulate(scene_, first, n, film_, cpu_));
+    report_.cpu_samples += n;
+    report_.request_samples.push_back(n);
+    done_ += n;
+    return {};
+  }
+
+  /// No GPU: requests sized as the GPU's would be (100 ms, or samples_per_request).
+  Status cpu_request_sized() {
+    n_ = fixed_ ? std::min(fixed_, remaining()) : next_request_samples(n_, last_ms_, remaining());
+    const auto t0 = Clock::now();
+    FT_TRY(cpu_request(cursor(), n_));
+    last_ms_ = ms_since(t0);
+    return {};
+  }
+
+  /// True when the CPU lane takes the next slice: once right after a loss (so every loss is followed by
+  /// progress), then for as long as the device stays lost. Starts the replacement in the background.
+  bool gpu_down() {
+    if (!gpu_->is_lost() && !slice_due_) return false;
+    gpu_->start_recovery();
+    const bool due = slice_due_;
+    slice_due_ = false;
+    return due || gpu_->is_lost();
+  }
+
+  /// The CPU lane while the GPU is down: a slice of about kCpuSliceMs (at most samples_per_request).
+  Status cpu_slice() {
+    std::uint32_t n = next_request_samples(cpu_n_, cpu_last_ms_, remaining(), kCpuSliceMs);
+    if (fixed_) n = std::min(n, fixed_);
+    const auto t0 = Clock::now();
+    FT_TRY(cpu_request(cursor(), n));
+    cpu_n_ = n;
+    cpu_last_ms_ = ms_since(t0);
+    FT_LOG_DEBUG("GPU down: the CPU took samples [{}, {}) in {:.1f} ms", cursor() - n, cursor(),
+                 cpu_last_ms_);
+    return {};
+  }
+
+  /// The first request's size: fixed, or the size hint of an earlier render of this scene's shape.
+  void start_sizing() {
+    n_ = fixed_ ? fixed_ : 1;
+    sized_ = fixed_ != 0;
+    if (!gpu_) return;
+    generation_ = gpu_->recoveries();
+    std::lock_guard lock(hint_mu);
+    if (size_hint.ms_per_sample <= 0.0 || !same_shape(size_hint, scene_)) return;
+    if (size_hint.backend == gpu_ && size_hint.generation == generation_ && !gpu_->is_lost())
+      hang_ns_per_tuple_ = size_hint.hang_ns_per_tuple;  // the same child as the earlier render's
+    if (fixed_) return;
+    n_ = static_cast<std::uint32_t>(
+        std::clamp(kTargetRequestMs / size_hint.ms_per_sample, 1.0, static_cast<double>(kMaxRequestSamples)));
+    ns_per_tuple_ = size_hint.ns_per_tuple;
+    sized_ = true;
+  }
+
+  void keep_size_hint() const {
+    if (!gpu_ || ms_per_sample_ <= 0.0) return;
+    const bool same_child = gpu_->recoveries() == generation_ && !gpu_->is_lost();
+    std::lock_guard lock(hint_mu);
+    size_hint = SizeHint{scene_.width,
+                         scene_.height,
+                         scene_.max_bounces,
+                         scene_.material.name,
+                         ms_per_sample_,
+                         ns_per_tuple_,
+                         same_child ? hang_ns_per_tuple_ : 0.0,
+                         gpu_,
+                         generation_};
+  }
+
+  /// One GPU batch from the cursor: chained requests (one until sized), committed as a prefix.
+  Status gpu_batch() {
+    // A child replaced since the last batch (this render's loss or another thread's) is measured afresh.
+    if (const std::uint64_t g = gpu_->recoveries(); g != generation_) {
+      generation_ = g;
+      hang_ns_per_tuple_ = 0.0;
+    }
+    if (fixed_)
+      n_ = std::min(fixed_, remaining());
+    else if (!first_request_ || !sized_)
+      n_ = next_request_samples(n_, last_ms_, remaining());
+    n_ = std::min(n_, remaining());
+    first_request_ = false;
+    const std::uint32_t first = cursor();
+    const auto r0 = Clock::now();
+    // Once sized, consecutive requests run as one batch of chained requests (TraceWorkload::follow), about a
+    // second of them, so that the device never drains between them; until then, one request at a time.
+    std::size_t k = 1;
+    if (sized_) {
+      const double per = last_ms_ > 0.0 ? last_ms_ : kTargetRequestMs;
+      k = static_cast<std::size_t>(
+          std::clamp(kTargetBatchMs / per, 1.0, static_cast<double>(kMaxBatchRequests)));
+      k = std::min<std::size_t>(k, (remaining() + n_ - 1) / n_);
+    }
+    GpuChunkOptions chunk = options_.chunk;
+    if (chunk.ns_per_tuple_hint <= 0.0) chunk.ns_per_tuple_hint = ns_per_tuple_;
+    if (chunk.hang_ns_per_tuple_hint <= 0.0) chunk.hang_ns_per_tuple_hint = hang_ns_per_tuple_;
+    std::vector<std::unique_ptr<TraceWorkload>> work;
+    std::vector<runtime::Workload*> items;
+    std::vector<std::uint32_t> sizes;
+    std::uint32_t queued = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      const std::uint32_t m = std::min(n_, remaining() - queued);
+      GpuChunkOptions c = chunk;
+      if (take_test_fault(first + queued, m)) c.fault_after_chunks = 0;
+      work.push_back(std::make_unique<TraceWorkload>(scene_, first + queued, m, film_, c));
+      if (i > 0) work[i]->follow(*work[i - 1]);
+      items.push_back(work.back().get());
+      sizes.push_back(m);
+      queued += m;
+    }
+    std::vector<runtime::Outcome> outcomes(k, runtime::Outcome::kDeclined);
+    std::vector<Status> why(k);
+    std::uint64_t committed = 0;
+    gpu_->accumulate_batch(
+        items, options_.cancel,
+        [&](std::size_t i, runtime::Outcome o) {
+          outcomes[i] = o;
+          if (o != runtime::Outcome::kDone) return;
+          committed += sizes[i];
+          if (options_.progress) options_.progress(static_cast<double>(done_ + committed) / samples_);
+        },
+        why);
+    const double batch_ms = ms_since(r0);
+    // A batch commits a prefix of its requests; the first one that did not finish ends it.
+    std::size_t ok = 0;
+    for (; ok < k && outcomes[ok] == runtime::Outcome::kDone; ++ok) {
+      report_.outcomes.push_back(runtime::Outcome::kDone);
+      report_.gpu_samples += sizes[ok];
+      report_.request_samples.push_back(sizes[ok]);
+      done_ += sizes[ok];
+    }
+    if (ok > 0) {
+      last_ms_ = batch_ms / static_cast<double>(ok);
+      ns_per_tuple_ = work[ok - 1]->ns_per_tuple();
+      hang_ns_per_tuple_ = std::max(hang_ns_per_tuple_, work[ok - 1]->peak_ns_per_tuple());
+      if (const std::uint64_t got = done_ - (first - first_sample_); got >= largest_batch_) {
+        largest_batch_ = got;
+        ms_per_sample_ = batch_ms / static_cast<double>(got);
+      }
+      FT_LOG_DEBUG("GPU batch: {} request(s) of {} spp in {:.1f} ms", ok, n_, batch_ms);
+    }
+    if (ok == k) {
+      if (!fixed_ && !sized_ && last_ms_ >= kTargetRequestMs / 2)
+        sized_ = true;  // the next size is within 2×
+      return {};
+    }
+    report_.outcomes.push_back(outcomes[ok]);
+    if (outcomes[ok] == runtime::Outcome::kCancelled) return Status(Code::kCancelled, "render cancelled");
+    return declined(sizes[ok], why[ok]);
+  }
+
+  /// The first request of a batch that did not finish (`m` samples from the cursor) was declined for `why`.
+  Status declined(std::uint32_t m, const Status& why) {
+    ++report_.declined;
+    const std::string where =
+        "samples [" + std::to_string(cursor()) + ", " + std::to_string(cursor() + m) + ")";
+    report_.decline_reasons.push_back(where + ": " + why.what());
+    if (why.code() == Code::kDeviceLost) {
+      // Lost with the device (docs/design/runtime.md §6): the range stays at the cursor. The replacement child
+      // starts in the background and takes it again once up; the CPU lane takes small slices meanwhile. The
+      // hang deadline is measured afresh on the new child. Allowed under --device gpu too.
+      ++report_.declined_by_loss;
+      hang_ns_per_tuple_ = 0.0;
+      slice_due_ = true;
+      gpu_->start_recovery();
+      FT_LOG_DEBUG("GPU lost {}; back to the cursor while a replacement starts", where);
+      return {};
+    }
+    // Any other decline would be a silent 100x slowdown under --device gpu, so it fails the render; under auto
+    // the CPU renders this request whole (the GPU would decline it again) and the requests after it go round the
+    // loop again (a chained request after a declined one declines without a reason of its own).
+    if (options_.device == RenderDevice::kGpu)
+      return Status(Code::kDeclined, "--device gpu: the GPU declined " + where + " (" + why.what() +
+                                         "); not rendering it on the CPU");
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      FT_LOG_WARN("GPU declined {} ({}); rendering on the CPU (said once)", where, why.what());
+    });
+    FT_LOG_DEBUG("GPU declined {}; the CPU renders them", where);
+    const auto c0 = Clock::now();
+    FT_TRY(cpu_request(cursor(), m));
+    last_ms_ = ms_since(c0);
+    sized_ = fixed_ != 0;
+    n_ = m;
+    return {};
+  }
+
+  const Scene& scene_;
+  const std::uint64_t first_sample_;
+  const std::uint32_t samples_;
+  Film& film_;
+  const RenderOptions& options_;
+  RenderReport& report_;
+  runtime::GpuBackend* const gpu_;
+  const std::uint32_t fixed_;  // samples_per_request
+  CpuOptions cpu_;
+  std::uint64_t done_ = 0;  // the cursor, relative to first_sample_
+  // GPU lane sizing.
+  std::uint32_t n_ = 1;
+  double last_ms_ = 0.0;  // duration of the last request (the mean over the last batch)
+  bool sized_ = false;    // requests are at their size: chain them (docs/design/tracer.md §10.7)
+  bool first_request_ = true;
+  double ns_per_tuple_ = 0.0;       // the GPU's chunk-sizing estimate, passed from batch to batch
+  double hang_ns_per_tuple_ = 0.0;  // the slowest chunk's ns/tuple on this child (the hang deadline's base)
+  std::uint64_t generation_ = 0;    // gpu_->recoveries() when hang_ns_per_tuple_ was measured
+  double ms_per_sample_ = 0.0;      // of this render's largest GPU batch, for the next render of this scene
+  std::uint64_t largest_batch_ = 0;
+  // CPU lane sizing while the GPU is down.
+  bool slice_due_ = false;
+  std::uint32_t cpu_n_ = 1;
+  double cpu_last_ms_ = 0.0;
+};
 
 }  // namespace
 
@@ -73,13 +368,13 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
     return invalid_argument("film does not match the scene's " + std::to_string(scene.width) + "x" +
                             std::to_string(scene.height));
   if (first_sample + samples > 0xFFFFFFFFull) return invalid_argument("sample range exceeds 2^32");
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   RenderReport report;
 
   runtime::GpuBackend* gpu = nullptr;
   if (options.device != RenderDevice::kCpu) {
     gpu = options.backend ? options.backend : &shared_gpu_backend();  // the first use starts the GPU child
-    report.gpu_start_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    report.gpu_start_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (auto why = gpu->unavailable_reason()) {
       if (options.device == RenderDevice::kGpu) return not_supported("--device gpu: no usable GPU: " + *why);
       FT_LOG_INFO("no usable GPU ({}); rendering on the CPU", *why);
@@ -92,159 +387,14 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
     }
   }
 
-  CpuOptions cpu;
-  cpu.threads = options.threads;
-  cpu.cancel = options.cancel;
-  std::uint64_t done = 0;
-  auto cancelled = [&] { return options.cancel && options.cancel->load(std::memory_order_acquire); };
-  auto cpu_request = [&](std::uint32_t first, std::uint32_t n) -> Status {
-    cpu.progress = options.progress ? std::function<void(double)>([&, n](double f) {
-      options.progress((static_cast<double>(done) + f * n) / samples);
-    })
-                                    : std::function<void(double)>();
-    FT_TRY(cpu_accumulate(scene, first, n, film, cpu));
-    report.cpu_samples += n;
-    report.request_samples.push_back(n);
-    return {};
-  };
-
-  const std::uint32_t fixed = options.samples_per_request;
-  std::uint32_t n = fixed ? fixed : 1;
-  double last_ms = 0.0;        // duration of the last request (the mean over the last batch)
-  bool sized = fixed != 0;     // requests are at their size: chain them (docs/design/tracer.md §10.7)
-  double ns_per_tuple = 0.0;   // the GPU's chunk-sizing estimate, passed from batch to batch
-  double ms_per_sample = 0.0;  // of this render's largest GPU batch, for the next render of this scene
-  std::uint64_t largest_batch = 0;
-  if (gpu && !fixed) {
-    std::lock_guard lock(hint_mu);
-    if (size_hint.ms_per_sample > 0.0 && same_shape(size_hint, scene)) {
-      n = static_cast<std::uint32_t>(std::clamp(kTargetRequestMs / size_hint.ms_per_sample, 1.0,
-                                                static_cast<double>(kMaxRequestSamples)));
-      ns_per_tuple = size_hint.ns_per_tuple;
-      sized = true;
-    }
-  }
-  bool first_request = true;
-  while (done < samples) {
-    if (cancelled()) return Status(Code::kCancelled, "render cancelled");
-    const auto remaining = static_cast<std::uint32_t>(samples - done);
-    if (fixed)
-      n = std::min(fixed, remaining);
-    else if (!first_request || !sized)
-      n = next_request_samples(n, last_ms, remaining);
-    n = std::min(n, remaining);
-    first_request = false;
-    const auto first = static_cast<std::uint32_t>(first_sample + done);
-    const auto r0 = std::chrono::steady_clock::now();
-    if (!gpu) {
-      FT_TRY(cpu_request(first, n));
-      done += n;
-      last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r0).count();
-      if (options.progress) options.progress(static_cast<double>(done) / samples);
-      continue;
-    }
-    // Once sized, consecutive requests run as one batch of chained requests (TraceWorkload::follow), about a
-    // second of them, so that the device never drains between them; until then, one request at a time.
-    std::size_t k = 1;
-    if (sized) {
-      const double per = last_ms > 0.0 ? last_ms : kTargetRequestMs;
-      k = static_cast<std::size_t>(
-          std::clamp(kTargetBatchMs / per, 1.0, static_cast<double>(kMaxBatchRequests)));
-      k = std::min<std::size_t>(k, (remaining + n - 1) / n);
-    }
-    GpuChunkOptions chunk = options.chunk;
-    if (chunk.ns_per_tuple_hint <= 0.0) chunk.ns_per_tuple_hint = ns_per_tuple;
-    std::vector<std::unique_ptr<TraceWorkload>> work;
-    std::vector<runtime::Workload*> items;
-    std::vector<std::uint32_t> sizes;
-    std::uint32_t queued = 0;
-    for (std::size_t i = 0; i < k; ++i) {
-      const std::uint32_t m = std::min(n, remaining - queued);
-      work.push_back(std::make_unique<TraceWorkload>(scene, first + queued, m, film, chunk));
-      if (i > 0) work[i]->follow(*work[i - 1]);
-      items.push_back(work.back().get());
-      sizes.push_back(m);
-      queued += m;
-    }
-    std::vector<runtime::Outcome> outcomes(k, runtime::Outcome::kDeclined);
-    std::vector<Status> why(k);
-    std::uint64_t committed = 0;
-    gpu->accumulate_batch(
-        items, options.cancel,
-        [&](std::size_t i, runtime::Outcome o) {
-          outcomes[i] = o;
-          if (o != runtime::Outcome::kDone) return;
-          committed += sizes[i];
-          if (options.progress) options.progress(static_cast<double>(done + committed) / samples);
-        },
-        why);
-    const double batch_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r0).count();
-    // A batch commits a prefix of its requests; the first one that did not finish ends it.
-    std::size_t ok = 0;
-    for (; ok < k && outcomes[ok] == runtime::Outcome::kDone; ++ok) {
-      report.outcomes.push_back(runtime::Outcome::kDone);
-      report.gpu_samples += sizes[ok];
-      report.request_samples.push_back(sizes[ok]);
-      done += sizes[ok];
-    }
-    if (ok > 0) {
-      last_ms = batch_ms / static_cast<double>(ok);
-      ns_per_tuple = work[ok - 1]->ns_per_tuple();
-      if (const std::uint64_t got = done - (first - first_sample); got >= largest_batch) {
-        largest_batch = got;
-        ms_per_sample = batch_ms / static_cast<double>(got);
-      }
-      FT_LOG_DEBUG("GPU batch: {} request(s) of {} spp in {:.1f} ms", ok, n, batch_ms);
-    }
-    if (ok < k) {
-      report.outcomes.push_back(outcomes[ok]);
-      if (outcomes[ok] == runtime::Outcome::kCancelled) return Status(Code::kCancelled, "render cancelled");
-      // Declined: the CPU renders this request; the requests after it go round the loop again (a chained
-      // request after a declined one declines without a reason of its own: only this one counts).
-      ++report.declined;
-      const std::uint32_t m = sizes[ok];
-      const auto first_cpu = static_cast<std::uint32_t>(first_sample + done);
-      const std::string where =
-          "samples [" + std::to_string(first_cpu) + ", " + std::to_string(first_cpu + m) + ")";
-      report.decline_reasons.push_back(where + ": " + why[ok].what());
-      // Only a device loss (the runtime replaces the child, docs/design/runtime.md §6) may fall back under
-      // --device gpu; any other decline would be a silent 100x slowdown, so it fails the render.
-      if (why[ok].code() == Code::kDeviceLost) {
-        ++report.declined_by_loss;
-      } else if (options.device == RenderDevice::kGpu) {
-        return Status(Code::kDeclined, "--device gpu: the GPU declined " + where + " (" + why[ok].what() +
-                                           "); not rendering it on the CPU");
-      } else {
-        static std::once_flag warned;
-        std::call_once(warned, [&] {
-          FT_LOG_WARN("GPU declined {} ({}); rendering on the CPU (said once)", where, why[ok].what());
-        });
-      }
-      FT_LOG_DEBUG("GPU declined samples [{}, {}); the CPU renders them", first_cpu, first_cpu + m);
-      const auto c0 = std::chrono::steady_clock::now();
-      FT_TRY(cpu_request(first_cpu, m));
-      done += m;
-      last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
-      sized = fixed != 0;
-      n = m;
-    } else if (!fixed && !sized && last_ms >= kTargetRequestMs / 2) {
-      sized = true;  // the next size is within 2× of this one
-    }
-    if (options.progress) options.progress(static_cast<double>(done) / samples);
-  }
-  if (gpu && ms_per_sample > 0.0) {
-    std::lock_guard lock(hint_mu);
-    size_hint = SizeHint{scene.width,         scene.height,  scene.max_bounces,
-                         scene.material.name, ms_per_sample, ns_per_tuple};
-  }
+  FT_TRY(RenderLoop(scene, first_sample, samples, film, options, report, gpu).run());
   if (report.gpu_samples && report.cpu_samples)
     report.device = "gpu+cpu";
   else if (report.gpu_samples)
     report.device = "gpu: " + gpu->adapter_label().value_or("GPU");
   else
     report.device = "cpu";
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return report;
 }
 

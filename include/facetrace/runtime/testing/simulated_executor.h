@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,6 +33,11 @@ class SimulatedExecutor : public Executor {
   virtual void add_op(OpId id, SimOpHandler handler) = 0;
   /// The next `n`-th invoke (1 = the next one) reports a device loss instead of running; 0 disarms.
   virtual void arm_loss_on_invoke(int n) = 0;
+  /// The next `n`-th invoke (1 = the next one) hangs: its ring slots never complete, so waiting on them takes the
+  /// whole deadline and then reports a device loss, as a hung GPU would; 0 disarms.
+  virtual void arm_hang_on_invoke(int n) = 0;
+  /// The deadline of the latest ring wait (0 before any), for tests of the hang deadline.
+  virtual std::chrono::milliseconds last_ring_wait_deadline() const = 0;
   /// Makes restart() fail (as if the new child could not start).
   virtual void set_restart_fails(bool fails) = 0;
   /// Makes restart() sleep first (a slow child start-up).
