@@ -299,11 +299,12 @@ __attribute__((target("avx512f"), always_inline)) inline void dw3_blocks2_512(
     for (int kx = 0; kx < 3; ++kx)
 #pragma GCC unroll 4
       for (int b = 0; b < NB; ++b) {
-        // valignd's count must be a constant expression (clang insists; GCC folds it after unrolling).
-        const __m512i lo_v = _mm512_castps_si512(v[b]), hi_v = _mm512_castps_si512(v[b + 1]);
+        // Each valignd with a literal shift: the immediate is then a constant without the unrolling, which
+        // -O0 and -O1 builds (Debug, the sanitizer presets) do not do; clang insists on it too.
+        const __m512i hi = _mm512_castps_si512(v[b + 1]), lo = _mm512_castps_si512(v[b]);
         const __m512 t = kx == 0   ? v[b]
-                         : kx == 1 ? _mm512_castsi512_ps(_mm512_alignr_epi32(hi_v, lo_v, 1))
-                                   : _mm512_castsi512_ps(_mm512_alignr_epi32(hi_v, lo_v, 2));
+                         : kx == 1 ? _mm512_castsi512_ps(_mm512_alignr_epi32(hi, lo, 1))
+                                   : _mm512_castsi512_ps(_mm512_alignr_epi32(hi, lo, 2));
         if (k <= 2) a0[b] = _mm512_fmadd_ps(wv[3 * k + kx], t, a0[b]);
         if (k >= 1) a1[b] = _mm512_fmadd_ps(wv[3 * (k - 1) + kx], t, a1[b]);
       }

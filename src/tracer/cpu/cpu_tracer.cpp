@@ -25,8 +25,9 @@ namespace detail {
 
 // An FMA clone and a baseline clone of the tile loop, picked at load time. The physics uses fmaf explicitly
 // and nothing is contracted implicitly (-ffp-contract=off), so both clones compute identical bits: fmaf is
-// exactly rounded whether it is one instruction or a libm call.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// exactly rounded whether it is one instruction or a libm call. Not under ThreadSanitizer: GCC instruments the
+// clones' ifunc resolver, which the dynamic loader runs before the TSan runtime is up (a crash at start-up).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define FT_CPU_CLONES __attribute__((target_clones("fma", "default"), flatten))
 #else
 #define FT_CPU_CLONES
