@@ -702,8 +702,8 @@ void check(Soak& s, std::ostringstream& out) {
   EXPECT_GT(st.render_fallbacks.load(), 0u) << "no render fell back: the faults missed the renders";
   EXPECT_GT(st.face_fallbacks.load(), 0u) << "no face run fell back: the faults missed the face runs";
   // The device comes back, once per loss, and the nets keep their accelerator through every loss.
-  // The last loss's replacement may still be starting on the backend's recovery thread (docs/design/tracer.md
-  // §10.5), during which try_recover declines: wait for it (a bounded 10 s), recovering here only if none runs.
+  // The last loss's replacement may still be starting on the backend's recovery thread, during which
+  // try_recover declines (docs/design/tracer.md §10.5): wait for it (10 s at most), recovering here if none runs.
   bool back = false;
   for (int i = 0; i < 500 && !back; ++i) {
     back = !rig.backend->is_lost() || rig.backend->try_recover();
