@@ -18,6 +18,7 @@
 #include "facetrace/tracer/cpu_tracer.h"
 #include "facetrace/tracer/renderer.h"
 #include "log_guard.h"
+#include "sim_trace_op.h"
 #include "gpu/ops.h"
 #include "physics/transport.h"
 #include "cpu/trace_params.h"
@@ -34,42 +35,10 @@ KernelConfig& last_kernel_config() {
   return config;
 }
 
-/// The tracer op on the simulated device: the same contract as the CUDA op, computed with the host physics
-/// (seed, then each pixel's samples added in ascending order).
+/// The tracer op on the simulated device (tests/support/sim_trace_op.h), recording each chunk's kernel
+/// configuration.
 Status sim_trace_chunk(runtime::SimDevice& dev, const runtime::OpArgs& a) {
-  TraceChunkArgs t;
-  FT_TRY(a.args_as(t));
-  last_kernel_config() = t.chunk.kernel;
-  const ChunkRange& range = t.chunk.range;
-  const physics::ChunkScene& scene = t.chunk.scene;
-  const std::uint64_t io = chunk_io_bytes(range.pixel_count);
-  if (a.in.size() < io) return invalid_argument("sim trace_chunk: short input");
-  std::vector<std::byte> out(a.in.begin(), a.in.begin() + static_cast<std::ptrdiff_t>(io));
-  std::vector<float> tuples;
-  auto* sums = reinterpret_cast<float*>(out.data());
-  std::uint32_t nonfinite = 0;
-  for (std::uint32_t i = 0; i < range.pixel_count; ++i) {
-    const std::uint32_t p = range.pixel_offset + i;
-    for (std::uint32_t s = 0; s < range.spp; ++s) {
-      const auto r = physics::trace_sample(scene.params, scene.planes, p % scene.params.width,
-                                           p / scene.params.width, range.first_sample + s);
-      if (!r.finite) ++nonfinite;
-      sums[3 * i] += r.x;
-      sums[3 * i + 1] += r.y;
-      sums[3 * i + 2] += r.z;
-      if (t.flags & TraceChunkArgs::kReturnTuples) tuples.insert(tuples.end(), {r.x, r.y, r.z});
-    }
-  }
-  std::memcpy(out.data() + io - 4, &nonfinite, 4);
-  auto ticket = dev.emit(out);
-  if (!ticket) return ticket.status();
-  a.reply.tickets.push_back(*ticket);
-  if (t.flags & TraceChunkArgs::kReturnTuples) {
-    auto tt = dev.emit(std::as_bytes(std::span(tuples)));
-    if (!tt) return tt.status();
-    a.reply.tickets.push_back(*tt);
-  }
-  return {};
+  return testing::sim_trace_chunk(dev, a, &last_kernel_config());
 }
 
 Scene tiny_scene(std::uint32_t w = 19, std::uint32_t h = 13) {
