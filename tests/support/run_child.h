@@ -4,10 +4,15 @@
 
 #include <fcntl.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace facetrace::testing {
@@ -32,6 +37,28 @@ inline pid_t spawn_redirected(const char* exe, const std::vector<std::string>& a
     ::_exit(121);
   }
   return pid;
+}
+
+/// What a finished child left: its exit code (128 + the signal when a signal ended it) and its output.
+struct ChildRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+/// Runs `exe args...` to its end with stdout and stderr in `base`.out / `base`.err, reads both and removes them.
+inline ChildRun run_to_end(const char* exe, const std::vector<std::string>& args, const std::string& base) {
+  const std::string out = base + ".out", err = base + ".err";
+  const pid_t pid = spawn_redirected(exe, args, out, err);
+  ChildRun r;
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid)
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  for (auto [path, text] : {std::pair{&out, &r.out}, std::pair{&err, &r.err}}) {
+    std::ifstream f(*path, std::ios::binary);
+    text->assign(std::istreambuf_iterator<char>(f), {});
+    std::remove(path->c_str());
+  }
+  return r;
 }
 
 }  // namespace facetrace::testing

@@ -20,31 +20,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
+using CliRun = facetrace::testing::ChildRun;
 
 std::string head(const std::string& s) { return s.substr(0, 400); }
 
 CliRun run_cli(const std::vector<std::string>& args) {
-  const std::string base = ::testing::TempDir() + "cli_escape_test_run." + std::to_string(::getpid());
-  const pid_t pid =
-      facetrace::testing::spawn_redirected(FT_FACETRACE_EXE, args, base + ".out", base + ".err");
-  CliRun r;
-  int status = 0;
-  if (pid > 0 && ::waitpid(pid, &status, 0) == pid)
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  fs::remove(base + ".out");
-  fs::remove(base + ".err");
-  return r;
+  return facetrace::testing::run_to_end(FT_FACETRACE_EXE, args,
+                                        ::testing::TempDir() + "cli_escape_test_run." + std::to_string(::getpid()));
 }
 
 std::string fresh_dir(const std::string& name) {

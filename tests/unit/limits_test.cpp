@@ -48,23 +48,10 @@ void expect_refused(const Status& st, Code code, const std::string& needle) {
       << "wanted \"" << needle << "\" in " << st.what().substr(0, 400);
 }
 
-struct CliRun {
-  int rc = -1;
-  std::string err;
-};
+using CliRun = facetrace::testing::ChildRun;
 
 CliRun run_cli(const std::vector<std::string>& args) {
-  const std::string out = temp_path("cli.out"), err = temp_path("cli.err");
-  const pid_t pid = facetrace::testing::spawn_redirected(FT_FACETRACE_EXE, args, out, err);
-  CliRun r;
-  int status = 0;
-  if (pid > 0 && ::waitpid(pid, &status, 0) == pid)
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream f(err, std::ios::binary);
-  r.err.assign(std::istreambuf_iterator<char>(f), {});
-  fs::remove(out);
-  fs::remove(err);
-  return r;
+  return facetrace::testing::run_to_end(FT_FACETRACE_EXE, args, temp_path("cli"));
 }
 
 /// `facetrace render` of a 1x1 image on the CPU with `extra`.
