@@ -438,6 +438,7 @@ int run_render(const RenderArgs& a) {
                      {"decline_reasons", r.decline_reasons},
                      {"gpu_samples", r.gpu_samples},
                      {"cpu_samples", r.cpu_samples},
+                     {"hybrid_stopped", r.hybrid_stopped},
                      {"nonfinite", film.nonfinite},
                      {"files", files}};
     if (fallback) j["error"] = fallback->what;

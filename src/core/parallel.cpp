@@ -6,6 +6,7 @@
 #include "facetrace/core/parallel.h"
 
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -65,9 +66,13 @@ struct Job {
 
 class Pool {
  public:
-  explicit Pool(int workers) {
+  explicit Pool(int workers, bool idle = false) {
     threads_.reserve(static_cast<std::size_t>(workers));
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
+    for (int i = 0; i < workers; ++i)
+      threads_.emplace_back([this, idle] {
+        if (idle) make_this_thread_idle();
+        loop();
+      });
   }
   ~Pool() {
     {
@@ -137,9 +142,11 @@ class Pool {
   bool stop_ = false;
 };
 
-Pool& pool() {
-  static Pool p(hardware_threads() - 1);
-  return p;
+Pool& pool(Priority priority) {
+  static Pool normal(hardware_threads() - 1);
+  if (priority == Priority::kNormal) return normal;
+  static Pool idle(hardware_threads() - 1, true);  // started on first use
+  return idle;
 }
 
 }  // namespace
@@ -149,7 +156,17 @@ int hardware_threads() {
   return n;
 }
 
-void parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn) {
+bool make_this_thread_idle() {
+#ifdef SCHED_IDLE
+  sched_param param{};
+  return sched_setscheduler(0, SCHED_IDLE, &param) == 0;  // 0: this thread (Linux sets per thread)
+#else
+  return false;
+#endif
+}
+
+void parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn,
+                  Priority priority) {
   if (n <= 0) return;
   const int all = hardware_threads();
   int t = threads <= 0 ? all : std::min(threads, all);
@@ -161,15 +178,16 @@ void parallel_for(std::int64_t n, int threads, const std::function<void(std::int
   auto job = std::make_shared<Job>();
   job->fn = &fn;
   job->n = n;
-  job->helpers_allowed = std::min(t - 1, pool().workers());
-  pool().submit(job);
+  Pool& helpers = pool(priority);
+  job->helpers_allowed = std::min(t - 1, helpers.workers());
+  helpers.submit(job);
   job->work();
   if (!spin_until([&] { return job->done.load(std::memory_order_acquire) >= n; })) {
     std::unique_lock<std::mutex> lock(job->mu);
     job->waiting.store(true, std::memory_order_relaxed);
     job->cv.wait(lock, [&] { return job->done.load(std::memory_order_acquire) >= n; });
   }
-  pool().retire(job);
+  helpers.retire(job);
 }
 
 }  // namespace facetrace::core

@@ -1,20 +1,25 @@
 /// @file
 /// Status, Expected, environment parsing, the capped file reader and the PNG writer.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "facetrace/core/env.h"
 #include "facetrace/core/file.h"
 #include "facetrace/core/image.h"
+#include "facetrace/core/parallel.h"
 #include "facetrace/core/status.h"
 #include "log_guard.h"
 
@@ -25,6 +30,39 @@ Status fails_with_io() { return io_error("disk full at /tmp/x"); }
 Status propagates() {
   FT_TRY(fails_with_io());
   return internal_error("not reached");
+}
+
+// The idle-priority pool (parallel.h, the render's hybrid lane, docs/design/tracer.md §10.7): every index once,
+// helpers under SCHED_IDLE, and the normal pool's helpers not.
+TEST(Parallel, idle_priority_helpers_run_every_index_once_under_sched_idle) {
+  if (core::hardware_threads() < 2) GTEST_SKIP() << "one hardware thread: parallel_for runs on the caller alone";
+  bool idle_allowed = false;
+  std::thread([&] { idle_allowed = core::make_this_thread_idle(); }).join();
+  if (!idle_allowed) GTEST_SKIP() << "this system refuses SCHED_IDLE (sched_setscheduler)";
+  for (const auto priority : {core::Priority::kIdle, core::Priority::kNormal}) {
+    constexpr int kN = 400;
+    std::vector<std::atomic<int>> runs(kN);
+    std::atomic<int> on_helpers{0}, idle_helpers{0};
+    const auto caller = std::this_thread::get_id();
+    core::parallel_for(
+        kN, 0,
+        [&](std::int64_t i) {
+          runs[static_cast<std::size_t>(i)].fetch_add(1);
+          if (std::this_thread::get_id() != caller) {
+            on_helpers.fetch_add(1);
+            if (sched_getscheduler(0) == SCHED_IDLE) idle_helpers.fetch_add(1);
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(200));  // long enough for helpers to join
+        },
+        priority);
+    for (int i = 0; i < kN; ++i) ASSERT_EQ(runs[static_cast<std::size_t>(i)].load(), 1) << i;
+    EXPECT_GT(on_helpers.load(), 0);
+    if (priority == core::Priority::kIdle)
+      EXPECT_EQ(idle_helpers.load(), on_helpers.load());
+    else
+      EXPECT_EQ(idle_helpers.load(), 0);
+  }
+  EXPECT_NE(sched_getscheduler(0), SCHED_IDLE);  // the caller keeps its own priority
 }
 
 TEST(Status, default_is_ok_and_codes_have_names) {

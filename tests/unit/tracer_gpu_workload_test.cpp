@@ -670,6 +670,7 @@ TEST(Renderer, hybrid_cpu_lanes_take_samples_after_each_batch_and_keep_the_gpu_o
     o.chunk.max_chunk_pixels = 50;
     o.hybrid = true;
     o.hybrid_threads = 1;
+    o.hybrid_min_gain = 0.0;  // the lane to the end, however the timing falls
     Film f(s.width, s.height);
     ExpectLogs logs;
     auto report = render(s, 0, 200, f, o);
@@ -682,7 +683,7 @@ TEST(Renderer, hybrid_cpu_lanes_take_samples_after_each_batch_and_keep_the_gpu_o
       if (!report->request_on_gpu[i]) on_cpu += report->request_samples[i];
     EXPECT_EQ(on_cpu, report->cpu_samples) << period;
     if (!period) {
-      // no loss: every CPU range is a hybrid lane's, and the first batch already had one next to it
+      // no loss: every CPU range is a hybrid lane's, and the GPU's first batch (alone: the baseline) came first
       EXPECT_GT(report->cpu_samples, 0u);
       EXPECT_EQ(report->declined, 0u);
       ASSERT_GE(report->request_samples.size(), 2u);
@@ -690,7 +691,33 @@ TEST(Renderer, hybrid_cpu_lanes_take_samples_after_each_batch_and_keep_the_gpu_o
     }
     for (auto n : f.samples) ASSERT_EQ(n, 200u) << period;
     expect_same_film(f, whole);  // per-sample films committed in order: the CPU-only (= GPU-only) bits
+    if (!period) EXPECT_EQ(report->hybrid_stopped, "");  // hybrid_min_gain 0: never judged out
   }
+}
+
+TEST(Renderer, a_hybrid_lane_that_does_not_pay_stops_after_two_batches_and_keeps_the_bits) {
+  const Scene s = tiny_scene();
+  Harness h(1000);
+  RenderOptions o;
+  o.backend = h.backend.get();
+  o.samples_per_request = 4;
+  o.chunk.max_chunk_pixels = 50;
+  o.hybrid = true;
+  o.hybrid_threads = 1;
+  o.hybrid_min_gain = 1e12;  // no lane saves a trillion times its cost
+  Film f(s.width, s.height);
+  auto report = render(s, 0, 400, f, o);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_NE(report->hybrid_stopped.find("did not pay"), std::string::npos) << report->hybrid_stopped;
+  // CPU ranges only next to the first two batches: GPU-only after that.
+  std::vector<std::size_t> cpu_ranges;
+  for (std::size_t i = 0; i < report->request_on_gpu.size(); ++i)
+    if (!report->request_on_gpu[i]) cpu_ranges.push_back(i);
+  ASSERT_EQ(cpu_ranges.size(), 2u);
+  EXPECT_LT(cpu_ranges[1] + 1, report->request_on_gpu.size());  // GPU requests followed
+  EXPECT_GT(report->gpu_samples, 0u);
+  for (auto n : f.samples) ASSERT_EQ(n, 400u);
+  expect_same_film(f, cpu_film(s, 0, 400));
 }
 
 }  // namespace

@@ -15,6 +15,9 @@ namespace facetrace::tracer {
 struct CpuOptions {
   unsigned threads = 0;                       ///< 0 = all hardware threads
   const std::atomic<bool>* cancel = nullptr;  ///< polled between tiles
+  /// Helpers from the idle-priority pool (core::Priority::kIdle): only cores nothing else wants (the render's
+  /// hybrid lane next to the GPU, docs/design/tracer.md §10.7).
+  bool idle_priority = false;
   std::function<void(double fraction)>
       progress;  ///< called from worker threads (thread-safe caller); must not throw
 };

@@ -43,6 +43,10 @@ struct RenderOptions {
   /// batch in ascending order: the additions of tracing them onto the film directly (docs/design/tracer.md §10.7).
   bool hybrid = false;
   unsigned hybrid_threads = 0;  ///< 0: all hardware threads but two (the GPU lane's host work keeps those)
+  /// The lane stops after two batches in a row where the GPU alone (at its rate without the lane) would not
+  /// have taken more than this many times what the batch and the lane took (docs/design/tracer.md §10.7); 0
+  /// keeps it to the end.
+  double hybrid_min_gain = 1.0;
   GpuChunkOptions chunk;                   ///< GPU chunk sizing (tests may force tiny chunks)
   runtime::GpuBackend* backend = nullptr;  ///< null: shared_gpu_backend()
 };
@@ -52,6 +56,9 @@ struct RenderReport {
   std::string device;             ///< "gpu: NVIDIA H200 (...)", "cpu", or "gpu+cpu" after fallbacks
   std::uint64_t gpu_samples = 0;  ///< samples per pixel rendered on the GPU
   std::uint64_t cpu_samples = 0;  ///< samples per pixel rendered on the CPU
+  /// Hybrid mode: why the CPU lane stopped before the end (it did not pay for itself next to the GPU,
+  /// docs/design/tracer.md §10.7); empty while it ran to the end or was not asked for.
+  std::string hybrid_stopped;
   std::uint32_t declined = 0;     ///< GPU requests declined
   /// Of those, declined because the device was lost: their samples went back to the cursor (CPU slices until the
   /// replacement child was up, then the GPU again). The others were traced on the CPU whole.

@@ -87,23 +87,26 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
   std::atomic<std::uint64_t> nonfinite{0};
   std::atomic<bool> cancelled{false};
   // One index per tile; every pixel belongs to one tile, so no two calls touch the same sums.
-  core::parallel_for(tile_count, static_cast<int>(options.threads), [&](std::int64_t index) {
-    if (cancelled.load(std::memory_order_relaxed)) return;
-    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
-      cancelled.store(true, std::memory_order_relaxed);
-      return;
-    }
-    const auto tile = static_cast<std::uint32_t>(index);
-    const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
-    const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
-    nonfinite.fetch_add(detail::trace_tile(params, plane_ptr, x0, x1, y0, y1, scene.width, first_sample,
-                                           samples, film.xyz.data()),
-                        std::memory_order_relaxed);
-    for (std::uint32_t y = y0; y < y1; ++y)
-      for (std::uint32_t x = x0; x < x1; ++x) film.samples[std::size_t{y} * scene.width + x] += samples;
-    const std::uint32_t done = done_tiles.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (options.progress) options.progress(static_cast<double>(done) / static_cast<double>(tile_count));
-  });
+  core::parallel_for(
+      tile_count, static_cast<int>(options.threads),
+      [&](std::int64_t index) {
+        if (cancelled.load(std::memory_order_relaxed)) return;
+        if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+          cancelled.store(true, std::memory_order_relaxed);
+          return;
+        }
+        const auto tile = static_cast<std::uint32_t>(index);
+        const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
+        const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
+        nonfinite.fetch_add(detail::trace_tile(params, plane_ptr, x0, x1, y0, y1, scene.width, first_sample,
+                                               samples, film.xyz.data()),
+                            std::memory_order_relaxed);
+        for (std::uint32_t y = y0; y < y1; ++y)
+          for (std::uint32_t x = x0; x < x1; ++x) film.samples[std::size_t{y} * scene.width + x] += samples;
+        const std::uint32_t done = done_tiles.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (options.progress) options.progress(static_cast<double>(done) / static_cast<double>(tile_count));
+      },
+      options.idle_priority ? core::Priority::kIdle : core::Priority::kNormal);
   film.nonfinite += nonfinite.load();
   if (cancelled.load()) return {Code::kCancelled, "cpu_accumulate: cancelled between tiles"};
   return {};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <future>
 #include <thread>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "log.h"
 #include "facetrace/core/env.h"
+#include "facetrace/core/parallel.h"
 #include "facetrace/core/text.h"
 #include "facetrace/tracer/cpu_tracer.h"
 #ifdef FT_HAVE_CUDA_TRACER
@@ -211,7 +213,10 @@ class RenderLoop {
   /// Hybrid mode: how many samples the CPU lane takes next to a batch expected to last `batch_ms` (0 until the
   /// GPU is sized, and never more than the per-sample films' memory allows).
   std::uint32_t hybrid_samples(double batch_ms, std::uint32_t left) const {
-    if (!options_.hybrid || !sized_ || left == 0) return 0;
+    // The first sized batch runs alone: its rate is what the lane is judged against.
+    if (!options_.hybrid || !sized_ || left == 0 || baseline_ms_per_sample_ <= 0.0 ||
+        !report_.hybrid_stopped.empty())
+      return 0;
     const std::uint64_t per_sample = film_.pixels() * (3 * sizeof(float) + sizeof(std::uint32_t));
     const auto cap = static_cast<std::uint32_t>(std::min<std::uint64_t>(kHybridBytes / per_sample, 2048));
     double n = 1.0;  // one sample to measure the CPU's rate first
@@ -223,12 +228,11 @@ class RenderLoop {
   /// sample's exact value), on a thread of its own while the GPU batch runs.
   std::future<Expected<std::vector<Film>>> start_hybrid(std::uint32_t first, std::uint32_t n) {
     CpuOptions o;
-    o.threads = options_.hybrid_threads
-                    ? options_.hybrid_threads
-                    : std::max(1u, std::thread::hardware_concurrency() > 2 ? std::thread::hardware_concurrency() - 2
-                                                                            : 1u);
+    o.threads = hybrid_threads();
     o.cancel = options_.cancel;
+    o.idle_priority = true;  // only cores the GPU lane's host work leaves free
     return std::async(std::launch::async, [this, first, n, o]() -> Expected<std::vector<Film>> {
+      core::make_this_thread_idle();  // a thread of its own (std::launch::async)
       std::vector<Film> out;
       out.reserve(n);
       const auto t0 = Clock::now();
@@ -242,18 +246,58 @@ class RenderLoop {
   }
 
   /// Hybrid mode: the CPU lane's samples onto the film after the batch before them, in ascending order: the
-  /// same float additions, in the same order, as tracing them onto the film directly.
+  /// same float additions, in the same order, as tracing them onto the film directly. Pixel blocks in parallel,
+  /// each element summed over the samples in order (one pass over the film), since the GPU lane waits for this.
   void commit_hybrid(const std::vector<Film>& samples) {
-    for (const Film& s : samples) {
-      for (std::size_t i = 0; i < film_.xyz.size(); ++i) film_.xyz[i] += s.xyz[i];
-      for (std::size_t p = 0; p < film_.samples.size(); ++p) film_.samples[p] += s.samples[p];
-      film_.nonfinite += s.nonfinite;
-    }
+    constexpr std::size_t kBlock = 16384;  // pixels per task
+    const std::size_t pixels = film_.samples.size();
+    const auto blocks = static_cast<std::int64_t>((pixels + kBlock - 1) / kBlock);
+    core::parallel_for(blocks, static_cast<int>(hybrid_threads()), [&](std::int64_t b) {
+      const std::size_t p0 = static_cast<std::size_t>(b) * kBlock, p1 = std::min(pixels, p0 + kBlock);
+      for (std::size_t i = 3 * p0; i < 3 * p1; ++i) {
+        float v = film_.xyz[i];
+        for (const Film& s : samples) v += s.xyz[i];
+        film_.xyz[i] = v;
+      }
+      for (std::size_t p = p0; p < p1; ++p) {
+        std::uint32_t n = film_.samples[p];
+        for (const Film& s : samples) n += s.samples[p];
+        film_.samples[p] = n;
+      }
+    });
+    for (const Film& s : samples) film_.nonfinite += s.nonfinite;
     const auto n = static_cast<std::uint32_t>(samples.size());
     report_.cpu_samples += n;
     report_.request_samples.push_back(n);
     report_.request_on_gpu.push_back(false);
     done_ += n;
+  }
+
+  unsigned hybrid_threads() const {
+    if (options_.hybrid_threads) return options_.hybrid_threads;
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw > 2 ? hw - 2 : 1u;
+  }
+
+  /// Hybrid mode: whether the lane paid for itself next to the last batch: the time the GPU alone would have
+  /// taken for the batch's `gpu_n` samples and the lane's `cpu_n` (at its rate in the last batch without a lane)
+  /// against what they took (the batch, then waiting for the lane and the commit, `cost_ms`). This counts what
+  /// the lane's threads slow the GPU lane's host work down by, too. Two batches in a row that do not pay stop
+  /// the lane for the rest of the render (docs/design/tracer.md §10.7).
+  void judge_hybrid(std::uint32_t gpu_n, std::uint32_t cpu_n, double batch_ms, double cost_ms) {
+    const double alone_ms = baseline_ms_per_sample_ * (gpu_n + cpu_n), took_ms = batch_ms + cost_ms;
+    const double gain = options_.hybrid_min_gain;
+    hybrid_unpaid_ = gain <= 0.0 || alone_ms > gain * took_ms ? 0 : hybrid_unpaid_ + 1;
+    FT_LOG_DEBUG("hybrid: {} GPU + {} CPU samples in {:.1f} + {:.1f} ms; the GPU alone: {:.1f} ms", gpu_n, cpu_n,
+                 batch_ms, cost_ms, alone_ms);
+    if (hybrid_unpaid_ < 2) return;
+    char why[240];
+    std::snprintf(why, sizeof why,
+                  "the CPU lane did not pay for itself two batches in a row (the last: %u GPU + %u CPU samples in "
+                  "%.1f ms, the GPU alone %.1f ms)",
+                  gpu_n, cpu_n, took_ms, alone_ms);
+    report_.hybrid_stopped = why;
+    FT_LOG_INFO("hybrid: stopping the CPU lane for the rest of this render: {}", why);
   }
 
   /// One GPU batch from the cursor: chained requests (one until sized), committed as a prefix.
@@ -337,6 +381,7 @@ class RenderLoop {
     if (hybrid.valid()) {
       // Its samples follow the batch: they are committed only after the whole batch (else the cursor is short of
       // them and they are dropped, to be traced again from the cursor: nothing counted twice).
+      const auto w0 = Clock::now();
       auto got = hybrid.get();
       if (!got.ok() && got.status().code() == Code::kCancelled) return got.status();
       FT_TRY(got.status());
@@ -345,8 +390,11 @@ class RenderLoop {
         commit_hybrid(*got);
         FT_LOG_DEBUG("hybrid: the CPU lane took samples [{}, {}) next to the batch", first + queued,
                      first + queued + cpu_n);
+        judge_hybrid(queued, cpu_n, batch_ms, ms_since(w0));
       }
     }
+    if (ok == k && sized_ && !hybrid.valid())
+      baseline_ms_per_sample_ = batch_ms / static_cast<double>(queued);  // the GPU lane alone (judge_hybrid)
     if (ok == k) {
       if (!fixed_ && !sized_ && last_ms_ >= kTargetRequestMs / 2)
         sized_ = true;  // the next size is within 2×
@@ -417,6 +465,8 @@ class RenderLoop {
   // future is ready).
   double hybrid_ms_per_sample_ = 0.0;
   double hybrid_last_ms_per_sample_ = 0.0;
+  int hybrid_unpaid_ = 0;  // batches in a row whose lane did not pay (judge_hybrid)
+  double baseline_ms_per_sample_ = 0.0;  // the GPU lane's rate in its last sized batch without a lane
   // CPU lane sizing while the GPU is down.
   bool slice_due_ = false;
   std::uint32_t cpu_n_ = 1;
