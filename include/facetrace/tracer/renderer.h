@@ -44,8 +44,8 @@ struct RenderOptions {
   bool hybrid = false;
   unsigned hybrid_threads = 0;  ///< 0: all hardware threads but two (the GPU lane's host work keeps those)
   /// The lane stops after two batches in a row where the GPU alone (at its rate without the lane) would not
-  /// have taken more than this many times what the batch and the lane took (docs/design/tracer.md §10.7); 0
-  /// keeps it to the end.
+  /// have taken more than this many times what the batch and the lane took, or once one CPU sample takes longer
+  /// than its share of a batch (docs/design/tracer.md §10.7); 0 keeps it to the end, one sample or more per batch.
   double hybrid_min_gain = 1.0;
   GpuChunkOptions chunk;                   ///< GPU chunk sizing (tests may force tiny chunks)
   runtime::GpuBackend* backend = nullptr;  ///< null: shared_gpu_backend()

@@ -212,15 +212,18 @@ class RenderLoop {
 
   /// Hybrid mode: how many samples the CPU lane takes next to a batch expected to last `batch_ms` (0 until the
   /// GPU is sized, and never more than the per-sample films' memory allows).
-  std::uint32_t hybrid_samples(double batch_ms, std::uint32_t left) const {
+  std::uint32_t hybrid_samples(double batch_ms, std::uint32_t batch_samples, std::uint32_t left) const {
     // The first sized batch runs alone: its rate is what the lane is judged against.
     if (!options_.hybrid || !sized_ || left == 0 || baseline_ms_per_sample_ <= 0.0 ||
         !report_.hybrid_stopped.empty())
       return 0;
     const std::uint64_t per_sample = film_.pixels() * (3 * sizeof(float) + sizeof(std::uint32_t));
-    const auto cap = static_cast<std::uint32_t>(std::min<std::uint64_t>(kHybridBytes / per_sample, 2048));
+    // At most as many as the batch beside it: the GPU stays the main lane, and the lane is judged every batch.
+    const auto cap = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>({kHybridBytes / per_sample, 2048, std::uint64_t{batch_samples}}));
     double n = 1.0;  // one sample to measure the CPU's rate first
     if (hybrid_ms_per_sample_ > 0.0) n = std::floor(kHybridShare * batch_ms / hybrid_ms_per_sample_);
+    if (options_.hybrid_min_gain <= 0.0) n = std::max(n, 1.0);  // kept to the end: never judged out
     return static_cast<std::uint32_t>(std::clamp(n, 0.0, static_cast<double>(std::min(cap, left))));
   }
 
@@ -277,6 +280,17 @@ class RenderLoop {
     if (options_.hybrid_threads) return options_.hybrid_threads;
     const unsigned hw = std::thread::hardware_concurrency();
     return hw > 2 ? hw - 2 : 1u;
+  }
+
+  /// Hybrid mode: the CPU's measured sample takes longer than its share of a batch: the lane stops (it would
+  /// hold the GPU lane up after every batch).
+  void stop_hybrid_too_slow(double batch_ms) {
+    char why[200];
+    std::snprintf(why, sizeof why,
+                  "one CPU sample (%.1f ms) does not fit in the CPU lane's share of a batch (%.0f %% of %.1f ms)",
+                  hybrid_ms_per_sample_, kHybridShare * 100.0, batch_ms);
+    report_.hybrid_stopped = why;
+    FT_LOG_INFO("hybrid: stopping the CPU lane for the rest of this render: {}", why);
   }
 
   /// Hybrid mode: whether the lane paid for itself next to the last batch: the time the GPU alone would have
@@ -342,10 +356,14 @@ class RenderLoop {
       queued += m;
     }
     // Hybrid mode: the CPU lane takes the samples right after the batch while it runs.
-    const std::uint32_t cpu_n = hybrid_samples(static_cast<double>(k) * (last_ms_ > 0.0 ? last_ms_ : kTargetRequestMs),
-                                               remaining() - queued);
+    const double expected_ms = static_cast<double>(k) * (last_ms_ > 0.0 ? last_ms_ : kTargetRequestMs);
+    const std::uint32_t cpu_n = hybrid_samples(expected_ms, queued, remaining() - queued);
     std::future<Expected<std::vector<Film>>> hybrid;
-    if (cpu_n > 0) hybrid = start_hybrid(first + queued, cpu_n);
+    if (cpu_n > 0)
+      hybrid = start_hybrid(first + queued, cpu_n);
+    else if (options_.hybrid_min_gain > 0.0 && hybrid_ms_per_sample_ > kHybridShare * expected_ms &&
+             remaining() > queued && report_.hybrid_stopped.empty())
+      stop_hybrid_too_slow(expected_ms);
     std::vector<runtime::Outcome> outcomes(k, runtime::Outcome::kDeclined);
     std::vector<Status> why(k);
     std::uint64_t committed = 0;
