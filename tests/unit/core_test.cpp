@@ -44,6 +44,9 @@ TEST(Parallel, idle_priority_helpers_run_every_index_once_under_sched_idle) {
     std::vector<std::atomic<int>> runs(kN);
     std::atomic<int> on_helpers{0}, idle_helpers{0};
     const auto caller = std::this_thread::get_id();
+    // On a loaded machine (ctest -j) an idle-priority helper runs only when a core falls idle: the caller's
+    // share waits (up to 10 s) until one has joined, which frees this core.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     core::parallel_for(
         kN, 0,
         [&](std::int64_t i) {
@@ -51,8 +54,11 @@ TEST(Parallel, idle_priority_helpers_run_every_index_once_under_sched_idle) {
           if (std::this_thread::get_id() != caller) {
             on_helpers.fetch_add(1);
             if (sched_getscheduler(0) == SCHED_IDLE) idle_helpers.fetch_add(1);
+          } else {
+            while (on_helpers.load() == 0 && std::chrono::steady_clock::now() < give_up)
+              std::this_thread::sleep_for(std::chrono::milliseconds(1));
           }
-          std::this_thread::sleep_for(std::chrono::microseconds(200));  // long enough for helpers to join
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
         },
         priority);
     for (int i = 0; i < kN; ++i) ASSERT_EQ(runs[static_cast<std::size_t>(i)].load(), 1) << i;
