@@ -1,7 +1,9 @@
-# Tracer I/O: scene JSON, display path (PNG), linear EXR; their tests and the tracer benchmark.
+# Tracer I/O: scene JSON, display path (PNG), linear EXR, HDR environment maps; their tests and the tracer
+# benchmark.
 add_library(ft_tracer_io STATIC
   src/tracer/io/scene_json.cpp
-  src/tracer/io/output.cpp)
+  src/tracer/io/output.cpp
+  src/tracer/io/env_map.cpp)
 target_include_directories(ft_tracer_io PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
 target_link_libraries(ft_tracer_io
   PUBLIC ft_core ft_tracer
@@ -13,6 +15,9 @@ if(FT_BUILD_TESTS)
   target_compile_definitions(tracer_io_scene_json_test PRIVATE FT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   ft_add_test(tracer_io_output_test cpu SOURCES tests/unit/tracer_io_output_test.cpp
               LIBS ft_tracer_io PNG::PNG OpenEXR::OpenEXR)  # OpenEXR: the test reads the EXR's parts itself
+  ft_add_test(tracer_io_env_map_test cpu SOURCES tests/unit/tracer_io_env_map_test.cpp
+              LIBS ft_tracer_io OpenEXR::OpenEXR)  # OpenEXR: the test writes its maps itself
+  target_compile_definitions(tracer_io_env_map_test PRIVATE FT_FUZZ_CORPUS_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/corpus")
 endif()
 
 if(FT_BUILD_BENCHMARKS)

@@ -4,7 +4,7 @@
 # flags apply to every target of this build. A CPU-only build (FT_ENABLE_CUDA=OFF) is enough: no target needs CUDA.
 # Without FT_ENABLE_FUZZ only the regression test of the inputs the fuzzers found (fuzz_regressions_test) is built.
 option(FT_ENABLE_FUZZ "Build the libFuzzer targets of tests/fuzz (clang only)" OFF)
-set(ft_fuzz_targets scene_json onnx image partial protocol)
+set(ft_fuzz_targets scene_json onnx image partial protocol hdr)
 
 if(FT_ENABLE_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
@@ -42,6 +42,7 @@ if(FT_ENABLE_FUZZ)
   target_link_libraries(fuzz_image PRIVATE ft_core JPEG::JPEG)  # the target reads JPEG headers itself
   target_link_libraries(fuzz_partial PRIVATE ft_farm ZLIB::ZLIB)
   target_link_libraries(fuzz_protocol PRIVATE ft_runtime)
+  target_link_libraries(fuzz_hdr PRIVATE ft_tracer_io)
   target_include_directories(fuzz_protocol PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)
 endif()
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the partial and protocol fuzzers (tests/fuzz/corpus/partial/, corpus/protocol/) from
-the formats as partial.cpp (docs/design/farm.md §1 "Partial file") and protocol.cpp (docs/design/runtime.md §6)
-define them. The image seeds come from make_image_seeds.py; the scene and ONNX seeds are copies of repository files."""
+"""Writes the seed corpora of the partial, protocol and hdr fuzzers (tests/fuzz/corpus/partial/, corpus/protocol/,
+corpus/hdr/) from the formats as partial.cpp (docs/design/farm.md §1 "Partial file"), protocol.cpp
+(docs/design/runtime.md §6) and env_map.cpp (docs/design/tracer.md §6.1: Radiance RGBE) define them; the hdr
+corpus's one OpenEXR seed is a small render's EXR (facetrace render --width 16 --height 12 --spp 2 --exr). The image seeds come from make_image_seeds.py; the scene and ONNX seeds are copies of repository files."""
 import os, struct, sys, zlib
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
@@ -75,6 +76,31 @@ def protocol_records():
     }
 
 
+# ---- Radiance RGBE pictures ------------------------------------------------------------------------------------
+def rgbe(width, height, rows, extra=b""):
+    """rows: the scanline bytes, already encoded (flat r g b e per texel, or runs)."""
+    return b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n" + extra + b"\n-Y %d +X %d\n" % (height, width) + b"".join(rows)
+
+
+def rle_row(width, channels):
+    """A new-style run-length row: channels = four lists of (count, value) runs (count > 0: a run; a list of
+    bytes: literals)."""
+    out = bytes([2, 2, width >> 8, width & 0xFF])
+    for runs in channels:
+        for r in runs:
+            out += bytes([128 + r[0], r[1]]) if isinstance(r, tuple) else bytes([len(r)]) + bytes(r)
+    return out
+
+
+def hdr_seeds():
+    flat = rgbe(2, 2, [bytes([128, 64, 32, 129, 0, 0, 0, 0]), bytes([255, 255, 255, 140, 1, 2, 3, 128])])
+    runs = rgbe(8, 2, [rle_row(8, [[(8, 255)], [list(range(8))], [(4, 16), (4, 32)], [(8, 136)]]),
+                       rle_row(8, [[(8, 1)], [(8, 1)], [(8, 1)], [(8, 137)]])], extra=b"EXPOSURE=2\n")
+    wide = rgbe(200, 1, [rle_row(200, [[(127, 9), (73, 10)], [(127, 9), (73, 10)], [(127, 9), (73, 10)],
+                                       [(127, 130), (73, 131)]])])
+    return {"flat": flat, "runs": runs, "wide": wide, "truncated": runs[:-9]}
+
+
 def main():
     os.makedirs(os.path.join(ROOT, "partial"), exist_ok=True)
     os.makedirs(os.path.join(ROOT, "protocol"), exist_ok=True)
@@ -94,7 +120,11 @@ def main():
     for name, data in protocol_records().items():
         with open(os.path.join(ROOT, "protocol", name + ".bin"), "wb") as f:
             f.write(data)
-    print("partial and protocol seeds written under", ROOT)
+    os.makedirs(os.path.join(ROOT, "hdr"), exist_ok=True)
+    for name, data in hdr_seeds().items():
+        with open(os.path.join(ROOT, "hdr", name + ".hdr"), "wb") as f:
+            f.write(data)
+    print("partial, protocol and hdr seeds written under", ROOT)
 
 
 if __name__ == "__main__":
