@@ -396,7 +396,8 @@ class RenderLoop {
       }
       FT_LOG_DEBUG("GPU batch: {} request(s) of {} spp in {:.1f} ms", ok, n_, batch_ms);
     }
-    if (hybrid.valid()) {
+    const bool lane = hybrid.valid();  // (get() below invalidates the future)
+    if (lane) {
       // Its samples follow the batch: they are committed only after the whole batch (else the cursor is short of
       // them and they are dropped, to be traced again from the cursor: nothing counted twice).
       const auto w0 = Clock::now();
@@ -411,7 +412,7 @@ class RenderLoop {
         judge_hybrid(queued, cpu_n, batch_ms, ms_since(w0));
       }
     }
-    if (ok == k && sized_ && !hybrid.valid())
+    if (ok == k && sized_ && !lane)
       baseline_ms_per_sample_ = batch_ms / static_cast<double>(queued);  // the GPU lane alone (judge_hybrid)
     if (ok == k) {
       if (!fixed_ && !sized_ && last_ms_ >= kTargetRequestMs / 2)
