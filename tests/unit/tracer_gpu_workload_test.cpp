@@ -655,6 +655,19 @@ TEST(Renderer, a_device_that_stays_lost_leaves_the_rest_to_cpu_slices) {
   expect_same_film(f, cpu_film(s, 0, 20));
 }
 
+/// Hybrid renders over the simulated executor: requests of 4, small chunks, a one-thread CPU lane judged with
+/// `min_gain` (RenderOptions::hybrid_min_gain).
+RenderOptions hybrid_options(Harness& h, double min_gain) {
+  RenderOptions o;
+  o.backend = h.backend.get();
+  o.samples_per_request = 4;
+  o.chunk.max_chunk_pixels = 50;
+  o.hybrid = true;
+  o.hybrid_threads = 1;
+  o.hybrid_min_gain = min_gain;
+  return o;
+}
+
 TEST(Renderer, hybrid_cpu_lanes_take_samples_after_each_batch_and_keep_the_gpu_only_bits) {
   const Scene s = tiny_scene();
   const Film whole = cpu_film(s, 0, 200);
@@ -664,13 +677,7 @@ TEST(Renderer, hybrid_cpu_lanes_take_samples_after_each_batch_and_keep_the_gpu_o
     Harness h(1000);
     int calls = 0, losses = 0;
     if (period) h.sim->add_op(kOpTraceChunk, lose_every(period, calls, losses));
-    RenderOptions o;
-    o.backend = h.backend.get();
-    o.samples_per_request = 4;
-    o.chunk.max_chunk_pixels = 50;
-    o.hybrid = true;
-    o.hybrid_threads = 1;
-    o.hybrid_min_gain = 0.0;  // the lane to the end, however the timing falls
+    const RenderOptions o = hybrid_options(h, 0.0);  // the lane to the end, however the timing falls
     Film f(s.width, s.height);
     ExpectLogs logs;
     auto report = render(s, 0, 200, f, o);
@@ -701,13 +708,7 @@ TEST(Renderer, a_hybrid_lane_that_does_not_pay_stops_after_two_batches_and_keeps
   // GPU (under TSan the lane takes a much larger share of each batch).
   constexpr std::uint32_t kSamples = 2000;
   Harness h(1000);
-  RenderOptions o;
-  o.backend = h.backend.get();
-  o.samples_per_request = 4;
-  o.chunk.max_chunk_pixels = 50;
-  o.hybrid = true;
-  o.hybrid_threads = 1;
-  o.hybrid_min_gain = 1e12;  // no lane saves a trillion times its cost
+  const RenderOptions o = hybrid_options(h, 1e12);  // no lane saves a trillion times its cost
   Film f(s.width, s.height);
   auto report = render(s, 0, kSamples, f, o);
   ASSERT_TRUE(report.ok()) << report.status().to_string();

@@ -289,6 +289,11 @@ class RenderLoop {
     std::snprintf(why, sizeof why,
                   "one CPU sample (%.1f ms) does not fit in the CPU lane's share of a batch (%.0f %% of %.1f ms)",
                   hybrid_ms_per_sample_, kHybridShare * 100.0, batch_ms);
+    stop_hybrid(why);
+  }
+
+  /// Hybrid mode: the lane stops for the rest of this render, and the report says why.
+  void stop_hybrid(const char* why) {
     report_.hybrid_stopped = why;
     FT_LOG_INFO("hybrid: stopping the CPU lane for the rest of this render: {}", why);
   }
@@ -310,8 +315,7 @@ class RenderLoop {
                   "the CPU lane did not pay for itself two batches in a row (the last: %u GPU + %u CPU samples in "
                   "%.1f ms, the GPU alone %.1f ms)",
                   gpu_n, cpu_n, took_ms, alone_ms);
-    report_.hybrid_stopped = why;
-    FT_LOG_INFO("hybrid: stopping the CPU lane for the rest of this render: {}", why);
+    stop_hybrid(why);
   }
 
   /// One GPU batch from the cursor: chained requests (one until sized), committed as a prefix.
