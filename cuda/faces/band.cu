@@ -3,6 +3,7 @@
 #include "faces/band.cuh"
 
 #include "common/cuda_check.cuh"
+#include "faces/launch.cuh"
 
 namespace facetrace::faces::gpu {
 namespace {
@@ -36,6 +37,7 @@ __global__ void __launch_bounds__(kBandThreads)
     band_kernel(BandJob j, int tiles_x, const float* __restrict__ x, const float* __restrict__ pw_w,
                 const float* __restrict__ pw_b, const float* __restrict__ dw_w,
                 const float* __restrict__ dw_b, float* __restrict__ y) {
+  pdl_entry();
   constexpr int HW = TW + 2, H = halo<TW, TH>();
   extern __shared__ float sm[];
   const int cin = j.cin, C = j.c, h = j.h, w = j.w;
@@ -128,8 +130,8 @@ Status launch_tile(const BandJob& j, int batch, const float* x, const float* pw_
                    const float* dw_w, const float* dw_b, float* y, cudaStream_t s) {
   const int tiles_x = (j.w + TW - 1) / TW, tiles_y = (j.h + TH - 1) / TH;
   const dim3 grid(static_cast<unsigned>(tiles_x * tiles_y), static_cast<unsigned>(batch));
-  band_kernel<TW, TH>
-      <<<grid, kBandThreads, shared_bytes<TW, TH>(j.cin), s>>>(j, tiles_x, x, pw_w, pw_b, dw_w, dw_b, y);
+  pdl_launch(band_kernel<TW, TH>, grid, kBandThreads, shared_bytes<TW, TH>(j.cin), s, j, tiles_x, x, pw_w,
+             pw_b, dw_w, dw_b, y);
   FT_CUDA_LAUNCH_CHECK("band_kernel", s);
   return {};
 }

@@ -53,6 +53,7 @@ template <int KH, int KW, class I>
 __global__ void conv_direct_kernel(ConvGeom<I> g, const float* __restrict__ x, const float* __restrict__ w,
                                    const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
                                    I n) {
+  pdl_entry();
   const I kh = KH > 0 ? KH : g.kh, kw = KW > 0 ? KW : g.kw;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<I>(gridDim.x) * blockDim.x) {
@@ -97,6 +98,7 @@ template <int SW, bool kVec>
 __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
                                 const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
                                 int n) {
+  pdl_entry();
   constexpr int kSpan = 3 * SW + 3;  // input columns of four windows
   const int ow4 = (g.ow + 3) / 4;
   FT_FOR_EACH_T(int, i, n) {
@@ -180,9 +182,10 @@ __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, co
 // each input tap is loaded once for all channels, the weights read from shared memory. Per output the same
 // products in the same (ci, ky, kx) order as conv_direct_kernel, then the bias and the epilogue: the same bits.
 template <int CO>
-__global__ void conv_allco3x3_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
-                                     const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
-                                     int n) {
+__global__ void conv_allco3x3_kernel(ConvGeom<int> g, const float* __restrict__ x,
+                                     const float* __restrict__ w, const float* __restrict__ bias,
+                                     EpilogueAct act, float* __restrict__ y, int n) {
+  pdl_entry();
   extern __shared__ float ws[];  // [cout][cin][3][3]
   const int nw = g.cout * g.cin * 9;
   for (int i = static_cast<int>(threadIdx.x); i < nw; i += static_cast<int>(blockDim.x)) ws[i] = __ldg(w + i);
@@ -232,11 +235,11 @@ void launch_direct(const ConvJob& j, I n, const float* x, const float* w, const 
                    float* y, cudaStream_t s) {
   const ConvGeom<I> g = geom_of<I>(j);
   if (g.kh == 3 && g.kw == 3)
-    conv_direct_kernel<3, 3, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(conv_direct_kernel<3, 3, I>, blocks_for(n), kThreads, 0, s, g, x, w, bias, act, y, n);
   else if (g.kh == 1 && g.kw == 1)
-    conv_direct_kernel<1, 1, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(conv_direct_kernel<1, 1, I>, blocks_for(n), kThreads, 0, s, g, x, w, bias, act, y, n);
   else
-    conv_direct_kernel<0, 0, I><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(conv_direct_kernel<0, 0, I>, blocks_for(n), kThreads, 0, s, g, x, w, bias, act, y, n);
 }
 
 std::string shape_text(const ConvJob& j) {
@@ -311,6 +314,7 @@ __global__ void __launch_bounds__(256)
     conv_igemm_kernel(IgemmGeom g, const float* __restrict__ x, const float* __restrict__ w,
                       const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y,
                       float* __restrict__ partial) {
+  pdl_entry();
   constexpr int TN = 4096 / TM;
   constexpr int kRa = TM * kTk / 256, kRb = TN * kTk / 256;  // loads per thread of A and B per K step
   constexpr int kBStep = 256 / TN;                           // K rows between one thread's B loads
@@ -432,11 +436,11 @@ template <bool kPipe, int TM>
 void launch_igemm_tile(const IgemmGeom& g, dim3 grid, const float* x, const float* w, const float* bias,
                        EpilogueAct act, float* y, float* partial, cudaStream_t s) {
   if (g.kh == 3 && g.kw == 3)
-    conv_igemm_kernel<kPipe, TM, 3><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+    pdl_launch(conv_igemm_kernel<kPipe, TM, 3>, grid, 256, 0, s, g, x, w, bias, act, y, partial);
   else if (g.kh == 1 && g.kw == 1)
-    conv_igemm_kernel<kPipe, TM, 1><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+    pdl_launch(conv_igemm_kernel<kPipe, TM, 1>, grid, 256, 0, s, g, x, w, bias, act, y, partial);
   else
-    conv_igemm_kernel<kPipe, TM, 0><<<grid, 256, 0, s>>>(g, x, w, bias, act, y, partial);
+    pdl_launch(conv_igemm_kernel<kPipe, TM, 0>, grid, 256, 0, s, g, x, w, bias, act, y, partial);
 }
 
 template <int TM>
@@ -452,6 +456,7 @@ void launch_igemm_pipe(bool pipelined, const IgemmGeom& g, dim3 grid, const floa
 __global__ void igemm_reduce_kernel(const float* __restrict__ partial, int splits, std::int64_t total,
                                     std::int64_t cout, std::int64_t plane, const float* __restrict__ bias,
                                     EpilogueAct act, float* __restrict__ y) {
+  pdl_entry();
   FT_FOR_EACH(i, total) {
     float v = partial[i];
     for (int s = 1; s < splits; ++s) v = __fadd_rn(v, partial[static_cast<std::int64_t>(s) * total + i]);
@@ -479,7 +484,9 @@ IgemmGeom igemm_geom(const ConvJob& j, int batch, int splits) {
 // The bf16 form (docs/design/faces.md §8.1): per image the [C][P] fp32 plane matrix to [P][C] bf16 (round to
 // nearest even) through 32×32 tiles of shared memory, with the input affine when one is fused (scale non-null).
 __global__ void nchw_to_nhwc_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int C,
-                                         int P, const float* __restrict__ scale, const float* __restrict__ shift) {
+                                         int P, const float* __restrict__ scale,
+                                         const float* __restrict__ shift) {
+  pdl_entry();
   __shared__ float t[32][33];
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.z) * C * P;
   const int p0 = static_cast<int>(blockIdx.x) * 32, c0 = static_cast<int>(blockIdx.y) * 32;
@@ -503,6 +510,7 @@ __global__ void nchw_to_nhwc_bf16_kernel(const float* __restrict__ x, __nv_bfloa
 // arithmetic).
 __global__ void nhwc_bf16_to_nchw_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ bias,
                                          EpilogueAct e, float* __restrict__ y, int C, int P) {
+  pdl_entry();
   __shared__ float t[32][33];
   const std::int64_t img = blockIdx.z;
   const std::int64_t base = img * C * P;
@@ -527,6 +535,7 @@ __global__ void nhwc_bf16_to_nchw_kernel(const __nv_bfloat16* __restrict__ x, co
 // KCRS fp32 weights to KRSC bf16.
 __global__ void weights_to_krsc_bf16_kernel(const float* __restrict__ w, __nv_bfloat16* __restrict__ y,
                                             std::int64_t C, std::int64_t RS, std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t c = i % C, rs = (i / C) % RS, k = i / (C * RS);
     y[i] = __float2bfloat16_rn(w[(k * C + c) * RS + rs]);
@@ -536,6 +545,7 @@ __global__ void weights_to_krsc_bf16_kernel(const float* __restrict__ w, __nv_bf
 // KCRS fp32 weights to KRSC fp32 (the channels-last filter).
 __global__ void weights_to_krsc_f32_kernel(const float* __restrict__ w, float* __restrict__ y, std::int64_t C,
                                            std::int64_t RS, std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t c = i % C, rs = (i / C) % RS, k = i / (C * RS);
     y[i] = w[(k * C + c) * RS + rs];
@@ -546,7 +556,9 @@ __global__ void weights_to_krsc_f32_kernel(const float* __restrict__ w, float* _
 // element-wise (channel = offset mod C), with the input affine when one is fused (scale non-null).
 // Four consecutive channels of one pixel per thread (C is a multiple of 8): a float4 in, two bf16 pairs out.
 __global__ void nhwc_f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int C,
-                                        int n4, const float* __restrict__ scale, const float* __restrict__ shift) {
+                                        int n4, const float* __restrict__ scale,
+                                        const float* __restrict__ shift) {
+  pdl_entry();
   FT_FOR_EACH_T(int, q, n4) {
     const int c = (4 * q) % C;
     const float4 v = reinterpret_cast<const float4*>(x)[q];
@@ -565,6 +577,7 @@ __global__ void nhwc_f32_to_bf16_kernel(const float* __restrict__ x, __nv_bfloat
 // of apply_epilogue is one pixel).
 __global__ void nhwc_bf16_to_f32_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ bias,
                                         EpilogueAct e, float* __restrict__ y, int C, int n4) {
+  pdl_entry();
   FT_FOR_EACH_T(int, q, n4) {
     const int i = 4 * q, pix = i / C, c = i - pix * C;
     const __nv_bfloat162* in = reinterpret_cast<const __nv_bfloat162*>(x) + 2 * static_cast<std::int64_t>(q);
@@ -604,8 +617,8 @@ Status GpuConv::setup_bf16(cudaStream_t stream) {
   if (!w_bf16_) {
     const std::int64_t n = j.cout * j.cin * j.kh * j.kw;
     FT_CUDA_TRY(cudaMalloc(&w_bf16_, bf16_bytes(n)));
-    weights_to_krsc_bf16_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-        w_dev_, static_cast<__nv_bfloat16*>(w_bf16_), j.cin, j.kh * j.kw, n);
+    pdl_launch(weights_to_krsc_bf16_kernel, blocks_for(n), kThreads, 0, stream, w_dev_,
+               static_cast<__nv_bfloat16*>(w_bf16_), j.cin, j.kh * j.kw, n);
     FT_CUDA_LAUNCH_CHECK("weights_to_krsc_bf16_kernel", stream);
     FT_CUDA_TRY(cudaStreamSynchronize(stream));
   }
@@ -622,14 +635,15 @@ Status GpuConv::run_bf16(const ConvAlgo& a, const float* x, float* y, void* work
   const ConvJob& j = job_;
   auto* ws = static_cast<char*>(workspace);
   auto* xh = reinterpret_cast<__nv_bfloat16*>(ws + a.cudnn_workspace);
-  auto* yh = reinterpret_cast<__nv_bfloat16*>(ws + a.cudnn_workspace + bf16_bytes(batch_ * j.cin * j.h * j.w));
+  auto* yh =
+      reinterpret_cast<__nv_bfloat16*>(ws + a.cudnn_workspace + bf16_bytes(batch_ * j.cin * j.h * j.w));
   const int pin = static_cast<int>(j.h * j.w), pout = static_cast<int>(j.oh * j.ow);
   if (nhwc_) {
     // nhwc_conv_ok: element counts below 2^31, channel counts multiples of 8
     const int nin4 = static_cast<int>(static_cast<std::int64_t>(batch_) * j.cin * pin / 4);
     const int nout4 = static_cast<int>(static_cast<std::int64_t>(batch_) * j.cout * pout / 4);
-    nhwc_f32_to_bf16_kernel<<<blocks_for(nin4), kThreads, 0, stream>>>(x, xh, static_cast<int>(j.cin), nin4,
-                                                                       in_scale_, in_shift_);
+    pdl_launch(nhwc_f32_to_bf16_kernel, blocks_for(nin4), kThreads, 0, stream, x, xh, static_cast<int>(j.cin),
+               nin4, in_scale_, in_shift_);
     FT_CUDA_LAUNCH_CHECK("nhwc_f32_to_bf16_kernel", stream);
     if (a.graph) {
       FT_TRY(a.graph->run(xh, w_bf16_, yh, workspace, stream));
@@ -640,16 +654,16 @@ Status GpuConv::run_bf16(const ConvAlgo& a, const float* x, float* y, void* work
                                            a.cudnn_workspace ? workspace : nullptr, a.cudnn_workspace, &zero,
                                            yh_, yh));
     }
-    nhwc_bf16_to_f32_kernel<<<blocks_for(nout4), kThreads, 0, stream>>>(yh, b_dev_, act_, y,
-                                                                        static_cast<int>(j.cout), nout4);
+    pdl_launch(nhwc_bf16_to_f32_kernel, blocks_for(nout4), kThreads, 0, stream, yh, b_dev_, act_, y,
+               static_cast<int>(j.cout), nout4);
     FT_CUDA_LAUNCH_CHECK("nhwc_bf16_to_f32_kernel", stream);
     return {};
   }
   const dim3 block(32, 8);
   const dim3 gin(static_cast<unsigned>((pin + 31) / 32), static_cast<unsigned>((j.cin + 31) / 32),
                  static_cast<unsigned>(batch_));
-  nchw_to_nhwc_bf16_kernel<<<gin, block, 0, stream>>>(x, xh, static_cast<int>(j.cin), pin, in_scale_,
-                                                       in_shift_);
+  pdl_launch(nchw_to_nhwc_bf16_kernel, gin, block, 0, stream, x, xh, static_cast<int>(j.cin), pin, in_scale_,
+             in_shift_);
   FT_CUDA_LAUNCH_CHECK("nchw_to_nhwc_bf16_kernel", stream);
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f;
@@ -658,11 +672,11 @@ Status GpuConv::run_bf16(const ConvAlgo& a, const float* x, float* y, void* work
                                        yh));
   const dim3 gout(static_cast<unsigned>((pout + 31) / 32), static_cast<unsigned>((j.cout + 31) / 32),
                   static_cast<unsigned>(batch_));
-  nhwc_bf16_to_nchw_kernel<<<gout, block, 0, stream>>>(yh, b_dev_, act_, y, static_cast<int>(j.cout), pout);
+  pdl_launch(nhwc_bf16_to_nchw_kernel, gout, block, 0, stream, yh, b_dev_, act_, y, static_cast<int>(j.cout),
+             pout);
   FT_CUDA_LAUNCH_CHECK("nhwc_bf16_to_nchw_kernel", stream);
   return {};
 }
-
 
 bool igemm_fits(const ConvJob& j, int batch) {
   const std::int64_t lim = std::int64_t{1} << 30;
@@ -701,8 +715,8 @@ Status launch_conv_igemm(const ConvJob& j, int batch, int splits, const float* x
   FT_CUDA_LAUNCH_CHECK("conv_igemm_kernel", s);
   if (g.splits > 1) {
     const std::int64_t total = j.cout * j.oh * j.ow * batch;
-    igemm_reduce_kernel<<<blocks_for(total), kThreads, 0, s>>>(partial, g.splits, total, j.cout, j.oh * j.ow,
-                                                               bias, act, y);
+    pdl_launch(igemm_reduce_kernel, blocks_for(total), kThreads, 0, s, partial, g.splits, total, j.cout,
+               j.oh * j.ow, bias, act, y);
     FT_CUDA_LAUNCH_CHECK("igemm_reduce_kernel", s);
   }
   return {};
@@ -724,13 +738,13 @@ Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float*
                    reinterpret_cast<std::uintptr_t>(x) % 16 == 0 &&
                    reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
   if (j.sw == 1 && vec)
-    dw3x3_x4_kernel<1, true><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(dw3x3_x4_kernel<1, true>, blocks_for(n), kThreads, 0, s, g, x, w, bias, act, y, n);
   else if (j.sw == 1)
-    dw3x3_x4_kernel<1, false><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(dw3x3_x4_kernel<1, false>, blocks_for(n), kThreads, 0, s, g, x, w, bias, act, y, n);
   else if (vec)
-    dw3x3_x4_kernel<2, true><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(dw3x3_x4_kernel<2, true>, blocks_for(n), kThreads, 0, s, g, x, w, bias, act, y, n);
   else
-    dw3x3_x4_kernel<2, false><<<blocks_for(n), kThreads, 0, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(dw3x3_x4_kernel<2, false>, blocks_for(n), kThreads, 0, s, g, x, w, bias, act, y, n);
   FT_CUDA_LAUNCH_CHECK("dw3x3_x4_kernel", s);
   return {};
 }
@@ -748,9 +762,9 @@ Status launch_allco3x3(const ConvJob& j, int batch, const float* x, const float*
   if (n <= 0) return {};
   const std::size_t shared = static_cast<std::size_t>(j.cout * j.cin * 9) * sizeof(float);
   if (j.cout <= 16)
-    conv_allco3x3_kernel<16><<<blocks_for(n), kThreads, shared, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(conv_allco3x3_kernel<16>, blocks_for(n), kThreads, shared, s, g, x, w, bias, act, y, n);
   else
-    conv_allco3x3_kernel<32><<<blocks_for(n), kThreads, shared, s>>>(g, x, w, bias, act, y, n);
+    pdl_launch(conv_allco3x3_kernel<32>, blocks_for(n), kThreads, shared, s, g, x, w, bias, act, y, n);
   FT_CUDA_LAUNCH_CHECK("conv_allco3x3_kernel", s);
   return {};
 }
@@ -791,6 +805,7 @@ GpuConv::~GpuConv() {
 
 namespace {
 __global__ void fill_probe_kernel(float* __restrict__ x, std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ static_cast<std::uint32_t>(i >> 32);
     h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
@@ -801,7 +816,7 @@ __global__ void fill_probe_kernel(float* __restrict__ x, std::int64_t n) {
 
 Status launch_fill_probe(float* x, std::int64_t n, cudaStream_t s) {
   if (n <= 0) return {};
-  fill_probe_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n);
+  pdl_launch(fill_probe_kernel, blocks_for(n), kThreads, 0, s, x, n);
   FT_CUDA_LAUNCH_CHECK("fill_probe_kernel", s);
   return {};
 }
@@ -811,7 +826,8 @@ Status GpuConv::make_krsc(cudaStream_t stream) {
   const ConvJob& j = job_;
   const std::int64_t n = j.cout * j.cin * j.kh * j.kw;
   FT_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&w_krsc_), static_cast<std::size_t>(n) * sizeof(float)));
-  weights_to_krsc_f32_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w_dev_, w_krsc_, j.cin, j.kh * j.kw, n);
+  pdl_launch(weights_to_krsc_f32_kernel, blocks_for(n), kThreads, 0, stream, w_dev_, w_krsc_, j.cin,
+             j.kh * j.kw, n);
   FT_CUDA_LAUNCH_CHECK("weights_to_krsc_f32_kernel", stream);
   FT_CUDA_TRY(cudaStreamSynchronize(stream));
   return {};
@@ -845,8 +861,8 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
     FT_CUDNN_TRY(cudnnCreateFilterDescriptor(&w_));
     FT_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c_));
     FT_CUDNN_TRY(cudnnCreateActivationDescriptor(&act_desc_));
-    FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(x_, fmt, CUDNN_DATA_FLOAT, batch_, i32(job.cin), i32(job.h),
-                                            i32(job.w)));
+    FT_CUDNN_TRY(
+        cudnnSetTensor4dDescriptor(x_, fmt, CUDNN_DATA_FLOAT, batch_, i32(job.cin), i32(job.h), i32(job.w)));
     FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(y_, fmt, CUDNN_DATA_FLOAT, batch_, i32(job.cout), i32(job.oh),
                                             i32(job.ow)));
     FT_CUDNN_TRY(cudnnSetTensor4dDescriptor(b_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i32(job.cout), 1, 1));
@@ -942,8 +958,8 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   int returned = 0;
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
   if (nhwc_) FT_TRY(make_krsc(stream));
-  FT_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, probe.x, w_, cudnn_weights(), c_, y_, probe.y,
-                                                      kAlgos, &returned, perf, probe.workspace,
+  FT_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, probe.x, w_, cudnn_weights(), c_, y_,
+                                                      probe.y, kAlgos, &returned, perf, probe.workspace,
                                                       probe.workspace_bytes));
   std::vector<ConvAlgo> candidates;
   for (int k = 0; k < returned; ++k) {
@@ -1038,12 +1054,13 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   }
   if (graph_fp32) {  // the graph API against the legacy choice, on the same probe buffers
     if (setup.autotune) {
-      auto t = time_us([&] { return run_with(*graph_fp32, probe.x, probe.y, probe.workspace, stream); }, stream);
+      auto t =
+          time_us([&] { return run_with(*graph_fp32, probe.x, probe.y, probe.workspace, stream); }, stream);
       if (!t) return t.status().with_context("conv " + shape_text(job) + " (graph)");
       graph_fp32->us = *t;
     }
-    best.tried += best.kernel + " " + std::to_string(static_cast<int>(best.us)) + "; " + graph_fp32->kernel + " " +
-                  std::to_string(static_cast<int>(graph_fp32->us)) + graph_fp32->tried + "; ";
+    best.tried += best.kernel + " " + std::to_string(static_cast<int>(best.us)) + "; " + graph_fp32->kernel +
+                  " " + std::to_string(static_cast<int>(graph_fp32->us)) + graph_fp32->tried + "; ";
     const std::string tried = best.tried;
     if (!setup.autotune || graph_fp32->us < best.us) best = *graph_fp32;
     best.tried = tried;
@@ -1065,10 +1082,11 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
           (*h)->us = *tl;
         }
       }
-      best.tried += (h->has_value() ? (*h)->kernel + " " + std::to_string(static_cast<int>((*h)->us)) + "; " : "") +
-                    (hg->has_value() ? (*hg)->kernel + " " + std::to_string(static_cast<int>((*hg)->us)) +
-                                           (*hg)->tried + "; "
-                                     : "");
+      best.tried +=
+          (h->has_value() ? (*h)->kernel + " " + std::to_string(static_cast<int>((*h)->us)) + "; " : "") +
+          (hg->has_value()
+               ? (*hg)->kernel + " " + std::to_string(static_cast<int>((*hg)->us)) + (*hg)->tried + "; "
+               : "");
       if (hg->has_value() && (!h->has_value() || !setup.autotune || (*hg)->us < (*h)->us)) *h = *hg;
     }
     bool take = false;
@@ -1135,7 +1153,8 @@ Expected<std::optional<ConvAlgo>> GpuConv::find_graph(const ConvSetup& setup, co
   gs.pad_h = j.pt, gs.pad_w = j.pl, gs.stride_h = j.sh, gs.stride_w = j.sw, gs.dil_h = j.dh, gs.dil_w = j.dw;
   gs.io = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   // bf16: the probe's fp32 buffers hold the bf16 input and output; the workspace is cuDNN's part of the cap
-  const std::size_t io = bf16 ? bf16_bytes(batch_ * j.cin * j.h * j.w) + bf16_bytes(batch_ * j.cout * j.oh * j.ow) : 0;
+  const std::size_t io =
+      bf16 ? bf16_bytes(batch_ * j.cin * j.h * j.w) + bf16_bytes(batch_ * j.cout * j.oh * j.ow) : 0;
   if (io >= probe.workspace_bytes) return std::optional<ConvAlgo>();
   const std::size_t cap = std::min(setup.max_workspace_bytes, probe.workspace_bytes - io);
   const void* w = bf16 ? static_cast<const void*>(w_bf16_) : static_cast<const void*>(w_krsc_);
@@ -1169,7 +1188,8 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
   if (a.graph) {  // channels-last fp32 (tf32 engines), the epilogue after it as for the legacy call
     FT_TRY(a.graph->run(x, cudnn_weights(), y, workspace, stream));
     if (b_dev_ || act_.kind != EpilogueAct::Kind::kNone || act_.residual)
-      FT_TRY(launch_bias_act(y, b_dev_, job_.cout, 1, static_cast<int>(batch_ * job_.oh * job_.ow), act_, stream));
+      FT_TRY(launch_bias_act(y, b_dev_, job_.cout, 1, static_cast<int>(batch_ * job_.oh * job_.ow), act_,
+                             stream));
     return {};
   }
   FT_CUDNN_TRY(cudnnSetStream(handle_, stream));
@@ -1184,8 +1204,8 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
                                        a.workspace, &zero, y_, y));
   // channels-last: channel = offset mod cout, one "image" per pixel (docs/design/faces.md §8.3)
   if (b_dev_ || act_.kind != EpilogueAct::Kind::kNone || act_.residual)
-    FT_TRY(nhwc_ ? launch_bias_act(y, b_dev_, job_.cout, 1, static_cast<int>(batch_ * job_.oh * job_.ow), act_,
-                                   stream)
+    FT_TRY(nhwc_ ? launch_bias_act(y, b_dev_, job_.cout, 1, static_cast<int>(batch_ * job_.oh * job_.ow),
+                                   act_, stream)
                  : launch_bias_act(y, b_dev_, job_.cout, job_.oh * job_.ow, batch_, act_, stream));
   return {};
 }

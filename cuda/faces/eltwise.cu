@@ -27,12 +27,14 @@ __device__ inline float unary_value(UnaryKind k, float x, float lo, float hi, fl
 
 __global__ void unary_kernel(UnaryKind k, float lo, float hi, float alpha, float beta,
                              const float* __restrict__ x, float* __restrict__ y, std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) y[i] = unary_value(k, x[i], lo, hi, alpha, beta);
 }
 
 template <class I>
 __global__ void affine_kernel(const float* __restrict__ x, const float* __restrict__ sc,
                               const float* __restrict__ sh, float* __restrict__ y, I channels, I plane, I n) {
+  pdl_entry();
   FT_FOR_EACH_T(I, i, n) {
     const I c = (i / plane) % channels;
     y[i] = __fadd_rn(__fmul_rn(x[i], sc[c]), sh[c]);  // x·scale + shift, two roundings like the CPU
@@ -47,6 +49,7 @@ __device__ inline float with_bias(float v, const OperandBias& b, I i) {
 template <class I>
 __global__ void prelu_kernel(const float* __restrict__ x, const float* __restrict__ sl, float* __restrict__ y,
                              I channels, I plane, I n, OperandBias bias) {
+  pdl_entry();
   FT_FOR_EACH_T(I, i, n) {
     const float v = with_bias<I>(x[i], bias, i);
     y[i] = v >= 0.0f ? v : __fmul_rn(sl[(i / plane) % channels], v);
@@ -61,6 +64,7 @@ template <class I>
 __global__ void binary_kernel(BinaryKind k, Dims4 g, const float* __restrict__ a, I abs_,
                               const float* __restrict__ b, I bbs, float* __restrict__ y, I per_image, I n,
                               OperandBias a_bias, OperandBias b_bias) {
+  pdl_entry();
   I d[4], as[4], bs[4];
   for (int ax = 0; ax < 4; ++ax)
     d[ax] = static_cast<I>(g.d[ax]), as[ax] = static_cast<I>(g.as[ax]), bs[ax] = static_cast<I>(g.bs[ax]);
@@ -95,6 +99,7 @@ struct Copy4 {
 __global__ void strided_copy_kernel(Copy4 g, std::int64_t offset, const float* __restrict__ x,
                                     std::int64_t xbs, float* __restrict__ y, std::int64_t per_image,
                                     std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t img = i / per_image;
     std::int64_t r = i - img * per_image;
@@ -114,6 +119,7 @@ struct Pad4 {
 
 __global__ void pad_kernel(Pad4 g, float value, const float* __restrict__ x, std::int64_t xbs,
                            float* __restrict__ y, std::int64_t per_image, std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t img = i / per_image;
     std::int64_t r = i - img * per_image;
@@ -133,6 +139,7 @@ __global__ void pad_kernel(Pad4 g, float value, const float* __restrict__ x, std
 __global__ void concat_kernel(std::int64_t part, std::int64_t inner, std::int64_t total, std::int64_t at,
                               const float* __restrict__ x, std::int64_t xbs, float* __restrict__ y,
                               std::int64_t per_image_in, std::int64_t per_image_out, std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t img = i / per_image_in;
     const std::int64_t r = i - img * per_image_in;
@@ -144,6 +151,7 @@ __global__ void concat_kernel(std::int64_t part, std::int64_t inner, std::int64_
 template <class I>
 __global__ void bias_act_kernel(float* __restrict__ y, const float* __restrict__ bias, I channels, I plane,
                                 EpilogueAct e, I n) {
+  pdl_entry();
   const I per_image = channels * plane;
   FT_FOR_EACH_T(I, i, n) {
     float v = y[i];
@@ -155,13 +163,15 @@ __global__ void bias_act_kernel(float* __restrict__ y, const float* __restrict__
 
 __global__ void fill_rows_kernel(float* __restrict__ y, const float* __restrict__ bias, std::int64_t n_cols,
                                  std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) y[i] = bias[i % n_cols];
 }
 
 // Channels-last forms (docs/design/faces.md §8.3): plane 1, C a multiple of 4, four consecutive channels of one
 // pixel per thread as one float4; the per-element arithmetic of the scalar kernels above (the same bits).
-__global__ void bias_act_c4_kernel(float* __restrict__ y, const float* __restrict__ bias, int C, EpilogueAct e,
-                                   int n4) {
+__global__ void bias_act_c4_kernel(float* __restrict__ y, const float* __restrict__ bias, int C,
+                                   EpilogueAct e, int n4) {
+  pdl_entry();
   FT_FOR_EACH_T(int, q, n4) {
     const int i = 4 * q, pix = i / C, c = i - pix * C;
     float4 v = reinterpret_cast<float4*>(y)[q];
@@ -178,17 +188,19 @@ __global__ void bias_act_c4_kernel(float* __restrict__ y, const float* __restric
 
 __global__ void affine_c4_kernel(const float* __restrict__ x, const float* __restrict__ sc,
                                  const float* __restrict__ sh, float* __restrict__ y, int C, int n4) {
+  pdl_entry();
   FT_FOR_EACH_T(int, q, n4) {
     const int c = (4 * q) % C;
     const float4 v = reinterpret_cast<const float4*>(x)[q];
-    reinterpret_cast<float4*>(y)[q] =
-        make_float4(__fadd_rn(__fmul_rn(v.x, sc[c]), sh[c]), __fadd_rn(__fmul_rn(v.y, sc[c + 1]), sh[c + 1]),
-                    __fadd_rn(__fmul_rn(v.z, sc[c + 2]), sh[c + 2]), __fadd_rn(__fmul_rn(v.w, sc[c + 3]), sh[c + 3]));
+    reinterpret_cast<float4*>(y)[q] = make_float4(
+        __fadd_rn(__fmul_rn(v.x, sc[c]), sh[c]), __fadd_rn(__fmul_rn(v.y, sc[c + 1]), sh[c + 1]),
+        __fadd_rn(__fmul_rn(v.z, sc[c + 2]), sh[c + 2]), __fadd_rn(__fmul_rn(v.w, sc[c + 3]), sh[c + 3]));
   }
 }
 
-__global__ void prelu_c4_kernel(const float* __restrict__ x, const float* __restrict__ sl, float* __restrict__ y,
-                                int C, int n4, const float* __restrict__ bias) {
+__global__ void prelu_c4_kernel(const float* __restrict__ x, const float* __restrict__ sl,
+                                float* __restrict__ y, int C, int n4, const float* __restrict__ bias) {
+  pdl_entry();
   FT_FOR_EACH_T(int, q, n4) {
     const int c = (4 * q) % C;
     const float4 v = reinterpret_cast<const float4*>(x)[q];
@@ -203,8 +215,9 @@ __global__ void prelu_c4_kernel(const float* __restrict__ x, const float* __rest
 }
 
 // Per image a [R][S] matrix to [S][R] through 32×32 tiles of shared memory (the layout conversions).
-__global__ void transpose2d_kernel(const float* __restrict__ x, std::int64_t xbs, float* __restrict__ y, int R,
-                                   int S) {
+__global__ void transpose2d_kernel(const float* __restrict__ x, std::int64_t xbs, float* __restrict__ y,
+                                   int R, int S) {
+  pdl_entry();
   __shared__ float t[32][33];
   const float* xi = x + static_cast<std::int64_t>(blockIdx.z) * xbs;
   float* yi = y + static_cast<std::int64_t>(blockIdx.z) * R * S;
@@ -239,7 +252,7 @@ void align4(const D& dims, const S& strides, std::size_t rank, std::int64_t (&d)
 }  // namespace
 
 Status launch_unary(const UnaryOp& u, const float* x, float* y, std::int64_t n, cudaStream_t s) {
-  unary_kernel<<<blocks_for(n), kThreads, 0, s>>>(u.kind, u.lo, u.hi, u.alpha, u.beta, x, y, n);
+  pdl_launch(unary_kernel, blocks_for(n), kThreads, 0, s, u.kind, u.lo, u.hi, u.alpha, u.beta, x, y, n);
   FT_CUDA_LAUNCH_CHECK("unary_kernel", s);
   return {};
 }
@@ -249,16 +262,17 @@ Status launch_channel_affine(const ChannelAffineOp& a, int batch, const float* x
   const std::int64_t n = a.channels * a.plane * batch;
   if (a.plane == 1 && a.channels % 4 == 0 && small_index(n) && aligned16(x) && aligned16(y)) {
     const int n4 = static_cast<int>(n / 4);
-    affine_c4_kernel<<<blocks_for(n4), kThreads, 0, s>>>(x, scale, shift, y, static_cast<int>(a.channels), n4);
+    pdl_launch(affine_c4_kernel, blocks_for(n4), kThreads, 0, s, x, scale, shift, y,
+               static_cast<int>(a.channels), n4);
     FT_CUDA_LAUNCH_CHECK("affine_c4_kernel", s);
     return {};
   }
   if (small_index(n))
-    affine_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, static_cast<int>(a.channels),
-                                                          static_cast<int>(a.plane), static_cast<int>(n));
+    pdl_launch(affine_kernel<int>, blocks_for(n), kThreads, 0, s, x, scale, shift, y,
+               static_cast<int>(a.channels), static_cast<int>(a.plane), static_cast<int>(n));
   else
-    affine_kernel<std::int64_t>
-        <<<blocks_for(n), kThreads, 0, s>>>(x, scale, shift, y, a.channels, a.plane, n);
+    pdl_launch(affine_kernel<std::int64_t>, blocks_for(n), kThreads, 0, s, x, scale, shift, y, a.channels,
+               a.plane, n);
   FT_CUDA_LAUNCH_CHECK("affine_kernel", s);
   return {};
 }
@@ -269,15 +283,17 @@ Status launch_channel_prelu(const ChannelPreluOp& p, int batch, const float* x, 
   const bool bias_c4 = !bias.bias || (bias.plane == 1 && bias.channels == p.channels);
   if (p.plane == 1 && p.channels % 4 == 0 && bias_c4 && small_index(n) && aligned16(x) && aligned16(y)) {
     const int n4 = static_cast<int>(n / 4);
-    prelu_c4_kernel<<<blocks_for(n4), kThreads, 0, s>>>(x, slope, y, static_cast<int>(p.channels), n4, bias.bias);
+    pdl_launch(prelu_c4_kernel, blocks_for(n4), kThreads, 0, s, x, slope, y, static_cast<int>(p.channels), n4,
+               bias.bias);
     FT_CUDA_LAUNCH_CHECK("prelu_c4_kernel", s);
     return {};
   }
   if (small_index(n))
-    prelu_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(
-        x, slope, y, static_cast<int>(p.channels), static_cast<int>(p.plane), static_cast<int>(n), bias);
+    pdl_launch(prelu_kernel<int>, blocks_for(n), kThreads, 0, s, x, slope, y, static_cast<int>(p.channels),
+               static_cast<int>(p.plane), static_cast<int>(n), bias);
   else
-    prelu_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(x, slope, y, p.channels, p.plane, n, bias);
+    pdl_launch(prelu_kernel<std::int64_t>, blocks_for(n), kThreads, 0, s, x, slope, y, p.channels, p.plane, n,
+               bias);
   FT_CUDA_LAUNCH_CHECK("prelu_kernel", s);
   return {};
 }
@@ -299,12 +315,11 @@ Status launch_binary(const BinaryOp& op, int batch, const float* a, std::int64_t
   std::int64_t reach = n + std::max(a_bstride, b_bstride) * batch;
   for (int ax = 0; ax < 4; ++ax) reach += (g.d[ax] + 1) * (std::abs(g.as[ax]) + std::abs(g.bs[ax]));
   if (small_index(reach))
-    binary_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(
-        op.kind, g, a, static_cast<int>(a_bstride), b, static_cast<int>(b_bstride), y, static_cast<int>(per),
-        static_cast<int>(n), a_bias, b_bias);
+    pdl_launch(binary_kernel<int>, blocks_for(n), kThreads, 0, s, op.kind, g, a, static_cast<int>(a_bstride),
+               b, static_cast<int>(b_bstride), y, static_cast<int>(per), static_cast<int>(n), a_bias, b_bias);
   else
-    binary_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(op.kind, g, a, a_bstride, b, b_bstride, y,
-                                                                   per, n, a_bias, b_bias);
+    pdl_launch(binary_kernel<std::int64_t>, blocks_for(n), kThreads, 0, s, op.kind, g, a, a_bstride, b,
+               b_bstride, y, per, n, a_bias, b_bias);
   FT_CUDA_LAUNCH_CHECK("binary_kernel", s);
   return {};
 }
@@ -323,20 +338,23 @@ Status launch_strided_copy(const TransposeOp& op, int batch, const float* x, std
   if (rank == 3 && op.offset == 0 && batch <= 65535) {
     const std::int64_t d0 = op.dims[0], d1 = op.dims[1], d2 = op.dims[2];
     std::int64_t R = 0, S = 0;
-    if (op.strides[0] == d1 && op.strides[1] == 1 && op.strides[2] == d0 * d1) R = d2, S = d0 * d1;  // to NHWC
-    if (op.strides[0] == 1 && op.strides[1] == d2 * d0 && op.strides[2] == d0) R = d1 * d2, S = d0;  // to NCHW
+    if (op.strides[0] == d1 && op.strides[1] == 1 && op.strides[2] == d0 * d1)
+      R = d2, S = d0 * d1;  // to NHWC
+    if (op.strides[0] == 1 && op.strides[1] == d2 * d0 && op.strides[2] == d0)
+      R = d1 * d2, S = d0;  // to NCHW
     if (R > 0 && R < (1 << 30) && S < (1 << 30) && R * S == per) {
       const dim3 grid(static_cast<unsigned>((S + 31) / 32), static_cast<unsigned>((R + 31) / 32),
                       static_cast<unsigned>(batch));
       if (grid.y <= 65535) {
-        transpose2d_kernel<<<grid, dim3(32, 8), 0, s>>>(x, x_bstride, y, static_cast<int>(R), static_cast<int>(S));
+        pdl_launch(transpose2d_kernel, grid, dim3(32, 8), 0, s, x, x_bstride, y, static_cast<int>(R),
+                   static_cast<int>(S));
         FT_CUDA_LAUNCH_CHECK("transpose2d_kernel", s);
         return {};
       }
     }
   }
   const std::int64_t n = per * batch;
-  strided_copy_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, op.offset, x, x_bstride, y, per, n);
+  pdl_launch(strided_copy_kernel, blocks_for(n), kThreads, 0, s, g, op.offset, x, x_bstride, y, per, n);
   FT_CUDA_LAUNCH_CHECK("strided_copy_kernel", s);
   return {};
 }
@@ -354,7 +372,7 @@ Status launch_pad(const PadOp& op, int batch, const float* x, std::int64_t x_bst
   }
   if (per <= 0) return {};
   const std::int64_t n = per * batch;
-  pad_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, op.value, x, x_bstride, y, per, n);
+  pdl_launch(pad_kernel, blocks_for(n), kThreads, 0, s, g, op.value, x, x_bstride, y, per, n);
   FT_CUDA_LAUNCH_CHECK("pad_kernel", s);
   return {};
 }
@@ -365,8 +383,8 @@ Status launch_concat_part(std::int64_t outer, std::int64_t part, std::int64_t in
   const std::int64_t per_in = outer * part * inner, per_out = outer * total * inner;
   if (per_in <= 0) return {};
   const std::int64_t n = per_in * batch;
-  concat_kernel<<<blocks_for(n), kThreads, 0, s>>>(part, inner, total, at, x, x_bstride, y, per_in, per_out,
-                                                   n);
+  pdl_launch(concat_kernel, blocks_for(n), kThreads, 0, s, part, inner, total, at, x, x_bstride, y, per_in,
+             per_out, n);
   FT_CUDA_LAUNCH_CHECK("concat_kernel", s);
   return {};
 }
@@ -376,22 +394,24 @@ Status launch_bias_act(float* y, const float* bias, std::int64_t channels, std::
   const std::int64_t n = channels * plane * batch;
   if (plane == 1 && channels % 4 == 0 && small_index(n) && aligned16(y) && act.residual_bstride == channels) {
     const int n4 = static_cast<int>(n / 4);
-    bias_act_c4_kernel<<<blocks_for(n4), kThreads, 0, s>>>(y, bias, static_cast<int>(channels), act, n4);
+    pdl_launch(bias_act_c4_kernel, blocks_for(n4), kThreads, 0, s, y, bias, static_cast<int>(channels), act,
+               n4);
     FT_CUDA_LAUNCH_CHECK("bias_act_c4_kernel", s);
     return {};
   }
   if (small_index(n) && small_index(act.residual_bstride * batch))
-    bias_act_kernel<int><<<blocks_for(n), kThreads, 0, s>>>(
-        y, bias, static_cast<int>(channels), static_cast<int>(plane), act, static_cast<int>(n));
+    pdl_launch(bias_act_kernel<int>, blocks_for(n), kThreads, 0, s, y, bias, static_cast<int>(channels),
+               static_cast<int>(plane), act, static_cast<int>(n));
   else
-    bias_act_kernel<std::int64_t><<<blocks_for(n), kThreads, 0, s>>>(y, bias, channels, plane, act, n);
+    pdl_launch(bias_act_kernel<std::int64_t>, blocks_for(n), kThreads, 0, s, y, bias, channels, plane, act,
+               n);
   FT_CUDA_LAUNCH_CHECK("bias_act_kernel", s);
   return {};
 }
 
 Status launch_fill_rows(float* y, const float* bias, std::int64_t n, int batch, cudaStream_t s) {
   const std::int64_t total = n * batch;
-  fill_rows_kernel<<<blocks_for(total), kThreads, 0, s>>>(y, bias, n, total);
+  pdl_launch(fill_rows_kernel, blocks_for(total), kThreads, 0, s, y, bias, n, total);
   FT_CUDA_LAUNCH_CHECK("fill_rows_kernel", s);
   return {};
 }

@@ -4,6 +4,7 @@
 #include "faces/heads.cuh"
 
 #include "common/cuda_check.cuh"
+#include "faces/launch.cuh"
 
 #include <algorithm>
 
@@ -27,6 +28,7 @@ std::size_t shared_bytes(int cin, int c) {
 __global__ void __launch_bounds__(kHeadThreads)
     heads_kernel(HeadsJob j, int c_total, int tiles_x, const float* __restrict__ x,
                  const float* __restrict__ p) {
+  pdl_entry();
   extern __shared__ float sm[];
   __shared__ float* s_out[kMaxHeads];
   __shared__ int s_head[kMaxHeadChannels], s_local[kMaxHeadChannels], s_n[kMaxHeadChannels];
@@ -138,7 +140,7 @@ Status launch_heads(const HeadsJob& j, int batch, const float* x, const float* p
   const int c = heads_channels(j);
   const int tiles_x = (j.w + kTileW - 1) / kTileW, tiles_y = (j.h + kTileH - 1) / kTileH;
   const dim3 grid(static_cast<unsigned>(tiles_x * tiles_y), static_cast<unsigned>(batch));
-  heads_kernel<<<grid, kHeadThreads, shared_bytes(j.cin, c), s>>>(j, c, tiles_x, x, packed);
+  pdl_launch(heads_kernel, grid, kHeadThreads, shared_bytes(j.cin, c), s, j, c, tiles_x, x, packed);
   FT_CUDA_LAUNCH_CHECK("heads_kernel", s);
   return {};
 }

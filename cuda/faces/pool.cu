@@ -14,6 +14,7 @@ namespace {
 
 __global__ void maxpool_kernel(MaxPoolOp m, const float* __restrict__ x, float* __restrict__ y,
                                std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t ox = i % m.ow, oy = (i / m.ow) % m.oh,
                        pc = i / (m.ow * m.oh);  // pc: image·channels + c
@@ -40,6 +41,7 @@ __global__ void maxpool_kernel(MaxPoolOp m, const float* __restrict__ x, float* 
 // the same taps in the same order, so the same result.
 template <int K, class I>
 __global__ void maxpool_small_kernel(MaxPoolOp m, const float* __restrict__ x, float* __restrict__ y, I n) {
+  pdl_entry();
   const I h = static_cast<I>(m.h), w = static_cast<I>(m.w), oh = static_cast<I>(m.oh),
           ow = static_cast<I>(m.ow);
   const I kh = K > 0 ? K : static_cast<I>(m.kh), kw = K > 0 ? K : static_cast<I>(m.kw);
@@ -72,6 +74,7 @@ __global__ void maxpool_small_kernel(MaxPoolOp m, const float* __restrict__ x, f
 // two adjacent outputs per thread from one float4 of each input row, the taps in maxpool_kernel's order.
 __global__ void maxpool2x2_x2_kernel(int h, int w, int oh, int ow, const float* __restrict__ x,
                                      float* __restrict__ y, int n) {
+  pdl_entry();
   const int ow2 = ow / 2;
   FT_FOR_EACH_T(int, i, n) {
     const int q = i / ow2, ox0 = (i - q * ow2) * 2;
@@ -89,6 +92,7 @@ __global__ void maxpool2x2_x2_kernel(int h, int w, int oh, int ow, const float* 
 
 __global__ void avgpool_kernel(AvgPoolOp a, const float* __restrict__ x, float* __restrict__ y,
                                std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t ox = i % a.ow, oy = (i / a.ow) % a.oh, pc = i / (a.ow * a.oh);
     const float* in = x + pc * a.h * a.w;
@@ -115,6 +119,7 @@ constexpr int kReduceThreads = 256;
 
 __global__ void global_average_kernel(const float* __restrict__ x, float* __restrict__ y,
                                       std::int64_t plane) {
+  pdl_entry();
   __shared__ double part[kReduceThreads];
   const float* in = x + static_cast<std::int64_t>(blockIdx.x) * plane;
   double s = 0.0;
@@ -130,6 +135,7 @@ __global__ void global_average_kernel(const float* __restrict__ x, float* __rest
 
 __global__ void reduce_mean_kernel(ReduceMeanOp r, const float* __restrict__ x, float* __restrict__ y,
                                    std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t in_i = i % r.inner, o = i / r.inner;  // o: image·outer + outer index
     const float* p = x + o * r.len * r.inner + in_i;
@@ -141,6 +147,7 @@ __global__ void reduce_mean_kernel(ReduceMeanOp r, const float* __restrict__ x, 
 
 __global__ void softmax_kernel(SoftmaxOp m, const float* __restrict__ x, float* __restrict__ y,
                                std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t in_i = i % m.inner, o = i / m.inner;
     const std::int64_t base = o * m.axis * m.inner + in_i;
@@ -167,24 +174,23 @@ Status launch_maxpool(const MaxPoolOp& m, int batch, const float* x, float* y, c
   if (m.kh == 2 && m.kw == 2 && m.sh == 2 && m.sw == 2 && m.pt == 0 && m.pl == 0 && m.w % 4 == 0 &&
       m.oh * 2 == m.h && m.ow * 2 == m.w && aligned && small_index(m.channels * m.h * m.w * batch)) {
     const int half = static_cast<int>(n / 2);
-    maxpool2x2_x2_kernel<<<blocks_for(half), kThreads, 0, s>>>(static_cast<int>(m.h), static_cast<int>(m.w),
-                                                               static_cast<int>(m.oh), static_cast<int>(m.ow),
-                                                               x, y, half);
+    pdl_launch(maxpool2x2_x2_kernel, blocks_for(half), kThreads, 0, s, static_cast<int>(m.h),
+               static_cast<int>(m.w), static_cast<int>(m.oh), static_cast<int>(m.ow), x, y, half);
     FT_CUDA_LAUNCH_CHECK("maxpool2x2_x2_kernel", s);
     return {};
   }
   if (small_index(std::max(n, m.channels * m.h * m.w * batch))) {
     const int n32 = static_cast<int>(n);
     if (m.kh == 2 && m.kw == 2)
-      maxpool_small_kernel<2, int><<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n32);
+      pdl_launch(maxpool_small_kernel<2, int>, blocks_for(n), kThreads, 0, s, m, x, y, n32);
     else if (m.kh == 3 && m.kw == 3)
-      maxpool_small_kernel<3, int><<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n32);
+      pdl_launch(maxpool_small_kernel<3, int>, blocks_for(n), kThreads, 0, s, m, x, y, n32);
     else
-      maxpool_small_kernel<0, int><<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n32);
+      pdl_launch(maxpool_small_kernel<0, int>, blocks_for(n), kThreads, 0, s, m, x, y, n32);
     FT_CUDA_LAUNCH_CHECK("maxpool_small_kernel", s);
     return {};
   }
-  maxpool_kernel<<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n);
+  pdl_launch(maxpool_kernel, blocks_for(n), kThreads, 0, s, m, x, y, n);
   FT_CUDA_LAUNCH_CHECK("maxpool_kernel", s);
   return {};
 }
@@ -192,7 +198,7 @@ Status launch_maxpool(const MaxPoolOp& m, int batch, const float* x, float* y, c
 Status launch_avgpool(const AvgPoolOp& a, int batch, const float* x, float* y, cudaStream_t s) {
   const std::int64_t n = a.channels * a.oh * a.ow * batch;
   if (n <= 0) return {};
-  avgpool_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, x, y, n);
+  pdl_launch(avgpool_kernel, blocks_for(n), kThreads, 0, s, a, x, y, n);
   FT_CUDA_LAUNCH_CHECK("avgpool_kernel", s);
   return {};
 }
@@ -201,7 +207,7 @@ Status launch_global_average(const GlobalAverageOp& g, int batch, const float* x
   const std::int64_t rows = g.channels * batch;
   if (rows <= 0) return {};
   if (rows > 0x7fffffff) return Status(Code::kDeclined, "GlobalAverage over more than 2^31 planes");
-  global_average_kernel<<<static_cast<unsigned>(rows), kReduceThreads, 0, s>>>(x, y, g.plane);
+  pdl_launch(global_average_kernel, static_cast<unsigned>(rows), kReduceThreads, 0, s, x, y, g.plane);
   FT_CUDA_LAUNCH_CHECK("global_average_kernel", s);
   return {};
 }
@@ -209,7 +215,7 @@ Status launch_global_average(const GlobalAverageOp& g, int batch, const float* x
 Status launch_reduce_mean(const ReduceMeanOp& r, int batch, const float* x, float* y, cudaStream_t s) {
   const std::int64_t n = r.outer * r.inner * batch;
   if (n <= 0) return {};
-  reduce_mean_kernel<<<blocks_for(n), kThreads, 0, s>>>(r, x, y, n);
+  pdl_launch(reduce_mean_kernel, blocks_for(n), kThreads, 0, s, r, x, y, n);
   FT_CUDA_LAUNCH_CHECK("reduce_mean_kernel", s);
   return {};
 }
@@ -217,7 +223,7 @@ Status launch_reduce_mean(const ReduceMeanOp& r, int batch, const float* x, floa
 Status launch_softmax(const SoftmaxOp& m, int batch, const float* x, float* y, cudaStream_t s) {
   const std::int64_t n = m.outer * m.inner * batch;
   if (n <= 0 || m.axis <= 0) return {};
-  softmax_kernel<<<blocks_for(n), kThreads, 0, s>>>(m, x, y, n);
+  pdl_launch(softmax_kernel, blocks_for(n), kThreads, 0, s, m, x, y, n);
   FT_CUDA_LAUNCH_CHECK("softmax_kernel", s);
   return {};
 }

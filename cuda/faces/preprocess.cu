@@ -3,8 +3,10 @@
 /// letterboxed (the CPU's letterbox_bgr, bit for bit) or zero-padded at native size. The launchers of
 /// cuda/faces/prepost_launch.h; arguments are checked by cuda/faces/yunet_gpu.cpp.
 #include <algorithm>
+#include <cmath>
 
 #include "common/cuda_check.cuh"
+#include "faces/launch.cuh"
 #include "faces/preprocess.cuh"
 #include "faces/prepost_launch.h"
 
@@ -19,6 +21,7 @@ constexpr int kBlock = 256;
 // pure functions of their inputs, so recomputing them per output gives the same bits). Reads: the frame's bytes
 // (global, through L1); writes: out, coalesced per plane. Deterministic.
 __global__ void letterbox_kernel(PrepTable table, int n, float* out, ImageGeom* geom) {
+  pdl_entry();
   const PrepFrame& f = table.frame[blockIdx.y];
   const std::size_t plane = static_cast<std::size_t>(n) * n;
   const std::size_t pix = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -45,8 +48,65 @@ __global__ void letterbox_kernel(PrepTable table, int n, float* out, ImageGeom* 
   o[0] = s2, o[plane] = s1, o[2 * plane] = s0;  // B, G, R
 }
 
+// The tiled letterbox: block ↔ a kTileW×kTileH tile of one frame's n×n plane (blockIdx.z: frame of the table),
+// thread ↔ one output pixel. The tile's column and row taps are worked out once per block into shared memory by
+// the first kTileW + kTileH threads (the same for_each_tap calls, so the same (source, weight) pairs in the same
+// order), instead of once per output pixel and row tap as letterbox_kernel does: the taps' double arithmetic
+// was most of that kernel's time. Sums as letterbox_kernel, so the same bits. Needs at most kMaxTaps taps per
+// axis (launch_letterbox checks; frames with larger ratios take letterbox_kernel).
+constexpr int kTileW = 32, kTileH = 8, kMaxTaps = 16;
+
+__global__ void __launch_bounds__(kTileW* kTileH)
+    letterbox_tiled_kernel(PrepTable table, int n, float* out, ImageGeom* geom) {
+  pdl_entry();
+  __shared__ int col_src[kTileW][kMaxTaps], row_src[kTileH][kMaxTaps];
+  __shared__ float col_w[kTileW][kMaxTaps], row_w[kTileH][kMaxTaps];
+  __shared__ int col_n[kTileW], row_n[kTileH];
+  const PrepFrame& f = table.frame[blockIdx.z];
+  const int x0 = static_cast<int>(blockIdx.x) * kTileW, y0 = static_cast<int>(blockIdx.y) * kTileH;
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0 && blockIdx.x == 0 && blockIdx.y == 0)
+    geom[f.out_index] = ImageGeom{f.scale, f.width, f.height, 0};
+  if (t < kTileW) {
+    int c = 0;
+    if (x0 + t < f.placed_w)
+      for_each_tap(x0 + t, f.width, f.rx, [&](int s, float w) { col_src[t][c] = s, col_w[t][c] = w, ++c; });
+    col_n[t] = c;
+  } else if (t < kTileW + kTileH) {
+    const int r = t - kTileW;
+    int c = 0;
+    if (y0 + r < f.placed_h)
+      for_each_tap(y0 + r, f.height, f.ry, [&](int s, float w) { row_src[r][c] = s, row_w[r][c] = w, ++c; });
+    row_n[r] = c;
+  }
+  __syncthreads();
+  const int tx = t % kTileW, ty = t / kTileW, x = x0 + tx, y = y0 + ty;
+  if (x >= n || y >= n) return;
+  const std::size_t plane = static_cast<std::size_t>(n) * n, pix = static_cast<std::size_t>(y) * n + x;
+  float* o = out + static_cast<std::size_t>(f.out_index) * 3 * plane + pix;
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+  const int nc = col_n[tx], nr = row_n[ty];  // 0 outside the placed image: the zero border
+  for (int a = 0; a < nr; ++a) {
+    const std::uint8_t* row = f.rgb + static_cast<std::size_t>(row_src[ty][a]) * f.width * 3;
+    float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
+    for (int b = 0; b < nc; ++b) {
+      const std::uint8_t* p = row + static_cast<std::size_t>(col_src[tx][b]) * 3;
+      const float wx = col_w[tx][b];
+      h0 = __fadd_rn(h0, __fmul_rn(wx, static_cast<float>(p[0])));
+      h1 = __fadd_rn(h1, __fmul_rn(wx, static_cast<float>(p[1])));
+      h2 = __fadd_rn(h2, __fmul_rn(wx, static_cast<float>(p[2])));
+    }
+    const float wy = row_w[ty][a];
+    s0 = __fadd_rn(s0, __fmul_rn(wy, h0));
+    s1 = __fadd_rn(s1, __fmul_rn(wy, h1));
+    s2 = __fadd_rn(s2, __fmul_rn(wy, h2));
+  }
+  o[0] = s2, o[plane] = s1, o[2 * plane] = s0;  // B, G, R
+}
+
 // Thread ↔ output pixel (x, y) of one frame's out_w×out_h plane: the source pixel as float, or 0 outside it.
 __global__ void pad_native_kernel(PrepTable table, int out_w, int out_h, float* out, ImageGeom* geom) {
+  pdl_entry();
   const PrepFrame& f = table.frame[blockIdx.y];
   const std::size_t plane = static_cast<std::size_t>(out_w) * out_h;
   const std::size_t pix = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -83,8 +143,20 @@ Status launch_letterbox(const LetterboxFrame* frames, int count, int n, float* d
                              f.scale,
                              first + j};
     }
+    // Taps per axis: at most ceil(r) + 1 when shrinking by r, 2 when enlarging.
+    bool tiled = true;
+    for (int j = 0; j < t.frames; ++j)
+      tiled = tiled && std::ceil(std::max(t.frame[j].rx, t.frame[j].ry)) + 1.0 <= kMaxTaps;
+    if (tiled) {
+      const unsigned tiles = static_cast<unsigned>((n + kTileW - 1) / kTileW);
+      const dim3 grid(tiles, static_cast<unsigned>((n + kTileH - 1) / kTileH),
+                      static_cast<unsigned>(t.frames));
+      pdl_launch(letterbox_tiled_kernel, grid, kTileW * kTileH, 0, stream, t, n, d_out, d_geom);
+      FT_CUDA_LAUNCH_CHECK("letterbox_tiled_kernel", stream);
+      continue;
+    }
     const dim3 grid(static_cast<unsigned>((plane + kBlock - 1) / kBlock), static_cast<unsigned>(t.frames));
-    letterbox_kernel<<<grid, kBlock, 0, stream>>>(t, n, d_out, d_geom);
+    pdl_launch(letterbox_kernel, grid, kBlock, 0, stream, t, n, d_out, d_geom);
     FT_CUDA_LAUNCH_CHECK("letterbox_kernel", stream);
   }
   return {};
@@ -101,7 +173,7 @@ Status launch_pad_native(const FrameDesc* frames, int count, int out_width, int 
       t.frame[j] = PrepFrame{f.rgb, f.width, f.height, f.width, f.height, 1.0, 1.0, 1.0f, first + j};
     }
     const dim3 grid(static_cast<unsigned>((plane + kBlock - 1) / kBlock), static_cast<unsigned>(t.frames));
-    pad_native_kernel<<<grid, kBlock, 0, stream>>>(t, out_width, out_height, d_out, d_geom);
+    pdl_launch(pad_native_kernel, grid, kBlock, 0, stream, t, out_width, out_height, d_out, d_geom);
     FT_CUDA_LAUNCH_CHECK("pad_native_kernel", stream);
   }
   return {};

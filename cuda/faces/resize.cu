@@ -39,6 +39,7 @@ __device__ inline float clampf(float v, float lo, float hi) { return fminf(fmaxf
 
 __global__ void resize_kernel(ResizeOp r, float sy, float sx, const float* __restrict__ x,
                               float* __restrict__ y, std::int64_t n) {
+  pdl_entry();
   FT_FOR_EACH(i, n) {
     const std::int64_t ox = i % r.ow, oy = (i / r.ow) % r.oh, pc = i / (r.ow * r.oh);
     const float* in = x + pc * r.h * r.w;
@@ -71,6 +72,7 @@ __global__ void resize_kernel(ResizeOp r, float sy, float sx, const float* __res
 __global__ void resize_binary_kernel(ResizeOp r, BinaryKind k, int side, const float* __restrict__ x,
                                      const float* __restrict__ o, std::int64_t obs, float* __restrict__ y,
                                      std::int64_t per_image, std::int64_t n) {
+  pdl_entry();
   const std::int64_t oh = r.h * r.sy, ow = r.w * r.sx;
   FT_FOR_EACH(i, n) {
     const std::int64_t ox = i % ow, oy = (i / ow) % oh, pc = i / (ow * oh);
@@ -96,7 +98,7 @@ Status launch_resize(const ResizeOp& r, int batch, const float* x, float* y, cud
   if (n <= 0) return {};
   const float sy = r.scale_y > 0.0f ? r.scale_y : static_cast<float>(r.oh) / static_cast<float>(r.h);
   const float sx = r.scale_x > 0.0f ? r.scale_x : static_cast<float>(r.ow) / static_cast<float>(r.w);
-  resize_kernel<<<blocks_for(n), kThreads, 0, s>>>(r, sy, sx, x, y, n);
+  pdl_launch(resize_kernel, blocks_for(n), kThreads, 0, s, r, sy, sx, x, y, n);
   FT_CUDA_LAUNCH_CHECK("resize_kernel", s);
   return {};
 }
@@ -107,7 +109,7 @@ Status launch_resize_binary(const ResizeOp& r, BinaryKind kind, int side, int ba
   const std::int64_t per = r.channels * r.h * r.sy * r.w * r.sx;
   const std::int64_t n = per * batch;
   if (n <= 0) return {};
-  resize_binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(r, kind, side, x, o, o_bstride, y, per, n);
+  pdl_launch(resize_binary_kernel, blocks_for(n), kThreads, 0, s, r, kind, side, x, o, o_bstride, y, per, n);
   FT_CUDA_LAUNCH_CHECK("resize_binary_kernel", s);
   return {};
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common/cuda_check.cuh"
+#include "faces/launch.cuh"
 #include "faces/yunet_post.cuh"
 
 namespace facetrace::faces::gpu {
@@ -55,6 +56,7 @@ struct ScorePasses {
 
 // Thread ↔ selected candidate j: its sort key (PostParams docs in yunet_post.cuh).
 __global__ void make_keys_kernel(PostParams p, const std::uint32_t* ids, int count, std::uint64_t* keys) {
+  pdl_entry();
   const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (j >= count) return;
   const std::uint32_t id = ids[j];
@@ -69,6 +71,7 @@ __global__ void make_keys_kernel(PostParams p, const std::uint32_t* ids, int cou
 
 // Thread ↔ image b (and one more thread for the end): the first sorted candidate of image b (binary search).
 __global__ void segments_kernel(const std::uint64_t* keys, int count, int batch, int* starts) {
+  pdl_entry();
   const int b = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b > batch) return;
   const std::uint64_t want = static_cast<std::uint64_t>(b) << kKeyImageShift;
@@ -93,6 +96,7 @@ __device__ __forceinline__ float clip01(float v) { return clamp_as_std(isfinite(
 // Deterministic: the candidate order is the sort's, and each test is the CPU's arithmetic.
 __global__ void nms_kernel(PostParams p, const std::uint32_t* ids, const int* starts, const ImageGeom* geom,
                            float iou_max, int max_faces, DetectionsOut out) {
+  pdl_entry();
   extern __shared__ float4 kept[];
   const int b = static_cast<int>(blockIdx.x);
   const int first = starts[b];
@@ -140,18 +144,29 @@ __global__ void nms_kernel(PostParams p, const std::uint32_t* ids, const int* st
   if (threadIdx.x == 0) out.counts[b] = nkept;
 }
 
+constexpr int kOneKernelThreads = 1024;
+
 // The one-kernel form (docs/design/faces.md §5 "one kernel per batch"): block ↔ image b. The cells that pass the
 // score filter append their sort key (the key without the image: every key of the block is the same image's) to
 // shared memory, the keys are sorted there (bitonic, over the next power of two of their count, padded with
-// ~0), and the first min(count, 4000) run through nms_kernel's greedy NMS. The keys are unique, so the order is
-// the sort's whatever order they were appended in, and every test is nms_kernel's: the same detections. No host
+// ~0), and the first min(count, 4000) run through nms_kernel's greedy NMS: in chunks of kOneKernelThreads, each
+// thread decodes one candidate's clipped box into shared memory (in parallel: the global reads of the outputs
+// are most of a candidate's cost), then warp 0 walks the chunk in order, its lanes testing the kept boxes,
+// with warp votes instead of block barriers. The keys are unique, so the order is the sort's whatever order
+// they were appended in, and every value and test is nms_kernel's: the same detections. No host
 // synchronisation (the thrust path reads the candidate count back).
-__global__ void post_one_kernel(PostParams p, const ImageGeom* geom, float iou_max, int max_faces, int keep_cap,
-                                int key_cap, DetectionsOut out) {
+// Dynamic shared memory: kept[keep_cap] float4 | box[kOneKernelThreads] float4 | keys[key_cap] u64 |
+// cell[kOneKernelThreads] int (post_one_shared_bytes).
+__global__ void __launch_bounds__(kOneKernelThreads)
+    post_one_kernel(PostParams p, const ImageGeom* geom, float iou_max, int max_faces, int keep_cap,
+                    int key_cap, DetectionsOut out) {
+  pdl_entry();
   extern __shared__ float4 smem[];
   float4* kept = smem;
-  auto* keys = reinterpret_cast<std::uint64_t*>(kept + keep_cap);
-  __shared__ int count;
+  float4* box = kept + keep_cap;
+  auto* keys = reinterpret_cast<std::uint64_t*>(box + kOneKernelThreads);
+  auto* cell = reinterpret_cast<int*>(keys + key_cap);
+  __shared__ int count, kept_count;
   const int b = static_cast<int>(blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   if (tid == 0) count = 0;
@@ -159,7 +174,7 @@ __global__ void post_one_kernel(PostParams p, const ImageGeom* geom, float iou_m
   for (int g = tid; g < p.total; g += nt) {
     const int s = stride_of(p, g);
     const float score = cell_score(p, b, s, g - p.first[s]);
-    if (isnan(score) || score < p.thr) continue;  // ScorePasses
+    if (isnan(score) || score < p.thr) continue;                             // ScorePasses
     const std::uint32_t bits = score == 0.0f ? 0u : __float_as_uint(score);  // make_keys_kernel's key
     keys[atomicAdd(&count, 1)] =
         (static_cast<std::uint64_t>(kScoreOne - bits) << kKeyCellBits) | static_cast<std::uint64_t>(g);
@@ -184,51 +199,77 @@ __global__ void post_one_kernel(PostParams p, const ImageGeom* geom, float iou_m
   const int n = min(n_all, kMaxCandidates);
   const ImageGeom gm = geom[b];
   const float fw = static_cast<float>(gm.width), fh = static_cast<float>(gm.height);
-  int nkept = 0;
-  for (int j = 0; j < n; ++j) {
-    if (nkept >= max_faces) break;
-    const int g = static_cast<int>(keys[j] & ((std::uint64_t{1} << kKeyCellBits) - 1));
-    const int s = stride_of(p, g);
-    Candidate c;
-    decode_cell(p, b, s, g - p.first[s], gm.scale, fw, fh, false, c);
-    const float x0 = clip01(c.box[0]), y0 = clip01(c.box[1]), x1 = clip01(c.box[2]), y1 = clip01(c.box[3]);
-    const float w = __fsub_rn(x1, x0), h = __fsub_rn(y1, y0);
-    if (w <= 1e-4f || h <= 1e-4f) continue;
-    bool drop = false;
-    for (int k = tid; k < nkept && !drop; k += nt) {
-      const float4 kb = kept[k];
-      const float ix = __fsub_rn(kb.z < x1 ? kb.z : x1, x0 < kb.x ? kb.x : x0);
-      const float iy = __fsub_rn(kb.w < y1 ? kb.w : y1, y0 < kb.y ? kb.y : y0);
-      if (ix <= 0 || iy <= 0) continue;
-      const float inter = __fmul_rn(ix, iy);
-      const float uni = __fsub_rn(
-          __fadd_rn(__fmul_rn(w, h), __fmul_rn(__fsub_rn(kb.z, kb.x), __fsub_rn(kb.w, kb.y))), inter);
-      if (__fdiv_rn(inter, uni) > iou_max) drop = true;
+  int nkept = 0;  // warp 0's count; every thread's after each chunk
+  for (int j0 = 0; j0 < n && nkept < max_faces; j0 += nt) {
+    if (const int j = j0 + tid; j < n) {  // this thread's candidate of the chunk: its clipped box, or skipped
+      const int g = static_cast<int>(keys[j] & ((std::uint64_t{1} << kKeyCellBits) - 1));
+      const int s = stride_of(p, g);
+      Candidate c;
+      decode_cell(p, b, s, g - p.first[s], gm.scale, fw, fh, false, c);
+      const float x0 = clip01(c.box[0]), y0 = clip01(c.box[1]), x1 = clip01(c.box[2]), y1 = clip01(c.box[3]);
+      const bool tiny = __fsub_rn(x1, x0) <= 1e-4f || __fsub_rn(y1, y0) <= 1e-4f;
+      box[tid] = make_float4(x0, y0, x1, y1);
+      cell[tid] = tiny ? -1 : g;
     }
-    if (__syncthreads_or(drop)) continue;
-    if (tid == 0) {
-      kept[nkept] = make_float4(x0, y0, x1, y1);
-      decode_cell(p, b, s, g - p.first[s], gm.scale, fw, fh, true, c);
-      GpuDetection& d = out.records[static_cast<std::size_t>(b) * out.capacity + nkept];
-      d.x0 = __fmul_rn(x0, fw), d.y0 = __fmul_rn(y0, fh), d.x1 = __fmul_rn(x1, fw), d.y1 = __fmul_rn(y1, fh);
-      d.score = cell_score(p, b, s, g - p.first[s]);
-      for (int m = 0; m < 5; ++m) {
-        d.landmarks[2 * m] = __fmul_rn(c.lm[2 * m], fw);
-        d.landmarks[2 * m + 1] = __fmul_rn(c.lm[2 * m + 1], fh);
-      }
-    }
-    ++nkept;
     __syncthreads();
+    if (tid < 32) {
+      const int m = min(nt, n - j0);
+      for (int j = 0; j < m && nkept < max_faces; ++j) {
+        const int g = cell[j];
+        if (g < 0) continue;
+        const float4 bx = box[j];
+        const float x0 = bx.x, y0 = bx.y, x1 = bx.z, y1 = bx.w;
+        const float w = __fsub_rn(x1, x0), h = __fsub_rn(y1, y0);
+        bool drop = false;
+        for (int k = tid; k < nkept && !drop; k += 32) {
+          const float4 kb = kept[k];
+          const float ix = __fsub_rn(kb.z < x1 ? kb.z : x1, x0 < kb.x ? kb.x : x0);
+          const float iy = __fsub_rn(kb.w < y1 ? kb.w : y1, y0 < kb.y ? kb.y : y0);
+          if (ix <= 0 || iy <= 0) continue;
+          const float inter = __fmul_rn(ix, iy);
+          const float uni = __fsub_rn(
+              __fadd_rn(__fmul_rn(w, h), __fmul_rn(__fsub_rn(kb.z, kb.x), __fsub_rn(kb.w, kb.y))), inter);
+          if (__fdiv_rn(inter, uni) > iou_max) drop = true;
+        }
+        if (__any_sync(0xffffffffu, drop)) continue;
+        if (tid == 0) {
+          kept[nkept] = bx;
+          const int s = stride_of(p, g);
+          Candidate c;
+          decode_cell(p, b, s, g - p.first[s], gm.scale, fw, fh, true, c);
+          GpuDetection& d = out.records[static_cast<std::size_t>(b) * out.capacity + nkept];
+          d.x0 = __fmul_rn(x0, fw), d.y0 = __fmul_rn(y0, fh), d.x1 = __fmul_rn(x1, fw),
+          d.y1 = __fmul_rn(y1, fh);
+          d.score = cell_score(p, b, s, g - p.first[s]);
+          for (int q = 0; q < 5; ++q) {
+            d.landmarks[2 * q] = __fmul_rn(c.lm[2 * q], fw);
+            d.landmarks[2 * q + 1] = __fmul_rn(c.lm[2 * q + 1], fh);
+          }
+        }
+        ++nkept;
+        __syncwarp();  // lane 0's kept[] entry before the lanes read it
+      }
+      if (tid == 0) kept_count = nkept;
+    }
+    __syncthreads();
+    nkept = kept_count;
+    __syncthreads();  // box[] and cell[] are rewritten by the next chunk
   }
   if (tid == 0) out.counts[b] = nkept;
-  static_cast<void>(key_cap);
 }
 
-constexpr int kOneKernelThreads = 1024;
+// Dynamic shared bytes of post_one_kernel (its layout above).
+std::size_t post_one_shared_bytes(int keep_cap, int key_cap) {
+  return static_cast<std::size_t>(keep_cap + kOneKernelThreads) * sizeof(float4) +
+         static_cast<std::size_t>(key_cap) * sizeof(std::uint64_t) +
+         static_cast<std::size_t>(kOneKernelThreads) * sizeof(int);
+}
+
 constexpr std::size_t kOneKernelShared = 200 * 1024;  // of the 227 KB a block may take on sm_90
 
 // Thread ↔ element: y = decode_expf(x).
 __global__ void decode_expf_kernel(const float* x, float* y, std::uint64_t count) {
+  pdl_entry();
   const std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) y[i] = decode_expf(x[i]);
 }
@@ -275,15 +316,15 @@ Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, cons
   {  // the one-kernel form when every cell's key fits in shared memory beside the kept boxes
     int key_cap = 1;
     while (key_cap < p.total) key_cap *= 2;
-    const std::size_t shared = static_cast<std::size_t>(keep_cap) * sizeof(float4) +
-                               static_cast<std::size_t>(key_cap) * sizeof(std::uint64_t);
+    const std::size_t shared = post_one_shared_bytes(keep_cap, key_cap);
     int optin = 0;
     FT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-    if (options.one_kernel && shared <= kOneKernelShared && shared + 1024 <= static_cast<std::size_t>(optin)) {
+    if (options.one_kernel && shared <= kOneKernelShared &&
+        shared + 1024 <= static_cast<std::size_t>(optin)) {
       FT_CUDA_TRY(cudaFuncSetAttribute(post_one_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(shared)));
-      post_one_kernel<<<layout.batch, kOneKernelThreads, shared, stream>>>(
-          p, d_geom, options.nms_iou, options.max_faces, keep_cap, key_cap, out);
+      pdl_launch(post_one_kernel, layout.batch, kOneKernelThreads, shared, stream, p, d_geom, options.nms_iou,
+                 options.max_faces, keep_cap, key_cap, out);
       FT_CUDA_LAUNCH_CHECK("post_one_kernel", stream);
       return {};
     }
@@ -312,7 +353,7 @@ Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, cons
                                      ids, ScorePasses{p});
     count = static_cast<int>(end - ids);
     if (count > 0) {
-      make_keys_kernel<<<(count + 255) / 256, 256, 0, stream>>>(p, ids, count, keys);
+      pdl_launch(make_keys_kernel, (count + 255) / 256, 256, 0, stream, p, ids, count, keys);
       FT_CUDA_LAUNCH_CHECK("make_keys_kernel", stream);
       thrust::sort_by_key(policy, keys, keys + count, ids);
     }
@@ -322,13 +363,14 @@ Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, cons
     return Status(Code::kOutOfMemory, "yunet post: Thrust's temporaries exceed the " +
                                           std::to_string(scratch.bytes) + "-byte scratch");
   }
-  segments_kernel<<<(layout.batch + 1 + 255) / 256, 256, 0, stream>>>(keys, count, layout.batch, starts);
+  pdl_launch(segments_kernel, (layout.batch + 1 + 255) / 256, 256, 0, stream, keys, count, layout.batch,
+             starts);
   FT_CUDA_LAUNCH_CHECK("segments_kernel", stream);
   const std::size_t shared = static_cast<std::size_t>(keep_cap) * sizeof(float4);
   FT_CUDA_TRY(cudaFuncSetAttribute(nms_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(shared)));
-  nms_kernel<<<layout.batch, kNmsBlock, shared, stream>>>(p, ids, starts, d_geom, options.nms_iou,
-                                                          options.max_faces, out);
+  pdl_launch(nms_kernel, layout.batch, kNmsBlock, shared, stream, p, ids, starts, d_geom, options.nms_iou,
+             options.max_faces, out);
   FT_CUDA_LAUNCH_CHECK("nms_kernel", stream);
   return {};
 }
@@ -336,7 +378,7 @@ Status launch_yunet_post(const float* d_outputs, const YunetLayout& layout, cons
 Status decode_expf_device(const float* d_x, float* d_y, std::uint64_t count, CUstream_st* stream) {
   if (count == 0) return {};
   if (d_x == nullptr || d_y == nullptr) return invalid_argument("decode_expf_device: null buffer");
-  decode_expf_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream>>>(d_x, d_y, count);
+  pdl_launch(decode_expf_kernel, static_cast<unsigned>((count + 255) / 256), 256, 0, stream, d_x, d_y, count);
   FT_CUDA_LAUNCH_CHECK("decode_expf_kernel", stream);
   return {};
 }
