@@ -49,13 +49,14 @@ __device__ __forceinline__ void pdl_entry() {
 #endif
 }
 
-/// True when face kernels are launched with programmatic dependent launch on the current device: compute
-/// capability 9.0 or newer, unless FACETRACE_FACES_PDL=0 (the A/B switch of benchmarks/NOTES.md). The
-/// capability is read once per device.
+/// True when face kernels are launched with programmatic dependent launch on the current device:
+/// FACETRACE_FACES_PDL=1 and compute capability 9.0 or newer. Off by default: on the H200 it made YuNet's
+/// batch-1 graph 30 µs slower (0.388 against 0.360 ms) and changed nothing at batch 64 and 256
+/// (benchmarks/NOTES.md, issue 11 session 5). The capability is read once per device.
 inline bool pdl_enabled() {
   static const bool allowed = [] {
     const char* e = std::getenv("FACETRACE_FACES_PDL");
-    return !(e != nullptr && e[0] == '0' && e[1] == '\0');
+    return e != nullptr && e[0] == '1' && e[1] == '\0';
   }();
   if (!allowed) return false;
   static std::array<std::atomic<int>, 64> major{};  // 0: not read yet; else capability major + 1
