@@ -893,6 +893,14 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
                         (act.kind == EpilogueAct::Kind::kClip && act.lo == 0.0f && std::isfinite(act.hi)));
   // the bf16 form: cuDNN's NHWC tensor-core kernels want channel counts of a multiple of 8
   const bool bf16_ok = setup.bf16 && cudnn_ok_ && job.groups == 1 && job.cin % 8 == 0 && job.cout % 8 == 0;
+  if (!known && setup.carried && !setup.tf32 && !nhwc_) {
+    if (auto c = carried_algo(*setup.carried, setup, fusable, probe, stream)) {
+      algo_ = std::move(*c);
+      carried_ = true;
+      if (!algo_.own) FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, algo_.math));
+      return {};
+    }
+  }
   if (known) {
     algo_ = *known;
     if (nhwc_ && !algo_.bf16) FT_TRY(make_krsc(stream));
@@ -1208,6 +1216,76 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
                                    act_, stream)
                  : launch_bias_act(y, b_dev_, job_.cout, job_.oh * job_.ow, batch_, act_, stream));
   return {};
+}
+
+ConvChoice GpuConv::choice() const {
+  ConvChoice c;
+  c.own = algo_.own ? 1 : 0;
+  c.pipelined = algo_.pipelined ? 1 : 0;
+  c.fused = algo_.fused ? 1 : 0;
+  c.splits = static_cast<std::int16_t>(algo_.splits);
+  c.tile_m = static_cast<std::int16_t>(algo_.tile_m);
+  c.algo = static_cast<std::int32_t>(algo_.algo);
+  c.math = static_cast<std::int32_t>(algo_.math);
+  return c;
+}
+
+std::optional<ConvAlgo> GpuConv::carried_algo(const ConvChoice& c, const ConvSetup& setup, bool fusable,
+                                              const ConvProbe& probe, cudaStream_t stream) {
+  const std::int64_t cin_g = job_.cin / job_.groups, cout_g = job_.cout / job_.groups;
+  ConvAlgo a;
+  if (c.own != 0) {  // the candidate rules of setup's search
+    a.own = true;
+    if (c.splits == 0) {
+      if (cudnn_ok_ && cin_g != 1 && cout_g >= 8) return std::nullopt;
+      a.kernel = own_conv_kernel(job_);
+    } else if (c.splits == -1) {
+      if (!dw3x3_x4_fits(job_, batch_)) return std::nullopt;
+      a.kernel = "own:depthwise3x3x4";
+    } else if (c.splits == -2) {
+      if (!allco3x3_fits(job_, batch_)) return std::nullopt;
+      a.kernel = "own:allco3x3";
+    } else if (c.splits >= 1) {
+      const int tm = c.tile_m;
+      if (!igemm_fits(job_, batch_) || job_.cout * job_.oh * job_.ow * batch_ > (std::int64_t{1} << 22) ||
+          !igemm_tile_ok(tm) || (tm == 16 && cout_g > 32) || (tm == 128 && cout_g < 128))
+        return std::nullopt;
+      int sms = 132;
+      FT_CUDA_IGNORE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+      if (c.splits != igemm_splits(job_, batch_, sms, tm)) return std::nullopt;
+      a.tile_m = tm;
+      a.pipelined = c.pipelined != 0;
+      a.workspace =
+          c.splits > 1 ? static_cast<std::size_t>(c.splits) * job_.cout * job_.oh * job_.ow * batch_ * 4 : 0;
+      if (a.workspace > probe.workspace_bytes) return std::nullopt;
+      a.kernel = (a.pipelined ? "own:igemm2" : "own:igemm") +
+                 (tm != 64 ? "/m" + std::to_string(tm) : std::string()) +
+                 (c.splits > 1 ? "/splitk" + std::to_string(c.splits) : std::string());
+    } else {
+      return std::nullopt;
+    }
+    a.splits = c.splits;
+    return a;
+  }
+  if (!cudnn_ok_ || c.algo < 0 || c.algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || c.math != CUDNN_FMA_MATH)
+    return std::nullopt;
+  a.algo = static_cast<cudnnConvolutionFwdAlgo_t>(c.algo);
+  a.math = CUDNN_FMA_MATH;
+  a.fused = c.fused != 0 && fusable;
+  a.kernel = std::string("cudnn:") + algo_name(a.algo);
+  if (cudnnSetConvolutionMathType(c_, a.math) != CUDNN_STATUS_SUCCESS) return std::nullopt;
+  std::size_t ws = 0;
+  if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, c_, y_, a.algo, &ws) != CUDNN_STATUS_SUCCESS ||
+      ws > setup.max_workspace_bytes || ws > probe.workspace_bytes)
+    return std::nullopt;
+  a.workspace = ws;
+  // As the search verified it: the algorithm runs on this shape (a declined one is not sticky).
+  if (cudnnSetStream(handle_, stream) != CUDNN_STATUS_SUCCESS ||
+      !run_with(a, probe.x, probe.y, probe.workspace, stream).ok() || cudaStreamSynchronize(stream) != cudaSuccess) {
+    FT_CUDA_IGNORE(cudaGetLastError());
+    return std::nullopt;
+  }
+  return a;
 }
 
 Status GpuConv::run(const float* x, float* y, void* workspace, cudaStream_t stream, const float* residual) {

@@ -17,6 +17,7 @@
 
 #include "faces/conv_graph.h"
 #include "faces/eltwise.cuh"
+#include "faces/conv_choice.h"
 #include "facetrace/core/status.h"
 #include "facetrace/faces/program.h"
 
@@ -40,6 +41,9 @@ struct ConvSetup {
   /// Channels-last input and output (docs/design/faces.md §8.3): cuDNN only (NHWC fp32 with tensor-op math, or
   /// the bf16 form with element-wise conversions), the epilogue indexed channel = offset mod cout.
   bool nhwc = false;
+  /// fp32, NCHW: an earlier plan's choice for this conv (PlanOptions::conv_choices), taken instead of searching
+  /// when it fits the conv here (GpuConv::carried says whether it did).
+  const ConvChoice* carried = nullptr;
 };
 
 /// The choice for one (shape, batch, precision): shared by every conv step of that shape.
@@ -99,8 +103,17 @@ class GpuConv {
     return (w_bf16_ ? (n * 2 + 255) / 256 * 256 : 0) + (w_krsc_ ? (n * 4 + 255) / 256 * 256 : 0);
   }
   bool nhwc() const { return nhwc_; }
+  /// The choice to carry to a later plan (fp32 NCHW: cuDNN's legacy algorithm or an own kernel).
+  ConvChoice choice() const;
+  /// Whether setup took ConvSetup::carried.
+  bool carried() const { return carried_; }
 
  private:
+  /// The algorithm of a carried choice when the search could have chosen it for this conv here (the same
+  /// candidate rules, the workspace worked out again, a cuDNN algorithm run once on the probe buffers), else
+  /// nullopt.
+  std::optional<ConvAlgo> carried_algo(const ConvChoice& c, const ConvSetup& setup, bool fusable,
+                                       const ConvProbe& probe, cudaStream_t stream);
   Status run_with(const ConvAlgo& a, const float* x, float* y, void* workspace, cudaStream_t stream) const;
   Status run_own(const float* x, float* y, cudaStream_t stream) const;
   Status setup_bf16(cudaStream_t stream);  // the NHWC bf16 descriptors and the bf16 copy of the weights
@@ -136,6 +149,7 @@ class GpuConv {
   const float* w_dev_ = nullptr;
   const float* b_dev_ = nullptr;
   ConvAlgo algo_;
+  bool carried_ = false;
 };
 
 /// Fills `n` floats with a fixed pseudo-random pattern in [-1, 1] (plan-time probe inputs: all-zero data would

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -222,6 +223,13 @@ class Plan final : public GpuProgram {
   int batch() const override { return o_.batch; }
   Precision precision() const override { return o_.precision; }
   const std::vector<StepPlan>& steps() const override { return plans_; }
+  std::vector<ConvChoice> conv_choices() const override {
+    std::vector<ConvChoice> c;
+    if (o_.precision != Precision::kFp32) return c;
+    for (const auto& conv : convs_) c.push_back(conv->choice());
+    return c;
+  }
+  int carried_choices() const override { return carried_; }
 
  private:
   std::uint64_t lens(std::int32_t v) const {
@@ -695,6 +703,10 @@ class Plan final : public GpuProgram {
     ConvSetup cs{o_.batch, o_.precision != Precision::kFp32, o_.precision == Precision::kBf16, o_.autotune,
                  o_.max_workspace_bytes};
     std::map<std::vector<std::int64_t>, ConvAlgo> cache;
+    // Carried choices (PlanOptions::conv_choices): fp32 only, one per conv unit in unit order.
+    std::size_t conv_units = 0;
+    for (const auto& u : units_) conv_units += std::holds_alternative<ConvJob>(p_.steps[u.first].op) ? 1 : 0;
+    const bool carry = o_.precision == Precision::kFp32 && o_.conv_choices.size() == conv_units;  // else searched
     Status st;
     for (const auto& u : units_) {
       const Step& s = p_.steps[u.first];
@@ -728,6 +740,7 @@ class Plan final : public GpuProgram {
       const auto hit = cache.find(key);
       ConvSetup one = cs;
       one.nhwc = nhwc(s.out);
+      if (carry) one.carried = &o_.conv_choices[convs_.size()];
       st = conv->setup(cudnn_, *j, one, u.act, w, b, hit == cache.end() ? nullptr : &hit->second, probe,
                        stream_);
       if (!st.ok()) {
@@ -735,6 +748,7 @@ class Plan final : public GpuProgram {
         break;
       }
       if (hit == cache.end()) cache.emplace(key, conv->algo());
+      carried_ += conv->carried() ? 1 : 0;
       workspace_bytes_ = std::max<std::uint64_t>(workspace_bytes_, conv->algo().workspace);
       conv_of_unit_[u.first] = convs_.size();
       convs_.push_back(std::move(conv));
@@ -1279,6 +1293,7 @@ class Plan final : public GpuProgram {
   cublasHandle_t cublas_ = nullptr;
   cublasComputeType_t gemm_compute_ = CUBLAS_COMPUTE_32F;  // bf16: CUBLAS_COMPUTE_32F_FAST_16BF (GemmEx)
   std::vector<std::unique_ptr<GpuConv>> convs_;
+  int carried_ = 0;  // conv units that took their carried choice
   std::map<std::size_t, std::size_t> conv_of_unit_;
   std::map<std::int32_t, OperandBias> deferred_;  // conv output → its bias, added by its one reader
   std::set<std::size_t> bias_moved_from_, bias_moved_to_;  // conv units of an input-bias deferral
@@ -1294,6 +1309,34 @@ class Plan final : public GpuProgram {
 };
 
 }  // namespace
+
+namespace {
+constexpr std::uint32_t kChoicesMagic = 0x43434654;  // "TFCC": facetrace conv choices
+constexpr std::size_t kChoicesHeader = 2 * sizeof(std::uint32_t);
+}  // namespace
+
+std::vector<std::byte> encode_conv_choices(std::span<const ConvChoice> choices) {
+  std::vector<std::byte> b;
+  if (choices.empty() || kChoicesHeader + choices.size() * sizeof(ConvChoice) > 16 * 1024) return b;
+  const std::uint32_t head[2] = {kChoicesMagic, static_cast<std::uint32_t>(choices.size())};
+  b.resize(kChoicesHeader + choices.size() * sizeof(ConvChoice));
+  std::memcpy(b.data(), head, sizeof head);
+  std::memcpy(b.data() + kChoicesHeader, choices.data(), choices.size() * sizeof(ConvChoice));
+  return b;
+}
+
+Expected<std::vector<ConvChoice>> decode_conv_choices(std::span<const std::byte> blob) {
+  std::uint32_t head[2] = {0, 0};
+  if (blob.size() < kChoicesHeader) return invalid_argument("plan choices: " + std::to_string(blob.size()) + " bytes, shorter than their header");
+  std::memcpy(head, blob.data(), sizeof head);
+  if (head[0] != kChoicesMagic) return invalid_argument("plan choices: not a conv choice blob (bad magic)");
+  if (blob.size() != kChoicesHeader + std::uint64_t{head[1]} * sizeof(ConvChoice))
+    return invalid_argument("plan choices: " + std::to_string(head[1]) + " choices in " +
+                            std::to_string(blob.size()) + " bytes");
+  std::vector<ConvChoice> c(head[1]);
+  if (!c.empty()) std::memcpy(c.data(), blob.data() + kChoicesHeader, c.size() * sizeof(ConvChoice));
+  return c;
+}
 
 Expected<std::unique_ptr<GpuProgram>> GpuProgram::plan(const Program& program, const ConstTable& consts,
                                                        const PlanOptions& options, CUstream_st* stream) {

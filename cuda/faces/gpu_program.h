@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "faces/conv_choice.h"
 #include "facetrace/core/status.h"
 #include "facetrace/faces/accelerator.h"
 #include "facetrace/faces/program.h"
@@ -28,6 +29,13 @@ struct CUstream_st;  // cudaStream_t without <cuda_runtime.h>
 namespace facetrace::faces::gpu {
 
 using faces::Precision;  // accelerator.h: kFp32 true FP32 (no TF32 anywhere), kTf32 / kBf16 tensor cores
+
+
+/// The plan-choice blob of src/faces/gpu/faces_ops.h: a u32 magic, a u32 count, then count ConvChoice. Empty
+/// for no choices (and when more than fit kMaxPlanChoiceBytes).
+std::vector<std::byte> encode_conv_choices(std::span<const ConvChoice> choices);
+/// kInvalidArgument naming the problem when `blob` is not such an encoding.
+Expected<std::vector<ConvChoice>> decode_conv_choices(std::span<const std::byte> blob);
 
 /// Options of GpuProgram::plan.
 struct PlanOptions {
@@ -48,6 +56,9 @@ struct PlanOptions {
   enum class Bands : std::uint8_t { kOff, kTimed, kAlways };
   Bands bands = Bands::kOff;
   std::uint64_t max_workspace_bytes = std::uint64_t{256} << 20;  ///< cuDNN workspace cap (algorithms above it skipped)
+  /// fp32: one choice per conv of the program (GpuProgram::conv_choices of an earlier plan of it) to take
+  /// instead of timing; ignored in tf32 / bf16 and when the count differs from the program's convs.
+  std::vector<ConvChoice> conv_choices;
 };
 
 /// Device pointers to the program's constants, indexed like Program::consts (each holds consts[i]->size() floats).
@@ -87,6 +98,10 @@ class GpuProgram {
   virtual Precision precision() const = 0;
   /// The choice per step, in step order (fused groups once, under their first step's node).
   virtual const std::vector<StepPlan>& steps() const = 0;
+  /// fp32: the choice of every conv, in the order PlanOptions::conv_choices takes them; empty in tf32 / bf16.
+  virtual std::vector<ConvChoice> conv_choices() const = 0;
+  /// How many of PlanOptions::conv_choices this plan took (the rest were searched).
+  virtual int carried_choices() const = 0;
 };
 
 }  // namespace facetrace::faces::gpu

@@ -143,6 +143,8 @@ TEST(FacesAccelGpu, a_real_fault_mid_batch_completes_on_the_cpu_and_the_net_reat
   for (std::uint32_t i = 0; i < 4; ++i) ims.push_back(photo_like(n, 50 + i));
   const auto cpu = cpu_of(net, ims);
   std::vector<std::span<const float>> in(ims.begin(), ims.end());
+  auto r0 = net.run_batch(in, net.input_shape());  // the first child plans B = 4 (its choices are kept)
+  ASSERT_TRUE(r0.ok()) << r0.status().to_string();
 
   facetrace::testing::ExpectLogs logs;  // the loss and the recovery warn
   gpu::arm_fault(**acc, runtime::FaultKind::kIllegalAddress);
@@ -167,6 +169,10 @@ TEST(FacesAccelGpu, a_real_fault_mid_batch_completes_on_the_cpu_and_the_net_reat
   const double ms = ms_since(t0);
   ASSERT_TRUE(r2.ok()) << r2.status().to_string();
   expect_within_bar(*r2, cpu);
+  // The new child planned with the old one's conv choices (docs/design/faces.md §8.2): the same bits as before.
+  for (std::size_t b = 0; b < r0->size(); ++b)
+    for (std::size_t o = 0; o < (*r0)[b].size(); ++o)
+      EXPECT_EQ((*r2)[b][o].data, (*r0)[b][o].data) << "image " << b << ", output " << o;
   EXPECT_EQ((*acc)->generation(), gen0 + 1);
   EXPECT_FALSE(backend->is_lost());
   ASSERT_TRUE(net.accelerator().has_value()) << net.detach_reason().value_or("");

@@ -1208,6 +1208,85 @@ TEST_F(FacesGpu, YunetMatchesCpuAndIsBitIdenticalRunToRun) {
 
 // YuNet in tf32 and bf16 on a real photo: every output close to the CPU (cosine), and the faces at score >= 0.6
 // the same (decode_yunet on each).
+// docs/design/faces.md §8.2 "Plan choices": a plan given an earlier plan's conv choices takes every one of them,
+// runs the same kernels and gives the same bits without timing; choices that fit no conv are searched again.
+TEST_F(FacesGpu, CarriedConvChoicesPlanTheSameKernelsAndBits) {
+  auto p = yunet_program(640);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  const auto in = inputs_for(*p, 4, 11, 0.0f, 1.0f);
+  PlanOptions o;
+  o.batch = 4;
+  auto g1 = plan(*p, o);
+  ASSERT_TRUE(g1.ok()) << g1.status().to_string();
+  const std::vector<gpu::ConvChoice> chosen = (*g1)->conv_choices();
+  ASSERT_FALSE(chosen.empty());
+  EXPECT_EQ((*g1)->carried_choices(), 0);
+  auto back = gpu::decode_conv_choices(gpu::encode_conv_choices(chosen));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  o.conv_choices = *back;
+  auto g2 = plan(*p, o);
+  ASSERT_TRUE(g2.ok()) << g2.status().to_string();
+  EXPECT_EQ((*g2)->carried_choices(), static_cast<int>(chosen.size()));
+  EXPECT_EQ(kernels_of(**g2), kernels_of(**g1));
+  const auto again = (*g2)->conv_choices();
+  ASSERT_EQ(again.size(), chosen.size());
+  EXPECT_EQ(std::memcmp(again.data(), chosen.data(), chosen.size() * sizeof(gpu::ConvChoice)), 0);
+  const Outputs a = run(**g1, *p, in), b = run(**g2, *p, in);
+  for (std::size_t k = 0; k < p->outputs.size(); ++k)
+    for (std::size_t i = 0; i < in.size(); ++i)
+      EXPECT_TRUE(testing::bit_identical(a[i][k], b[i][k])) << "image " << i << ", output " << p->outputs[k].name;
+  // Choices that fit nothing (an algorithm past cuDNN's, an own form that does not exist): searched, still right.
+  auto bad = chosen;
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    bad[i].own = static_cast<std::uint8_t>(i % 2);
+    bad[i].algo = 999;
+    bad[i].splits = -7;
+  }
+  o.conv_choices = bad;
+  auto g3 = plan(*p, o);
+  ASSERT_TRUE(g3.ok()) << g3.status().to_string();
+  EXPECT_EQ((*g3)->carried_choices(), 0);
+  const Outputs c = run(**g3, *p, in);
+  for (std::size_t k = 0; k < p->outputs.size(); ++k)
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double m = max_abs(a[i][k]);
+      EXPECT_TRUE(testing::all_close(std::span<const float>(c[i][k]), std::span<const float>(a[i][k]),
+                                     {1e-4 + 1e-3 * m, 1e-3}));
+    }
+  // tf32 plans by timing whatever it is given.
+  o.precision = Precision::kTf32;
+  o.conv_choices = chosen;
+  auto g4 = plan(*p, o);
+  ASSERT_TRUE(g4.ok()) << g4.status().to_string();
+  EXPECT_EQ((*g4)->carried_choices(), 0);
+  EXPECT_TRUE((*g4)->conv_choices().empty());
+}
+
+// The blob of faces_ops.h round-trips; anything else is refused with the reason (host code: runs without a GPU).
+TEST(FacesPlanChoices, the_blob_round_trips_and_refuses_what_is_not_one) {
+  std::vector<gpu::ConvChoice> c(3);
+  c[1].own = 1;
+  c[1].splits = 4;
+  c[1].tile_m = 16;
+  c[2].algo = 6;
+  const auto blob = gpu::encode_conv_choices(c);
+  ASSERT_EQ(blob.size(), 8u + 3 * sizeof(gpu::ConvChoice));
+  auto back = gpu::decode_conv_choices(blob);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ(std::memcmp(back->data(), c.data(), c.size() * sizeof(gpu::ConvChoice)), 0);
+  EXPECT_TRUE(gpu::encode_conv_choices({}).empty());
+  EXPECT_TRUE(gpu::encode_conv_choices(std::vector<gpu::ConvChoice>(2000)).empty());  // past 16 KB
+  for (std::size_t cut = 0; cut < blob.size(); ++cut)
+    EXPECT_EQ(gpu::decode_conv_choices(std::span(blob).first(cut)).status().code(), Code::kInvalidArgument) << cut;
+  auto wrong = blob;
+  wrong[0] = std::byte{0};  // the magic
+  EXPECT_NE(gpu::decode_conv_choices(wrong).status().to_string().find("magic"), std::string::npos);
+  auto longer = blob;
+  longer.push_back(std::byte{0});
+  EXPECT_EQ(gpu::decode_conv_choices(longer).status().code(), Code::kInvalidArgument);
+}
+
 TEST_F(FacesGpu, YunetTf32AndBf16CloseToCpuWithTheSameFaces) {
   constexpr int n = 640;
   auto p = yunet_program(n);

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "facetrace/core/image.h"
@@ -338,6 +340,13 @@ struct SimRig {
   std::shared_ptr<std::atomic<bool>> wrong = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<std::atomic<int>> mode = std::make_shared<std::atomic<int>>(0);  // tamper modes, below
   std::shared_ptr<std::atomic<int>> runs = std::make_shared<std::atomic<int>>(0);
+  /// Plan choices: every call's carried blob as text ("" for none), in call order; each reply's blob is
+  /// "plan<k>" for the k-th call (from 1).
+  struct Choices {
+    std::mutex mu;
+    std::vector<std::string> carried;
+  };
+  std::shared_ptr<Choices> choices = std::make_shared<Choices>();
 
   explicit SimRig(std::uint64_t budget = std::uint64_t{768} << 20, std::uint64_t ring = 8ull << 20,
                   std::uint64_t transfer = 32ull << 20, Precision precision = Precision::kFp32) {
@@ -359,6 +368,13 @@ struct SimRig {
         for (float& x : v) x *= 1.01f;  // every value 1 % off: past the fp32 bar, cosine exactly 1
       if (*m == 2)
         for (float& x : v) x = -x;  // cosine −1
+    };
+    so.plan_choices = [c = choices](std::span<const std::byte> carried) {
+      std::lock_guard lock(c->mu);
+      c->carried.emplace_back(reinterpret_cast<const char*>(carried.data()), carried.size());
+      const std::string reply = "plan" + std::to_string(c->carried.size());
+      const auto* b = reinterpret_cast<const std::byte*>(reply.data());
+      return std::vector<std::byte>(b, b + reply.size());
     };
     gpu::add_faces_sim_op(*sim, so);
     runtime::RecoveryConfig rc;
@@ -541,6 +557,55 @@ TEST(FacesAccel, a_loss_mid_batch_completes_on_the_cpu_and_the_net_reattaches_af
   EXPECT_EQ(rig.runs->load() - before, 2);           // the re-check and the batch, both on the new device
   EXPECT_TRUE(net.accelerator().has_value());
   EXPECT_FALSE(net.detach_reason().has_value());
+}
+
+// docs/design/faces.md §8.2 "Plan choices": the first reply's choices per batch are kept and go with every later
+// run of that batch, the replacement child's first runs included; a batch of its own starts without.
+TEST(FacesAccel, plan_choices_are_kept_per_batch_and_sent_again_to_a_replacement_child) {
+  SimRig rig;
+  Net net = small_net();
+  ASSERT_TRUE(net.attach_checked(rig.acc).ok());  // call 1: the check at batch 1
+  const auto ims = images(8, 60);
+  ASSERT_TRUE(net.run_batch(spans(ims), net.input_shape()).ok());  // call 2: batch 8
+  ASSERT_TRUE(net.run_batch(spans(ims), net.input_shape()).ok());  // call 3: batch 8 again
+  {
+    facetrace::testing::ExpectLogs logs;  // the backend warns about the loss
+    gpu::arm_fault(*rig.acc, runtime::FaultKind::kSimulatedLoss);
+    ASSERT_TRUE(net.run_batch(spans(ims), net.input_shape()).ok());  // on the CPU: no call
+    auto r = net.run_batch(spans(ims), net.input_shape());  // calls 4 and 5: re-check at 1, batch 8
+    ASSERT_TRUE(r.ok());
+    expect_same(*r, cpu_batch(net, ims));
+  }
+  EXPECT_EQ(rig.sim->restarts(), 1);
+  std::lock_guard lock(rig.choices->mu);
+  EXPECT_EQ(rig.choices->carried, (std::vector<std::string>{"", "", "plan2", "plan1", "plan2"}));
+}
+
+TEST(FacesOp, op_args_carry_plan_choices_only_under_their_flag) {
+  gpu::FacesRunArgs a;
+  a.batch = 3;
+  std::vector<std::byte> args(sizeof a);
+  std::memcpy(args.data(), &a, sizeof a);
+  gpu::FacesRunArgs got;
+  std::span<const std::byte> choices;
+  ASSERT_TRUE(gpu::read_op_args(args, got, choices).ok());
+  EXPECT_EQ(got.batch, 3u);
+  EXPECT_TRUE(choices.empty());
+  args.push_back(std::byte{7});  // a byte past the struct without the flag
+  EXPECT_EQ(gpu::read_op_args(args, got, choices).code(), Code::kInvalidArgument);
+  a.flags = gpu::kRunFlagPlanChoices;
+  std::memcpy(args.data(), &a, sizeof a);
+  ASSERT_TRUE(gpu::read_op_args(args, got, choices).ok());
+  ASSERT_EQ(choices.size(), 1u);
+  EXPECT_EQ(choices[0], std::byte{7});
+  args.resize(sizeof a + gpu::kMaxPlanChoiceBytes + 1);  // past the blob limit
+  EXPECT_EQ(gpu::read_op_args(args, got, choices).code(), Code::kInvalidArgument);
+  a.flags = 2;  // a flag this build does not know
+  std::memcpy(args.data(), &a, sizeof a);
+  args.resize(sizeof a);
+  EXPECT_EQ(gpu::read_op_args(args, got, choices).code(), Code::kInvalidArgument);
+  gpu::FacesDetectArgs d;
+  EXPECT_EQ(gpu::read_op_args(std::span(args).first(sizeof a - 1), d, choices).code(), Code::kInvalidArgument);
 }
 
 TEST(FacesAccel, a_failed_recheck_after_recovery_detaches_with_the_reason) {

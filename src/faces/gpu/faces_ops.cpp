@@ -45,6 +45,7 @@ struct PlanEntry {
   std::unique_ptr<GpuProgram> plan;
   ConstTable table;  ///< the device pointers it was planned with (a captured graph holds them)
   Status declined;   ///< non-ok: plan declined this (model, batch, precision); the caller runs the CPU
+  std::vector<std::byte> choices;  ///< the plan's choices as every reply carries them (faces_ops.h)
 };
 
 /// Per-process caches (the child's whole life; a replaced child starts empty). Ops run one at a time per
@@ -109,10 +110,12 @@ struct Planned {
   ChildModel* model = nullptr;
   GpuProgram* plan = nullptr;
   std::span<const std::byte> batch;  ///< the input region's first part (args.input_bytes)
+  const std::vector<std::byte>* choices = nullptr;  ///< PlanEntry::choices
 };
 
-Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args,
-                          std::span<const std::byte> region) {
+/// `carried`: the plan-choice blob the parent sent (faces_ops.h), used when this call plans.
+Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args, std::span<const std::byte> region,
+                          std::span<const std::byte> carried) {
   if (args.batch < 1 || args.batch > kMaxBatch)
     return invalid_argument("faces_run: batch " + std::to_string(args.batch) + " outside 1.." +
                             std::to_string(kMaxBatch));
@@ -181,6 +184,13 @@ Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args,
     o.batch = static_cast<int>(args.batch);
     o.precision = static_cast<Precision>(args.precision);
     o.use_graph = args.use_graph != 0;
+    if (!carried.empty() && o.precision == Precision::kFp32) {
+      if (auto c = decode_conv_choices(carried); c.ok())
+        o.conv_choices = std::move(*c);
+      else
+        FT_LOG_WARN("faces_run: ignoring the plan choices sent for model {:016x}: {}", args.key,
+                    c.status().to_string());
+    }
     auto plan = GpuProgram::plan(m.program, table, o, ctx.stream());
     if (!plan) {
       if (plan.status().code() == Code::kDeclined) e.declined = plan.status();
@@ -188,17 +198,26 @@ Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args,
     }
     e.plan = std::move(*plan);
     e.table = table;
-    FT_LOG_DEBUG("faces_run: planned model {:016x} at batch {} ({}), {} device bytes", args.key, args.batch,
-                 precision_name(o.precision), e.plan->device_bytes());
+    e.choices = encode_conv_choices(e.plan->conv_choices());
+    FT_LOG_DEBUG("faces_run: planned model {:016x} at batch {} ({}), {} device bytes, {} of {} carried conv "
+                 "choices taken",
+                 args.key, args.batch, precision_name(o.precision), e.plan->device_bytes(),
+                 e.plan->carried_choices(), o.conv_choices.size());
+    if (e.plan->carried_choices() < static_cast<int>(o.conv_choices.size()))
+      FT_LOG_WARN("faces_run: model {:016x} at batch {}: {} of {} carried conv choices did not fit and were "
+                  "searched again (results may differ from the earlier plan's in the last bits)",
+                  args.key, args.batch, o.conv_choices.size() - static_cast<std::size_t>(e.plan->carried_choices()),
+                  o.conv_choices.size());
   }
-  return Planned{&m, e.plan.get(), in->batch};
+  return Planned{&m, e.plan.get(), in->batch, &e.choices};
 }
 
 Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   FacesRunArgs args;
-  FT_TRY(a.args_as(args));
+  std::span<const std::byte> carried;
+  FT_TRY(read_op_args(a.args, args, carried));
   std::lock_guard lock(g_mu);
-  auto pl = planned(ctx, args, a.in);
+  auto pl = planned(ctx, args, a.in, carried);
   if (!pl) return pl.status();
   const std::uint64_t per_image = static_cast<std::uint64_t>(pl->model->program.lens[0]) * sizeof(float);
   if (args.input_bytes != per_image * args.batch)
@@ -218,19 +237,21 @@ Status faces_run(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   auto ticket = ctx.ring().record_copy(d_out->data, out_bytes, ctx.stream());
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);
+  a.reply.bytes = *pl->choices;
   return {};
 }
 
 /// kOpFacesDetect (faces_ops.h): frames up, letterbox, the program, decode + NMS, the final records back.
 Status faces_detect(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   FacesDetectArgs d;
-  FT_TRY(a.args_as(d));
+  std::span<const std::byte> carried;
+  FT_TRY(read_op_args(a.args, d, carried));
   const FacesRunArgs& args = d.run;
   if (d.n < 1 || d.n > 4096) return invalid_argument("faces_detect: letterbox side " + std::to_string(d.n));
   if (d.capacity < 1 || d.capacity > 4000)
     return invalid_argument("faces_detect: capacity " + std::to_string(d.capacity) + " outside 1..4000");
   std::lock_guard lock(g_mu);
-  auto pl = planned(ctx, args, a.in);
+  auto pl = planned(ctx, args, a.in, carried);
   if (!pl) return pl.status();
   const Program& p = pl->model->program;
   const Shape want{1, 3, d.n, d.n};
@@ -307,6 +328,7 @@ Status faces_detect(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   auto ticket = ctx.ring().record_copy(d_reply->data, reply_bytes, ctx.stream());
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);
+  a.reply.bytes = *pl->choices;
   return {};
 }
 

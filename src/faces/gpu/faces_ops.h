@@ -24,6 +24,16 @@
 
 namespace facetrace::faces::gpu {
 
+/// Plan choices (docs/design/faces.md §8.2 "Plan choices"): what a child's planner chose by timing (the
+/// algorithm of each conv, fp32 only), as an opaque blob the parent keeps and sends back. Every kOpFacesRun and
+/// kOpFacesDetect reply carries, as its inline bytes (OpReply::bytes), the blob of the plan that ran (empty when
+/// there is none to carry). With kRunFlagPlanChoices set in FacesRunArgs::flags the op's args are followed by
+/// such a blob, which the child uses when it plans that (model, batch, precision) (a replacement child, or a plan
+/// made again), so that it makes the same choices and gives the same bits. Only the child interprets it
+/// (cuda/faces/gpu_program.h encode_conv_choices); one it cannot use is ignored and the plan searches.
+inline constexpr std::uint32_t kRunFlagPlanChoices = 1;
+inline constexpr std::size_t kMaxPlanChoiceBytes = 16 * 1024;
+
 /// Faces op ids (range 0x0002'xxxx, op.h).
 inline constexpr runtime::OpId kOpFacesRun = 0x00020001;
 
@@ -89,6 +99,17 @@ inline constexpr std::uint64_t detect_records_offset(std::uint64_t batch) {
 }
 inline constexpr std::uint64_t detect_reply_bytes(std::uint64_t batch, std::uint64_t capacity) {
   return detect_records_offset(batch) + batch * capacity * kDetectionFloats * sizeof(float);
+}
+
+/// Reads an op's argument struct T (FacesRunArgs, or FacesDetectArgs whose first member is one) from `args`,
+/// and the plan-choice blob after it when its flags say so (else `choices` is empty). kInvalidArgument for a
+/// size that does not match, unknown flags or a blob over kMaxPlanChoiceBytes.
+Status read_op_args(std::span<const std::byte> args, std::size_t own_bytes, void* own,
+                    std::span<const std::byte>& choices);
+template <class T>
+Status read_op_args(std::span<const std::byte> args, T& v, std::span<const std::byte>& choices) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) >= sizeof(FacesRunArgs));
+  return read_op_args(args, sizeof(T), &v, choices);
 }
 
 /// Resident names of model `key`.

@@ -1,6 +1,6 @@
 /// @file
 /// The host-side halves of kOpFacesRun (faces_ops.h) that the parent and every handler share: resident names and
-/// the input region's layout.
+/// the input region's layout, the op arguments with their plan choices.
 #include <cstdio>
 #include <cstring>
 
@@ -30,6 +30,31 @@ InputLayout input_layout(std::uint64_t input_bytes, std::span<const std::uint64_
   }
   l.total = inline_floats.empty() ? input_bytes : at;
   return l;
+}
+
+Status read_op_args(std::span<const std::byte> args, std::size_t own_bytes, void* own,
+                    std::span<const std::byte>& choices) {
+  choices = {};
+  if (args.size() < own_bytes)
+    return invalid_argument("faces op args are " + std::to_string(args.size()) + " bytes, expected at least " +
+                            std::to_string(own_bytes));
+  std::memcpy(own, args.data(), own_bytes);
+  FacesRunArgs run;
+  std::memcpy(&run, args.data(), sizeof run);  // the first member of every faces op's args
+  if ((run.flags & ~kRunFlagPlanChoices) != 0)
+    return invalid_argument("faces op args: unknown flags " + std::to_string(run.flags));
+  const std::span<const std::byte> rest = args.subspan(own_bytes);
+  if ((run.flags & kRunFlagPlanChoices) == 0) {
+    if (!rest.empty())
+      return invalid_argument("faces op args are " + std::to_string(args.size()) + " bytes, expected " +
+                              std::to_string(own_bytes));
+    return {};
+  }
+  if (rest.size() > kMaxPlanChoiceBytes)
+    return invalid_argument("faces op args: plan choices of " + std::to_string(rest.size()) +
+                            " bytes (at most " + std::to_string(kMaxPlanChoiceBytes) + ")");
+  choices = rest;
+  return {};
 }
 
 Expected<ParsedInput> parse_input(const FacesRunArgs& args, std::span<const std::byte> in,

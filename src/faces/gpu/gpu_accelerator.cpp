@@ -57,6 +57,9 @@ struct Model {
   std::int64_t max_len = 0;               ///< largest value at batch 1
   std::vector<bool> resident;             ///< per constant: uploaded as a resident (else sent with every run)
   bool uploaded = false;                  ///< the residents above are on the executor
+  /// Per batch: the plan choices of the first child that planned it (faces_ops.h), sent with every later run
+  /// so a replacement child plans the same kernels (docs/design/faces.md §8.2 "Plan choices").
+  std::map<std::uint32_t, std::vector<std::byte>> choices;
 };
 
 /// Identity of a program's constants (the same shared blobs give the same model without rehashing them).
@@ -164,6 +167,19 @@ class GpuAccelerator final : public Accelerator, public std::enable_shared_from_
     return backend_.recoveries();
   }
 
+  /// The plan choices kept for (m, batch) (empty when none yet).
+  std::vector<std::byte> choices_of(const Model& m, std::uint32_t batch) {
+    std::lock_guard lock(mu_);
+    const auto it = m.choices.find(batch);
+    return it == m.choices.end() ? std::vector<std::byte>() : it->second;
+  }
+  /// Keeps the first non-empty plan choices a child replied with for (m, batch).
+  void remember_choices(Model& m, std::uint32_t batch, std::span<const std::byte> bytes) {
+    if (bytes.empty() || bytes.size() > kMaxPlanChoiceBytes) return;
+    std::lock_guard lock(mu_);
+    m.choices.try_emplace(batch, bytes.begin(), bytes.end());
+  }
+
   void arm(runtime::FaultKind kind) {
     std::lock_guard lock(mu_);
     fault_ = kind;
@@ -259,9 +275,12 @@ Expected<bool> RunWorkload::run_chunk(runtime::Executor& ex, std::span<std::byte
       std::memcpy(dst + layout.blob_offsets[k], blob.data(), blob.size() * sizeof(float));
     }
   }
+  const std::vector<std::byte> choices = acc_.choices_of(model_, a.batch);
+  a.flags = choices.empty() ? 0 : kRunFlagPlanChoices;
   std::vector<std::byte> args(sizeof a);
   std::memcpy(args.data(), &a, sizeof a);
   args.insert(args.end(), request_.tail.begin(), request_.tail.end());
+  args.insert(args.end(), choices.begin(), choices.end());
   runtime::OpCall call;
   call.op = request_.op;
   call.args = args;
@@ -274,6 +293,7 @@ Expected<bool> RunWorkload::run_chunk(runtime::Executor& ex, std::span<std::byte
     return note(internal_error("faces op returned " + std::to_string(reply->tickets.size()) +
                                " ring tickets, expected 1"));
   ticket_ = reply->tickets[0];
+  acc_.remember_choices(model_, a.batch, reply->bytes);
   block_ = std::move(*block);
   return false;  // one chunk: drain collects it
 }

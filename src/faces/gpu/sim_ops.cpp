@@ -57,7 +57,8 @@ Expected<SimModel> sim_model(runtime::SimDevice& dev, const FacesRunArgs& args,
 
 Status sim_run(runtime::SimDevice& dev, const runtime::OpArgs& a, const SimFacesOptions& o) {
   FacesRunArgs args;
-  FT_TRY(a.args_as(args));
+  std::span<const std::byte> carried;
+  FT_TRY(read_op_args(a.args, args, carried));
   if (o.seen) o.seen(kOpFacesRun);
   if (o.fail)
     if (Status st = o.fail(); !st.ok()) return st;
@@ -86,13 +87,15 @@ Status sim_run(runtime::SimDevice& dev, const runtime::OpArgs& a, const SimFaces
   auto ticket = dev.emit(std::as_bytes(std::span(packed)));
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);
+  if (o.plan_choices) a.reply.bytes = o.plan_choices(carried);
   return {};
 }
 
 /// kOpFacesDetect with the CPU's functions: letterbox_bgr, the interpreter, decode_yunet.
 Status sim_detect(runtime::SimDevice& dev, const runtime::OpArgs& a, const SimFacesOptions& o) {
   FacesDetectArgs d;
-  FT_TRY(a.args_as(d));
+  std::span<const std::byte> carried;
+  FT_TRY(read_op_args(a.args, d, carried));
   const FacesRunArgs& args = d.run;
   if (o.seen) o.seen(kOpFacesDetect);
   if (o.fail)
@@ -152,6 +155,7 @@ Status sim_detect(runtime::SimDevice& dev, const runtime::OpArgs& a, const SimFa
   auto ticket = dev.emit(reply);
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);
+  if (o.plan_choices) a.reply.bytes = o.plan_choices(carried);
   return {};
 }
 

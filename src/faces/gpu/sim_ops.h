@@ -6,7 +6,9 @@
 /// path (codec, residents, layout, turns, readback).
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "facetrace/core/status.h"
@@ -23,6 +25,9 @@ struct SimFacesOptions {
   std::function<void(std::vector<float>&)> tamper;
   /// Called with the op's id on every call (before `fail`).
   std::function<void(runtime::OpId)> seen;
+  /// Plan choices (faces_ops.h): called on every call with the blob the parent sent (empty when none); what it
+  /// returns is the reply's blob. Unset: the reply carries none, as a device op in tf32 / bf16.
+  std::function<std::vector<std::byte>(std::span<const std::byte>)> plan_choices;
 };
 
 /// Registers (or replaces) the simulated kOpFacesRun and kOpFacesDetect (letterbox_bgr, the interpreter and
