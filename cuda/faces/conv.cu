@@ -896,7 +896,6 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
   if (!known && setup.carried && !setup.tf32 && !nhwc_) {
     if (auto c = carried_algo(*setup.carried, setup, fusable, probe, stream)) {
       algo_ = std::move(*c);
-      carried_ = true;
       if (!algo_.own) FT_CUDNN_TRY(cudnnSetConvolutionMathType(c_, algo_.math));
       return {};
     }
@@ -1272,7 +1271,7 @@ std::optional<ConvAlgo> GpuConv::carried_algo(const ConvChoice& c, const ConvSet
   a.algo = static_cast<cudnnConvolutionFwdAlgo_t>(c.algo);
   a.math = CUDNN_FMA_MATH;
   a.fused = c.fused != 0 && fusable;
-  a.kernel = std::string("cudnn:") + algo_name(a.algo);
+  a.kernel = std::string("cudnn:") + algo_name(a.algo) + (a.fused ? "+bias+relu" : "");
   if (cudnnSetConvolutionMathType(c_, a.math) != CUDNN_STATUS_SUCCESS) return std::nullopt;
   std::size_t ws = 0;
   if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, c_, y_, a.algo, &ws) != CUDNN_STATUS_SUCCESS ||

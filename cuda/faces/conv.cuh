@@ -42,7 +42,7 @@ struct ConvSetup {
   /// the bf16 form with element-wise conversions), the epilogue indexed channel = offset mod cout.
   bool nhwc = false;
   /// fp32, NCHW: an earlier plan's choice for this conv (PlanOptions::conv_choices), taken instead of searching
-  /// when it fits the conv here (GpuConv::carried says whether it did).
+  /// when it fits the conv here.
   const ConvChoice* carried = nullptr;
 };
 
@@ -105,8 +105,6 @@ class GpuConv {
   bool nhwc() const { return nhwc_; }
   /// The choice to carry to a later plan (fp32 NCHW: cuDNN's legacy algorithm or an own kernel).
   ConvChoice choice() const;
-  /// Whether setup took ConvSetup::carried.
-  bool carried() const { return carried_; }
 
  private:
   /// The algorithm of a carried choice when the search could have chosen it for this conv here (the same
@@ -149,7 +147,6 @@ class GpuConv {
   const float* w_dev_ = nullptr;
   const float* b_dev_ = nullptr;
   ConvAlgo algo_;
-  bool carried_ = false;
 };
 
 /// Fills `n` floats with a fixed pseudo-random pattern in [-1, 1] (plan-time probe inputs: all-zero data would

@@ -748,7 +748,11 @@ class Plan final : public GpuProgram {
         break;
       }
       if (hit == cache.end()) cache.emplace(key, conv->algo());
-      carried_ += conv->carried() ? 1 : 0;
+      // Taken: the conv runs its carried choice (itself, or a conv of the same shape that took it before).
+      if (carry) {
+        const ConvChoice want = o_.conv_choices[convs_.size()], got = conv->choice();
+        carried_ += std::memcmp(&want, &got, sizeof want) == 0 ? 1 : 0;
+      }
       workspace_bytes_ = std::max<std::uint64_t>(workspace_bytes_, conv->algo().workspace);
       conv_of_unit_[u.first] = convs_.size();
       convs_.push_back(std::move(conv));
