@@ -104,6 +104,83 @@ __global__ void __launch_bounds__(kTileW* kTileH)
   o[0] = s2, o[plane] = s1, o[2 * plane] = s0;  // B, G, R
 }
 
+// The separable letterbox: block ↔ a kTileW×kSepTileH tile of one frame's n×n plane (blockIdx.z: frame of the
+// table). Taps as letterbox_tiled_kernel; then the horizontal sums h(source row, output column) of every source
+// row the tile's rows read, once each, into shared memory, and each output pixel's vertical sum over them. An h
+// is a pure function of its row and column (the same taps in the same order from 0), so it is the value the
+// per-pixel kernel computes again for every output row that reads that source row: the same bits, with about
+// half the byte loads. Needs the tile's rows to read at most kSepRows source rows (launch_letterbox checks:
+// kSepTileH·ry + 2 ≤ kSepRows).
+constexpr int kSepTileH = 16, kSepRows = 64;
+
+__global__ void __launch_bounds__(kTileW* kTileH)
+    letterbox_sep_kernel(PrepTable table, int n, float* out, ImageGeom* geom) {
+  pdl_entry();
+  __shared__ int col_src[kTileW][kMaxTaps], row_src[kSepTileH][kMaxTaps];
+  __shared__ float col_w[kTileW][kMaxTaps], row_w[kSepTileH][kMaxTaps];
+  __shared__ int col_n[kTileW], row_n[kSepTileH];
+  __shared__ float hsum[3][kSepRows][kTileW];
+  const PrepFrame& f = table.frame[blockIdx.z];
+  const int x0 = static_cast<int>(blockIdx.x) * kTileW, y0 = static_cast<int>(blockIdx.y) * kSepTileH;
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0 && blockIdx.x == 0 && blockIdx.y == 0) geom[f.out_index] = ImageGeom{f.scale, f.width, f.height, 0};
+  if (t < kTileW) {
+    int c = 0;
+    if (x0 + t < f.placed_w)
+      for_each_tap(x0 + t, f.width, f.rx, [&](int s, float w) { col_src[t][c] = s, col_w[t][c] = w, ++c; });
+    col_n[t] = c;
+  } else if (t < kTileW + kSepTileH) {
+    const int r = t - kTileW;
+    int c = 0;
+    if (y0 + r < f.placed_h)
+      for_each_tap(y0 + r, f.height, f.ry, [&](int s, float w) { row_src[r][c] = s, row_w[r][c] = w, ++c; });
+    row_n[r] = c;
+  }
+  __syncthreads();
+  // The source rows the tile reads: from the first row's first tap to the last placed row's last tap (taps
+  // ascend with the output row).
+  int lo = 0, rows = 0;
+  if (row_n[0] > 0) {
+    int last = 0;
+    for (int r = 0; r < kSepTileH; ++r)
+      if (row_n[r] > 0) last = r;
+    lo = row_src[0][0];
+    rows = row_src[last][row_n[last] - 1] - lo + 1;
+  }
+  for (int i = t; i < rows * kTileW; i += kTileW * kTileH) {
+    const int r = i / kTileW, x = i % kTileW;
+    const std::uint8_t* row = f.rgb + static_cast<std::size_t>(lo + r) * f.width * 3;
+    float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
+    for (int b = 0; b < col_n[x]; ++b) {
+      const std::uint8_t* p = row + static_cast<std::size_t>(col_src[x][b]) * 3;
+      const float wx = col_w[x][b];
+      h0 = __fadd_rn(h0, __fmul_rn(wx, static_cast<float>(p[0])));
+      h1 = __fadd_rn(h1, __fmul_rn(wx, static_cast<float>(p[1])));
+      h2 = __fadd_rn(h2, __fmul_rn(wx, static_cast<float>(p[2])));
+    }
+    hsum[0][r][x] = h0, hsum[1][r][x] = h1, hsum[2][r][x] = h2;
+  }
+  __syncthreads();
+  const int tx = t % kTileW, x = x0 + tx;
+  if (x >= n) return;
+  const std::size_t plane = static_cast<std::size_t>(n) * n;
+  float* base = out + static_cast<std::size_t>(f.out_index) * 3 * plane;
+  for (int ty = t / kTileW; ty < kSepTileH; ty += kTileH) {
+    const int y = y0 + ty;
+    if (y >= n) break;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+    for (int a = 0; a < row_n[ty]; ++a) {  // 0 taps below the placed image: the zero border
+      const int r = row_src[ty][a] - lo;
+      const float wy = row_w[ty][a];
+      s0 = __fadd_rn(s0, __fmul_rn(wy, hsum[0][r][tx]));
+      s1 = __fadd_rn(s1, __fmul_rn(wy, hsum[1][r][tx]));
+      s2 = __fadd_rn(s2, __fmul_rn(wy, hsum[2][r][tx]));
+    }
+    float* o = base + static_cast<std::size_t>(y) * n + x;
+    o[0] = s2, o[plane] = s1, o[2 * plane] = s0;  // B, G, R
+  }
+}
+
 // Thread ↔ output pixel (x, y) of one frame's out_w×out_h plane: the source pixel as float, or 0 outside it.
 __global__ void pad_native_kernel(PrepTable table, int out_w, int out_h, float* out, ImageGeom* geom) {
   pdl_entry();
@@ -144,9 +221,19 @@ Status launch_letterbox(const LetterboxFrame* frames, int count, int n, float* d
                              first + j};
     }
     // Taps per axis: at most ceil(r) + 1 when shrinking by r, 2 when enlarging.
-    bool tiled = true;
-    for (int j = 0; j < t.frames; ++j)
+    bool tiled = true, sep = true;
+    for (int j = 0; j < t.frames; ++j) {
       tiled = tiled && std::ceil(std::max(t.frame[j].rx, t.frame[j].ry)) + 1.0 <= kMaxTaps;
+      sep = sep && kSepTileH * t.frame[j].ry + 2.0 <= kSepRows;
+    }
+    if (tiled && sep) {
+      const unsigned tiles = static_cast<unsigned>((n + kTileW - 1) / kTileW);
+      const dim3 grid(tiles, static_cast<unsigned>((n + kSepTileH - 1) / kSepTileH),
+                      static_cast<unsigned>(t.frames));
+      pdl_launch(letterbox_sep_kernel, grid, kTileW * kTileH, 0, stream, t, n, d_out, d_geom);
+      FT_CUDA_LAUNCH_CHECK("letterbox_sep_kernel", stream);
+      continue;
+    }
     if (tiled) {
       const unsigned tiles = static_cast<unsigned>((n + kTileW - 1) / kTileW);
       const dim3 grid(tiles, static_cast<unsigned>((n + kTileH - 1) / kTileH),

@@ -144,8 +144,10 @@ TEST(FacesPrepostGpu, letterbox_equals_letterbox_bgr_bit_for_bit_on_odd_sizes) {
     const int w = 1 + static_cast<int>(r.next() % 300), h = 1 + static_cast<int>(r.next() % 300);
     frames.add(random_rgb(w, h, seed++), w, h);
   }
-  // 640: every launch tiled (letterbox_tiled_kernel); 32, 96, 160: the 4000×3000 frame shrinks by more than the
-  // tiled kernel's taps allow, so its launch takes letterbox_kernel, the next launch (small frames) the tiled one.
+  // The three kernels of cuda/faces/preprocess.cu: at 640 the first launch holds the 4000×3000 frame (rows
+  // shrink 6.25×, more than the separable kernel's rows allow) and is tiled, the second (small frames) separable;
+  // at 32, 96 and 160 that frame shrinks by more than the tiled kernel's taps allow, so its launch takes
+  // letterbox_kernel, and the second launch is tiled (32: frames up to 300 rows shrink up to 9×) or separable.
   for (int n : {640, 32, 96, 160}) expect_letterbox_matches_cpu(frames, n);
 }
 
