@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "facetrace/tracer/scene.h"
 #include "facetrace/tracer/scene_json.h"
 
 namespace ft = facetrace::tracer;
@@ -144,10 +145,120 @@ TEST(SceneJson, material_presets_have_their_published_indices) {
     EXPECT_EQ(m->birefringence_delta, 0.0f) << "presets stay Tier 1";
   }
   EXPECT_EQ(ft::material_preset("CZ")->name, "Cubic zirconia");
-  EXPECT_EQ(ft::material_preset_names().size(), 4u);
+  EXPECT_EQ(ft::material_preset_names().size(), 21u);  // the catalogue: MaterialCatalogue below
   const auto bad = ft::material_preset("diamnod");
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
   EXPECT_MESSAGE_HAS(bad.status().what(), "did you mean \"diamond\"");
+}
+
+TEST(MaterialCatalogue, every_preset_is_valid_has_its_published_index_and_the_right_tier) {
+  struct Expect {
+    const char* name;
+    double n_d;  // published n_D at 589.3 nm: n_o for uniaxial, n_β for biaxial
+    int tier;    // 1 isotropic, 2 uniaxial, 3 biaxial (docs/design/tracer.md §1)
+    bool coloured;
+  };
+  // Sources (full citations in docs/materials.md); "ref. table" = the reference renderer's material table
+  // (suitable-name/indicatrix), where a gemmological figure is all there is.
+  const Expect expect[] = {
+      {"diamond", 2.417, 1, false},           // Peter (1923)
+      {"moissanite", 2.6474, 2, false},       // Wang et al. (2013), 6H-SiC n_o
+      {"cubic_zirconia", 2.15847, 1, false},  // Wood & Nassau (1982), their quoted N_D
+      {"spinel", 1.716, 1, false},            // Tropf & Thomas (1991)
+      {"red_spinel", 1.716, 1, true},         // Tropf & Thomas (1991)
+      {"garnet", 1.790, 1, true},             // almandine, ref. table (gemmological n_D)
+      {"pyrope", 1.714, 1, true},             // ref. table (gemmological n_D)
+      {"emerald", 1.579, 2, true},            // ref. table, inside IGS 1.57-1.60
+      {"aquamarine", 1.577, 2, true},         // ref. table (beryl)
+      {"ruby", 1.768, 2, true},               // Malitson & Dodge (1972) n_o
+      {"sapphire", 1.768, 2, true},           // Malitson & Dodge (1972) n_o
+      {"sapphire_iso", 1.768, 1, false},      // Malitson & Dodge (1972) n_o
+      {"tourmaline", 1.639, 2, true},         // ref. table, inside IGS n_o 1.619-1.655
+      {"zircon", 1.925, 2, true},             // Handbook of Mineralogy (2001) / GIA, high zircon n_o
+      {"quartz", 1.5442, 2, false},           // Ghosh (1999) n_o
+      {"amethyst", 1.5442, 2, true},          // Ghosh (1999) n_o
+      {"citrine", 1.5442, 2, true},           // Ghosh (1999) n_o
+      {"peridot", 1.669, 3, true},            // Deer, Howie & Zussman, Fo~90 n_β
+      {"topaz", 1.627, 3, true},              // ref. table, inside The Gemology Project n_β 1.609-1.637
+      {"tanzanite", 1.6935, 3, true},         // Hurlbut (1969) n_β
+      {"alexandrite", 1.7427, 3, true},       // Walling et al. (1980) n_β
+  };
+  const auto names = ft::material_preset_names();
+  ASSERT_EQ(names.size(), std::size(expect));
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const Expect* e = nullptr;
+    for (const auto& x : expect)
+      if (name == x.name) e = &x;
+    ASSERT_NE(e, nullptr) << "no published n_D in this test for preset " << name;
+    auto m = ft::material_preset(name);
+    ASSERT_TRUE(m.ok()) << m.status().what();
+
+    ft::Scene s = ft::builtin_diamond_scene();
+    s.material = *m;
+    const facetrace::Status valid = ft::validate_scene(s);
+    EXPECT_TRUE(valid.ok()) << valid.what();
+    EXPECT_NEAR(refractive_index(m->dispersion, 589.3), e->n_d, 0.005);
+
+    ft::Scene plain;
+    plain.material = *m;
+    const ft::TierFeatures t = ft::tier_features(plain);
+    EXPECT_EQ(t.tier, e->tier);
+    const bool biaxial = m->optical_character == ft::OpticalCharacter::kBiaxialPos ||
+                         m->optical_character == ft::OpticalCharacter::kBiaxialNeg;
+    const bool uniaxial = m->optical_character == ft::OpticalCharacter::kUniaxialPos ||
+                          m->optical_character == ft::OpticalCharacter::kUniaxialNeg;
+    EXPECT_EQ(biaxial, e->tier == 3);
+    EXPECT_EQ(uniaxial, e->tier == 2);
+    if (e->tier == 1) {
+      EXPECT_TRUE(t.status().ok());
+    } else {
+      EXPECT_EQ(t.status().code(), Code::kNotSupported);
+      EXPECT_MESSAGE_HAS(t.status().what(), "birefringence");
+      EXPECT_GT(std::fabs(m->birefringence_delta), 1e-4f);
+      EXPECT_NE(m->crystal_system, ft::CrystalSystem::kCubic);
+    }
+    EXPECT_EQ(!m->o_ray.empty(), e->coloured) << "colourless presets have no bands";
+    if (!e->coloured) EXPECT_TRUE(m->e_ray.empty() && m->beta_ray.empty());
+    if (e->coloured && e->tier >= 2) EXPECT_FALSE(m->e_ray.empty()) << "anisotropic colour needs e-ray bands";
+    if (e->coloured && e->tier == 3) EXPECT_FALSE(m->beta_ray.empty());
+  }
+}
+
+TEST(MaterialCatalogue, pleochroic_stones_have_distinct_ray_bands) {
+  for (const char* name : {"ruby", "sapphire", "tourmaline", "tanzanite", "alexandrite"}) {
+    auto m = ft::material_preset(name);
+    ASSERT_TRUE(m.ok()) << name;
+    bool differ = m->o_ray.size() != m->e_ray.size();
+    for (std::size_t i = 0; !differ && i < m->o_ray.size(); ++i)
+      differ = m->o_ray[i].peak != m->e_ray[i].peak || m->o_ray[i].centre != m->e_ray[i].centre;
+    EXPECT_TRUE(differ) << name;
+  }
+  // Blue sapphire: the Fe-Ti band at 580 nm for E perpendicular to c, 700 nm for E parallel to c.
+  const auto sapphire = ft::material_preset("sapphire");
+  EXPECT_EQ(sapphire->o_ray.at(0).centre, 580.0f);
+  EXPECT_EQ(sapphire->e_ray.at(0).centre, 700.0f);
+  EXPECT_LT(sapphire->birefringence_delta, 0.0f);  // n_e < n_o
+}
+
+TEST(MaterialCatalogue, lookup_is_case_insensitive_and_an_unknown_name_lists_the_known_ones) {
+  EXPECT_EQ(ft::material_preset("MOISSANITE")->name, ft::material_preset("moissanite")->name);
+  EXPECT_EQ(ft::material_preset("Red Spinel")->name, "Red spinel");
+  EXPECT_EQ(ft::material_preset("Sapphire_ISO")->name, "Sapphire (ordinary ray, isotropic)");
+  EXPECT_EQ(ft::material_preset("cz")->name, "Cubic zirconia");
+  EXPECT_EQ(ft::material_preset("Garnet")->name, "Garnet (almandine)");
+  const auto bad = ft::material_preset("unobtainium");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  for (const std::string& name : ft::material_preset_names()) EXPECT_MESSAGE_HAS(bad.status().what(), name);
+  EXPECT_MESSAGE_HAS(ft::material_preset("tanzanit").status().what(), "did you mean \"tanzanite\"");
+}
+
+TEST(MaterialCatalogue, scene_files_select_presets_by_name) {
+  EXPECT_EQ(parse_ok(R"({"material": "garnet"})").material.name, "Garnet (almandine)");
+  const ft::Scene s = parse_ok(R"({"material": {"preset": "Moissanite", "absorption_path_scale": 2}})");
+  EXPECT_EQ(s.material.name, "Moissanite (6H-SiC)");
+  EXPECT_EQ(ft::tier_features(s).tier, 2);
 }
 
 TEST(SceneJson, reads_a_full_material_object) {

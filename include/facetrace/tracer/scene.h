@@ -94,7 +94,8 @@ Material diamond_material();
 
 // ---- The preset catalogue (src/tracer/scene/materials.cpp) ---------------------------------------------
 
-/// Names of the built-in material presets, e.g. "diamond", "spinel", "cubic_zirconia", "sapphire_iso".
+/// Names of the built-in material presets (the gem catalogue, docs/materials.md), e.g. "diamond", "moissanite",
+/// "garnet", "sapphire", "sapphire_iso", "tanzanite". Uniaxial stones need Tier 2 and biaxial ones Tier 3.
 std::vector<std::string> material_preset_names();
 
 /// A built-in material by name (case-insensitive; "cz" is an alias of "cubic_zirconia").
