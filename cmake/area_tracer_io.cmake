@@ -17,7 +17,8 @@ if(FT_BUILD_TESTS)
               LIBS ft_tracer_io PNG::PNG OpenEXR::OpenEXR)  # OpenEXR: the test reads the EXR's parts itself
   ft_add_test(tracer_io_env_map_test cpu SOURCES tests/unit/tracer_io_env_map_test.cpp
               LIBS ft_tracer_io OpenEXR::OpenEXR)  # OpenEXR: the test writes its maps itself
-  target_compile_definitions(tracer_io_env_map_test PRIVATE FT_FUZZ_CORPUS_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/corpus")
+  target_compile_definitions(tracer_io_env_map_test PRIVATE FT_FUZZ_CORPUS_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/corpus"
+                                                         FT_EXAMPLES_DIR="${PROJECT_SOURCE_DIR}/examples")
 endif()
 
 if(FT_BUILD_BENCHMARKS)

@@ -205,6 +205,29 @@ TEST(EnvMapLoad, the_fuzz_seeds_decode) {
       << exr.status().what();
 }
 
+// examples/maps/studio_small.hdr, written by examples/maps/make_studio_hdr.py: its size, its sha256 (as a scene
+// names it) and the radiance its script documents for the key softbox, the floor and the background, within the
+// RGBE quantisation (8-bit mantissas: 1/128 of the texel's largest channel).
+TEST(EnvMapLoad, the_example_studio_map_is_the_one_its_script_describes) {
+  const std::string path = std::string(FT_EXAMPLES_DIR) + "/maps/studio_small.hdr";
+  auto m = load_env_map(path, "1ee8846551d9f2df56fae3b7ff7f74750760a32b3d2c740c3d24755b5730ba85");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ(m->width, 256u);
+  ASSERT_EQ(m->height, 128u);
+  // Column x: azimuth 360°·(x + ½)/256; row y: elevation 90° − 180°·(y + ½)/128.
+  auto texel = [&](std::uint32_t x, std::uint32_t y, int c) {
+    return m->rgb[(std::size_t{y} * 256 + x) * 3 + c];
+  };
+  const float key[3] = {8.0f, 7.6f, 7.0f};  // x 31: azimuth 44.3°; y 39: elevation 34.2°
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(texel(31, 39, c), key[c], 8.0f / 128) << c;
+  EXPECT_NEAR(texel(100, 20, 0), 0.05f, 0.05f / 128);  // azimuth 141°, elevation 61.2°: the background
+  EXPECT_NEAR(texel(0, 127, 1), 0.15f * (1 - 89.296875f / 90),
+              0.002f / 128);  // the floor at elevation −89.3°
+  auto wrong = load_env_map(path, std::string(64, '0'));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().what().find("sha256"), std::string::npos) << wrong.status().what();
+}
+
 /// Writes an EXR of w x h with the given channels (FLOAT), texel i channel c = value(i, c).
 template <class F>
 std::string write_exr(const std::string& name, int w, int h, const std::string& channels, F value) {
