@@ -1,6 +1,7 @@
 /// @file
 /// Scene JSON: every field, presets, round trip, and an error naming the field for each kind of bad input.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -413,7 +414,7 @@ TEST(SceneJsonErrors, unknown_enum_names_list_the_choices) {
   EXPECT_MESSAGE_HAS(msg, "lighting_preset: unknown value \"LightTnt\" (did you mean \"LightTent\"?)");
   EXPECT_MESSAGE_HAS(msg, "IlluminantA");
   EXPECT_MESSAGE_HAS(parse_error(R"({"environment": "space"})"), "environment: unknown value \"space\"");
-  EXPECT_MESSAGE_HAS(parse_error(R"({"environment": "hdr"})"), "environment: HDR");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"environment": "hdr"})"), "environment: an HDR map is an object");
   EXPECT_MESSAGE_HAS(parse_error(R"({"material": "unobtainium"})"), "material: unknown material preset");
   EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"preset": "glass"}})"),
                      "material.preset: unknown material preset");
@@ -483,6 +484,54 @@ TEST(SceneJsonFiles, examples_parse_and_save_round_trips) {
   EXPECT_EQ(furnace->environment, ft::EnvironmentKind::kUniform);
   EXPECT_EQ(furnace->planes.size(), 74u);
   EXPECT_TRUE(furnace->material.o_ray.empty()) << "the furnace stone must not absorb";
+}
+
+// `"environment": {"hdr": …, "sha256": …}` (docs/scene-format.md): read and checked with the scene, a relative
+// path resolved against the scene file's folder; the scene then needs Tier 2, and every bad map is named.
+TEST(SceneJsonFiles, an_hdr_environment_is_read_and_checked_with_the_scene) {
+  namespace fs = std::filesystem;
+  const std::string sha = "1ee8846551d9f2df56fae3b7ff7f74750760a32b3d2c740c3d24755b5730ba85";
+  const fs::path dir = fs::temp_directory_path() / ("ft_hdr_scene_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "maps");
+  fs::copy_file(std::string(FT_SOURCE_DIR) + "/examples/maps/studio_small.hdr", dir / "maps" / "studio.hdr",
+                fs::copy_options::overwrite_existing);
+  auto write_scene = [&](const std::string& env) {
+    const std::string path = (dir / "scene.json").string();
+    std::ofstream(path) << R"({"material": "emerald", "environment": )" << env << "}";
+    return ft::load_scene_file(path);
+  };
+  auto s = write_scene(R"({"hdr": "maps/studio.hdr", "sha256": ")" + sha + "\"}");
+  ASSERT_TRUE(s.ok()) << s.status().what();
+  EXPECT_EQ(s->environment, ft::EnvironmentKind::kHdr);
+  EXPECT_EQ(s->environment_map, (dir / "maps" / "studio.hdr").string());
+  EXPECT_EQ(s->environment_map_sha256, sha);
+  const ft::TierFeatures t = ft::tier_features(*s);
+  EXPECT_EQ(t.tier, 2);
+  EXPECT_MESSAGE_HAS(t.status().what(), "HDR environment");
+  auto back = ft::scene_from_json(ft::scene_to_json(*s));  // the resolved path reads back from anywhere
+  ASSERT_TRUE(back.ok()) << back.status().what();
+  EXPECT_EQ(ft::scene_to_json(*back), ft::scene_to_json(*s));
+
+  auto error = [&](const std::string& env) {
+    auto r = write_scene(env);
+    EXPECT_FALSE(r.ok()) << env;
+    return r.ok() ? std::string() : r.status().what();
+  };
+  EXPECT_MESSAGE_HAS(error(R"({"hdr": "maps/studio.hdr"})"), "environment.sha256: missing");
+  EXPECT_MESSAGE_HAS(error(R"({"sha256": ")" + sha + "\"}"), "environment.hdr: missing");
+  EXPECT_MESSAGE_HAS(error(R"({"hdr": "maps/studio.hdr", "sha256": "abc"})"), "expected 64 hex digits");
+  const std::string wrong = error(R"({"hdr": "maps/studio.hdr", "sha256": ")" + std::string(64, '0') + "\"}");
+  EXPECT_MESSAGE_HAS(wrong, "environment.hdr");
+  EXPECT_MESSAGE_HAS(wrong, "sha256");
+  EXPECT_MESSAGE_HAS(error(R"({"hdr": "maps/none.hdr", "sha256": ")" + sha + "\"}"), "none.hdr");
+  EXPECT_MESSAGE_HAS(error(R"({"hdr": "maps/studio.hdr", "sha256": ")" + sha + R"(", "gamma": 2})"), "gamma");
+  { std::ofstream(dir / "maps" / "bad.hdr") << "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 40000 +X 40000\n"; }
+  const std::string bad_sha =
+      "7c31fa902bad8b3edefd5852f4d2cbf711a0db171a93f426cfa5faefa5eb946a";  // its sha256
+  const std::string absurd = error(R"({"hdr": "maps/bad.hdr", "sha256": ")" + bad_sha + "\"}");
+  EXPECT_MESSAGE_HAS(absurd, "environment.hdr");
+  EXPECT_MESSAGE_HAS(absurd, "each side must be in [1, 32768]");
+  fs::remove_all(dir);
 }
 
 TEST(SceneJsonFiles, diamond_example_is_the_builtin_scene) {

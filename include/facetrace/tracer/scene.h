@@ -135,6 +135,10 @@ struct Scene {
   std::uint32_t max_bounces = 12;  ///< ≤ 128
   LightingPreset lighting_preset = LightingPreset::kLightTent;
   EnvironmentKind environment = EnvironmentKind::kStudio;
+  /// kHdr (Tier 2): the equirectangular map's file (a relative path in a scene file is resolved against the
+  /// file's folder) and its sha256 (64 hex digits); the scene reader checks both (tracer/env_map.h).
+  std::string environment_map;
+  std::string environment_map_sha256;
   Material material;
   std::vector<Plane> planes;
   bool girdle_frosted = false;  ///< re-derives Frosted for |n_y| ≤ 1e-3

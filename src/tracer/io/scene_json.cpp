@@ -21,6 +21,7 @@
 
 #include "facetrace/core/file.h"
 #include "facetrace/core/text.h"
+#include "facetrace/tracer/env_map.h"
 #include "scene/materials.h"
 
 namespace facetrace::tracer {
@@ -316,7 +317,28 @@ std::vector<Plane> parse_planes(const json& j, const std::string& path) {
   return planes;
 }
 
-Scene parse_scene(const json& j) {
+/// `"environment": {"hdr": PATH, "sha256": HEX}` (docs/scene-format.md): the map is read and checked here, so a
+/// missing file, a wrong sha256 or a map past the limits is an error of the scene file, named.
+void parse_hdr_environment(const json& j, const std::string& base_dir, Scene& s) {
+  check_object(j, "environment", {"hdr", "sha256"});
+  if (!j.contains("hdr")) fail("environment.hdr", "missing (the map file, .hdr or .exr)");
+  if (!j.contains("sha256")) fail("environment.sha256", "missing (the map's sha256, 64 hex digits)");
+  const std::string file = as_string(j["hdr"], "environment.hdr");
+  const std::string sha = as_string(j["sha256"], "environment.sha256");
+  if (file.empty()) fail("environment.hdr", "empty path");
+  if (sha.size() != 64 || !std::all_of(sha.begin(), sha.end(), [](char c) {
+        return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+      }))
+    fail("environment.sha256", "expected 64 hex digits, got \"" + core::printable(sha) + "\"");
+  const std::string path = file.front() == '/' || base_dir.empty() ? file : base_dir + "/" + file;
+  auto map = load_env_map(path, sha);
+  if (!map) fail("environment.hdr", map.status().what());
+  s.environment = EnvironmentKind::kHdr;
+  s.environment_map = path;
+  s.environment_map_sha256 = sha;
+}
+
+Scene parse_scene(const json& j, const std::string& base_dir) {
   check_object(j, "", {"version",        "description",     "width",         "height",          "yaw",
                        "pitch",          "distance",        "light_yaw",     "light_pitch",     "exposure",
                        "max_bounces",    "lighting_preset", "environment",   "material",        "planes",
@@ -338,10 +360,15 @@ Scene parse_scene(const json& j) {
     s.lighting_preset =
         static_cast<LightingPreset>(enum_index(*it, "lighting_preset", lighting_preset_names()));
   if (const auto it = j.find("environment"); it != j.end()) {
-    if (it->is_string() && fold_name(it->get<std::string>()) == "hdr")
-      fail("environment", "HDR environment maps are Tier 2 and not yet readable from scene files");
-    const std::size_t e = enum_index(*it, "environment", kEnvironmentNames);
-    s.environment = e == 0 ? EnvironmentKind::kStudio : EnvironmentKind::kUniform;
+    if (it->is_object()) {
+      parse_hdr_environment(*it, base_dir, s);
+    } else {
+      if (it->is_string() && fold_name(it->get<std::string>()) == "hdr")
+        fail("environment",
+             "an HDR map is an object: {\"hdr\": \"map.hdr\", \"sha256\": \"<64 hex digits>\"}");
+      const std::size_t e = enum_index(*it, "environment", kEnvironmentNames);
+      s.environment = e == 0 ? EnvironmentKind::kStudio : EnvironmentKind::kUniform;
+    }
   }
   if (const auto it = j.find("material"); it != j.end())
     s.material = parse_material(*it, "material", s.material);
@@ -468,7 +495,11 @@ ojson material_json(const Material& m, bool use_names) {
 
 // ---- public API ----------------------------------------------------------------------------------------
 
-Expected<Scene> scene_from_json(std::string_view text, std::string_view source) {
+namespace {
+
+/// scene_from_json with relative map paths resolved against `base_dir` ("" = the working directory).
+Expected<Scene> scene_from_json_in(std::string_view text, std::string_view source,
+                                   const std::string& base_dir) {
   const std::string src = core::printable(source);
   json j;
   std::string duplicate;
@@ -507,7 +538,7 @@ Expected<Scene> scene_from_json(std::string_view text, std::string_view source) 
     return invalid_argument(src + ": expected a JSON object at the top level, got " + type_name(j));
   Scene scene;
   try {
-    scene = parse_scene(j);
+    scene = parse_scene(j, base_dir);
   } catch (const FieldError& e) {
     return invalid_argument(src + ": " + e.what());
   } catch (const std::exception& e) {
@@ -517,11 +548,18 @@ Expected<Scene> scene_from_json(std::string_view text, std::string_view source) 
   return scene;
 }
 
+}  // namespace
+
+Expected<Scene> scene_from_json(std::string_view text, std::string_view source) {
+  return scene_from_json_in(text, source, "");
+}
+
 Expected<Scene> load_scene_file(const std::string& path) {
   auto bytes = core::read_file(path, kMaxSceneFileBytes);
   if (!bytes) return bytes.status().with_context("scene file");
   const std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
-  return scene_from_json(text, path);
+  const auto slash = path.find_last_of('/');
+  return scene_from_json_in(text, path, slash == std::string::npos ? std::string() : path.substr(0, slash));
 }
 
 std::string scene_to_json(const Scene& s, const SceneJsonOptions& options) {
@@ -537,9 +575,10 @@ std::string scene_to_json(const Scene& s, const SceneJsonOptions& options) {
   j["exposure"] = num(s.exposure);
   j["max_bounces"] = s.max_bounces;
   j["lighting_preset"] = std::string(lighting_preset_name(s.lighting_preset));
-  j["environment"] = s.environment == EnvironmentKind::kStudio    ? "studio"
-                     : s.environment == EnvironmentKind::kUniform ? "uniform"
-                                                                  : "hdr";
+  if (s.environment == EnvironmentKind::kHdr)
+    j["environment"] = {{"hdr", s.environment_map}, {"sha256", s.environment_map_sha256}};
+  else
+    j["environment"] = s.environment == EnvironmentKind::kStudio ? "studio" : "uniform";
   j["material"] = material_json(s.material, options.use_names);
   if (options.use_names && same_planes(s.planes, round_brilliant_planes())) {
     j["planes"] = "round_brilliant";
