@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(kTileW* kTileH)
   const PrepFrame& f = table.frame[blockIdx.z];
   const int x0 = static_cast<int>(blockIdx.x) * kTileW, y0 = static_cast<int>(blockIdx.y) * kSepTileH;
   const int t = static_cast<int>(threadIdx.x);
-  if (t == 0 && blockIdx.x == 0 && blockIdx.y == 0) geom[f.out_index] = ImageGeom{f.scale, f.width, f.height, 0};
+  if (t == 0 && blockIdx.x == 0 && blockIdx.y == 0)
+    geom[f.out_index] = ImageGeom{f.scale, f.width, f.height, 0};
   if (t < kTileW) {
     int c = 0;
     if (x0 + t < f.placed_w)

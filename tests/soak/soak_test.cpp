@@ -423,8 +423,7 @@ struct Soak {
   std::mutex rss_mu;
   std::vector<std::uint64_t> rss;  // after the warm-up, every 250 ms
 
-  Soak(Rig& r, Config c)
-      : rig(r), cfg(c), workers(static_cast<std::size_t>(c.threads)) {}
+  Soak(Rig& r, Config c) : rig(r), cfg(c), workers(static_cast<std::size_t>(c.threads)) {}
 
   std::uint64_t fired() const {
     std::uint64_t n = 0;

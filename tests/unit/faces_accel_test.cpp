@@ -572,7 +572,7 @@ TEST(FacesAccel, plan_choices_are_kept_per_batch_and_sent_again_to_a_replacement
     facetrace::testing::ExpectLogs logs;  // the backend warns about the loss
     gpu::arm_fault(*rig.acc, runtime::FaultKind::kSimulatedLoss);
     ASSERT_TRUE(net.run_batch(spans(ims), net.input_shape()).ok());  // on the CPU: no call
-    auto r = net.run_batch(spans(ims), net.input_shape());  // calls 4 and 5: re-check at 1, batch 8
+    auto r = net.run_batch(spans(ims), net.input_shape());           // calls 4 and 5: re-check at 1, batch 8
     ASSERT_TRUE(r.ok());
     expect_same(*r, cpu_batch(net, ims));
   }
@@ -605,7 +605,8 @@ TEST(FacesOp, op_args_carry_plan_choices_only_under_their_flag) {
   args.resize(sizeof a);
   EXPECT_EQ(gpu::read_op_args(args, got, choices).code(), Code::kInvalidArgument);
   gpu::FacesDetectArgs d;
-  EXPECT_EQ(gpu::read_op_args(std::span(args).first(sizeof a - 1), d, choices).code(), Code::kInvalidArgument);
+  EXPECT_EQ(gpu::read_op_args(std::span(args).first(sizeof a - 1), d, choices).code(),
+            Code::kInvalidArgument);
 }
 
 TEST(FacesAccel, a_failed_recheck_after_recovery_detaches_with_the_reason) {

@@ -109,13 +109,13 @@ Expected<ChildModel*> child_model(runtime::DeviceContext& ctx, std::uint64_t key
 struct Planned {
   ChildModel* model = nullptr;
   GpuProgram* plan = nullptr;
-  std::span<const std::byte> batch;  ///< the input region's first part (args.input_bytes)
+  std::span<const std::byte> batch;                 ///< the input region's first part (args.input_bytes)
   const std::vector<std::byte>* choices = nullptr;  ///< PlanEntry::choices
 };
 
 /// `carried`: the plan-choice blob the parent sent (faces_ops.h), used when this call plans.
-Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args, std::span<const std::byte> region,
-                          std::span<const std::byte> carried) {
+Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args,
+                          std::span<const std::byte> region, std::span<const std::byte> carried) {
   if (args.batch < 1 || args.batch > kMaxBatch)
     return invalid_argument("faces_run: batch " + std::to_string(args.batch) + " outside 1.." +
                             std::to_string(kMaxBatch));
@@ -199,15 +199,17 @@ Expected<Planned> planned(runtime::DeviceContext& ctx, const FacesRunArgs& args,
     e.plan = std::move(*plan);
     e.table = table;
     e.choices = encode_conv_choices(e.plan->conv_choices());
-    FT_LOG_DEBUG("faces_run: planned model {:016x} at batch {} ({}), {} device bytes, {} of {} carried conv "
-                 "choices taken",
-                 args.key, args.batch, precision_name(o.precision), e.plan->device_bytes(),
-                 e.plan->carried_choices(), o.conv_choices.size());
+    FT_LOG_DEBUG(
+        "faces_run: planned model {:016x} at batch {} ({}), {} device bytes, {} of {} carried conv "
+        "choices taken",
+        args.key, args.batch, precision_name(o.precision), e.plan->device_bytes(), e.plan->carried_choices(),
+        o.conv_choices.size());
     if (e.plan->carried_choices() < static_cast<int>(o.conv_choices.size()))
-      FT_LOG_WARN("faces_run: model {:016x} at batch {}: {} of {} carried conv choices did not fit and were "
-                  "searched again (results may differ from the earlier plan's in the last bits)",
-                  args.key, args.batch, o.conv_choices.size() - static_cast<std::size_t>(e.plan->carried_choices()),
-                  o.conv_choices.size());
+      FT_LOG_WARN(
+          "faces_run: model {:016x} at batch {}: {} of {} carried conv choices did not fit and were "
+          "searched again (results may differ from the earlier plan's in the last bits)",
+          args.key, args.batch, o.conv_choices.size() - static_cast<std::size_t>(e.plan->carried_choices()),
+          o.conv_choices.size());
   }
   return Planned{&m, e.plan.get(), in->batch, &e.choices};
 }

@@ -36,8 +36,8 @@ Status read_op_args(std::span<const std::byte> args, std::size_t own_bytes, void
                     std::span<const std::byte>& choices) {
   choices = {};
   if (args.size() < own_bytes)
-    return invalid_argument("faces op args are " + std::to_string(args.size()) + " bytes, expected at least " +
-                            std::to_string(own_bytes));
+    return invalid_argument("faces op args are " + std::to_string(args.size()) +
+                            " bytes, expected at least " + std::to_string(own_bytes));
   std::memcpy(own, args.data(), own_bytes);
   FacesRunArgs run;
   std::memcpy(&run, args.data(), sizeof run);  // the first member of every faces op's args
