@@ -288,6 +288,27 @@ TEST(SceneJson, reads_a_full_material_object) {
   EXPECT_NEAR(refractive_index(m.dispersion, 587.6), 1.5168, 1e-4);  // N-BK7
 }
 
+// material.c_axis (docs/scene-format.md): the optic axis, default [0, 1, 0]; written back; a zero axis, a wrong
+// length or a non-number is named.
+TEST(SceneJson, reads_the_optic_axis_and_refuses_a_zero_one) {
+  EXPECT_EQ(parse_ok("{}").material.c_axis[1], 1.0f);
+  const ft::Scene s = parse_ok(R"({"material": {"preset": "emerald", "c_axis": [0.5, 0, -2]}})");
+  EXPECT_EQ(s.material.c_axis[0], 0.5f);
+  EXPECT_EQ(s.material.c_axis[1], 0.0f);
+  EXPECT_EQ(s.material.c_axis[2], -2.0f);
+  const std::string text = ft::scene_to_json(s);
+  EXPECT_NE(text.find("\"c_axis\""), std::string::npos);  // not the bare preset name any more
+  auto back = ft::scene_from_json(text);
+  ASSERT_TRUE(back.ok()) << back.status().what();
+  EXPECT_EQ(back->material.c_axis[2], -2.0f);
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"c_axis": [0, 0, 0]}})"),
+                     "material.c_axis: the optic axis");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"c_axis": [1e-7, 0, 0]}})"), "must not be (near) zero");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"c_axis": [0, 1]}})"), "expected 3 numbers, got 2");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"c_axis": "up"}})"), "material.c_axis: expected an array");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"c_axis": [0, "y", 0]}})"), "material.c_axis[1]");
+}
+
 TEST(SceneJson, reads_sellmeier1_cauchy_and_preset_overrides) {
   ft::Scene s = parse_ok(R"({"material": {"dispersion": {"model": "sellmeier1", "b": 1.3, "c": 0.01}}})");
   EXPECT_EQ(s.material.dispersion.model, ft::DispersionModel::kSellmeier1);

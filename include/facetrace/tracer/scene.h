@@ -83,6 +83,8 @@ struct Material {
   OpticalCharacter optical_character = OpticalCharacter::kIsotropic;
   CrystalSystem crystal_system = CrystalSystem::kCubic;
   float birefringence_delta = 0.0f;  ///< Tier 2/3; anisotropic only when non-cubic and |Δ| > 1e-4
+  /// Tier 2: the optic axis in the stone's frame (any length but zero; the tracer normalises it).
+  float c_axis[3] = {0.0f, 1.0f, 0.0f};
   float scattering_sigma_s = 0.0f;   ///< Tier 2 (HG inclusions)
   float scattering_g = 0.0f;
   float edge_rounding_radius = 0.0f;  ///< Tier 2

@@ -246,7 +246,7 @@ Material parse_material(const json& j, const std::string& path, const Material& 
   }
   check_object(j, path,
                {"preset", "name", "dispersion", "absorption", "absorption_path_scale", "optical_character",
-                "crystal_system", "birefringence_delta", "scattering_sigma_s", "scattering_g",
+                "crystal_system", "birefringence_delta", "c_axis", "scattering_sigma_s", "scattering_g",
                 "edge_rounding_radius", "fluorescence"});
   Material m = def;
   if (const auto it = j.find("preset"); it != j.end()) {
@@ -278,6 +278,14 @@ Material parse_material(const json& j, const std::string& path, const Material& 
     m.crystal_system =
         static_cast<CrystalSystem>(enum_index(*it, join(path, "crystal_system"), kCrystalNames));
   m.birefringence_delta = get_float(j, "birefringence_delta", path, m.birefringence_delta);
+  if (const auto it = j.find("c_axis"); it != j.end()) {
+    const std::string p = join(path, "c_axis");
+    if (!it->is_array() || it->size() != 3)
+      fail(p, it->is_array() ? "expected 3 numbers, got " + std::to_string(it->size())
+                             : std::string("expected an array of 3 numbers, got ") + type_name(*it));
+    for (std::size_t k = 0; k < 3; ++k)
+      m.c_axis[k] = to_float(number((*it)[k], index_path(p, k)), index_path(p, k));
+  }
   m.scattering_sigma_s = get_float(j, "scattering_sigma_s", path, m.scattering_sigma_s);
   m.scattering_g = get_float(j, "scattering_g", path, m.scattering_g);
   m.edge_rounding_radius = get_float(j, "edge_rounding_radius", path, m.edge_rounding_radius);
@@ -440,6 +448,7 @@ bool same_material(const Material& a, const Material& b) {
   return same_bands(a.o_ray, b.o_ray) && same_bands(a.e_ray, b.e_ray) && same_bands(a.beta_ray, b.beta_ray) &&
          a.absorption_path_scale == b.absorption_path_scale && a.optical_character == b.optical_character &&
          a.crystal_system == b.crystal_system && a.birefringence_delta == b.birefringence_delta &&
+         a.c_axis[0] == b.c_axis[0] && a.c_axis[1] == b.c_axis[1] && a.c_axis[2] == b.c_axis[2] &&
          a.scattering_sigma_s == b.scattering_sigma_s && a.scattering_g == b.scattering_g &&
          a.edge_rounding_radius == b.edge_rounding_radius && a.fluorescence == b.fluorescence;
 }
@@ -484,6 +493,7 @@ ojson material_json(const Material& m, bool use_names) {
   o["optical_character"] = std::string(kCharacterNames[static_cast<std::size_t>(m.optical_character)]);
   o["crystal_system"] = std::string(kCrystalNames[static_cast<std::size_t>(m.crystal_system)]);
   o["birefringence_delta"] = num(m.birefringence_delta);
+  o["c_axis"] = {num(m.c_axis[0]), num(m.c_axis[1]), num(m.c_axis[2])};
   o["scattering_sigma_s"] = num(m.scattering_sigma_s);
   o["scattering_g"] = num(m.scattering_g);
   o["edge_rounding_radius"] = num(m.edge_rounding_radius);

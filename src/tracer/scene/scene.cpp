@@ -207,7 +207,8 @@ Status validate_scene(const Scene& s) {
   std::vector<double> probes;
   for (int k = 0; k <= 400; ++k) probes.push_back(380.0 + k);
   probes.push_back(589.3);
-  if (d.model == DispersionModel::kCauchy && d.b[2] != 0.0f) {  // n = A + B·x + C·x², x = 1/λ²: vertex at −B/2C
+  if (d.model == DispersionModel::kCauchy &&
+      d.b[2] != 0.0f) {  // n = A + B·x + C·x², x = 1/λ²: vertex at −B/2C
     const double x = -double{d.b[1]} / (2.0 * d.b[2]);
     if (x > 0.0) {
       const double lambda = 1000.0 / std::sqrt(x);
@@ -243,6 +244,13 @@ Status validate_scene(const Scene& s) {
   if (m.absorption_path_scale < 0.0f)
     return bad("material.absorption_path_scale", "must be >= 0 (got " + num(m.absorption_path_scale) + ")");
   FT_TRY(check_finite("material.birefringence_delta", m.birefringence_delta));
+  for (int k = 0; k < 3; ++k) FT_TRY(check_finite("material.c_axis[" + std::to_string(k) + "]", m.c_axis[k]));
+  if (const double len2 = static_cast<double>(m.c_axis[0]) * m.c_axis[0] +
+                          static_cast<double>(m.c_axis[1]) * m.c_axis[1] +
+                          static_cast<double>(m.c_axis[2]) * m.c_axis[2];
+      !(len2 > 1e-12))
+    return bad("material.c_axis", "the optic axis must not be (near) zero (got [" + num(m.c_axis[0]) + ", " +
+                                      num(m.c_axis[1]) + ", " + num(m.c_axis[2]) + "])");
   FT_TRY(check_finite("material.scattering_sigma_s", m.scattering_sigma_s));
   if (m.scattering_sigma_s < 0.0f)
     return bad("material.scattering_sigma_s", "must be >= 0 (got " + num(m.scattering_sigma_s) + ")");
