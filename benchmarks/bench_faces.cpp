@@ -28,6 +28,7 @@
 #include "facetrace/faces/net.h"
 
 #ifdef FT_HAVE_CUDA_FACES
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -194,11 +195,14 @@ bool g_embedder_only = false;
 // --yunet-only: the in-process YuNet rows (network and end to end) only; --no-fuse-heads: PlanOptions::fuse_heads
 // off, the A/B baseline of the fused detection heads (docs/design/faces.md §8.1).
 bool g_yunet_only = false;
+std::vector<int> g_batches;  // --batches: the in-process rows' batches (empty: the defaults)
 bool g_no_fuse_heads = false;
 // --bands off|timed|always: PlanOptions::bands (default off, the planner's default)
 gpu::PlanOptions::Bands g_bands = gpu::PlanOptions::Bands::kOff;
 std::string bands_name(gpu::PlanOptions::Bands b) {
-  return b == gpu::PlanOptions::Bands::kOff ? "off" : b == gpu::PlanOptions::Bands::kTimed ? "timed" : "always";
+  return b == gpu::PlanOptions::Bands::kOff     ? "off"
+         : b == gpu::PlanOptions::Bands::kTimed ? "timed"
+                                                : "always";
 }
 
 std::string prec_name(Precision p) {
@@ -213,6 +217,13 @@ std::optional<bench::GpuFacts> cuda_facts() {
     return std::nullopt;
   auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); };
   return bench::GpuFacts{prop.name, ver(drv), ver(rt)};
+}
+
+// FACETRACE_BENCH_PROFILE=1: each GPU row runs once more between cudaProfilerStart and cudaProfilerStop, so
+// `ncu --profile-from-start off` times the kernels of one replay and none of the plan's candidates.
+bool profile_run() {
+  const char* e = std::getenv("FACETRACE_BENCH_PROFILE");
+  return e != nullptr && e[0] == '1';
 }
 
 // "kernel×count, ..." over the conv steps (and the fused groups) of a plan.
@@ -310,6 +321,12 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       cudaEventDestroy(a);
       cudaEventDestroy(e);
       if (!ok) return fail("a run failed");
+      if (profile_run()) {  // one more replay inside the profiler's range (ncu --profile-from-start off)
+        ok = cudaProfilerStart() == cudaSuccess &&
+             (*g)->run(static_cast<const float*>(in), static_cast<float*>(out)).ok() &&
+             cudaStreamSynchronize(stream) == cudaSuccess && cudaProfilerStop() == cudaSuccess;
+        if (!ok) return fail("the profiled run failed");
+      }
       // tf32/bf16 at batch 64: the outputs against an fp32 plan's on one random input, the smallest cosine over
       // every (output, image)
       double min_cos = -2.0;
@@ -367,8 +384,8 @@ bool gpu_rows(const char* name, const char* unit, const Program& program, const 
       j["top_steps"] = top_steps(**g, 8);
       if (const char* d = std::getenv("FACETRACE_FACES_PLAN_DETAIL"); d && d[0] == '1' && batch == 1)
         for (const auto& st : (*g)->steps())
-          std::fprintf(stderr, "plan %s b%d: %s %s %.1f us\n", name, batch, st.node.c_str(), st.kernel.c_str(),
-                       st.us);
+          std::fprintf(stderr, "plan %s b%d: %s %s %.1f us\n", name, batch, st.node.c_str(),
+                       st.kernel.c_str(), st.us);
       if (min_cos > -2.0) j["min_cosine_vs_fp32"] = bench::rounded(min_cos, 6);
       bench::emit(std::move(j), context);
       table.add({cas + " " + prec_name(prec), "gpu", bench::cell("%.3f", s.median_ms),
@@ -392,7 +409,8 @@ bool parse_precisions(const std::string& precision, std::vector<Precision>& prec
   } else if (parse_precision(precision, p)) {
     precs = {p};
   } else {
-    std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32, bf16 or all)\n", precision.c_str());
+    std::fprintf(stderr, "bench_faces: unknown precision '%s' (fp32, tf32, bf16 or all)\n",
+                 precision.c_str());
     return false;
   }
   return true;
@@ -401,8 +419,8 @@ bool parse_precisions(const std::string& precision, std::vector<Precision>& prec
 // YuNet 640 end to end in-process: the benchmark photo's RGB8 frame resident on the device (decoded and uploaded
 // once, as the detect op holds frames), then per run the letterbox, the network, decode + NMS and the readback of
 // the counts and detections to the host; wall clock per run (steady_clock), median of `iters` after `warmup`.
-bool yunet_e2e_rows(const Program& program, const std::string& images, const std::vector<int>& batches, int warmup,
-                    int iters, const bench::RunContext& context, bench::Table& table) {
+bool yunet_e2e_rows(const Program& program, const std::string& images, const std::vector<int>& batches,
+                    int warmup, int iters, const bench::RunContext& context, bench::Table& table) {
   auto photo = facetrace::core::load_image(images + "obama_portrait_2012.jpg");
   if (!photo) {
     std::fprintf(stderr, "bench_faces: %s\n", photo.status().to_string().c_str());
@@ -474,17 +492,19 @@ bool yunet_e2e_rows(const Program& program, const std::string& images, const std
       facetrace::Status st = gpu::letterbox_batch(frames.data(), batch, kN, in, geom, nullptr, stream);
       if (st.ok()) st = (*g)->run(in, out);
       if (st.ok())
-        st = gpu::yunet_decode_nms(out, *layout, geom, DetectOptions{}, {scratch, sb}, {counts, recs, kCapacity},
-                                   stream);
+        st = gpu::yunet_decode_nms(out, *layout, geom, DetectOptions{}, {scratch, sb},
+                                   {counts, recs, kCapacity}, stream);
       ok = st.ok() &&
-           cudaMemcpyAsync(h_counts, counts, sizeof(int) * static_cast<std::size_t>(batch), cudaMemcpyDeviceToHost,
-                           stream) == cudaSuccess &&
-           cudaMemcpyAsync(h_recs, recs, sizeof(gpu::GpuDetection) * static_cast<std::size_t>(batch) * kCapacity,
+           cudaMemcpyAsync(h_counts, counts, sizeof(int) * static_cast<std::size_t>(batch),
+                           cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
+           cudaMemcpyAsync(h_recs, recs,
+                           sizeof(gpu::GpuDetection) * static_cast<std::size_t>(batch) * kCapacity,
                            cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
            cudaStreamSynchronize(stream) == cudaSuccess;
       if (!st.ok()) why = st.to_string();
       if (r >= warmup)
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     int faces = ok ? h_counts[0] : -1;
     cudaFreeHost(h_counts);
@@ -522,10 +542,10 @@ using facetrace::faces::testing::CountingAccelerator;  // counts GPU runs and CP
 
 // One model of the product rows.
 struct ProductModel {
-  std::string name;                       // case prefix
+  std::string name;  // case prefix
   const char* unit = "images_per_s";
-  std::function<Expected<Net>()> make;    // a fresh Net (its own shared state) per device
-  std::vector<float> image;               // one input [1, C, H, W]
+  std::function<Expected<Net>()> make;  // a fresh Net (its own shared state) per device
+  std::vector<float> image;             // one input [1, C, H, W]
   Shape shape;
   std::vector<int> gpu_batches, cpu_batches;
 };
@@ -545,9 +565,9 @@ std::vector<float> noise(std::size_t n, std::uint32_t seed) {
 
 // Times Net::run_batch of `batch` copies of the model's image; one JSON line and table row. `cpu_per_s` > 0 adds
 // the ratio to the CPU interpreter's throughput at `cpu_batch`. Returns the throughput, or a negative on failure.
-double product_row(const ProductModel& m, const Net& net, const std::string& device, Precision prec, int batch,
-                   int warmup, int iters, CountingAccelerator* acc, double attach_ms, double cpu_per_s,
-                   int cpu_batch, const bench::RunContext& context, bench::Table& table) {
+double product_row(const ProductModel& m, const Net& net, const std::string& device, Precision prec,
+                   int batch, int warmup, int iters, CountingAccelerator* acc, double attach_ms,
+                   double cpu_per_s, int cpu_batch, const bench::RunContext& context, bench::Table& table) {
   std::vector<std::span<const float>> in(static_cast<std::size_t>(batch), std::span<const float>(m.image));
   auto run = [&] {
     auto r = net.run_batch(in, m.shape);
@@ -586,8 +606,8 @@ double product_row(const ProductModel& m, const Net& net, const std::string& dev
   }
   bench::emit(std::move(j), context);
   std::string thr = bench::cell("%.1f", per_s) + " " + m.unit;
-  if (acc && cpu_per_s > 0) thr += " (" + bench::cell("%.1f", per_s / cpu_per_s) + "x cpu b" +
-                                   std::to_string(cpu_batch) + ")";
+  if (acc && cpu_per_s > 0)
+    thr += " (" + bench::cell("%.1f", per_s / cpu_per_s) + "x cpu b" + std::to_string(cpu_batch) + ")";
   table.add({cas + (acc ? " " + prec_name(prec) : ""), device, bench::cell("%.2f", s.median_ms),
              bench::cell("%.2f", s.p10_ms), bench::cell("%.2f", s.p90_ms), thr});
   return per_s;
@@ -626,8 +646,8 @@ bool product_model(const ProductModel& m, const std::vector<Precision>& precs, b
     const double attach_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!st.ok()) {
-      std::fprintf(stderr, "bench_faces: %s %s: attach_checked: %s\n", m.name.c_str(), prec_name(prec).c_str(),
-                   st.to_string().c_str());
+      std::fprintf(stderr, "bench_faces: %s %s: attach_checked: %s\n", m.name.c_str(),
+                   prec_name(prec).c_str(), st.to_string().c_str());
       return false;
     }
     for (int b : m.gpu_batches) {
@@ -638,8 +658,8 @@ bool product_model(const ProductModel& m, const std::vector<Precision>& precs, b
       } else if (!cpu_rate.empty()) {
         cb = cpu_rate.rbegin()->first, cr = cpu_rate.rbegin()->second;
       }
-      if (product_row(m, *gnet, "gpu", prec, b, short_run ? 1 : 2, short_run ? 2 : 5, acc.get(), attach_ms, cr,
-                      cb, context, table) < 0)
+      if (product_row(m, *gnet, "gpu", prec, b, short_run ? 1 : 2, short_run ? 2 : 5, acc.get(), attach_ms,
+                      cr, cb, context, table) < 0)
         return false;
     }
   }
@@ -705,7 +725,7 @@ int run_product_rows(const std::string& model, const std::string& images, const 
     // The case is named by the file ("iresnet100" for make_models.py's DIR/iresnet100/model.onnx).
     const std::filesystem::path mp(model);
     e.name = mp.stem() == "model" && mp.has_parent_path() ? mp.parent_path().filename().string()
-                                                           : mp.stem().string();
+                                                          : mp.stem().string();
     e.unit = "faces_per_s";
     e.make = [model] { return Net::load(model); };
     e.shape = one_image(probe->input_shape());
@@ -826,9 +846,9 @@ int run_share_row(const std::string& images, bool short_run, const bench::RunCon
 #endif  // FT_HAVE_TRACER_RENDER
 #endif  // FT_HAVE_FACES_RUNTIME
 
-int run_inprocess_rows(const std::string& model, const std::vector<Precision>& precs, std::uint64_t workspace_mb,
-                       bool short_run, const std::string& images, const bench::RunContext& context,
-                       bench::Table& table);
+int run_inprocess_rows(const std::string& model, const std::vector<Precision>& precs,
+                       std::uint64_t workspace_mb, bool short_run, const std::string& images,
+                       const bench::RunContext& context, bench::Table& table);
 
 // The GPU rows: YuNet 640 and IResNet-100 (or --model) at each batch and precision planned in-process
 // (`inprocess`), the product rows (`product`) and the share row (`share`). Exit code for main.
@@ -844,7 +864,8 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
   bench::Table table({"case", "threads", "median_ms", "p10_ms", "p90_ms", "throughput"});
   std::vector<Precision> precs;
   if (!parse_precisions(precision, precs)) return 2;
-  if (inprocess && run_inprocess_rows(model, precs, workspace_mb, short_run, images, context, table) != 0) return 1;
+  if (inprocess && run_inprocess_rows(model, precs, workspace_mb, short_run, images, context, table) != 0)
+    return 1;
 #ifdef FT_HAVE_FACES_RUNTIME
   // The product rows run the first precision only (fp32 for `all`): end to end they cost minutes per precision on
   // the device, and the precisions differ only in the kernels, which the in-process rows compare.
@@ -863,10 +884,12 @@ int run_gpu_rows(const std::string& model, const std::string& precision, std::ui
   return 0;
 }
 
-int run_inprocess_rows(const std::string& model, const std::vector<Precision>& precs, std::uint64_t workspace_mb,
-                       bool short_run, const std::string& images, const bench::RunContext& context,
-                       bench::Table& table) {
-  const std::vector<int> batches = short_run ? std::vector<int>{1} : std::vector<int>{1, 64, 256};
+int run_inprocess_rows(const std::string& model, const std::vector<Precision>& precs,
+                       std::uint64_t workspace_mb, bool short_run, const std::string& images,
+                       const bench::RunContext& context, bench::Table& table) {
+  const std::vector<int> batches = !g_batches.empty() ? g_batches
+                                   : short_run        ? std::vector<int>{1}
+                                                      : std::vector<int>{1, 64, 256};
   const int warmup = short_run ? 1 : 3, iters = short_run ? 3 : 10;
   auto yunet = Net::create(builtin_yunet_onnx());
   if (!yunet) {
@@ -922,29 +945,38 @@ int main(int argc, char** argv) {
   [[maybe_unused]] bool share = false;
   [[maybe_unused]] std::uint64_t workspace_mb = 4096;
 #ifdef FT_HAVE_CUDA_FACES
-  app.add_option("--device", device,
-                 "cpu; gpu (the GPU face program in-process, then the product path: make_gpu_accelerator + "
-                 "attach_checked + run_batch beside the CPU interpreter); all (gpu, the share row, then the CPU "
-                 "rows); default cpu");
+  app.add_option(
+      "--device", device,
+      "cpu; gpu (the GPU face program in-process, then the product path: make_gpu_accelerator + "
+      "attach_checked + run_batch beside the CPU interpreter); all (gpu, the share row, then the CPU "
+      "rows); default cpu");
   app.add_option("--precision", precision, "GPU rows: fp32, tf32, bf16 or all (default fp32)");
   std::string layout = "auto";
-  app.add_option("--layout", layout, "GPU rows in tf32/bf16: auto (channels-last where cuDNN takes it) or nchw")
+  app.add_option("--layout", layout,
+                 "GPU rows in tf32/bf16: auto (channels-last where cuDNN takes it) or nchw")
       ->check(CLI::IsMember({"auto", "nchw"}));
   app.add_flag("--embedder-only", g_embedder_only,
                "GPU rows: the in-process embedder rows only (no YuNet, product or share rows)");
-  app.add_flag("--yunet-only", g_yunet_only,
-               "GPU rows: the in-process YuNet rows only (network and end to end; no embedder, product or share "
-               "rows)");
-  app.add_flag("--no-fuse-heads", g_no_fuse_heads,
-               "GPU rows: plan without the fused detection heads (the A/B baseline, docs/design/faces.md §8.1)");
+  app.add_flag(
+      "--yunet-only", g_yunet_only,
+      "GPU rows: the in-process YuNet rows only (network and end to end; no embedder, product or share "
+      "rows)");
+  app.add_flag(
+      "--no-fuse-heads", g_no_fuse_heads,
+      "GPU rows: plan without the fused detection heads (the A/B baseline, docs/design/faces.md §8.1)");
   std::string bands = "off";
-  app.add_option("--bands", bands,
-                 "GPU rows: the band kernel (docs/design/faces.md §8.1): off (default), timed (where faster) or "
-                 "always")
+  app.add_option(
+         "--bands", bands,
+         "GPU rows: the band kernel (docs/design/faces.md §8.1): off (default), timed (where faster) or "
+         "always")
       ->check(CLI::IsMember({"off", "timed", "always"}));
-  app.add_option("--model", model,
-                 "GPU rows: an ONNX embedder (e.g. IResNet-100) instead of the synthetic IResNet-100 in-process, "
-                 "and for the product rows");
+  app.add_option(
+      "--model", model,
+      "GPU rows: an ONNX embedder (e.g. IResNet-100) instead of the synthetic IResNet-100 in-process, "
+      "and for the product rows");
+  app.add_option("--batches", g_batches, "GPU in-process rows: these batches (default 1, 64, 256)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   app.add_option("--workspace-mb", workspace_mb,
                  "GPU rows: cuDNN workspace cap per plan in MiB (default 4096)");
   app.add_flag("--share", share,

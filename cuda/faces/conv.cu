@@ -178,55 +178,144 @@ __global__ void dw3x3_x4_kernel(ConvGeom<int> g, const float* __restrict__ x, co
   }
 }
 
-// Every output channel of one output pixel per thread (groups 1, a 3×3 window, few input channels, cout ≤ CO):
-// each input tap is loaded once for all channels, the weights read from shared memory. Per output the same
-// products in the same (ci, ky, kx) order as conv_direct_kernel, then the bias and the epilogue: the same bits.
-template <int CO>
-__global__ void conv_allco3x3_kernel(ConvGeom<int> g, const float* __restrict__ x,
-                                     const float* __restrict__ w, const float* __restrict__ bias,
-                                     EpilogueAct act, float* __restrict__ y, int n) {
+// Every output channel of one output pixel per thread (groups 1, a 3×3 window of dilation 1, stride SH × SW of
+// 1 or 2, few input channels, cout ≤ CO): a block of 32 × 8 outputs of one image first loads its input window
+// (zeros outside the input, the deferred input bias added inside) and the weights ([ci][tap][CO], zero past cout)
+// into shared memory, then each thread sums its 27-or-fewer taps for all channels from there. Per output the same
+// products in the same (ci, ky, kx) order as conv_direct_kernel; a tap outside the input adds fmaf(0, w, acc) =
+// acc (acc is never −0), so both give the same bits. A stem conv (YuNet's 3 → 16, stride 2) reads its input once.
+inline constexpr int kStemTileW = 32, kStemTileH = 8;
+template <int CO, int SH, int SW>
+__global__ void __launch_bounds__(kStemTileW* kStemTileH)
+    conv_allco3x3_kernel(ConvGeom<int> g, const float* __restrict__ x, const float* __restrict__ w,
+                         const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y, int tiles_x,
+                         int tiles_y) {
   pdl_entry();
-  extern __shared__ float ws[];  // [cout][cin][3][3]
-  const int nw = g.cout * g.cin * 9;
-  for (int i = static_cast<int>(threadIdx.x); i < nw; i += static_cast<int>(blockDim.x)) ws[i] = __ldg(w + i);
+  constexpr int kIw = (kStemTileW - 1) * SW + 3, kIh = (kStemTileH - 1) * SH + 3;
+  extern __shared__ float4 stem_shared[];
+  float* ws = reinterpret_cast<float*>(stem_shared);  // [ci][9][CO]
+  float* xs = ws + g.cin * 9 * CO;                    // [ci][kIh][kIw]
+  const int t = static_cast<int>(threadIdx.x);
+  const int nw = g.cin * 9 * CO;
+  for (int i = t; i < nw; i += kStemTileW * kStemTileH) {
+    const int co = i % CO, tap = i / CO;  // tap = ci·9 + k
+    ws[i] = co < g.cout ? __ldg(w + co * g.cin * 9 + tap) : 0.0f;
+  }
+  int b = static_cast<int>(blockIdx.x);
+  const int tx = b % tiles_x;
+  b /= tiles_x;
+  const int ty = b % tiles_y, img = b / tiles_y;
+  const int ox0 = tx * kStemTileW, oy0 = ty * kStemTileH;
+  const int ix0 = ox0 * SW - g.pl, iy0 = oy0 * SH - g.pt;
+  const float* xb = x + static_cast<std::int64_t>(img) * g.cin * g.h * g.w;
+  const int nx = g.cin * kIh * kIw;
+  for (int i = t; i < nx; i += kStemTileW * kStemTileH) {
+    const int c = i % kIw, q = i / kIw;
+    const int r = q % kIh, ci = q / kIh;
+    const int iy = iy0 + r, ix = ix0 + c;
+    float v = 0.0f;
+    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) {
+      v = __ldg(xb + (ci * g.h + iy) * g.w + ix);
+      if (act.in_bias) v = __fadd_rn(v, __ldg(act.in_bias + ci));
+    }
+    xs[i] = v;
+  }
   __syncthreads();
-  const int plane_out = g.oh * g.ow;
-  FT_FOR_EACH_T(int, i, n) {
-    const int img = i / plane_out, r = i - img * plane_out;
-    const int oy = r / g.ow, ox = r - oy * g.ow;
-    const float* xb = x + static_cast<std::int64_t>(img) * g.cin * g.h * g.w;
-    const int y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl;
-    float acc[CO];
+  const int lx = t % kStemTileW, ly = t / kStemTileW;
+  const int ox = ox0 + lx, oy = oy0 + ly;
+  if (ox >= g.ow || oy >= g.oh) return;
+  float acc[CO];
 #pragma unroll
-    for (int co = 0; co < CO; ++co) acc[co] = 0.0f;
-    for (int ci = 0; ci < g.cin; ++ci) {
-      const float* xc = xb + ci * g.h * g.w;
-      const bool has_ib = act.in_bias != nullptr;
-      const float ib = has_ib ? __ldg(act.in_bias + ci) : 0.0f;
+  for (int co = 0; co < CO; ++co) acc[co] = 0.0f;
+  for (int ci = 0; ci < g.cin; ++ci) {
+    const float* xc = xs + (ci * kIh + ly * SH) * kIw + lx * SW;
+    const float4* wc = reinterpret_cast<const float4*>(ws + ci * 9 * CO);
 #pragma unroll
-      for (int ky = 0; ky < 3; ++ky) {
-        const int iy = y0 + ky * g.dh;
-        if (iy < 0 || iy >= g.h) continue;
+    for (int k = 0; k < 9; ++k) {
+      const float xv = xc[(k / 3) * kIw + k % 3];
 #pragma unroll
-        for (int kx = 0; kx < 3; ++kx) {
-          const int ix = x0 + kx * g.dw;
-          if (ix < 0 || ix >= g.w) continue;
-          const float xv = has_ib ? __fadd_rn(__ldg(xc + iy * g.w + ix), ib) : __ldg(xc + iy * g.w + ix);
-          const float* wt = ws + ci * 9 + ky * 3 + kx;
-#pragma unroll
-          for (int co = 0; co < CO; ++co)
-            if (co < g.cout) acc[co] = fmaf(xv, wt[co * g.cin * 9], acc[co]);
-        }
+      for (int q = 0; q < CO / 4; ++q) {
+        const float4 wv = wc[k * (CO / 4) + q];
+        acc[4 * q + 0] = fmaf(xv, wv.x, acc[4 * q + 0]);
+        acc[4 * q + 1] = fmaf(xv, wv.y, acc[4 * q + 1]);
+        acc[4 * q + 2] = fmaf(xv, wv.z, acc[4 * q + 2]);
+        acc[4 * q + 3] = fmaf(xv, wv.w, acc[4 * q + 3]);
       }
     }
-    float* yb = y + static_cast<std::int64_t>(img) * g.cout * plane_out;
+  }
+  const int plane_out = g.oh * g.ow, r = oy * g.ow + ox;
+  float* yb = y + static_cast<std::int64_t>(img) * g.cout * plane_out;
 #pragma unroll
-    for (int co = 0; co < CO; ++co) {
-      if (co >= g.cout) break;
-      float a = acc[co];
-      if (bias) a = __fadd_rn(a, __ldg(bias + co));
-      yb[co * plane_out + r] = apply_epilogue(act, a, co, img, co * plane_out + r);
+  for (int co = 0; co < CO; ++co) {
+    if (co >= g.cout) break;
+    float a = acc[co];
+    if (bias) a = __fadd_rn(a, __ldg(bias + co));
+    yb[co * plane_out + r] = apply_epilogue(act, a, co, img, co * plane_out + r);
+  }
+}
+
+// A dense 1×1 conv of stride 1 without pads (NCHW: a matrix product per image), four adjacent pixels × CT output
+// channels per thread. Block b takes channel group b mod groups of pixel block b / groups, so the groups that
+// read the same input run side by side; the group's weights sit in shared memory as [ci][CT] and are read as
+// float4 broadcasts. Per output the same products in the same ci order as conv_direct_kernel<1, 1>, then the
+// bias and the epilogue: the same bits.
+template <int CT>
+__global__ void pw1x1_kernel(int cin, int cout, int plane, int quads, int total_quads, int groups,
+                             const float* __restrict__ x, const float* __restrict__ w,
+                             const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y) {
+  pdl_entry();
+  extern __shared__ float4 pw_shared[];
+  float* ws = reinterpret_cast<float*>(pw_shared);  // [ci][CT]
+  const int cg = static_cast<int>(blockIdx.x) % groups;
+  const int pb = static_cast<int>(blockIdx.x) / groups;
+  const int co0 = cg * CT;
+  for (int i = static_cast<int>(threadIdx.x); i < cin * CT; i += static_cast<int>(blockDim.x)) {
+    const int c = i % CT, ci = i / CT;
+    ws[i] = co0 + c < cout ? __ldg(w + static_cast<std::int64_t>(co0 + c) * cin + ci) : 0.0f;
+  }
+  __syncthreads();
+  const int q = pb * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+  if (q >= total_quads) return;
+  const int img = q / quads, p = (q - img * quads) * 4;
+  const float* xb = x + static_cast<std::int64_t>(img) * cin * plane + p;
+  float acc[CT][4];
+#pragma unroll
+  for (int c = 0; c < CT; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+  const bool has_ib = act.in_bias != nullptr;
+  for (int ci = 0; ci < cin; ++ci) {
+    float4 v = __ldg(reinterpret_cast<const float4*>(xb + static_cast<std::int64_t>(ci) * plane));
+    if (has_ib) {
+      const float ib = __ldg(act.in_bias + ci);
+      v = make_float4(__fadd_rn(v.x, ib), __fadd_rn(v.y, ib), __fadd_rn(v.z, ib), __fadd_rn(v.w, ib));
     }
+    const float4* wc = reinterpret_cast<const float4*>(ws + ci * CT);
+#pragma unroll
+    for (int k = 0; k < CT / 4; ++k) {
+      const float4 wv = wc[k];
+      const float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc[4 * k + e][0] = fmaf(v.x, wk[e], acc[4 * k + e][0]);
+        acc[4 * k + e][1] = fmaf(v.y, wk[e], acc[4 * k + e][1]);
+        acc[4 * k + e][2] = fmaf(v.z, wk[e], acc[4 * k + e][2]);
+        acc[4 * k + e][3] = fmaf(v.w, wk[e], acc[4 * k + e][3]);
+      }
+    }
+  }
+  float* yb = y + static_cast<std::int64_t>(img) * cout * plane + p;
+#pragma unroll
+  for (int c = 0; c < CT; ++c) {
+    const int co = co0 + c;
+    if (co >= cout) break;
+    float r[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float a = acc[c][e];
+      if (bias) a = __fadd_rn(a, __ldg(bias + co));
+      r[e] = apply_epilogue(act, a, co, img, static_cast<std::int64_t>(co) * plane + p + e);
+    }
+    *reinterpret_cast<float4*>(yb + static_cast<std::int64_t>(co) * plane) =
+        make_float4(r[0], r[1], r[2], r[3]);
   }
 }
 
@@ -750,22 +839,75 @@ Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float*
 }
 
 bool allco3x3_fits(const ConvJob& j, int batch) {
-  return j.groups == 1 && j.kh == 3 && j.kw == 3 && j.cout <= 32 && j.cin * 9 <= 64 &&
+  return j.groups == 1 && j.kh == 3 && j.kw == 3 && j.cout <= 32 && j.cin * 9 <= 64 && j.dh == 1 &&
+         j.dw == 1 && (j.sh == 1 || j.sh == 2) && (j.sw == 1 || j.sw == 2) && j.oh > 0 && j.ow > 0 &&
          small_index(std::max(j.cout * j.oh * j.ow, j.cin * j.h * j.w) * batch);
 }
+
+namespace {
+template <int CO, int SH, int SW>
+void launch_allco3x3_as(const ConvGeom<int>& g, int batch, const float* x, const float* w, const float* bias,
+                        EpilogueAct act, float* y, cudaStream_t s) {
+  constexpr int kIw = (kStemTileW - 1) * SW + 3, kIh = (kStemTileH - 1) * SH + 3;
+  const int tiles_x = (g.ow + kStemTileW - 1) / kStemTileW, tiles_y = (g.oh + kStemTileH - 1) / kStemTileH;
+  const std::size_t shared = static_cast<std::size_t>(g.cin * 9 * CO + g.cin * kIh * kIw) * sizeof(float);
+  const auto blocks = static_cast<unsigned>(static_cast<std::int64_t>(tiles_x) * tiles_y * batch);
+  pdl_launch(conv_allco3x3_kernel<CO, SH, SW>, blocks, kStemTileW * kStemTileH, shared, s, g, x, w, bias, act,
+             y, tiles_x, tiles_y);
+}
+}  // namespace
 
 Status launch_allco3x3(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
                        EpilogueAct act, float* y, cudaStream_t s) {
   if (!allco3x3_fits(j, batch)) return internal_error("allco3x3 on a shape it does not take");
   const ConvGeom<int> g = geom_of<int>(j);
-  const int n = static_cast<int>(j.oh * j.ow * batch);
-  if (n <= 0) return {};
-  const std::size_t shared = static_cast<std::size_t>(j.cout * j.cin * 9) * sizeof(float);
-  if (j.cout <= 16)
-    pdl_launch(conv_allco3x3_kernel<16>, blocks_for(n), kThreads, shared, s, g, x, w, bias, act, y, n);
-  else
-    pdl_launch(conv_allco3x3_kernel<32>, blocks_for(n), kThreads, shared, s, g, x, w, bias, act, y, n);
+  if (batch <= 0) return {};
+  const bool co16 = j.cout <= 16;
+  const int form = (j.sh == 2 ? 2 : 0) + (j.sw == 2 ? 1 : 0);
+  switch (form + (co16 ? 0 : 4)) {
+    case 0: launch_allco3x3_as<16, 1, 1>(g, batch, x, w, bias, act, y, s); break;
+    case 1: launch_allco3x3_as<16, 1, 2>(g, batch, x, w, bias, act, y, s); break;
+    case 2: launch_allco3x3_as<16, 2, 1>(g, batch, x, w, bias, act, y, s); break;
+    case 3: launch_allco3x3_as<16, 2, 2>(g, batch, x, w, bias, act, y, s); break;
+    case 4: launch_allco3x3_as<32, 1, 1>(g, batch, x, w, bias, act, y, s); break;
+    case 5: launch_allco3x3_as<32, 1, 2>(g, batch, x, w, bias, act, y, s); break;
+    case 6: launch_allco3x3_as<32, 2, 1>(g, batch, x, w, bias, act, y, s); break;
+    default: launch_allco3x3_as<32, 2, 2>(g, batch, x, w, bias, act, y, s); break;
+  }
   FT_CUDA_LAUNCH_CHECK("conv_allco3x3_kernel", s);
+  return {};
+}
+
+bool pw1x1_fits(const ConvJob& j, int batch, int ct) {
+  const std::int64_t plane = j.h * j.w;
+  return j.is_pointwise() && plane % 4 == 0 && plane > 0 && (ct == 4 || ct == 8 || ct == 16) &&
+         j.cin * ct <= 8192 && small_index(std::max(j.cin, j.cout) * plane * batch);
+}
+
+Status launch_pw1x1(const ConvJob& j, int batch, int ct, const float* x, const float* w, const float* bias,
+                    EpilogueAct act, float* y, cudaStream_t s) {
+  if (!pw1x1_fits(j, batch, ct)) return internal_error("pw1x1 on a shape it does not take");
+  if (batch <= 0) return {};
+  // float4 rows need 16-byte planes; elsewhere the direct kernel gives the same bits
+  if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(y) % 16 != 0)
+    return launch_conv_direct(j, batch, x, w, bias, act, y, s);
+  const int plane = static_cast<int>(j.h * j.w), quads = plane / 4, total = quads * batch;
+  const int cin = static_cast<int>(j.cin), cout = static_cast<int>(j.cout);
+  const int groups = (cout + ct - 1) / ct;
+  constexpr int kPwThreads = 128;
+  const auto blocks =
+      static_cast<unsigned>(static_cast<std::int64_t>((total + kPwThreads - 1) / kPwThreads) * groups);
+  const std::size_t shared = static_cast<std::size_t>(cin * ct) * sizeof(float);
+  if (ct == 4)
+    pdl_launch(pw1x1_kernel<4>, blocks, kPwThreads, shared, s, cin, cout, plane, quads, total, groups, x, w,
+               bias, act, y);
+  else if (ct == 8)
+    pdl_launch(pw1x1_kernel<8>, blocks, kPwThreads, shared, s, cin, cout, plane, quads, total, groups, x, w,
+               bias, act, y);
+  else
+    pdl_launch(pw1x1_kernel<16>, blocks, kPwThreads, shared, s, cin, cout, plane, quads, total, groups, x, w,
+               bias, act, y);
+  FT_CUDA_LAUNCH_CHECK("pw1x1_kernel", s);
   return {};
 }
 
@@ -1050,6 +1192,22 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       ac.us = *ta;
       if (ac.us < best.us) best = ac;
     }
+    for (int ct : {4, 8, 16}) {
+      if (nhwc_ || !pw1x1_fits(job, batch_, ct)) continue;
+      ConvAlgo pw = own;
+      pw.splits = -3;
+      pw.tile_m = ct;
+      pw.kernel = "own:pw1x1/c" + std::to_string(ct);
+      auto tp = time_us([&] { return run_with(pw, probe.x, probe.y, probe.workspace, stream); }, stream);
+      if (!tp) return tp.status().with_context("conv " + shape_text(job));
+      pw.us = *tp;
+      best.tried += pw.kernel + " " + std::to_string(static_cast<int>(pw.us)) + "; ";
+      if (pw.us < best.us) {
+        const std::string tried = best.tried;
+        best = pw;
+        best.tried = tried;
+      }
+    }
     if (ig_fits) {
       for (ConvAlgo& ig : igs) {
         auto ti = time_us([&] { return run_with(ig, probe.x, probe.y, probe.workspace, stream); }, stream);
@@ -1189,6 +1347,8 @@ Status GpuConv::run_with(const ConvAlgo& a, const float* x, float* y, void* work
     return launch_conv_igemm(job_, batch_, a.splits, x, w_dev_, b_dev_, act_, y,
                              static_cast<float*>(workspace), stream, a.pipelined, a.tile_m);
   if (a.own && a.splits == -2) return launch_allco3x3(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
+  if (a.own && a.splits == -3)
+    return launch_pw1x1(job_, batch_, a.tile_m, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own && a.splits < 0) return launch_dw3x3_x4(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.own) return launch_conv_direct(job_, batch_, x, w_dev_, b_dev_, act_, y, stream);
   if (a.bf16) return run_bf16(a, x, y, workspace, stream);
@@ -1244,6 +1404,10 @@ std::optional<ConvAlgo> GpuConv::carried_algo(const ConvChoice& c, const ConvSet
     } else if (c.splits == -2) {
       if (!allco3x3_fits(job_, batch_)) return std::nullopt;
       a.kernel = "own:allco3x3";
+    } else if (c.splits == -3) {
+      if (!pw1x1_fits(job_, batch_, c.tile_m)) return std::nullopt;
+      a.tile_m = c.tile_m;
+      a.kernel = "own:pw1x1/c" + std::to_string(c.tile_m);
     } else if (c.splits >= 1) {
       const int tm = c.tile_m;
       if (!igemm_fits(job_, batch_) || job_.cout * job_.oh * job_.ow * batch_ > (std::int64_t{1} << 22) ||
@@ -1280,7 +1444,8 @@ std::optional<ConvAlgo> GpuConv::carried_algo(const ConvChoice& c, const ConvSet
   a.workspace = ws;
   // As the search verified it: the algorithm runs on this shape (a declined one is not sticky).
   if (cudnnSetStream(handle_, stream) != CUDNN_STATUS_SUCCESS ||
-      !run_with(a, probe.x, probe.y, probe.workspace, stream).ok() || cudaStreamSynchronize(stream) != cudaSuccess) {
+      !run_with(a, probe.x, probe.y, probe.workspace, stream).ok() ||
+      cudaStreamSynchronize(stream) != cudaSuccess) {
     FT_CUDA_IGNORE(cudaGetLastError());
     return std::nullopt;
   }

@@ -34,8 +34,9 @@ struct ConvProbe {
 /// How GpuConv::setup chooses.
 struct ConvSetup {
   int batch = 1;
-  bool tf32 = false;     ///< tensor-op math allowed (Precision::kTf32 and kBf16)
-  bool bf16 = false;     ///< the bf16 cuDNN form is a candidate too (Precision::kBf16, docs/design/faces.md §8.1)
+  bool tf32 = false;  ///< tensor-op math allowed (Precision::kTf32 and kBf16)
+  bool bf16 =
+      false;  ///< the bf16 cuDNN form is a candidate too (Precision::kBf16, docs/design/faces.md §8.1)
   bool autotune = true;  ///< time own kernels against cuDNN where both apply
   std::size_t max_workspace_bytes = std::size_t{256} << 20;
   /// Channels-last input and output (docs/design/faces.md §8.3): cuDNN only (NHWC fp32 with tensor-op math, or
@@ -50,8 +51,9 @@ struct ConvSetup {
 struct ConvAlgo {
   bool own = false;  ///< own kernel instead of cuDNN
   int splits = 0;    ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits,
-                     ///< −1 = the depthwise 3×3 kernel of four outputs per thread, −2 = the 3×3 kernel of
-                     ///< every output channel per thread (launch_allco3x3)
+      ///< −1 = the depthwise 3×3 kernel of four outputs per thread, −2 = the 3×3 kernel of
+      ///< every output channel per thread (launch_allco3x3), −3 = the 1×1 kernel
+      ///< (launch_pw1x1, tile_m output channels per thread)
   bool pipelined = false;  ///< the implicit GEMM's double-buffered form
   int tile_m = 64;         ///< the implicit GEMM's tile rows (output channels): 16, 64 or 128
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
@@ -59,13 +61,15 @@ struct ConvAlgo {
   std::size_t workspace = 0;
   bool fused = false;  ///< cudnnConvolutionBiasActivationForward (conv + bias + ReLU)
   bool bf16 = false;   ///< cuDNN on NHWC bf16 copies of the input and weights, fp32 accumulate
-  std::size_t cudnn_workspace = 0;  ///< bf16: cuDNN's part of `workspace` (the bf16 input and output follow it)
+  std::size_t cudnn_workspace =
+      0;  ///< bf16: cuDNN's part of `workspace` (the bf16 input and output follow it)
   /// Channels-last: a cuDNN graph-API plan instead of the legacy algorithm (docs/design/faces.md §8.3); shared by
   /// every conv of the shape (it holds no pointers).
   std::shared_ptr<GraphConv> graph;
   std::string kernel;
   float us = 0.0f;
-  std::string tried;  ///< the candidates' plan-time times, "name us; ..." (FACETRACE_FACES_PLAN_DETAIL=1 shows them)
+  std::string
+      tried;  ///< the candidates' plan-time times, "name us; ..." (FACETRACE_FACES_PLAN_DETAIL=1 shows them)
 };
 
 /// One conv step on the GPU. Not copyable (owns cuDNN descriptors).
@@ -120,8 +124,8 @@ class GpuConv {
   void drop_bf16_weights();
   /// Channels-last: the graph API's best deterministic plan for this conv in fp32 (tf32 engines) or bf16 (on
   /// the bf16 copies), timed on the probe buffers; nullopt when no engine takes it.
-  Expected<std::optional<ConvAlgo>> find_graph(const ConvSetup& setup, const ConvProbe& probe, cudaStream_t stream,
-                                               bool bf16);
+  Expected<std::optional<ConvAlgo>> find_graph(const ConvSetup& setup, const ConvProbe& probe,
+                                               cudaStream_t stream, bool bf16);
   Status make_krsc(cudaStream_t stream);  // channels-last: the KRSC fp32 copy of the weights
   void drop_krsc();
   const float* cudnn_weights() const { return nhwc_ ? w_krsc_ : w_dev_; }
@@ -138,7 +142,7 @@ class GpuConv {
   void* w_bf16_ = nullptr;                     // KRSC bf16 weights (owned)
   float* w_krsc_ = nullptr;                    // channels-last: KRSC fp32 weights (owned), cuDNN's filter
   bool nhwc_ = false;
-  const float* in_scale_ = nullptr;            // bf16: the input affine (null: none)
+  const float* in_scale_ = nullptr;  // bf16: the input affine (null: none)
   const float* in_shift_ = nullptr;
   bool cudnn_ok_ = false;  ///< cuDNN can express the shape (symmetric pads give the IR's output size)
   ConvJob job_;
@@ -175,11 +179,18 @@ int igemm_splits(const ConvJob& j, int batch, int multiprocessors, int tile_m = 
 bool dw3x3_x4_fits(const ConvJob& j, int batch);
 Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
                        EpilogueAct act, float* y, cudaStream_t s);
-/// A dense 3×3 conv of few input taps (cin·9 ≤ 64) and cout ≤ 32, every output channel of one output pixel per
-/// thread (the same bits as the direct kernel): a stem conv reads each input tap once instead of cout times.
+/// A dense 3×3 conv of few input taps (cin·9 ≤ 64), cout ≤ 32, dilation 1 and strides of 1 or 2, every output
+/// channel of one output pixel per thread from a shared-memory input window (the same bits as the direct kernel):
+/// a stem conv reads its input once instead of cout times.
 bool allco3x3_fits(const ConvJob& j, int batch);
 Status launch_allco3x3(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
                        EpilogueAct act, float* y, cudaStream_t s);
+/// A dense 1×1 conv of stride 1 without pads (a matrix product per image), four adjacent pixels × `ct` output
+/// channels per thread (ct 4, 8 or 16; the plane a multiple of 4), the same bits as the direct kernel (which it
+/// runs when a plane is not 16-byte aligned).
+bool pw1x1_fits(const ConvJob& j, int batch, int ct);
+Status launch_pw1x1(const ConvJob& j, int batch, int ct, const float* x, const float* w, const float* bias,
+                    EpilogueAct act, float* y, cudaStream_t s);
 /// The kernel name launch_conv_direct uses for `j` ("own:depthwise3x3", "own:depthwise", "own:direct").
 std::string own_conv_kernel(const ConvJob& j);
 

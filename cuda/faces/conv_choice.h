@@ -16,7 +16,7 @@ struct ConvChoice {
   std::uint8_t pipelined = 0;  ///< own implicit GEMM: the double-buffered form
   std::uint8_t fused = 0;      ///< cuDNN: conv + bias + ReLU in one call
   std::uint8_t reserved = 0;
-  std::int16_t splits = 0;  ///< own: ConvAlgo::splits (0 direct, ≥ 1 implicit GEMM K splits, −1, −2)
+  std::int16_t splits = 0;  ///< own: ConvAlgo::splits (0 direct, ≥ 1 implicit GEMM K splits, −1, −2, −3)
   std::int16_t tile_m = 0;  ///< own implicit GEMM: tile rows
   std::int32_t algo = 0;    ///< cuDNN: cudnnConvolutionFwdAlgo_t
   std::int32_t math = 0;    ///< cuDNN: cudnnMathType_t (fp32: CUDNN_FMA_MATH only)

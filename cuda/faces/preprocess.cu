@@ -48,55 +48,77 @@ __global__ void letterbox_kernel(PrepTable table, int n, float* out, ImageGeom* 
   o[0] = s2, o[plane] = s1, o[2 * plane] = s0;  // B, G, R
 }
 
+constexpr int kTileW = 32, kTileH = 8, kMaxTaps = 16;  // tile sides and taps per axis (kernels below)
+
+// The taps of a tile into shared memory (letterbox_tiled_kernel and letterbox_sep_kernel): thread t < kTileW
+// lists output column x0 + t's, the next TH threads output row y0 + r's (the same for_each_tap calls as
+// letterbox_kernel, so the same (source, weight) pairs in the same order; none outside the placed image). The
+// block at the plane's origin also writes the frame's geometry. The caller synchronises after it.
+template <int TH>
+struct TileTaps {
+  int col_src[kTileW][kMaxTaps], row_src[TH][kMaxTaps];
+  float col_w[kTileW][kMaxTaps], row_w[TH][kMaxTaps];
+  int col_n[kTileW], row_n[TH];
+};
+
+template <int TH>
+__device__ void fill_tile_taps(const PrepFrame& f, int x0, int y0, int t, TileTaps<TH>& tt, ImageGeom* geom) {
+  if (t == 0 && blockIdx.x == 0 && blockIdx.y == 0)
+    geom[f.out_index] = ImageGeom{f.scale, f.width, f.height, 0};
+  if (t < kTileW) {
+    int c = 0;
+    if (x0 + t < f.placed_w)
+      for_each_tap(x0 + t, f.width, f.rx,
+                   [&](int s, float w) { tt.col_src[t][c] = s, tt.col_w[t][c] = w, ++c; });
+    tt.col_n[t] = c;
+  } else if (t < kTileW + TH) {
+    const int r = t - kTileW;
+    int c = 0;
+    if (y0 + r < f.placed_h)
+      for_each_tap(y0 + r, f.height, f.ry,
+                   [&](int s, float w) { tt.row_src[r][c] = s, tt.row_w[r][c] = w, ++c; });
+    tt.row_n[r] = c;
+  }
+}
+
+// The horizontal sums of source row `row` over output column tx's taps, in tap order from 0.
+template <int TH>
+__device__ void row_sums(const TileTaps<TH>& tt, const std::uint8_t* row, int tx, float& h0, float& h1,
+                         float& h2) {
+  h0 = h1 = h2 = 0.0f;
+  for (int b = 0; b < tt.col_n[tx]; ++b) {
+    const std::uint8_t* p = row + static_cast<std::size_t>(tt.col_src[tx][b]) * 3;
+    const float wx = tt.col_w[tx][b];
+    h0 = __fadd_rn(h0, __fmul_rn(wx, static_cast<float>(p[0])));
+    h1 = __fadd_rn(h1, __fmul_rn(wx, static_cast<float>(p[1])));
+    h2 = __fadd_rn(h2, __fmul_rn(wx, static_cast<float>(p[2])));
+  }
+}
+
 // The tiled letterbox: block ↔ a kTileW×kTileH tile of one frame's n×n plane (blockIdx.z: frame of the table),
 // thread ↔ one output pixel. The tile's column and row taps are worked out once per block into shared memory by
 // the first kTileW + kTileH threads (the same for_each_tap calls, so the same (source, weight) pairs in the same
 // order), instead of once per output pixel and row tap as letterbox_kernel does: the taps' double arithmetic
 // was most of that kernel's time. Sums as letterbox_kernel, so the same bits. Needs at most kMaxTaps taps per
 // axis (launch_letterbox checks; frames with larger ratios take letterbox_kernel).
-constexpr int kTileW = 32, kTileH = 8, kMaxTaps = 16;
-
 __global__ void __launch_bounds__(kTileW* kTileH)
     letterbox_tiled_kernel(PrepTable table, int n, float* out, ImageGeom* geom) {
   pdl_entry();
-  __shared__ int col_src[kTileW][kMaxTaps], row_src[kTileH][kMaxTaps];
-  __shared__ float col_w[kTileW][kMaxTaps], row_w[kTileH][kMaxTaps];
-  __shared__ int col_n[kTileW], row_n[kTileH];
+  __shared__ TileTaps<kTileH> tt;
   const PrepFrame& f = table.frame[blockIdx.z];
   const int x0 = static_cast<int>(blockIdx.x) * kTileW, y0 = static_cast<int>(blockIdx.y) * kTileH;
   const int t = static_cast<int>(threadIdx.x);
-  if (t == 0 && blockIdx.x == 0 && blockIdx.y == 0)
-    geom[f.out_index] = ImageGeom{f.scale, f.width, f.height, 0};
-  if (t < kTileW) {
-    int c = 0;
-    if (x0 + t < f.placed_w)
-      for_each_tap(x0 + t, f.width, f.rx, [&](int s, float w) { col_src[t][c] = s, col_w[t][c] = w, ++c; });
-    col_n[t] = c;
-  } else if (t < kTileW + kTileH) {
-    const int r = t - kTileW;
-    int c = 0;
-    if (y0 + r < f.placed_h)
-      for_each_tap(y0 + r, f.height, f.ry, [&](int s, float w) { row_src[r][c] = s, row_w[r][c] = w, ++c; });
-    row_n[r] = c;
-  }
+  fill_tile_taps(f, x0, y0, t, tt, geom);
   __syncthreads();
   const int tx = t % kTileW, ty = t / kTileW, x = x0 + tx, y = y0 + ty;
   if (x >= n || y >= n) return;
   const std::size_t plane = static_cast<std::size_t>(n) * n, pix = static_cast<std::size_t>(y) * n + x;
   float* o = out + static_cast<std::size_t>(f.out_index) * 3 * plane + pix;
   float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-  const int nc = col_n[tx], nr = row_n[ty];  // 0 outside the placed image: the zero border
-  for (int a = 0; a < nr; ++a) {
-    const std::uint8_t* row = f.rgb + static_cast<std::size_t>(row_src[ty][a]) * f.width * 3;
-    float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
-    for (int b = 0; b < nc; ++b) {
-      const std::uint8_t* p = row + static_cast<std::size_t>(col_src[tx][b]) * 3;
-      const float wx = col_w[tx][b];
-      h0 = __fadd_rn(h0, __fmul_rn(wx, static_cast<float>(p[0])));
-      h1 = __fadd_rn(h1, __fmul_rn(wx, static_cast<float>(p[1])));
-      h2 = __fadd_rn(h2, __fmul_rn(wx, static_cast<float>(p[2])));
-    }
-    const float wy = row_w[ty][a];
+  for (int a = 0; a < tt.row_n[ty]; ++a) {  // 0 taps outside the placed image: the zero border
+    float h0, h1, h2;
+    row_sums(tt, f.rgb + static_cast<std::size_t>(tt.row_src[ty][a]) * f.width * 3, tx, h0, h1, h2);
+    const float wy = tt.row_w[ty][a];
     s0 = __fadd_rn(s0, __fmul_rn(wy, h0));
     s1 = __fadd_rn(s1, __fmul_rn(wy, h1));
     s2 = __fadd_rn(s2, __fmul_rn(wy, h2));
@@ -116,50 +138,27 @@ constexpr int kSepTileH = 16, kSepRows = 64;
 __global__ void __launch_bounds__(kTileW* kTileH)
     letterbox_sep_kernel(PrepTable table, int n, float* out, ImageGeom* geom) {
   pdl_entry();
-  __shared__ int col_src[kTileW][kMaxTaps], row_src[kSepTileH][kMaxTaps];
-  __shared__ float col_w[kTileW][kMaxTaps], row_w[kSepTileH][kMaxTaps];
-  __shared__ int col_n[kTileW], row_n[kSepTileH];
+  __shared__ TileTaps<kSepTileH> tt;
   __shared__ float hsum[3][kSepRows][kTileW];
   const PrepFrame& f = table.frame[blockIdx.z];
   const int x0 = static_cast<int>(blockIdx.x) * kTileW, y0 = static_cast<int>(blockIdx.y) * kSepTileH;
   const int t = static_cast<int>(threadIdx.x);
-  if (t == 0 && blockIdx.x == 0 && blockIdx.y == 0)
-    geom[f.out_index] = ImageGeom{f.scale, f.width, f.height, 0};
-  if (t < kTileW) {
-    int c = 0;
-    if (x0 + t < f.placed_w)
-      for_each_tap(x0 + t, f.width, f.rx, [&](int s, float w) { col_src[t][c] = s, col_w[t][c] = w, ++c; });
-    col_n[t] = c;
-  } else if (t < kTileW + kSepTileH) {
-    const int r = t - kTileW;
-    int c = 0;
-    if (y0 + r < f.placed_h)
-      for_each_tap(y0 + r, f.height, f.ry, [&](int s, float w) { row_src[r][c] = s, row_w[r][c] = w, ++c; });
-    row_n[r] = c;
-  }
+  fill_tile_taps(f, x0, y0, t, tt, geom);
   __syncthreads();
   // The source rows the tile reads: from the first row's first tap to the last placed row's last tap (taps
   // ascend with the output row).
   int lo = 0, rows = 0;
-  if (row_n[0] > 0) {
+  if (tt.row_n[0] > 0) {
     int last = 0;
     for (int r = 0; r < kSepTileH; ++r)
-      if (row_n[r] > 0) last = r;
-    lo = row_src[0][0];
-    rows = row_src[last][row_n[last] - 1] - lo + 1;
+      if (tt.row_n[r] > 0) last = r;
+    lo = tt.row_src[0][0];
+    rows = tt.row_src[last][tt.row_n[last] - 1] - lo + 1;
   }
   for (int i = t; i < rows * kTileW; i += kTileW * kTileH) {
     const int r = i / kTileW, x = i % kTileW;
-    const std::uint8_t* row = f.rgb + static_cast<std::size_t>(lo + r) * f.width * 3;
-    float h0 = 0.0f, h1 = 0.0f, h2 = 0.0f;
-    for (int b = 0; b < col_n[x]; ++b) {
-      const std::uint8_t* p = row + static_cast<std::size_t>(col_src[x][b]) * 3;
-      const float wx = col_w[x][b];
-      h0 = __fadd_rn(h0, __fmul_rn(wx, static_cast<float>(p[0])));
-      h1 = __fadd_rn(h1, __fmul_rn(wx, static_cast<float>(p[1])));
-      h2 = __fadd_rn(h2, __fmul_rn(wx, static_cast<float>(p[2])));
-    }
-    hsum[0][r][x] = h0, hsum[1][r][x] = h1, hsum[2][r][x] = h2;
+    row_sums(tt, f.rgb + static_cast<std::size_t>(lo + r) * f.width * 3, x, hsum[0][r][x], hsum[1][r][x],
+             hsum[2][r][x]);
   }
   __syncthreads();
   const int tx = t % kTileW, x = x0 + tx;
@@ -170,9 +169,9 @@ __global__ void __launch_bounds__(kTileW* kTileH)
     const int y = y0 + ty;
     if (y >= n) break;
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-    for (int a = 0; a < row_n[ty]; ++a) {  // 0 taps below the placed image: the zero border
-      const int r = row_src[ty][a] - lo;
-      const float wy = row_w[ty][a];
+    for (int a = 0; a < tt.row_n[ty]; ++a) {  // 0 taps below the placed image: the zero border
+      const int r = tt.row_src[ty][a] - lo;
+      const float wy = tt.row_w[ty][a];
       s0 = __fadd_rn(s0, __fmul_rn(wy, hsum[0][r][tx]));
       s1 = __fadd_rn(s1, __fmul_rn(wy, hsum[1][r][tx]));
       s2 = __fadd_rn(s2, __fmul_rn(wy, hsum[2][r][tx]));

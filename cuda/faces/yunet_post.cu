@@ -89,6 +89,19 @@ __global__ void segments_kernel(const std::uint64_t* keys, int count, int batch,
 // decode_yunet's clip of a box coordinate: non-finite → 0, then clamp to [0, 1].
 __device__ __forceinline__ float clip01(float v) { return clamp_as_std(isfinite(v) ? v : 0.0f, 0.0f, 1.0f); }
 
+// Whether kept box kb overlaps the candidate (x0, y0, x1, y1) of sides w × h by more than iou_max: the CPU's
+// IoU arithmetic, rounding for rounding (std::min(a, b) = b < a ? b : a; std::max(a, b) = a < b ? b : a).
+__device__ __forceinline__ bool overlaps(const float4& kb, float x0, float y0, float x1, float y1, float w,
+                                         float h, float iou_max) {
+  const float ix = __fsub_rn(kb.z < x1 ? kb.z : x1, x0 < kb.x ? kb.x : x0);
+  const float iy = __fsub_rn(kb.w < y1 ? kb.w : y1, y0 < kb.y ? kb.y : y0);
+  if (ix <= 0 || iy <= 0) return false;
+  const float inter = __fmul_rn(ix, iy);
+  const float uni =
+      __fsub_rn(__fadd_rn(__fmul_rn(w, h), __fmul_rn(__fsub_rn(kb.z, kb.x), __fsub_rn(kb.w, kb.y))), inter);
+  return __fdiv_rn(inter, uni) > iou_max;
+}
+
 // Block ↔ image b; greedy NMS over its first min(count, 4000) sorted candidates, in order. Every thread decodes
 // the current candidate (the same bits); the kept boxes live in shared memory and thread t tests kept boxes
 // t, t + blockDim, … against it (the drop decision is "some kept box overlaps by more than the threshold",
@@ -116,15 +129,7 @@ __global__ void nms_kernel(PostParams p, const std::uint32_t* ids, const int* st
     if (w <= 1e-4f || h <= 1e-4f) continue;
     bool drop = false;
     for (int k = static_cast<int>(threadIdx.x); k < nkept && !drop; k += static_cast<int>(blockDim.x)) {
-      const float4 kb = kept[k];
-      // std::min(a, b) = b < a ? b : a; std::max(a, b) = a < b ? b : a
-      const float ix = __fsub_rn(kb.z < x1 ? kb.z : x1, x0 < kb.x ? kb.x : x0);
-      const float iy = __fsub_rn(kb.w < y1 ? kb.w : y1, y0 < kb.y ? kb.y : y0);
-      if (ix <= 0 || iy <= 0) continue;
-      const float inter = __fmul_rn(ix, iy);
-      const float uni = __fsub_rn(
-          __fadd_rn(__fmul_rn(w, h), __fmul_rn(__fsub_rn(kb.z, kb.x), __fsub_rn(kb.w, kb.y))), inter);
-      if (__fdiv_rn(inter, uni) > iou_max) drop = true;
+      if (overlaps(kept[k], x0, y0, x1, y1, w, h, iou_max)) drop = true;
     }
     if (__syncthreads_or(drop)) continue;
     if (threadIdx.x == 0) {
@@ -222,14 +227,7 @@ __global__ void __launch_bounds__(kOneKernelThreads)
         const float w = __fsub_rn(x1, x0), h = __fsub_rn(y1, y0);
         bool drop = false;
         for (int k = tid; k < nkept && !drop; k += 32) {
-          const float4 kb = kept[k];
-          const float ix = __fsub_rn(kb.z < x1 ? kb.z : x1, x0 < kb.x ? kb.x : x0);
-          const float iy = __fsub_rn(kb.w < y1 ? kb.w : y1, y0 < kb.y ? kb.y : y0);
-          if (ix <= 0 || iy <= 0) continue;
-          const float inter = __fmul_rn(ix, iy);
-          const float uni = __fsub_rn(
-              __fadd_rn(__fmul_rn(w, h), __fmul_rn(__fsub_rn(kb.z, kb.x), __fsub_rn(kb.w, kb.y))), inter);
-          if (__fdiv_rn(inter, uni) > iou_max) drop = true;
+          if (overlaps(kept[k], x0, y0, x1, y1, w, h, iou_max)) drop = true;
         }
         if (__any_sync(0xffffffffu, drop)) continue;
         if (tid == 0) {

@@ -711,8 +711,8 @@ TEST_F(FacesGpu, AllChannels3x3MatchesDirectKernel) {
   struct C {
     std::int64_t cin, cout, s, p, h, w;
   };
-  for (const C& c : {C{3, 16, 2, 1, 33, 47}, C{3, 16, 1, 1, 9, 8}, C{2, 27, 2, 0, 17, 13}, C{7, 32, 1, 1, 5, 6},
-                     C{1, 5, 2, 1, 11, 12}}) {
+  for (const C& c : {C{3, 16, 2, 1, 33, 47}, C{3, 16, 1, 1, 9, 8}, C{2, 27, 2, 0, 17, 13},
+                     C{7, 32, 1, 1, 5, 6}, C{1, 5, 2, 1, 11, 12}, C{3, 16, 2, 1, 80, 96}}) {
     const ConvJob j = conv_job(c.cin, c.cout, 1, 3, c.s, c.p, c.h, c.w, 960);
     const int batch = 3;
     ASSERT_TRUE(gpu::allco3x3_fits(j, batch));
@@ -736,6 +736,21 @@ TEST_F(FacesGpu, AllChannels3x3MatchesDirectKernel) {
     ASSERT_CUDA(cudaMemcpy(ga.data(), da, ga.size() * 4, cudaMemcpyDeviceToHost));
     ASSERT_CUDA(cudaMemcpy(g1.data(), d1, g1.size() * 4, cudaMemcpyDeviceToHost));
     EXPECT_TRUE(testing::bit_identical(ga, g1)) << "cin " << c.cin << " cout " << c.cout << " stride " << c.s;
+    {  // a deferred input bias: added inside the input, not to the zero pads, as the direct kernel does
+      std::vector<float> ib(static_cast<std::size_t>(c.cin));
+      for (std::size_t i = 0; i < ib.size(); ++i) ib[i] = 0.3f - 0.1f * static_cast<float>(i);
+      gpu::EpilogueAct biased = relu;
+      biased.in_bias = upload(ib);
+      float* db1 = upload(std::vector<float>(out * batch, NAN));
+      float* db2 = upload(std::vector<float>(out * batch, NAN));
+      ASSERT_TRUE(gpu::launch_allco3x3(j, batch, dx, dw, db, biased, db1, stream_).ok());
+      ASSERT_TRUE(gpu::launch_conv_direct(j, batch, dx, dw, db, biased, db2, stream_).ok());
+      ASSERT_CUDA(cudaStreamSynchronize(stream_));
+      std::vector<float> h1(out * batch), h2(out * batch);
+      ASSERT_CUDA(cudaMemcpy(h1.data(), db1, h1.size() * 4, cudaMemcpyDeviceToHost));
+      ASSERT_CUDA(cudaMemcpy(h2.data(), db2, h2.size() * 4, cudaMemcpyDeviceToHost));
+      EXPECT_TRUE(testing::bit_identical(h1, h2)) << "input bias: cin " << c.cin << " stride " << c.s;
+    }
     for (int i = 0; i < batch; ++i) {
       auto want = Naive::run(p, in[static_cast<std::size_t>(i)])[0];
       for (auto& v : want) v = std::max(v, 0.0f);
@@ -743,6 +758,66 @@ TEST_F(FacesGpu, AllChannels3x3MatchesDirectKernel) {
       EXPECT_TRUE(testing::all_close(g, std::span<const float>(want), {1e-6, 1e-5})) << "image " << i;
     }
   }
+}
+
+// The 1×1 kernel (four pixels × 4, 8 or 16 output channels per thread): the direct kernel's bits and the
+// definition's values, with channel counts that leave a partial group, batch 3, a PReLU epilogue, and with a
+// deferred input bias (bits against the direct kernel, which adds it the same way).
+TEST_F(FacesGpu, Pointwise1x1MatchesDirectKernel) {
+  struct C {
+    std::int64_t cin, cout, h, w;
+  };
+  for (const C& c : {C{16, 16, 20, 20}, C{64, 64, 8, 12}, C{3, 37, 5, 4}, C{24, 6, 7, 4}, C{130, 20, 2, 2}}) {
+    const ConvJob j = conv_job(c.cin, c.cout, 1, 1, 1, 0, c.h, c.w, 970);
+    const int batch = 3;
+    Builder b(Shape{1, c.cin, c.h, c.w});
+    const auto y = b.step(j, {Arg::value(0)}, {1, c.cout, j.oh, j.ow});
+    const Program p = b.done({y});
+    const auto in = inputs_for(p, batch, 971);
+    std::vector<float> flat;
+    for (const auto& v : in) flat.insert(flat.end(), v.begin(), v.end());
+    const float* dx = upload(flat);
+    const float* dw = upload(*j.weights);
+    const float* db = upload(*j.bias);
+    std::vector<float> slope(static_cast<std::size_t>(c.cout)), ib(static_cast<std::size_t>(c.cin));
+    for (std::size_t i = 0; i < slope.size(); ++i) slope[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
+    for (std::size_t i = 0; i < ib.size(); ++i) ib[i] = 0.25f - 0.03f * static_cast<float>(i % 11);
+    const float* dslope = upload(slope);
+    const float* dib = upload(ib);
+    const std::size_t out = static_cast<std::size_t>(c.cout * j.oh * j.ow);
+    for (int ct : {4, 8, 16}) {
+      ASSERT_TRUE(gpu::pw1x1_fits(j, batch, ct));
+      for (bool with_ib : {false, true}) {
+        gpu::EpilogueAct act{gpu::EpilogueAct::Kind::kPrelu};
+        act.slope = dslope;
+        if (with_ib) act.in_bias = dib;
+        float* dp = upload(std::vector<float>(out * batch, NAN));
+        float* d1 = upload(std::vector<float>(out * batch, NAN));
+        ASSERT_TRUE(gpu::launch_pw1x1(j, batch, ct, dx, dw, db, act, dp, stream_).ok());
+        ASSERT_TRUE(gpu::launch_conv_direct(j, batch, dx, dw, db, act, d1, stream_).ok());
+        ASSERT_CUDA(cudaStreamSynchronize(stream_));
+        std::vector<float> gp(out * batch), g1(out * batch);
+        ASSERT_CUDA(cudaMemcpy(gp.data(), dp, gp.size() * 4, cudaMemcpyDeviceToHost));
+        ASSERT_CUDA(cudaMemcpy(g1.data(), d1, g1.size() * 4, cudaMemcpyDeviceToHost));
+        EXPECT_TRUE(testing::bit_identical(gp, g1))
+            << "cin " << c.cin << " cout " << c.cout << " ct " << ct << " input bias " << with_ib;
+        if (with_ib) continue;
+        const std::size_t plane = static_cast<std::size_t>(j.oh * j.ow);
+        for (int i = 0; i < batch; ++i) {
+          auto want = Naive::run(p, in[static_cast<std::size_t>(i)])[0];
+          for (std::size_t k = 0; k < want.size(); ++k)
+            if (want[k] < 0.0f) want[k] *= slope[k / plane];
+          const std::span<const float> g(gp.data() + out * static_cast<std::size_t>(i), out);
+          EXPECT_TRUE(
+              testing::all_close(g, std::span<const float>(want), {1e-5 * max_abs(want) + 1e-7, 1e-5}))
+              << "cin " << c.cin << " cout " << c.cout << " ct " << ct << " image " << i;
+        }
+      }
+    }
+  }
+  // a plane that is not a multiple of 4 is not taken
+  EXPECT_FALSE(gpu::pw1x1_fits(conv_job(8, 8, 1, 1, 1, 0, 5, 5, 972), 1, 8));
+  EXPECT_FALSE(gpu::pw1x1_fits(conv_job(8, 8, 1, 3, 1, 1, 8, 8, 973), 1, 8));
 }
 
 TEST_F(FacesGpu, ConvTf32IsCloseAndMarked) {
@@ -820,8 +895,8 @@ TEST_F(FacesGpu, IresnetLikeTf32AndBf16CloseToCpu) {
   const auto stem = b.step(conv_job(3, c, 1, 3, 1, 1, hw, hw, 81), {Arg::value(0)}, {1, c, hw, hw});
   const auto bs = b.constant(random_floats(c, 82, 0.5f, 1.5f));
   const auto bh = b.constant(random_floats(c, 83, -0.2f, 0.2f));
-  const auto bn = b.step(ChannelAffineOp{c, hw * hw}, {Arg::value(stem), Arg::constant(bs), Arg::constant(bh)},
-                         {1, c, hw, hw});
+  const auto bn = b.step(ChannelAffineOp{c, hw * hw},
+                         {Arg::value(stem), Arg::constant(bs), Arg::constant(bh)}, {1, c, hw, hw});
   const auto sl = b.constant(random_floats(c, 84, 0.1f, 0.3f));
   const auto x0 = b.step(ChannelPreluOp{c, hw * hw}, {Arg::value(bn), Arg::constant(sl)}, {1, c, hw, hw});
   // block 1: BN, conv, PReLU, conv, + x0 (bf16 runs the BN in the conv's input conversion)
@@ -840,7 +915,8 @@ TEST_F(FacesGpu, IresnetLikeTf32AndBf16CloseToCpu) {
   const auto c3 = b.step(conv_job(c, 2 * c, 1, 3, 1, 1, hw, hw, 88), {Arg::value(x1)}, {1, 2 * c, hw, hw});
   const auto p3 =
       b.step(ChannelPreluOp{2 * c, hw * hw}, {Arg::value(c3), Arg::constant(sl2)}, {1, 2 * c, hw, hw});
-  const auto c4 = b.step(conv_job(2 * c, 2 * c, 1, 3, 2, 1, hw, hw, 89), {Arg::value(p3)}, {1, 2 * c, oh, oh});
+  const auto c4 =
+      b.step(conv_job(2 * c, 2 * c, 1, 3, 2, 1, hw, hw, 89), {Arg::value(p3)}, {1, 2 * c, oh, oh});
   const auto sc = b.step(conv_job(c, 2 * c, 1, 1, 2, 0, hw, hw, 90), {Arg::value(x1)}, {1, 2 * c, oh, oh});
   const std::int64_t n2 = 2 * c * oh * oh;
   BinaryOp add2{BinaryKind::kAdd, {1, 2 * c, oh, oh}, {n2, oh * oh, oh, 1}, {n2, oh * oh, oh, 1}};
@@ -1003,8 +1079,8 @@ TEST_F(FacesGpu, FusedBandAndResizeBinaryEqualUnfused) {
 
 // Appends one YuNet-style head reading x [1, c, h, w]: 1×1 conv c → n, depthwise 3×3 (pad 1), the channels-last
 // Transpose (perm 0,2,3,1: dims [1, h, w, n], input strides [n·h·w, w, 1, h·w]) and, with `sigmoid`, a Sigmoid.
-std::int32_t add_head(Builder& b, std::int32_t x, std::int64_t c, std::int64_t n, std::int64_t h, std::int64_t w,
-                      bool sigmoid, bool bias, std::uint32_t seed) {
+std::int32_t add_head(Builder& b, std::int32_t x, std::int64_t c, std::int64_t n, std::int64_t h,
+                      std::int64_t w, bool sigmoid, bool bias, std::uint32_t seed) {
   const auto pw = b.step(conv_job(c, n, 1, 1, 1, 0, h, w, seed, 1, bias), {Arg::value(x)}, {1, n, h, w});
   const auto dw = b.step(conv_job(n, n, n, 3, 1, 1, h, w, seed + 7, 1, bias), {Arg::value(pw)}, {1, n, h, w});
   TransposeOp t;
@@ -1234,7 +1310,8 @@ TEST_F(FacesGpu, CarriedConvChoicesPlanTheSameKernelsAndBits) {
   const Outputs a = run(**g1, *p, in), b = run(**g2, *p, in);
   for (std::size_t k = 0; k < p->outputs.size(); ++k)
     for (std::size_t i = 0; i < in.size(); ++i)
-      EXPECT_TRUE(testing::bit_identical(a[i][k], b[i][k])) << "image " << i << ", output " << p->outputs[k].name;
+      EXPECT_TRUE(testing::bit_identical(a[i][k], b[i][k]))
+          << "image " << i << ", output " << p->outputs[k].name;
   // Choices that fit nothing (an algorithm past cuDNN's, an own form that does not exist): searched, still right.
   auto bad = chosen;
   for (std::size_t i = 0; i < bad.size(); ++i) {
@@ -1278,7 +1355,8 @@ TEST(FacesPlanChoices, the_blob_round_trips_and_refuses_what_is_not_one) {
   EXPECT_TRUE(gpu::encode_conv_choices({}).empty());
   EXPECT_TRUE(gpu::encode_conv_choices(std::vector<gpu::ConvChoice>(2000)).empty());  // past 16 KB
   for (std::size_t cut = 0; cut < blob.size(); ++cut)
-    EXPECT_EQ(gpu::decode_conv_choices(std::span(blob).first(cut)).status().code(), Code::kInvalidArgument) << cut;
+    EXPECT_EQ(gpu::decode_conv_choices(std::span(blob).first(cut)).status().code(), Code::kInvalidArgument)
+        << cut;
   auto wrong = blob;
   wrong[0] = std::byte{0};  // the magic
   EXPECT_NE(gpu::decode_conv_choices(wrong).status().to_string().find("magic"), std::string::npos);
