@@ -20,12 +20,16 @@ struct CpuOptions {
   bool idle_priority = false;
   std::function<void(double fraction)>
       progress;  ///< called from worker threads (thread-safe caller); must not throw
+  /// Next-event estimation of an HDR map at frosted facets, with MIS against the facet's own sampling
+  /// (docs/design/tracer.md §6.1). Off only to test that both estimators agree; results differ in noise only.
+  bool hdr_nee = true;
 };
 
 /// Adds samples [first_sample, first_sample + samples) of every pixel to `film`, each pixel in ascending
-/// sample order (continuing its running sum). `film` must match the scene size. Errors: kInvalidArgument
-/// (bad scene / film size), kNotSupported (a Tier 3 feature), kCancelled (film then partially updated:
-/// callers that need all-or-nothing render into a copy).
+/// sample order (continuing its running sum). `film` must match the scene size. Traces Tier 1 scenes, with
+/// an HDR map too (tier_features(scene).status()). Errors: kInvalidArgument (bad scene / film size),
+/// kNotSupported (any other Tier 2 feature, or Tier 3), kCancelled (film then partially updated: callers that
+/// need all-or-nothing render into a copy).
 Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
                       const CpuOptions& options = {});
 

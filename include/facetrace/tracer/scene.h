@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "facetrace/core/status.h"
+#include "facetrace/tracer/env_map.h"
 
 namespace facetrace::tracer {
 
@@ -141,6 +143,9 @@ struct Scene {
   /// file's folder) and its sha256 (64 hex digits); the scene reader checks both (tracer/env_map.h).
   std::string environment_map;
   std::string environment_map_sha256;
+  /// kHdr: the decoded map and its sampling tables (docs/design/tracer.md §6.1), read once by the scene reader
+  /// (or load_environment_light) and shared by every copy of the scene; validate_scene requires it for kHdr.
+  std::shared_ptr<const EnvLight> environment_light;
   Material material;
   std::vector<Plane> planes;
   bool girdle_frosted = false;  ///< re-derives Frosted for |n_y| ≤ 1e-3
@@ -165,10 +170,18 @@ Status validate_scene(const Scene& scene);
 struct TierFeatures {
   int tier = 1;                       ///< highest tier the scene needs: 1, 2 or 3
   std::vector<std::string> features;  ///< each feature beyond Tier 1, e.g. "HDR environment (Tier 2)"
+  /// The features the CPU tracer does not implement yet: all of `features` but the HDR environment.
+  std::vector<std::string> not_on_cpu;
+  bool hdr_environment = false;  ///< the scene has an HDR environment (Tier 2; CPU only for now)
 
-  /// Ok for a Tier 1 scene; otherwise kNotSupported: "the scene needs <features>; the CPU tracer implements
-  /// Tier 1 (lighting presets Daylight, RingLights, LightTent, IlluminantA)".
+  /// The CPU tracer's answer: ok when not_on_cpu is empty (Tier 1, or Tier 1 under an HDR map); otherwise
+  /// kNotSupported: "the scene needs <not_on_cpu>; the CPU tracer implements Tier 1 (lighting presets
+  /// Daylight, RingLights, LightTent, IlluminantA) and HDR environments".
   Status status() const;
+  /// The GPU tracer's answer: ok for a Tier 1 scene; otherwise kNotSupported: "the scene needs <features>; the
+  /// GPU tracer implements Tier 1", adding "(HDR environments are not yet on the GPU: the CPU tracer renders
+  /// them)" when the scene has one.
+  Status gpu_status() const;
 };
 
 /// The tier and the beyond-Tier-1 features of `scene` (which need not be validated). Pure; thread-safe.

@@ -33,12 +33,12 @@ namespace detail {
 #define FT_CPU_CLONES
 #endif
 
-/// Adds samples [first_sample, first_sample + samples) of the pixels [x0, x1) × [y0, y1) to `xyz` (3 floats
-/// per pixel, row stride `width`), each pixel in ascending sample order. Returns the non-finite count.
-FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const physics::FacetPlane* planes,
-                                       std::uint32_t x0, std::uint32_t x1, std::uint32_t y0, std::uint32_t y1,
-                                       std::uint32_t width, std::uint64_t first_sample, std::uint32_t samples,
-                                       float* xyz) {
+/// The loop of trace_tile for one environment: `sample(x, y, s)` traces one sample.
+template <class Sample>
+[[gnu::always_inline]] inline std::uint64_t tile_loop(const Sample& sample, std::uint32_t x0,
+                                                      std::uint32_t x1, std::uint32_t y0, std::uint32_t y1,
+                                                      std::uint32_t width, std::uint64_t first_sample,
+                                                      std::uint32_t samples, float* xyz) {
   std::uint64_t nonfinite = 0;
   for (std::uint32_t y = y0; y < y1; ++y) {
     for (std::uint32_t x = x0; x < x1; ++x) {
@@ -47,7 +47,7 @@ FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const
       for (std::uint32_t i = 0; i < samples; ++i) {
         // docs/design/tracer.md §9: s is the absolute sample index; u32 arithmetic wraps.
         const auto s = static_cast<std::uint32_t>(first_sample + i);
-        const physics::SampleXyz v = physics::trace_sample(params, planes, x, y, s);
+        const physics::SampleXyz v = sample(x, y, s);
         sx += v.x;
         sy += v.y;
         sz += v.z;
@@ -59,6 +59,38 @@ FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const
     }
   }
   return nonfinite;
+}
+
+/// Adds samples [first_sample, first_sample + samples) of the pixels [x0, x1) × [y0, y1) to `xyz` (3 floats
+/// per pixel, row stride `width`), each pixel in ascending sample order. Returns the non-finite count.
+/// `hdr` null: the analytic environments (physics::trace_sample); else the HDR map (trace_sample_env).
+FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const physics::FacetPlane* planes,
+                                       const physics::EnvMapView* hdr, std::uint32_t x0, std::uint32_t x1,
+                                       std::uint32_t y0, std::uint32_t y1, std::uint32_t width,
+                                       std::uint64_t first_sample, std::uint32_t samples, float* xyz) {
+  if (hdr != nullptr) {
+    const physics::HdrEnv env{*hdr};
+    return tile_loop([&](std::uint32_t x, std::uint32_t y,
+                         std::uint32_t s) { return physics::trace_sample_env(params, planes, env, x, y, s); },
+                     x0, x1, y0, y1, width, first_sample, samples, xyz);
+  }
+  return tile_loop([&](std::uint32_t x, std::uint32_t y,
+                       std::uint32_t s) { return physics::trace_sample(params, planes, x, y, s); },
+                   x0, x1, y0, y1, width, first_sample, samples, xyz);
+}
+
+/// The view of `light` the physics reads (docs/design/tracer.md §6.1); `light` outlives it.
+physics::EnvMapView env_map_view(const EnvLight& light, float exposure, bool nee) {
+  physics::EnvMapView v{};
+  v.rgb = light.map.rgb.data();
+  v.row_cdf = light.row_cdf.data();
+  v.col_cdf = light.col_cdf.data();
+  v.row_cos = light.row_cos.data();
+  v.width = light.map.width;
+  v.height = light.map.height;
+  v.exposure = exposure;
+  v.nee = nee ? 1u : 0u;
+  return v;
 }
 
 }  // namespace detail
@@ -78,6 +110,12 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
   const physics::TraceParams params = make_trace_params(scene);
   const std::vector<physics::FacetPlane> planes = make_facet_planes(scene);
   const physics::FacetPlane* plane_ptr = planes.empty() ? nullptr : planes.data();
+  physics::EnvMapView hdr_view{};
+  const physics::EnvMapView* hdr = nullptr;
+  if (scene.environment == EnvironmentKind::kHdr) {  // validate_scene checked environment_light
+    hdr_view = detail::env_map_view(*scene.environment_light, scene.exposure, options.hdr_nee);
+    hdr = &hdr_view;
+  }
 
   const std::uint32_t tiles_x = (scene.width + kTile - 1) / kTile;
   const std::uint32_t tiles_y = (scene.height + kTile - 1) / kTile;
@@ -98,8 +136,8 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
         const auto tile = static_cast<std::uint32_t>(index);
         const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
         const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
-        nonfinite.fetch_add(detail::trace_tile(params, plane_ptr, x0, x1, y0, y1, scene.width, first_sample,
-                                               samples, film.xyz.data()),
+        nonfinite.fetch_add(detail::trace_tile(params, plane_ptr, hdr, x0, x1, y0, y1, scene.width,
+                                               first_sample, samples, film.xyz.data()),
                             std::memory_order_relaxed);
         for (std::uint32_t y = y0; y < y1; ++y)
           for (std::uint32_t x = x0; x < x1; ++x) film.samples[std::size_t{y} * scene.width + x] += samples;

@@ -176,7 +176,9 @@ physics::TraceParams make_trace_params(const Scene& scene) {
 
   // Environment (docs/design/tracer.md §6).
   const physics::StudioRig rig = physics::studio_rig(static_cast<std::uint32_t>(scene.lighting_preset));
-  p.env_kind = scene.environment == EnvironmentKind::kUniform ? physics::kEnvUniform : physics::kEnvStudio;
+  p.env_kind = scene.environment == EnvironmentKind::kUniform ? physics::kEnvUniform
+               : scene.environment == EnvironmentKind::kHdr   ? physics::kEnvHdr
+                                                              : physics::kEnvStudio;
   p.illuminant_kind = rig.illuminant_kind;
   p.planck_kelvin = rig.planck_kelvin;
   p.exposure = scene.exposure;

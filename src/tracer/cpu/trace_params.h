@@ -12,7 +12,8 @@
 namespace facetrace::tracer {
 
 /// Builds the trace parameters of `scene` (camera basis, environment and rig, white balance, material).
-/// Precondition: validate_scene(scene) is ok and tier_features(scene).tier == 1. Pure; thread-safe.
+/// Precondition: validate_scene(scene) is ok and tier_features(scene).status() is ok. An HDR environment gets
+/// env_kind kEnvHdr and no white balance; its map travels separately (physics::EnvMapView). Pure; thread-safe.
 physics::TraceParams make_trace_params(const Scene& scene);
 
 /// The scene's planes as FacetPlane, with the Frosted finish re-derived for girdle facets (|n_y| ≤ 1e-3) when

@@ -95,7 +95,7 @@ TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std
       options_(options),
       peak_ns_per_tuple_(std::max(0.0, options.hang_ns_per_tuple_hint)) {
   tier_ = validate_scene(scene_);
-  if (tier_.ok()) tier_ = tier_features(scene_).status();
+  if (tier_.ok()) tier_ = tier_features(scene_).gpu_status();  // Tier 1 only: HDR maps decline (§6.1)
   if (tier_.ok() && (film.width != scene.width || film.height != scene.height))
     tier_ =
         invalid_argument("film is " + std::to_string(film.width) + "x" + std::to_string(film.height) +

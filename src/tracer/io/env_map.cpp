@@ -20,6 +20,7 @@
 #include "facetrace/core/file.h"
 #include "facetrace/core/sha256.h"
 #include "facetrace/core/text.h"
+#include "facetrace/tracer/scene.h"
 
 namespace facetrace::tracer {
 namespace {
@@ -317,6 +318,79 @@ Expected<EnvMap> decode_env_map(std::span<const std::uint8_t> b, const std::stri
   if (b.size() >= 4 && b[0] == 0x76 && b[1] == 0x2f && b[2] == 0x31 && b[3] == 0x01)
     return decode_exr(b, what, max_texels);
   return bad(what, "not a Radiance .hdr or an OpenEXR file");
+}
+
+// ---- Shading tables (docs/design/tracer.md §6.1) -------------------------------------------------------------
+
+namespace {
+constexpr double kPiD = 3.14159265358979323846;
+}  // namespace
+
+Expected<std::shared_ptr<const EnvLight>> make_env_light(EnvMap map) {
+  const std::size_t w = map.width, h = map.height;
+  if (w == 0 || h == 0)
+    return invalid_argument("environment map: empty (" + std::to_string(w) + "x" + std::to_string(h) + ")");
+  if (map.rgb.size() != w * h * 3)
+    return invalid_argument("environment map: " + std::to_string(map.rgb.size()) + " floats for " +
+                            std::to_string(w) + "x" + std::to_string(h) + " texels (3 per texel expected)");
+  auto light = std::make_shared<EnvLight>();
+  light->row_cos.resize(h + 1);
+  for (std::size_t y = 0; y <= h; ++y)
+    light->row_cos[y] = y == 0   ? 1.0f
+                        : y == h ? -1.0f
+                                 : static_cast<float>(std::cos(kPiD * double(y) / double(h)));
+  // Weight of a texel: its Rec. 709 luminance × its solid angle (2π/W)(cos θ_top − cos θ_bottom), computed in
+  // double from the same float row edges the sampler uses; a black map falls back to the solid angle alone.
+  std::vector<double> weight(w * h);
+  double total = 0.0, solid_total = 0.0;
+  for (std::size_t y = 0; y < h; ++y) {
+    const double solid = 2.0 * kPiD / double(w) * (double(light->row_cos[y]) - double(light->row_cos[y + 1]));
+    for (std::size_t x = 0; x < w; ++x) {
+      const float* t = &map.rgb[(y * w + x) * 3];
+      const double lum = 0.2126729 * t[0] + 0.7151522 * t[1] + 0.0721750 * t[2];  // Y row of M₇₀₉
+      weight[y * w + x] = lum * solid;
+      total += lum * solid;
+      solid_total += solid;
+    }
+  }
+  light->luminance_power = total;
+  if (!(total > 0.0)) {
+    for (std::size_t y = 0; y < h; ++y) {
+      const double solid =
+          2.0 * kPiD / double(w) * (double(light->row_cos[y]) - double(light->row_cos[y + 1]));
+      for (std::size_t x = 0; x < w; ++x) weight[y * w + x] = solid;
+    }
+    total = solid_total;
+  }
+  light->row_cdf.resize(h + 1);
+  light->col_cdf.resize(h * (w + 1));
+  double run = 0.0;
+  light->row_cdf[0] = 0.0f;
+  for (std::size_t y = 0; y < h; ++y) {
+    double row = 0.0;
+    for (std::size_t x = 0; x < w; ++x) row += weight[y * w + x];
+    float* cdf = &light->col_cdf[y * (w + 1)];
+    double acc = 0.0;
+    cdf[0] = 0.0f;
+    for (std::size_t x = 0; x < w; ++x) {
+      acc += weight[y * w + x];
+      // A black row gets a uniform CDF: it is never drawn (its row probability is 0) but stays well formed.
+      cdf[x + 1] = x + 1 == w ? 1.0f : static_cast<float>(row > 0.0 ? acc / row : double(x + 1) / double(w));
+    }
+    run += row;
+    light->row_cdf[y + 1] = y + 1 == h ? 1.0f : static_cast<float>(run / total);
+  }
+  light->map = std::move(map);
+  return std::shared_ptr<const EnvLight>(std::move(light));
+}
+
+Status load_environment_light(Scene& scene) {
+  auto map = load_env_map(scene.environment_map, scene.environment_map_sha256);
+  if (!map) return map.status();
+  auto light = make_env_light(std::move(map).value());
+  if (!light) return light.status().with_context(core::printable(scene.environment_map));
+  scene.environment_light = std::move(light).value();
+  return {};
 }
 
 }  // namespace facetrace::tracer

@@ -339,11 +339,11 @@ void parse_hdr_environment(const json& j, const std::string& base_dir, Scene& s)
       }))
     fail("environment.sha256", "expected 64 hex digits, got \"" + core::printable(sha) + "\"");
   const std::string path = file.front() == '/' || base_dir.empty() ? file : base_dir + "/" + file;
-  auto map = load_env_map(path, sha);
-  if (!map) fail("environment.hdr", map.status().what());
   s.environment = EnvironmentKind::kHdr;
   s.environment_map = path;
   s.environment_map_sha256 = sha;
+  // Read, checked and decoded once here; the scene keeps the map and its sampling tables (docs/design/tracer.md §6.1).
+  if (Status st = load_environment_light(s); !st.ok()) fail("environment.hdr", st.what());
 }
 
 Scene parse_scene(const json& j, const std::string& base_dir) {

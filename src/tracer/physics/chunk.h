@@ -19,6 +19,9 @@ inline constexpr std::uint32_t kMaxPlanes = 128;  // docs/design/tracer.md §4: 
 /// Environment modes (docs/design/tracer.md §6): uniform is env mode 0.
 inline constexpr std::uint32_t kEnvUniform = 0;  // docs/design/tracer.md §6
 inline constexpr std::uint32_t kEnvStudio = 1;   // docs/design/tracer.md §6
+/// An HDR map (docs/design/tracer.md §6.1): traced with physics::HdrEnv (hdr_environment.h), never with the
+/// analytic environment functions, which treat it as the Studio rig.
+inline constexpr std::uint32_t kEnvHdr = 2;  // docs/design/tracer.md §6.1
 
 /// One facet plane {x : n·x + d ≤ 0} (docs/design/tracer.md §4); n is a unit outward normal, d < 0.
 /// 16 bytes and 16-byte aligned, so the device loads a plane with one 128-bit shared-memory access; the
@@ -42,7 +45,7 @@ struct TraceParams {
   std::uint32_t max_bounces;
   std::uint32_t plane_count;  ///< ≤ kMaxPlanes; 0 = empty scene
   // Environment (docs/design/tracer.md §6).
-  std::uint32_t env_kind;         ///< kEnvUniform or kEnvStudio
+  std::uint32_t env_kind;         ///< kEnvUniform, kEnvStudio or kEnvHdr
   std::uint32_t illuminant_kind;  ///< IlluminantKind
   float planck_kelvin;            ///< colour temperature for IlluminantKind::kPlanck
   float exposure;

@@ -12,6 +12,7 @@
 #include "environment.h"
 #include "fresnel.h"
 #include "geometry.h"
+#include "hdr_environment.h"
 #include "host_device.h"
 #include "chunk.h"
 #include "rng.h"
@@ -78,6 +79,34 @@ FT_HD float channel_alpha(const TraceParams& p, float hero, int k) {
   return absorption_coefficient(p.bands, p.band_count, channel_lambda(hero, k)) * p.path_scale;
 }
 
+/// The analytic environments (docs/design/tracer.md §6: Studio rig, uniform): L(ω, λ) = shape(ω)·S(λ), no NEE.
+/// The environment policy of path_step_env for every Tier 1 scene; its expressions are the ones path_step always
+/// had, term for term, so Tier 1 results keep their bits.
+struct AnalyticEnv {
+  static constexpr bool kNee = false;
+  struct Lookup {
+    float shape;
+  };
+  FT_HD Lookup at(const TraceParams& p, Vec3 w) const { return Lookup{environment_shape(p, w)}; }
+  /// A miss at bounce b: the backdrop for a camera ray (§7.2 step 2), else the environment.
+  FT_HD Lookup miss(const TraceParams& p, Vec3 w, std::uint32_t b) const {
+    return Lookup{b == 0 ? bounce0_miss_shape(p) : environment_shape(p, w)};
+  }
+  FT_HD static void scale(Lookup&, float) {}
+  /// Channel k's contribution ik·shape·S(λ_k), in that order of products.
+  FT_HD float radiance(const TraceParams& p, const Lookup& l, float ik, float hero, int k) const {
+    return ik * l.shape * channel_illum(p, hero, k);
+  }
+};
+
+/// What next-event estimation adds to a path (docs/design/tracer.md §6.1), kept beside PathState by the callers of
+/// path_step_env with an NEE environment: the XYZ already committed by NEE, and the BSDF density of the last
+/// frosted bounce towards the outside (0 after any other event), which weighs the escape that follows it.
+struct EnvPathState {
+  float xyz[3];
+  float bsdf_pdf;
+};
+
 /// The state of one path between bounces (docs/design/tracer.md §7.1 table). Of the per-channel constants only n(λ_k)
 /// is held: λ_k, S(λ_k) and α(λ_k) are pure functions of the hero, recomputed where used (the same bits).
 /// `split` doubles as the radiance: a path adds radiance only at the miss that ends it, so when path_step
@@ -94,6 +123,61 @@ struct alignas(16) PathState {
   std::uint8_t split_bits;  // bit k set: split[k] was written by an exit split (a superset of split[k] ≠ 0)
   bool inside;
 };
+
+/// The power heuristic (Veach 1997, β = 2) of a technique with density p_this against one with p_other
+/// (docs/design/tracer.md §6.1); p_this > 0.
+FT_HD float env_mis_weight(float p_this, float p_other) {
+  const float a = p_this * p_this;
+  return a / (a + p_other * p_other);
+}
+
+namespace detail {
+
+/// §8's hero-wavelength weight of channel k now: 8·pdf[0] / Σ_{j ∈ compat[k]} pdf[j], 1 when the sum is ≤ 1e-12
+/// (path_finish's arithmetic, for radiance committed before the path ends).
+FT_HD float spectral_weight(const PathState& ps, int k) {
+  float denom = 0.0f;
+  FT_UNROLL for (int j = 0; j < kChannels; ++j) {
+    if ((ps.compat >> (8 * k + j)) & 1u) denom += ps.pdf[j];
+  }
+  return denom > kMisEpsilon ? static_cast<float>(kChannels) * ps.pdf[0] / denom : 1.0f;
+}
+
+}  // namespace detail
+
+/// Next-event estimation at a frosted bounce that leaves through the side with normal n_out towards the outside
+/// (docs/design/tracer.md §6.1): one direction ω drawn from the map (streams kStreamNee, kStreamNeeColumn), kept
+/// when it lies on that side and leaves the stone unblocked; each live channel adds
+/// I_k·L(ω, λ_k)·(p_b/p_e)·w_nee, with p_b = cos/π the frosted lobe's density, p_e the map's and w_nee the power
+/// heuristic, straight into es.xyz with the channel's current §8 weight (the same weight the BSDF-sampled
+/// escape of this bounce gets, since nothing happens to the path in between). I_k already holds the bounce's
+/// Fresnel factor over its choice probability.
+template <class Env>
+FT_HD void env_next_event(const PathState& ps, const TraceParams& p, const FacetPlane* planes, const Env& env,
+                          EnvPathState& es, Vec3 pos, Vec3 n_out, unsigned live) {
+  const Vec3 w = env_sample(env.map, stream_uniform(ps.seed, ps.b, kStreamNee),
+                            stream_uniform(ps.seed, ps.b, kStreamNeeColumn));
+  const float cos_o = dot(w, n_out);
+  if (!(cos_o > 0.0f)) return;
+  const float pe = env_pdf(env.map, w);
+  if (!(pe > 0.0f)) return;
+  const Vec3 o = pos + w * kRayOffset;
+  if (!misses_bound(p.bound_radius2, o, w) && intersect_polyhedron(planes, p.plane_count, o, w).plane >= 0)
+    return;
+  const float pb = cos_o * kInvPiF;
+  typename Env::Lookup look = env.at(p, w);
+  Env::scale(look, pb / pe * env_mis_weight(pe, pb));
+  for (unsigned m = live; m != 0u; m &= m - 1u) {
+    const int k = FT_LOWEST_BIT(m);
+    const float ik = detail::maxf(ps.st[k][0], 0.0f);
+    if (ik == 0.0f) continue;
+    const float v = env.radiance(p, look, ik, ps.hero, k) * detail::spectral_weight(ps, k) * kXyzScale;
+    const Vec3 cmf = cmf_xyz(channel_lambda(ps.hero, k));
+    es.xyz[0] += cmf.x * v;
+    es.xyz[1] += cmf.y * v;
+    es.xyz[2] += cmf.z * v;
+  }
+}
 
 /// Starts sample s of pixel (x, y): wavelengths, per-channel constants, camera ray (docs/design/tracer.md §7.1).
 FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std::uint32_t y,
@@ -133,7 +217,9 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
 /// Long (≈ 240 lines) on purpose: this is the megakernel's hot loop body, one straight-line function so the
 /// compiler keeps a bounce's state in registers; splitting the path state's steps into calls raised the
 /// spills (benchmarks/NOTES.md), and CPU and GPU share it bit for bit.
-FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* planes) {
+template <class Env>
+FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* planes, const Env& env,
+                         EnvPathState& es) {
   constexpr int K = kChannels;
   auto& st = ps.st;
   auto& pdf = ps.pdf;
@@ -145,6 +231,11 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* plan
   bool inside = ps.inside;
   Vec3 s_prev = ps.s_prev;
   const Vec3 org = ps.org;
+  float escape_bsdf_pdf = 0.0f;  // NEE only: the density of the frosted bounce that sent this ray out
+  if constexpr (Env::kNee) {
+    escape_bsdf_pdf = es.bsdf_pdf;
+    es.bsdf_pdf = 0.0f;
+  }
   // 1. Intersect (§4). A ray inside the stone tries the branch-free exit test first (the same result).
   Hit hit{-1, 0.0f};
   if (!misses_bound(p.bound_radius2, org, dir) &&
@@ -153,11 +244,15 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* plan
   // 2. Miss: add the environment, commit the staged split radiance, stop.
   if (hit.plane < 0) {
     // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
-    const float shape = b == 0 ? bounce0_miss_shape(p) : environment_shape(p, dir);
+    typename Env::Lookup look = env.miss(p, dir, b);
+    if constexpr (Env::kNee) {
+      // An escape sampled by a frosted bounce: the power-heuristic weight against NEE (§6.1).
+      if (escape_bsdf_pdf > 0.0f) Env::scale(look, env_mis_weight(escape_bsdf_pdf, env_pdf(env.map, dir)));
+    }
     // A zero channel would add +0 (max(±0, 0)·shape·S = +0): its split value stands as it is.
     FT_CHANNELS for (int k = 0; k < K; ++k) {
       if (!((ps.live >> k) & 1u)) continue;
-      split[k] = detail::maxf(st[k][0], 0.0f) * shape * channel_illum(p, ps.hero, k) + split[k];
+      split[k] = env.radiance(p, look, detail::maxf(st[k][0], 0.0f), ps.hero, k) + split[k];
     }
     return false;
   }
@@ -294,7 +389,7 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* plan
         const float ik = detail::maxf(sk[0], 0.0f);
         sk[0] = sk[1] = sk[2] = sk[3] = 0.0f;
         if (ik > 0.0f) {
-          split[k] = ik * environment_shape(p, tk) * channel_illum(p, ps.hero, k);
+          split[k] = env.radiance(p, env.at(p, tk), ik, ps.hero, k);
           ps.split_bits = static_cast<std::uint8_t>(ps.split_bits | (1u << k));
         }
       }
@@ -306,7 +401,16 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* plan
     // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it.
     const float u1 = stream_uniform(seed, b, kStreamFrostedDir1);
     const float u2 = stream_uniform(seed, b, kStreamFrostedDir2);
-    dir = detail::cosine_direction(reflect ? nrm : -nrm, u1, u2);
+    const Vec3 n_out = reflect ? nrm : -nrm;  // the normal of the side the path leaves on
+    dir = detail::cosine_direction(n_out, u1, u2);
+    if constexpr (Env::kNee) {
+      // §6.1: NEE where the bounce leaves towards the outside (a reflection outside, a transmission from inside)
+      // and its BSDF-sampled escape could still be traced (b + 1 < max_bounces).
+      if (reflect != inside && env.map.nee && b + 1 < p.max_bounces) {
+        es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
+        env_next_event(ps, p, planes, env, es, pos, n_out, live);
+      }
+    }
     if (!reflect) inside = !inside;
     Vec3 t_axis, b_axis;
     detail::orthonormal_basis(dir, t_axis, b_axis);
@@ -375,8 +479,17 @@ FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* plan
   return false;
 }
 
-/// §8: the ended path's spectrum → XYZ with the MIS weights (ps.split holds the radiance, see path_step).
-FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
+/// path_step_env with the analytic environments (Tier 1): the function the megakernel runs.
+FT_HD bool path_step(PathState& ps, const TraceParams& p, const FacetPlane* planes) {
+  EnvPathState unused{};
+  return path_step_env(ps, p, planes, AnalyticEnv{}, unused);
+}
+
+namespace detail {
+
+/// §8 with `extra` (NEE's committed XYZ, docs/design/tracer.md §6.1) added before white balance when kExtra.
+template <bool kExtra>
+FT_HD SampleXyz finish_xyz(const PathState& ps, const TraceParams& p, const float* extra) {
   constexpr int K = kChannels;
   const auto& radiance = ps.split;
   const auto& pdf = ps.pdf;
@@ -394,6 +507,11 @@ FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
     sx += cmf.x * v;
     sy += cmf.y * v;
     sz += cmf.z * v;
+  }
+  if constexpr (kExtra) {
+    sx += extra[0];
+    sy += extra[1];
+    sz += extra[2];
   }
   if (p.white_balance) {
     const float* m = p.wb;
@@ -418,6 +536,18 @@ FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
   return out;
 }
 
+}  // namespace detail
+
+/// §8: the ended path's spectrum → XYZ with the MIS weights (ps.split holds the radiance, see path_step).
+FT_HD SampleXyz path_finish(const PathState& ps, const TraceParams& p) {
+  return detail::finish_xyz<false>(ps, p, nullptr);
+}
+
+/// path_finish plus what NEE committed (docs/design/tracer.md §6.1).
+FT_HD SampleXyz path_finish_env(const PathState& ps, const TraceParams& p, const EnvPathState& es) {
+  return detail::finish_xyz<true>(ps, p, es.xyz);
+}
+
 /// Traces sample s of pixel (x, y) (docs/design/tracer.md §7) and returns its XYZ (§8). planes holds p.plane_count
 /// entries (may be null when 0). Deterministic: bit-identical for the same inputs on one backend (§9 G1), and
 /// the same function as path_begin → path_step until false → path_finish, in any interleaving of paths.
@@ -430,6 +560,21 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const FacetPlane* planes, std
     }
   }
   return path_finish(ps, p);
+}
+
+/// trace_sample under an environment policy with NEE (HdrEnv, docs/design/tracer.md §6.1): the CPU tracer's entry
+/// for HDR maps. Deterministic like trace_sample.
+template <class Env>
+FT_HD SampleXyz trace_sample_env(const TraceParams& p, const FacetPlane* planes, const Env& env,
+                                 std::uint32_t x, std::uint32_t y, std::uint32_t s) {
+  PathState ps;
+  EnvPathState es{{0.0f, 0.0f, 0.0f}, 0.0f};
+  path_begin(ps, p, x, y, s);
+  if (p.max_bounces > 0) {
+    while (path_step_env(ps, p, planes, env, es)) {
+    }
+  }
+  return path_finish_env(ps, p, es);
 }
 
 }  // namespace facetrace::tracer::physics

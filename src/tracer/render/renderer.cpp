@@ -527,17 +527,20 @@ Expected<RenderReport> render(const Scene& scene, std::uint64_t first_sample, st
 
   runtime::GpuBackend* gpu = nullptr;
   if (options.device != RenderDevice::kCpu) {
-    gpu = options.backend ? options.backend : &shared_gpu_backend();  // the first use starts the GPU child
-    report.gpu_start_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (auto why = gpu->unavailable_reason()) {
-      if (options.device == RenderDevice::kGpu) return not_supported("--device gpu: no usable GPU: " + *why);
-      FT_LOG_INFO("no usable GPU ({}); rendering on the CPU", *why);
-      gpu = nullptr;
-    } else if (Status tier = tier_features(scene).status(); !tier.ok()) {
+    // A scene the GPU tracer cannot trace (an HDR map today, docs/design/tracer.md §6.1) is told before any GPU
+    // child starts: --device gpu fails naming why, auto renders on the CPU with one line saying so.
+    if (Status tier = tier_features(scene).gpu_status(); !tier.ok()) {
       if (options.device == RenderDevice::kGpu)
         return not_supported("--device gpu: the GPU tracer does not render this scene: " + tier.what());
       FT_LOG_INFO("GPU tracer declines this scene ({}); rendering on the CPU", tier.what());
-      gpu = nullptr;
+    } else {
+      gpu = options.backend ? options.backend : &shared_gpu_backend();  // the first use starts the GPU child
+      report.gpu_start_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (auto why = gpu->unavailable_reason()) {
+        if (options.device == RenderDevice::kGpu) return not_supported("--device gpu: no usable GPU: " + *why);
+        FT_LOG_INFO("no usable GPU ({}); rendering on the CPU", *why);
+        gpu = nullptr;
+      }
     }
   }
 

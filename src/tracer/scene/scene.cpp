@@ -175,6 +175,21 @@ Status validate_scene(const Scene& s) {
   if (static_cast<unsigned>(s.environment) > static_cast<unsigned>(EnvironmentKind::kHdr))
     return bad("environment",
                "unknown environment kind " + std::to_string(static_cast<unsigned>(s.environment)));
+  if (s.environment == EnvironmentKind::kHdr) {
+    // docs/design/tracer.md §6.1: the map is read once, with the scene; nothing reads it at render time.
+    const EnvLight* light = s.environment_light.get();
+    if (light == nullptr)
+      return bad("environment",
+                 "the HDR map " + s.environment_map +
+                     " is not loaded (scene files load it; a program calls load_environment_light)");
+    const EnvMap& m = light->map;
+    if (m.width == 0 || m.height == 0 || m.rgb.size() != std::size_t{m.width} * m.height * 3 ||
+        light->row_cdf.size() != std::size_t{m.height} + 1 ||
+        light->row_cos.size() != std::size_t{m.height} + 1 ||
+        light->col_cdf.size() != std::size_t{m.height} * (std::size_t{m.width} + 1))
+      return bad("environment",
+                 "the HDR map's tables do not match its size (build them with make_env_light)");
+  }
   FT_TRY(check_finite("backdrop", s.backdrop));
   if (s.backdrop < 0.0f) return bad("backdrop", "must be >= 0 (got " + num(s.backdrop) + ")");
   FT_TRY(check_finite("surface_glare", s.surface_glare));

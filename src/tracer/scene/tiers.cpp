@@ -20,14 +20,18 @@ TierFeatures tier_features(const Scene& s) {
   const bool biaxial = m.optical_character == OpticalCharacter::kBiaxialPos ||
                        m.optical_character == OpticalCharacter::kBiaxialNeg;
   TierFeatures t;
-  auto need = [&t](int tier, std::string feature) {
+  auto need = [&t](int tier, std::string feature, bool on_cpu = false) {
     t.tier = std::max(t.tier, tier);
+    if (!on_cpu) t.not_on_cpu.push_back(feature);
     t.features.push_back(std::move(feature));
   };
   // docs/design/tracer.md §1 Tier 2 / Tier 3, in the order the messages list them.
   if (!lighting_preset_is_tier1(s.lighting_preset))
     need(2, "lighting preset " + std::string(lighting_preset_name(s.lighting_preset)) + " (Tier 2)");
-  if (s.environment == EnvironmentKind::kHdr) need(2, "HDR environment (Tier 2)");
+  if (s.environment == EnvironmentKind::kHdr) {
+    need(2, "HDR environment (Tier 2)", true);  // docs/design/tracer.md §6.1: on the CPU
+    t.hdr_environment = true;
+  }
   if (anisotropic) need(biaxial ? 3 : 2, "birefringence (material.birefringence_delta, Tier 2/3)");
   if (m.scattering_sigma_s > 0.0f) need(2, "inclusions (material.scattering_sigma_s, Tier 2)");
   if (m.edge_rounding_radius > 0.0f) need(2, "edge rounding (material.edge_rounding_radius, Tier 2)");
@@ -36,14 +40,29 @@ TierFeatures tier_features(const Scene& s) {
   return t;
 }
 
-Status TierFeatures::status() const {
-  if (tier == 1) return {};
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
   std::string list;
-  for (const std::string& f : features) list += (list.empty() ? "" : ", ") + f;
+  for (const std::string& f : items) list += (list.empty() ? "" : ", ") + f;
+  return list;
+}
+
+}  // namespace
+
+Status TierFeatures::status() const {
+  if (not_on_cpu.empty()) return {};
   return not_supported(
-      "the scene needs " + list +
+      "the scene needs " + join(not_on_cpu) +
       "; the CPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
-      "IlluminantA)");
+      "IlluminantA) and HDR environments");
+}
+
+Status TierFeatures::gpu_status() const {
+  if (tier == 1) return {};
+  return not_supported(
+      "the scene needs " + join(features) + "; the GPU tracer implements Tier 1" +
+      (hdr_environment ? " (HDR environments are not yet on the GPU: the CPU tracer renders them)" : ""));
 }
 
 }  // namespace facetrace::tracer
