@@ -209,6 +209,7 @@ __global__ void __launch_bounds__(kStemTileW* kStemTileH)
   const int ix0 = ox0 * SW - g.pl, iy0 = oy0 * SH - g.pt;
   const float* xb = x + static_cast<std::int64_t>(img) * g.cin * g.h * g.w;
   const int nx = g.cin * kIh * kIw;
+#pragma unroll 4
   for (int i = t; i < nx; i += kStemTileW * kStemTileH) {
     const int c = i % kIw, q = i / kIw;
     const int r = q % kIh, ci = q / kIh;
@@ -254,68 +255,105 @@ __global__ void __launch_bounds__(kStemTileW* kStemTileH)
   }
 }
 
-// A dense 1×1 conv of stride 1 without pads (NCHW: a matrix product per image), four adjacent pixels × CT output
-// channels per thread. Block b takes channel group b mod groups of pixel block b / groups, so the groups that
-// read the same input run side by side; the group's weights sit in shared memory as [ci][CT] and are read as
-// float4 broadcasts. Per output the same products in the same ci order as conv_direct_kernel<1, 1>, then the
-// bias and the epilogue: the same bits.
-template <int CT>
-__global__ void pw1x1_kernel(int cin, int cout, int plane, int quads, int total_quads, int groups,
+// A dense 1×1 conv of stride 1 without pads (NCHW: a matrix product per image), PX adjacent pixels (4: one float4,
+// or 1) × CT output channels per thread. Block b takes channel group b mod groups of pixel block b / groups, so
+// the groups that read the same input run side by side; the group's weights sit in shared memory as [ci][CT] and
+// are read as broadcasts. The one-pixel forms load kU input rows before their products, so a small plane's few
+// threads keep kU loads in flight. Per output the same products in the same ci order as conv_direct_kernel<1, 1>, then the
+// bias and the epilogue: the same bits. PX 1 and small CT give a small plane (YuNet's 20×20 at batch 1) enough
+// threads to spread over the device.
+template <int CT, int PX>
+__global__ void pw1x1_kernel(int cin, int cout, int plane, int units, int total, int groups,
                              const float* __restrict__ x, const float* __restrict__ w,
                              const float* __restrict__ bias, EpilogueAct act, float* __restrict__ y) {
+  static_assert(PX == 1 || PX == 4);
   pdl_entry();
   extern __shared__ float4 pw_shared[];
   float* ws = reinterpret_cast<float*>(pw_shared);  // [ci][CT]
   const int cg = static_cast<int>(blockIdx.x) % groups;
   const int pb = static_cast<int>(blockIdx.x) / groups;
   const int co0 = cg * CT;
+#pragma unroll 4
   for (int i = static_cast<int>(threadIdx.x); i < cin * CT; i += static_cast<int>(blockDim.x)) {
     const int c = i % CT, ci = i / CT;
     ws[i] = co0 + c < cout ? __ldg(w + static_cast<std::int64_t>(co0 + c) * cin + ci) : 0.0f;
   }
   __syncthreads();
   const int q = pb * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-  if (q >= total_quads) return;
-  const int img = q / quads, p = (q - img * quads) * 4;
+  if (q >= total) return;
+  const int img = q / units, p = (q - img * units) * PX;
   const float* xb = x + static_cast<std::int64_t>(img) * cin * plane + p;
-  float acc[CT][4];
+  float acc[CT][PX];
 #pragma unroll
-  for (int c = 0; c < CT; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+  for (int c = 0; c < CT; ++c)
+#pragma unroll
+    for (int e = 0; e < PX; ++e) acc[c][e] = 0.0f;
   const bool has_ib = act.in_bias != nullptr;
-  for (int ci = 0; ci < cin; ++ci) {
-    float4 v = __ldg(reinterpret_cast<const float4*>(xb + static_cast<std::int64_t>(ci) * plane));
+  struct Row {
+    float v[PX];
+  };
+  const auto row = [&](int ci) {
+    Row r;
+    const float* at = xb + static_cast<std::int64_t>(ci) * plane;
+    if constexpr (PX == 4) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(at));
+      r.v[0] = f.x, r.v[1] = f.y, r.v[2] = f.z, r.v[3] = f.w;
+    } else {
+      r.v[0] = __ldg(at);
+    }
+    return r;
+  };
+  const auto add = [&](Row r, int ci) {
     if (has_ib) {
       const float ib = __ldg(act.in_bias + ci);
-      v = make_float4(__fadd_rn(v.x, ib), __fadd_rn(v.y, ib), __fadd_rn(v.z, ib), __fadd_rn(v.w, ib));
+#pragma unroll
+      for (int e = 0; e < PX; ++e) r.v[e] = __fadd_rn(r.v[e], ib);
     }
-    const float4* wc = reinterpret_cast<const float4*>(ws + ci * CT);
+    float wk[CT];
+    if constexpr (CT % 4 == 0) {
+      const float4* wc = reinterpret_cast<const float4*>(ws + ci * CT);
 #pragma unroll
-    for (int k = 0; k < CT / 4; ++k) {
-      const float4 wv = wc[k];
-      const float wk[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        acc[4 * k + e][0] = fmaf(v.x, wk[e], acc[4 * k + e][0]);
-        acc[4 * k + e][1] = fmaf(v.y, wk[e], acc[4 * k + e][1]);
-        acc[4 * k + e][2] = fmaf(v.z, wk[e], acc[4 * k + e][2]);
-        acc[4 * k + e][3] = fmaf(v.w, wk[e], acc[4 * k + e][3]);
+      for (int k = 0; k < CT / 4; ++k) {
+        const float4 wv = wc[k];
+        wk[4 * k] = wv.x, wk[4 * k + 1] = wv.y, wk[4 * k + 2] = wv.z, wk[4 * k + 3] = wv.w;
       }
+    } else {
+#pragma unroll
+      for (int c = 0; c < CT; ++c) wk[c] = ws[ci * CT + c];
     }
+#pragma unroll
+    for (int c = 0; c < CT; ++c)
+#pragma unroll
+      for (int e = 0; e < PX; ++e) acc[c][e] = fmaf(r.v[e], wk[c], acc[c][e]);
+  };
+  constexpr int kU =
+      PX == 1 ? 8 : 1;  // the float4 forms: more loads in flight cost occupancy on large planes
+  int ci = 0;
+  for (; ci + kU <= cin; ci += kU) {
+    Row v[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) v[u] = row(ci + u);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) add(v[u], ci + u);
   }
+  for (; ci < cin; ++ci) add(row(ci), ci);
   float* yb = y + static_cast<std::int64_t>(img) * cout * plane + p;
 #pragma unroll
   for (int c = 0; c < CT; ++c) {
     const int co = co0 + c;
     if (co >= cout) break;
-    float r[4];
+    float r[PX];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
+    for (int e = 0; e < PX; ++e) {
       float a = acc[c][e];
       if (bias) a = __fadd_rn(a, __ldg(bias + co));
       r[e] = apply_epilogue(act, a, co, img, static_cast<std::int64_t>(co) * plane + p + e);
     }
-    *reinterpret_cast<float4*>(yb + static_cast<std::int64_t>(co) * plane) =
-        make_float4(r[0], r[1], r[2], r[3]);
+    if constexpr (PX == 4)
+      *reinterpret_cast<float4*>(yb + static_cast<std::int64_t>(co) * plane) =
+          make_float4(r[0], r[1], r[2], r[3]);
+    else
+      yb[static_cast<std::int64_t>(co) * plane] = r[0];
   }
 }
 
@@ -878,35 +916,54 @@ Status launch_allco3x3(const ConvJob& j, int batch, const float* x, const float*
   return {};
 }
 
-bool pw1x1_fits(const ConvJob& j, int batch, int ct) {
+bool pw1x1_form_ok(int form) {
+  return form == 4 || form == 8 || form == 16 || form == -1 || form == -2 || form == -4 || form == -8;
+}
+
+bool pw1x1_fits(const ConvJob& j, int batch, int form) {
   const std::int64_t plane = j.h * j.w;
-  return j.is_pointwise() && plane % 4 == 0 && plane > 0 && (ct == 4 || ct == 8 || ct == 16) &&
+  const std::int64_t ct = form < 0 ? -form : form;
+  return j.is_pointwise() && pw1x1_form_ok(form) && plane > 0 && (form < 0 || plane % 4 == 0) &&
          j.cin * ct <= 8192 && small_index(std::max(j.cin, j.cout) * plane * batch);
 }
 
-Status launch_pw1x1(const ConvJob& j, int batch, int ct, const float* x, const float* w, const float* bias,
-                    EpilogueAct act, float* y, cudaStream_t s) {
-  if (!pw1x1_fits(j, batch, ct)) return internal_error("pw1x1 on a shape it does not take");
-  if (batch <= 0) return {};
-  // float4 rows need 16-byte planes; elsewhere the direct kernel gives the same bits
-  if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(y) % 16 != 0)
-    return launch_conv_direct(j, batch, x, w, bias, act, y, s);
-  const int plane = static_cast<int>(j.h * j.w), quads = plane / 4, total = quads * batch;
+std::string pw1x1_name(int form) {
+  return "own:pw1x1/c" + std::to_string(form < 0 ? -form : form) + (form < 0 ? "p1" : "");
+}
+
+namespace {
+template <int CT, int PX>
+void launch_pw1x1_as(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
+                     EpilogueAct act, float* y, cudaStream_t s) {
+  const int plane = static_cast<int>(j.h * j.w), units = plane / PX, total = units * batch;
   const int cin = static_cast<int>(j.cin), cout = static_cast<int>(j.cout);
-  const int groups = (cout + ct - 1) / ct;
+  const int groups = (cout + CT - 1) / CT;
   constexpr int kPwThreads = 128;
   const auto blocks =
       static_cast<unsigned>(static_cast<std::int64_t>((total + kPwThreads - 1) / kPwThreads) * groups);
-  const std::size_t shared = static_cast<std::size_t>(cin * ct) * sizeof(float);
-  if (ct == 4)
-    pdl_launch(pw1x1_kernel<4>, blocks, kPwThreads, shared, s, cin, cout, plane, quads, total, groups, x, w,
-               bias, act, y);
-  else if (ct == 8)
-    pdl_launch(pw1x1_kernel<8>, blocks, kPwThreads, shared, s, cin, cout, plane, quads, total, groups, x, w,
-               bias, act, y);
-  else
-    pdl_launch(pw1x1_kernel<16>, blocks, kPwThreads, shared, s, cin, cout, plane, quads, total, groups, x, w,
-               bias, act, y);
+  const std::size_t shared = static_cast<std::size_t>(cin * CT) * sizeof(float);
+  pdl_launch(pw1x1_kernel<CT, PX>, blocks, kPwThreads, shared, s, cin, cout, plane, units, total, groups, x,
+             w, bias, act, y);
+}
+}  // namespace
+
+Status launch_pw1x1(const ConvJob& j, int batch, int form, const float* x, const float* w, const float* bias,
+                    EpilogueAct act, float* y, cudaStream_t s) {
+  if (!pw1x1_fits(j, batch, form)) return internal_error("pw1x1 on a shape it does not take");
+  if (batch <= 0) return {};
+  // float4 rows need 16-byte planes; elsewhere the direct kernel gives the same bits
+  if (form > 0 &&
+      (reinterpret_cast<std::uintptr_t>(x) % 16 != 0 || reinterpret_cast<std::uintptr_t>(y) % 16 != 0))
+    return launch_conv_direct(j, batch, x, w, bias, act, y, s);
+  switch (form) {
+    case 4: launch_pw1x1_as<4, 4>(j, batch, x, w, bias, act, y, s); break;
+    case 8: launch_pw1x1_as<8, 4>(j, batch, x, w, bias, act, y, s); break;
+    case 16: launch_pw1x1_as<16, 4>(j, batch, x, w, bias, act, y, s); break;
+    case -1: launch_pw1x1_as<1, 1>(j, batch, x, w, bias, act, y, s); break;
+    case -2: launch_pw1x1_as<2, 1>(j, batch, x, w, bias, act, y, s); break;
+    case -4: launch_pw1x1_as<4, 1>(j, batch, x, w, bias, act, y, s); break;
+    default: launch_pw1x1_as<8, 1>(j, batch, x, w, bias, act, y, s); break;
+  }
   FT_CUDA_LAUNCH_CHECK("pw1x1_kernel", s);
   return {};
 }
@@ -1192,12 +1249,12 @@ Status GpuConv::setup(cudnnHandle_t handle, const ConvJob& job, const ConvSetup&
       ac.us = *ta;
       if (ac.us < best.us) best = ac;
     }
-    for (int ct : {4, 8, 16}) {
-      if (nhwc_ || !pw1x1_fits(job, batch_, ct)) continue;
+    for (int form : {4, 8, 16, -1, -2, -4, -8}) {
+      if (nhwc_ || !pw1x1_fits(job, batch_, form)) continue;
       ConvAlgo pw = own;
       pw.splits = -3;
-      pw.tile_m = ct;
-      pw.kernel = "own:pw1x1/c" + std::to_string(ct);
+      pw.tile_m = form;
+      pw.kernel = pw1x1_name(form);
       auto tp = time_us([&] { return run_with(pw, probe.x, probe.y, probe.workspace, stream); }, stream);
       if (!tp) return tp.status().with_context("conv " + shape_text(job));
       pw.us = *tp;
@@ -1407,7 +1464,7 @@ std::optional<ConvAlgo> GpuConv::carried_algo(const ConvChoice& c, const ConvSet
     } else if (c.splits == -3) {
       if (!pw1x1_fits(job_, batch_, c.tile_m)) return std::nullopt;
       a.tile_m = c.tile_m;
-      a.kernel = "own:pw1x1/c" + std::to_string(c.tile_m);
+      a.kernel = pw1x1_name(c.tile_m);
     } else if (c.splits >= 1) {
       const int tm = c.tile_m;
       if (!igemm_fits(job_, batch_) || job_.cout * job_.oh * job_.ow * batch_ > (std::int64_t{1} << 22) ||

@@ -50,12 +50,12 @@ struct ConvSetup {
 /// The choice for one (shape, batch, precision): shared by every conv step of that shape.
 struct ConvAlgo {
   bool own = false;  ///< own kernel instead of cuDNN
-  int splits = 0;    ///< own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits,
-      ///< −1 = the depthwise 3×3 kernel of four outputs per thread, −2 = the 3×3 kernel of
-      ///< every output channel per thread (launch_allco3x3), −3 = the 1×1 kernel
-      ///< (launch_pw1x1, tile_m output channels per thread)
+  /// own: 0 = the direct kernel, ≥ 1 = the tiled implicit GEMM with this many K splits, −1 = the depthwise 3×3
+  /// kernel of four outputs per thread, −2 = the 3×3 kernel of every output channel per thread
+  /// (launch_allco3x3), −3 = the 1×1 kernel (launch_pw1x1, its form in tile_m)
+  int splits = 0;
   bool pipelined = false;  ///< the implicit GEMM's double-buffered form
-  int tile_m = 64;         ///< the implicit GEMM's tile rows (output channels): 16, 64 or 128
+  int tile_m = 64;         ///< the implicit GEMM's tile rows (16, 64 or 128); the 1×1 kernel's form
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   std::size_t workspace = 0;
@@ -185,12 +185,15 @@ Status launch_dw3x3_x4(const ConvJob& j, int batch, const float* x, const float*
 bool allco3x3_fits(const ConvJob& j, int batch);
 Status launch_allco3x3(const ConvJob& j, int batch, const float* x, const float* w, const float* bias,
                        EpilogueAct act, float* y, cudaStream_t s);
-/// A dense 1×1 conv of stride 1 without pads (a matrix product per image), four adjacent pixels × `ct` output
-/// channels per thread (ct 4, 8 or 16; the plane a multiple of 4), the same bits as the direct kernel (which it
-/// runs when a plane is not 16-byte aligned).
-bool pw1x1_fits(const ConvJob& j, int batch, int ct);
-Status launch_pw1x1(const ConvJob& j, int batch, int ct, const float* x, const float* w, const float* bias,
+/// A dense 1×1 conv of stride 1 without pads (a matrix product per image). `form` > 0: four adjacent pixels ×
+/// form output channels per thread (4, 8 or 16; the plane a multiple of 4); `form` < 0: one pixel × −form
+/// channels (1, 2, 4 or 8), for small planes. The same bits as the direct kernel (which it runs when a float4
+/// form's plane is not 16-byte aligned).
+bool pw1x1_fits(const ConvJob& j, int batch, int form);
+Status launch_pw1x1(const ConvJob& j, int batch, int form, const float* x, const float* w, const float* bias,
                     EpilogueAct act, float* y, cudaStream_t s);
+/// "own:pw1x1/c<channels>" and "p1" for the one-pixel forms.
+std::string pw1x1_name(int form);
 /// The kernel name launch_conv_direct uses for `j` ("own:depthwise3x3", "own:depthwise", "own:direct").
 std::string own_conv_kernel(const ConvJob& j);
 

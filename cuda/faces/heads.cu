@@ -22,11 +22,14 @@ std::size_t shared_bytes(int cin, int c) {
                           static_cast<std::size_t>(c) * kHalo);
 }
 
-// Shared memory: xs [cin][kHalo] (X over the tile and its halo, 0 outside the image), ws [cin][C] (the 1×1
-// weights transposed: a warp reads consecutive channels), ps [C][kHalo] (the 1×1 outputs). Per channel (set by
-// thread 0): its head, its index in the head, the head's width and flags.
+// Shared memory: xs [cin][kHalo] (X over the tile and its halo, 0 outside the image), ws [cin][Cg] (the 1×1
+// weights of the block's channels transposed: a warp reads consecutive channels), ps [Cg][kHalo] (the 1×1
+// outputs). Block (tile, image, group) computes channels [group·cg, group·cg + Cg) of the C fused ones: a small
+// map (a stride-32 level at batch 1 is ten tiles) spreads over more multiprocessors; every output is the same
+// sum whatever the grouping. Per channel (set by thread 0): its head, its index in the head, the head's width
+// and flags.
 __global__ void __launch_bounds__(kHeadThreads)
-    heads_kernel(HeadsJob j, int c_total, int tiles_x, const float* __restrict__ x,
+    heads_kernel(HeadsJob j, int c_total, int cg, int tiles_x, const float* __restrict__ x,
                  const float* __restrict__ p) {
   pdl_entry();
   extern __shared__ float sm[];
@@ -34,9 +37,10 @@ __global__ void __launch_bounds__(kHeadThreads)
   __shared__ int s_head[kMaxHeadChannels], s_local[kMaxHeadChannels], s_n[kMaxHeadChannels];
   __shared__ bool s_pwb[kMaxHeadChannels], s_dwb[kMaxHeadChannels], s_sig[kMaxHeadChannels];
   const int C = c_total, cin = j.cin, h = j.h, w = j.w;
+  const int c0 = static_cast<int>(blockIdx.z) * cg, Cg = min(cg, C - c0);
   float* xs = sm;
   float* ws = xs + cin * kHalo;
-  float* ps = ws + cin * C;
+  float* ps = ws + cin * Cg;
   const int tid = static_cast<int>(threadIdx.x);
   const int img = static_cast<int>(blockIdx.y);
   const int tile = static_cast<int>(blockIdx.x);
@@ -65,30 +69,30 @@ __global__ void __launch_bounds__(kHeadThreads)
     const int yy = oy0 - 1 + q / kHaloW, xx = ox0 - 1 + q % kHaloW;
     xs[i] = yy >= 0 && yy < h && xx >= 0 && xx < w ? __ldg(xi + ci * plane + yy * w + xx) : 0.0f;
   }
-  for (int i = tid; i < C * cin; i += kHeadThreads) {
+  for (int i = tid; i < Cg * cin; i += kHeadThreads) {
     const int c = i / cin, ci = i - c * cin;
-    ws[ci * C + c] = __ldg(pw_w + i);
+    ws[ci * Cg + c] = __ldg(pw_w + c0 * cin + i);
   }
   __syncthreads();
   // the 1×1 outputs over the halo: Σ over ci in order, then the bias (conv_direct_kernel's order)
-  for (int i = tid; i < kHalo * C; i += kHeadThreads) {
-    const int q = i / C, c = i - q * C;
+  for (int i = tid; i < kHalo * Cg; i += kHeadThreads) {
+    const int q = i / Cg, c = i - q * Cg;
     const int yy = oy0 - 1 + q / kHaloW, xx = ox0 - 1 + q % kHaloW;
     float acc = 0.0f;
     if (yy >= 0 && yy < h && xx >= 0 && xx < w) {
-      for (int ci = 0; ci < cin; ++ci) acc = fmaf(xs[ci * kHalo + q], ws[ci * C + c], acc);
-      if (s_pwb[c]) acc = __fadd_rn(acc, __ldg(pw_b + c));
+      for (int ci = 0; ci < cin; ++ci) acc = fmaf(xs[ci * kHalo + q], ws[ci * Cg + c], acc);
+      if (s_pwb[c0 + c]) acc = __fadd_rn(acc, __ldg(pw_b + c0 + c));
     }
     ps[c * kHalo + q] = acc;  // outside the image: never read (those taps are skipped below)
   }
   __syncthreads();
   // the depthwise taps in (ky, kx) order inside the image, its bias, the Sigmoid, the channels-last store
-  for (int i = tid; i < kTileW * kTileH * C; i += kHeadThreads) {
-    const int q = i / C, c = i - q * C;
+  for (int i = tid; i < kTileW * kTileH * Cg; i += kHeadThreads) {
+    const int q = i / Cg, cl = i - q * Cg, c = c0 + cl;
     const int ty = q / kTileW, tx = q - ty * kTileW;
     const int oy = oy0 + ty, ox = ox0 + tx;
     if (oy >= h || ox >= w) continue;
-    const float* pc = ps + c * kHalo;
+    const float* pc = ps + cl * kHalo;
     const float* wc = dw_w + c * 9;
     float acc = 0.0f;
 #pragma unroll
@@ -139,8 +143,13 @@ Status launch_heads(const HeadsJob& j, int batch, const float* x, const float* p
     return Status(Code::kInvalidArgument, "fused heads: a job the kernel does not take");
   const int c = heads_channels(j);
   const int tiles_x = (j.w + kTileW - 1) / kTileW, tiles_y = (j.h + kTileH - 1) / kTileH;
-  const dim3 grid(static_cast<unsigned>(tiles_x * tiles_y), static_cast<unsigned>(batch));
-  pdl_launch(heads_kernel, grid, kHeadThreads, shared_bytes(j.cin, c), s, j, c, tiles_x, x, packed);
+  // channel groups until about two blocks per multiprocessor (132 on the H200; a few more elsewhere is harmless)
+  const std::int64_t blocks = static_cast<std::int64_t>(tiles_x) * tiles_y * batch;
+  const int groups = static_cast<int>(std::clamp<std::int64_t>((264 + blocks - 1) / blocks, 1, c));
+  const int cg = (c + groups - 1) / groups;
+  const dim3 grid(static_cast<unsigned>(tiles_x * tiles_y), static_cast<unsigned>(batch),
+                  static_cast<unsigned>((c + cg - 1) / cg));
+  pdl_launch(heads_kernel, grid, kHeadThreads, shared_bytes(j.cin, cg), s, j, c, cg, tiles_x, x, packed);
   FT_CUDA_LAUNCH_CHECK("heads_kernel", s);
   return {};
 }

@@ -760,14 +760,16 @@ TEST_F(FacesGpu, AllChannels3x3MatchesDirectKernel) {
   }
 }
 
-// The 1×1 kernel (four pixels × 4, 8 or 16 output channels per thread): the direct kernel's bits and the
-// definition's values, with channel counts that leave a partial group, batch 3, a PReLU epilogue, and with a
-// deferred input bias (bits against the direct kernel, which adds it the same way).
+// The 1×1 kernel (four pixels × 4, 8 or 16, or one pixel × 1, 2, 4 or 8 output channels per thread): the direct
+// kernel's bits and the definition's values, with channel counts that leave a partial group, a plane of 15,
+// batch 3, a PReLU epilogue, and with a deferred input bias (bits against the direct kernel, which adds it the
+// same way).
 TEST_F(FacesGpu, Pointwise1x1MatchesDirectKernel) {
   struct C {
     std::int64_t cin, cout, h, w;
   };
-  for (const C& c : {C{16, 16, 20, 20}, C{64, 64, 8, 12}, C{3, 37, 5, 4}, C{24, 6, 7, 4}, C{130, 20, 2, 2}}) {
+  for (const C& c : {C{16, 16, 20, 20}, C{64, 64, 8, 12}, C{3, 37, 5, 4}, C{24, 6, 7, 4}, C{130, 20, 2, 2},
+                     C{19, 11, 3, 5}}) {
     const ConvJob j = conv_job(c.cin, c.cout, 1, 1, 1, 0, c.h, c.w, 970);
     const int batch = 3;
     Builder b(Shape{1, c.cin, c.h, c.w});
@@ -785,7 +787,8 @@ TEST_F(FacesGpu, Pointwise1x1MatchesDirectKernel) {
     const float* dslope = upload(slope);
     const float* dib = upload(ib);
     const std::size_t out = static_cast<std::size_t>(c.cout * j.oh * j.ow);
-    for (int ct : {4, 8, 16}) {
+    for (int ct : {4, 8, 16, -1, -2, -4, -8}) {
+      if (ct > 0 && (c.h * c.w) % 4 != 0) continue;
       ASSERT_TRUE(gpu::pw1x1_fits(j, batch, ct));
       for (bool with_ib : {false, true}) {
         gpu::EpilogueAct act{gpu::EpilogueAct::Kind::kPrelu};
@@ -815,8 +818,10 @@ TEST_F(FacesGpu, Pointwise1x1MatchesDirectKernel) {
       }
     }
   }
-  // a plane that is not a multiple of 4 is not taken
+  // a plane that is not a multiple of 4 is taken by the one-pixel forms only
   EXPECT_FALSE(gpu::pw1x1_fits(conv_job(8, 8, 1, 1, 1, 0, 5, 5, 972), 1, 8));
+  EXPECT_TRUE(gpu::pw1x1_fits(conv_job(8, 8, 1, 1, 1, 0, 5, 5, 972), 1, -2));
+  EXPECT_FALSE(gpu::pw1x1_fits(conv_job(8, 8, 1, 1, 1, 0, 8, 8, 972), 1, 3));
   EXPECT_FALSE(gpu::pw1x1_fits(conv_job(8, 8, 1, 3, 1, 1, 8, 8, 973), 1, 8));
 }
 
