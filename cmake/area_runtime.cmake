@@ -11,6 +11,8 @@ add_library(ft_runtime STATIC
   src/runtime/op_registry.cpp
   src/runtime/ipc/protocol.cpp
   src/runtime/ipc/executor_server.cpp
+  src/runtime/ipc/session_server.cpp
+  src/runtime/ipc/session_socket.cpp
   src/runtime/exec/executor.cpp
   src/runtime/exec/simulated_executor.cpp
   src/runtime/exec/isolated_executor.cpp
@@ -106,6 +108,7 @@ if(FT_BUILD_TESTS)
             tests/unit/runtime_protocol_test.cpp
             tests/unit/runtime_backend_test.cpp
             tests/unit/runtime_isolated_test.cpp
+            tests/unit/runtime_gpud_server_test.cpp
             tests/unit/runtime_device_select_test.cpp
     LIBS ft_runtime)
   target_include_directories(runtime_unit_test PRIVATE ${PROJECT_SOURCE_DIR}/src/runtime)

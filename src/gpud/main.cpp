@@ -3,6 +3,8 @@
 /// simulated device with --simulate), sends a hello and serves commands until shutdown. After a device loss it
 /// reports the reason and exits with code 3, so it is never left serving in a poisoned state. It dies with its
 /// parent (PR_SET_PDEATHSIG). `--list-devices` prints the visible devices for `facetrace info --list-devices`.
+/// `--serve PATH` runs it as the warm GPU server instead (docs/runtime.md "A warm GPU server"): CUDA started once,
+/// then one client process at a time on the socket at PATH, each through the arena it attaches.
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include "facetrace/runtime/executor.h"
 #include "facetrace/runtime/testing/simulated_executor.h"
 #include "ipc/executor_server.h"
+#include "ipc/session_socket.h"
 
 #ifdef FT_HAVE_GPU_OP_PROVIDERS
 namespace facetrace::runtime {
@@ -30,7 +33,7 @@ int main(int argc, char** argv) {
   unsigned long long ring = 0, transfer = 0;
   bool simulate = false, list = false;
   long parent = -1;
-  std::string gpu_device, requested;
+  std::string gpu_device, requested, serve;
   int local_rank = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -55,9 +58,13 @@ int main(int argc, char** argv) {
       local_rank = std::atoi(argv[++i]);
     else if (a == "--requested-device" && has_value)
       requested = argv[++i];
+    else if (a == "--serve" && has_value)
+      serve = argv[++i];
     else {
-      std::fprintf(stderr, "facetrace-gpud: unknown argument '%s' (started by the facetrace runtime only)\n",
-                   argv[i]);
+      std::fprintf(
+          stderr,
+          "facetrace-gpud: unknown argument '%s' (started by the facetrace runtime, or as --serve PATH)\n",
+          argv[i]);
       return kGpudExitProtocol;
     }
   }
@@ -73,6 +80,20 @@ int main(int argc, char** argv) {
     ::signal(SIGHUP, SIG_IGN);
   }
   if (list) return ExecutorServer::print_device_listing(stdout);
+  if (!serve.empty()) {  // the warm GPU server: the device as CUDA_VISIBLE_DEVICES / --gpu-device choose it
+    ::signal(SIGPIPE, SIG_IGN);
+    auto listening = facetrace::runtime::proto::listen_session_socket(serve);
+    if (!listening) {
+      std::fprintf(stderr, "facetrace-gpud --serve: %s\n", listening.status().to_string().c_str());
+      return kGpudExitProtocol;
+    }
+#ifdef FT_HAVE_GPU_OP_PROVIDERS
+    register_linked_op_providers();
+#endif
+    ExecutorOptions options = ExecutorOptions::from_env();
+    if (!gpu_device.empty()) options.gpu_device = gpu_device;
+    return ExecutorServer::serve_sessions(*listening, serve, simulate, options);
+  }
   if (sock < 0 || arena_fd < 0) {
     std::fprintf(stderr, "facetrace-gpud: --socket-fd and --arena-fd are required\n");
     return kGpudExitProtocol;

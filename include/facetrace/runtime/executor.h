@@ -55,6 +55,9 @@ struct ExecutorOptions {
   std::uint64_t ring_bytes = 256ull << 20;      ///< readback budget (FACETRACE_READBACK_BUDGET_MB)
   std::uint64_t transfer_bytes = 256ull << 20;  ///< transfer region (FACETRACE_TRANSFER_ARENA_MB)
   std::string gpud_path;                        ///< empty: FACETRACE_GPUD, next to this executable, build dir
+  /// Isolated only: the socket of a warm `facetrace-gpud --serve` (FACETRACE_GPUD_SOCKET; docs/runtime.md "A
+  /// warm GPU server"), attached to instead of starting a child when it is free and no device is selected.
+  std::string gpud_socket;
   std::chrono::milliseconds start_deadline{30000};    ///< child start-up (CUDA init + arena registration)
   std::chrono::milliseconds control_deadline{10000};  ///< ping, info, residents, ring commands
   /// FACETRACE_GPU_DEVICE (`--gpu-device`): an index into the devices this process may see (an inherited

@@ -60,6 +60,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.transfer_bytes =
       static_cast<std::uint64_t>(core::env_int_clamped("FACETRACE_TRANSFER_ARENA_MB", 256, 4, 65536)) << 20;
   if (auto p = core::env_string("FACETRACE_GPUD")) o.gpud_path = *p;
+  if (auto p = core::env_string("FACETRACE_GPUD_SOCKET")) o.gpud_socket = *p;
   if (auto d = core::env_string("FACETRACE_GPU_DEVICE")) o.gpu_device = *d;
   o.local_rank = static_cast<int>(core::env_int_clamped("FACETRACE_GPU_LOCAL_RANK", -1, -1, 1 << 20));
   return o;
@@ -266,7 +267,8 @@ std::string find_gpud(const ExecutorOptions& options) {
     if (usable(beside)) return beside.string();
 #ifdef FT_GPUD_RELATIVE_TO_BIN
     // An installed program: <prefix>/bin/x finds <prefix>/libexec/facetrace/facetrace-gpud (cmake/ft_install.cmake).
-    const fs::path installed = (self.parent_path() / FT_GPUD_RELATIVE_TO_BIN / "facetrace-gpud").lexically_normal();
+    const fs::path installed =
+        (self.parent_path() / FT_GPUD_RELATIVE_TO_BIN / "facetrace-gpud").lexically_normal();
     if (usable(installed)) return installed.string();
 #endif
   }

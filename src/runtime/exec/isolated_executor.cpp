@@ -23,6 +23,7 @@
 #include "facetrace/runtime/executor.h"
 #include "ipc/executor_server.h"
 #include "ipc/protocol.h"
+#include "ipc/session_socket.h"
 
 extern char** environ;
 
@@ -50,6 +51,8 @@ bool process_stopped(pid_t pid) {
 
 // A long wait looks for a stopped child this often (docs/design/runtime.md §6).
 constexpr std::chrono::milliseconds kStoppedPoll{20};
+// A free warm GPU server answers an attach at once; a busy one with a refusal (docs/runtime.md).
+constexpr std::chrono::milliseconds kServerHelloDeadline{2000};
 
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) {
@@ -233,9 +236,21 @@ class IsolatedExecutor final : public Executor {
   }
 
  private:
-  /// Spawns facetrace-gpud and waits for its hello; kNotSupported when it cannot start or reports no GPU.
+  /// Attaches to the warm GPU server when FACETRACE_GPUD_SOCKET names one that is free (docs/runtime.md "A warm
+  /// GPU server"), else spawns facetrace-gpud and waits for its hello; kNotSupported when it cannot start or
+  /// reports no GPU.
   Status spawn_locked() {
     if (!arena_) return {Code::kNotSupported, "GPU child could not start: no shared arena"};
+    if (!options_.gpud_socket.empty()) {
+      if (!options_.gpu_device.empty() || options_.local_rank >= 0) {
+        FT_LOG_DEBUG("a GPU device is selected: the warm GPU server at {} is not used", options_.gpud_socket);
+      } else if (Status st = attach_locked(options_.gpud_socket); st.ok()) {
+        return {};
+      } else {
+        FT_LOG_INFO("warm GPU server at {} not used ({}); starting a GPU child of this process",
+                    options_.gpud_socket, st.what());
+      }
+    }
     const std::string path = find_gpud(options_);
     if (path.empty())
       return {Code::kNotSupported,
@@ -325,11 +340,52 @@ class IsolatedExecutor final : public Executor {
     return {};
   }
 
-  /// Closes the socket, waits up to `grace` for the child to exit, then SIGKILLs its own pid and reaps it.
+  /// A session with the warm GPU server at `path`: the arena's memfd goes over the socket, the server's hello
+  /// comes back within kServerHelloDeadline. Any failure (nobody listens, busy, no GPU there) leaves nothing
+  /// behind, for the caller to start a child instead.
+  Status attach_locked(const std::string& path) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto c = proto::connect_session_socket(path);
+    if (!c) return c.status();
+    const int fd = *c;
+    if (Status st = proto::send_attach(fd, arena_->fd(), {arena_->ring_bytes(), arena_->transfer_bytes()});
+        !st.ok()) {
+      ::close(fd);
+      return st;
+    }
+    auto msg = proto::recv_message(fd, kServerHelloDeadline);
+    if (!msg || msg->cmd != proto::Cmd::kHello) {
+      ::close(fd);
+      return {Code::kNotSupported, msg ? std::string("it sent no hello") : msg.status().what()};
+    }
+    auto hello = proto::decode_payload<proto::HelloMsg>(msg->payload);
+    if (!hello || hello->state != ExecutorState::kReady) {
+      ::close(fd);
+      return {Code::kNotSupported, hello ? hello->reason : hello.status().what()};
+    }
+    sock_ = fd;
+    pid_ = -1;
+    server_pid_ = static_cast<pid_t>(hello->pid);
+    info_ = hello->info;
+    FT_LOG_INFO("attached to the warm GPU server at {} (pid {}) in {:.0f} ms: {}", path, server_pid_,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                info_.name);
+    return {};
+  }
+
+  /// The process serving this executor: its child, or the warm GPU server (-1: none).
+  pid_t serving_pid() const { return pid_ > 0 ? pid_ : server_pid_; }
+
+  /// Closes the socket, waits up to `grace` for the child to exit, then SIGKILLs its own pid and reaps it. A
+  /// session with the warm GPU server just ends (closing the socket ends it there).
   void stop_child_locked(std::chrono::milliseconds grace) {
     if (sock_ >= 0) {
       ::close(sock_);
       sock_ = -1;
+    }
+    if (server_pid_ > 0) {
+      last_exit_ = "the session with the warm GPU server (pid " + std::to_string(server_pid_) + ") ended";
+      server_pid_ = -1;
     }
     if (pid_ <= 0) return;
     int status = 0;
@@ -379,7 +435,8 @@ class IsolatedExecutor final : public Executor {
     bool stopped = false;
     auto msg = recv_reply_locked(deadline, stopped);
     if (!msg && msg.status().code() == Code::kTimeout) {
-      ::kill(pid_, SIGKILL);  // our own child's pid only
+      // our own child's pid, or the warm server's, which is as hung or stopped as a child would be
+      if (const pid_t p = serving_pid(); p > 0) ::kill(p, SIGKILL);
       stop_child_locked(milliseconds(1000));
       if (stopped)
         return Status(Code::kDeviceLost,
@@ -427,7 +484,7 @@ class IsolatedExecutor final : public Executor {
       spin = std::chrono::microseconds(0);
       if (msg || msg.status().code() != Code::kTimeout) return msg;
       if (deadline.count() >= 0 && std::chrono::steady_clock::now() - start >= deadline) return msg;
-      if (pid_ > 0 && process_stopped(pid_)) {
+      if (serving_pid() > 0 && process_stopped(serving_pid())) {
         stopped = true;
         return msg;
       }
@@ -441,6 +498,7 @@ class IsolatedExecutor final : public Executor {
   std::string last_exit_;
   DeviceInfo info_;
   pid_t pid_ = -1;
+  pid_t server_pid_ = -1;  // the warm GPU server serving this executor's session (never our child)
   int sock_ = -1;
   std::uint32_t seq_ = 0;
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <string>
 
 #include "facetrace/core/status.h"
 #include "facetrace/runtime/executor.h"
@@ -22,6 +23,12 @@ class ExecutorServer {
   /// Sends the hello (state of `inner` after `start_status`) and serves requests until shutdown, EOF or a
   /// device loss. Returns the process exit code (kGpudExit*).
   static int serve(int fd, Executor& inner, const Status& start_status);
+  /// `facetrace-gpud --serve PATH`: starts the device once, then serves one client process at a time on the
+  /// listening socket `listen_fd` (session_socket.h), each over the arena it attaches; a second client meanwhile
+  /// gets a "busy" hello. Exits the process with kGpudExitDeviceLost after a device loss; returns only when
+  /// accepting fails (kGpudExitProtocol) or the device cannot start (kGpudExitNoGpu).
+  static int serve_sessions(int listen_fd, const std::string& path, bool simulate,
+                            const ExecutorOptions& options);
   /// `facetrace-gpud --list-devices`: enumerates the visible devices in this process and prints them to `out`
   /// in the form list_devices() parses. Returns the process exit code.
   static int print_device_listing(std::FILE* out);
