@@ -1,0 +1,570 @@
+/// @file
+/// Uniaxial birefringence (docs/design/tracer.md §7.6): the extraordinary index n(θ), the ray direction S (walk-off),
+/// the closed-form plane-wave solution at an isotropic → uniaxial entry and at an internal facet (both reflected
+/// modes, mode relabelling, the exit refraction), per-mode TIR, the p_o energy split with the scalar fallback of
+/// tracer.md §7.5, and pleochroic absorption α = eᵀAe.
+///
+/// Conventions (docs/design/tracer.md §7.6): every direction is unit length; N is the facet normal pointing out of
+/// the stone; c is the unit optic axis in the stone's frame; wave vectors are in units of k₀ = ω/c, so |k| is the
+/// phase index of the wave. The Stokes frame of a wave with wave normal k̂ is (ŝ, p̂ = k̂ × ŝ), with ŝ = k̂ × N
+/// normalised (the s axis of transport.h's frame rotation), Q = s − p, U = 2 Re(a_s a_p*), V = −2 Im(a_s a_p*) — the
+/// sign of V that makes fresnel.h's TIR retarder the limit of these formulas.
+///
+/// Derivation (after Lekner, J. Phys.: Condens. Matter 3 (1991) 6121–6133, "Reflection and refraction by uniaxial
+/// crystals"; Yeh, J. Opt. Soc. Am. 69 (1979) 742): ε = n_o² I + (n_e² − n_o²) c cᵀ, and Maxwell's equations for a
+/// plane wave give k × (k × E) + εE = 0. The ordinary mode has E ∥ k × c and k·k = n_o². Trying E = a c + b k gives
+/// the extraordinary mode E ∥ n_o² c − (k·c) k with k·k + (n_e² − n_o²)(k·c)²/n_o² = n_e², which is
+/// 1/n(θ)² = cos²θ/n_o² + sin²θ/n_e² for real k. With k = k_t t̂ + q ẑ at an interface (ẑ the normal pointing into
+/// the medium the incident wave travels to, t̂ the tangential direction of the incident wave normal, k_t conserved),
+/// the extraordinary normal component solves A q² + 2B q + C = 0 with A = n_o² + Δε γ², B = Δε k_t α γ,
+/// C = k_t²(n_o² + Δε α²) − n_o² n_e², Δε = n_e² − n_o², α = c·t̂, γ = c·ẑ. The root with +√(B² − AC) carries
+/// energy along +ẑ (∂F/∂q = 2(Aq + B)); a negative discriminant is an evanescent (TIR) mode with Im q > 0 on the
+/// far side. The four unknown amplitudes follow from continuity of the tangential E and H (H = k × E) and the
+/// powers from the normal Poynting flux Re(E × H*)·ẑ. The behaviour follows the reference renderer
+/// (suitable-name/indicatrix, crates/indicatrix/src/optics/raytracer/uniaxial_fresnel/{frame,entry,internal}.rs and
+/// raytracer/refraction/uniaxial_entry.rs: the same boundary system and the Poynting-weighted p_o), written anew.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "fresnel.h"
+#include "host_device.h"
+#include "vec3.h"
+
+namespace facetrace::tracer::physics {
+
+inline constexpr float kUniaxialDegenerate =
+    1e-6f;  // tracer.md §7.5: |k × c|² ≤ 1e-6 → scalar Fresnel at n_o
+inline constexpr float kModeSplitMin = 0.02f;      // tracer.md §7.5: p_o clamped to [0.02, 0.98]
+inline constexpr float kModeSplitMax = 0.98f;      // tracer.md §7.5
+inline constexpr std::uint32_t kModeOrdinary = 0;  // docs/design/tracer.md §7.6: mode label o (E ⊥ c)
+inline constexpr std::uint32_t kModeExtraordinary =
+    1;  // docs/design/tracer.md §7.6: mode label e (E in (k, c))
+
+/// A complex amplitude (real and imaginary parts).
+struct Complexf {
+  float re, im;
+};
+static_assert(sizeof(Complexf) == 8, "Complexf layout");
+
+namespace uniaxial_detail {
+
+FT_HD Complexf cx(float re, float im = 0.0f) { return Complexf{re, im}; }
+FT_HD Complexf operator+(Complexf a, Complexf b) { return Complexf{a.re + b.re, a.im + b.im}; }
+FT_HD Complexf operator-(Complexf a, Complexf b) { return Complexf{a.re - b.re, a.im - b.im}; }
+FT_HD Complexf operator*(Complexf a, Complexf b) {
+  return Complexf{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+FT_HD Complexf operator*(Complexf a, float s) { return Complexf{a.re * s, a.im * s}; }
+FT_HD Complexf conj(Complexf a) { return Complexf{a.re, -a.im}; }
+FT_HD float abs2(Complexf a) { return a.re * a.re + a.im * a.im; }
+FT_HD Complexf cdiv(Complexf a, Complexf b) {
+  const float inv = 1.0f / abs2(b);
+  return Complexf{(a.re * b.re + a.im * b.im) * inv, (a.im * b.re - a.re * b.im) * inv};
+}
+
+/// A complex 3-vector (a field or an evanescent wave vector).
+struct CVec3 {
+  Complexf x, y, z;
+};
+
+FT_HD CVec3 cvec(Vec3 v) { return CVec3{cx(v.x), cx(v.y), cx(v.z)}; }
+FT_HD CVec3 operator+(CVec3 a, CVec3 b) { return CVec3{a.x + b.x, a.y + b.y, a.z + b.z}; }
+FT_HD CVec3 operator-(CVec3 a, CVec3 b) { return CVec3{a.x - b.x, a.y - b.y, a.z - b.z}; }
+FT_HD CVec3 operator*(CVec3 a, Complexf s) { return CVec3{a.x * s, a.y * s, a.z * s}; }
+FT_HD CVec3 operator*(CVec3 a, float s) { return CVec3{a.x * s, a.y * s, a.z * s}; }
+/// Bilinear (unconjugated) dot product.
+FT_HD Complexf cdot(CVec3 a, CVec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
+FT_HD Complexf cdot(CVec3 a, Vec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
+FT_HD CVec3 ccross(CVec3 a, CVec3 b) {
+  return CVec3{a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
+}
+FT_HD float cnorm2(CVec3 a) { return abs2(a.x) + abs2(a.y) + abs2(a.z); }
+FT_HD Vec3 real_part(CVec3 a) { return Vec3{a.x.re, a.y.re, a.z.re}; }
+
+/// One plane wave at the interface: E (normalised, |E|² = 1), H = k × E, its normal Poynting flux per unit |E|²
+/// (0 for an evanescent wave) and whether it propagates. The flux is given in closed form by the caller: a direct
+/// Re(E × H*)·ẑ loses its relative precision near grazing, where it is small.
+struct Wave {
+  CVec3 k, e, h;
+  float flux;
+  bool propagating;
+};
+
+FT_HD Wave make_wave(CVec3 k, CVec3 e, float flux, bool propagating) {
+  Wave w;
+  w.k = k;
+  const float n2 = cnorm2(e);
+  w.e = e * (n2 > 0.0f ? 1.0f / sqrtf(n2) : 0.0f);
+  w.h = ccross(k, w.e);
+  w.flux = propagating ? fabsf(flux) : 0.0f;
+  w.propagating = propagating;
+  return w;
+}
+
+/// The extraordinary quadratic A q² + 2B q + C = 0 in the interface frame (docs/design/tracer.md §7.6).
+struct EQuad {
+  float a, b, c;
+};
+FT_HD EQuad extraordinary_quadratic(float n_o, float n_e, float kt, Vec3 t, Vec3 z, Vec3 c) {
+  const float de = n_e * n_e - n_o * n_o;
+  const float al = dot(c, t), ga = dot(c, z);
+  return EQuad{n_o * n_o + de * ga * ga, de * kt * al * ga,
+               kt * kt * (n_o * n_o + de * al * al) - n_o * n_o * n_e * n_e};
+}
+
+/// Wave vector k_t t̂ + q ẑ.
+FT_HD CVec3 wave_vector(Vec3 t, Vec3 z, float kt, Complexf q) { return cvec(t * kt) + cvec(z) * q; }
+
+/// The ordinary wave with normal component q: E ∥ k × c.
+/// E ⊥ k, so E × H* = k|E|² and the flux is q.
+FT_HD Wave ordinary_wave(Vec3 t, Vec3 z, float kt, Complexf q, Vec3 c, bool propagating) {
+  const CVec3 k = wave_vector(t, z, kt, q);
+  return make_wave(k, ccross(k, cvec(c)), q.re, propagating);
+}
+
+/// The extraordinary wave with normal component q: E ∥ n_o² c − (k·c) k. Its Poynting vector P = k − E(E·k) is
+/// parallel to εk, whose normal component is Aq + B = slope (±√(B² − AC) for a root of the quadratic), so the
+/// flux is |P|·slope/|εk| without cancellation.
+FT_HD Wave extraordinary_wave(Vec3 t, Vec3 z, float kt, Complexf q, Vec3 c, float n_o, float n_e, float slope,
+                              bool propagating) {
+  const CVec3 k = wave_vector(t, z, kt, q);
+  Wave w = make_wave(k, cvec(c * (n_o * n_o)) - k * cdot(k, c), 0.0f, propagating);
+  if (propagating) {
+    const Vec3 kr = real_part(k), er = real_part(w.e);
+    const Vec3 p = kr - er * dot(er, kr);
+    const Vec3 ek = kr * (n_o * n_o) + c * ((n_e * n_e - n_o * n_o) * dot(kr, c));
+    w.flux = fabsf(length(p) * slope / length(ek));
+  }
+  return w;
+}
+
+/// An isotropic wave of index n: s (E = ŝ) or p (E = (k × ŝ)/n, i.e. p̂ = k̂ × ŝ for a propagating wave); flux q.
+FT_HD Wave iso_wave(Vec3 t, Vec3 z, Vec3 s, float kt, Complexf q, float n, bool p, bool propagating) {
+  const CVec3 k = wave_vector(t, z, kt, q);
+  return make_wave(k, p ? ccross(k, cvec(s)) * (1.0f / n) : cvec(s), q.re, propagating);
+}
+
+/// Normal component of a wave of index n along +ẑ (sign +1) or −ẑ (sign −1); evanescent past k_t = n, decaying
+/// away from the interface on its own side.
+FT_HD Complexf iso_q(float n, float kt, float sign, bool& propagating) {
+  const float d = n * n - kt * kt;
+  propagating = d >= 0.0f;
+  return propagating ? cx(sign * sqrtf(d)) : cx(0.0f, sign * sqrtf(-d));
+}
+
+/// Extraordinary normal component (A q² + 2B q + C = 0, docs/design/tracer.md §7.6): the root carrying energy
+/// along sign·ẑ; evanescent (decaying away on its own side) when B² − AC < 0. slope = |Aq + B| = √(B² − AC).
+FT_HD Complexf extraordinary_q(const EQuad& e, float sign, bool& propagating, float& slope) {
+  const float disc = e.b * e.b - e.a * e.c;
+  propagating = disc >= 0.0f;
+  const float inv = 1.0f / e.a;
+  const float root = sqrtf(fabsf(disc));
+  slope = propagating ? root : 0.0f;
+  return propagating ? cx((-e.b + sign * root) * inv) : cx(-e.b * inv, sign * root * inv);
+}
+
+/// Tangential components (E·t̂, E·ŝ, H·t̂, H·ŝ) of a wave.
+FT_HD void tangential(const Wave& w, Vec3 t, Vec3 s, Complexf* out) {
+  out[0] = cdot(w.e, t);
+  out[1] = cdot(w.e, s);
+  out[2] = cdot(w.h, t);
+  out[3] = cdot(w.h, s);
+}
+
+/// Solve inc + x₀·back₀ + x₁·back₁ = x₂·fwd₀ + x₃·fwd₁ on the tangential components (Gaussian elimination with
+/// partial pivoting). Returns false when the system is singular (a degenerate mode field).
+FT_HD bool solve_interface(const Wave& inc, const Wave& b0, const Wave& b1, const Wave& f0, const Wave& f1,
+                           Vec3 t, Vec3 s, Complexf* x) {
+  Complexf m[4][5];
+  Complexf col[4];
+  tangential(b0, t, s, col);
+  for (int i = 0; i < 4; ++i) m[i][0] = col[i];
+  tangential(b1, t, s, col);
+  for (int i = 0; i < 4; ++i) m[i][1] = col[i];
+  tangential(f0, t, s, col);
+  for (int i = 0; i < 4; ++i) m[i][2] = cx(0.0f) - col[i];
+  tangential(f1, t, s, col);
+  for (int i = 0; i < 4; ++i) m[i][3] = cx(0.0f) - col[i];
+  tangential(inc, t, s, col);
+  for (int i = 0; i < 4; ++i) m[i][4] = cx(0.0f) - col[i];
+  for (int j = 0; j < 4; ++j) {
+    int piv = j;
+    float best = abs2(m[j][j]);
+    for (int i = j + 1; i < 4; ++i) {
+      const float a = abs2(m[i][j]);
+      if (a > best) {
+        best = a;
+        piv = i;
+      }
+    }
+    if (!(best > 1e-14f)) return false;
+    if (piv != j) {
+      for (int l = 0; l < 5; ++l) {
+        const Complexf tmp = m[j][l];
+        m[j][l] = m[piv][l];
+        m[piv][l] = tmp;
+      }
+    }
+    for (int i = j + 1; i < 4; ++i) {
+      const Complexf f = cdiv(m[i][j], m[j][j]);
+      for (int l = j; l < 5; ++l) m[i][l] = m[i][l] - f * m[j][l];
+    }
+  }
+  for (int j = 3; j >= 0; --j) {
+    Complexf acc = m[j][4];
+    for (int l = j + 1; l < 4; ++l) acc = acc - m[j][l] * x[l];
+    x[j] = cdiv(acc, m[j][j]);
+  }
+  return true;
+}
+
+/// Amplitude x of a wave with flux f_out per unit |E|², as a power amplitude relative to an incident flux f_in:
+/// |result|² is the power fraction.
+FT_HD Complexf power_amp(Complexf x, float f_out, float f_in) { return x * sqrtf(f_out / f_in); }
+
+/// An orthonormal interface frame: ẑ (into the far medium), t̂ (tangential part of k̂) and ŝ = k̂ × N normalised.
+/// At normal incidence ŝ comes from s_hint (the path's current s axis), else any vector ⊥ ẑ.
+struct Frame {
+  Vec3 t, s, z;
+};
+
+FT_HD Frame make_frame(Vec3 k, Vec3 n_out, bool entering, Vec3 s_hint) {
+  Frame f;
+  f.z = entering ? -n_out : n_out;
+  Vec3 s = cross(k, n_out);
+  float l2 = dot(s, s);
+  if (!(l2 > 1e-12f)) {
+    s = s_hint - f.z * dot(s_hint, f.z);
+    l2 = dot(s, s);
+    if (!(l2 > 1e-12f)) {
+      // Any vector ⊥ ẑ (branchless ONB, Duff et al. 2017).
+      const float sign = f.z.z >= 0.0f ? 1.0f : -1.0f;
+      const float a = -1.0f / (sign + f.z.z);
+      s = Vec3{1.0f + sign * f.z.x * f.z.x * a, sign * f.z.x * f.z.y * a, -sign * f.z.x};
+      l2 = dot(s, s);
+    }
+  }
+  f.s = s * (1.0f / sqrtf(l2));
+  f.t = entering ? cross(f.s, f.z) : cross(f.z, f.s);
+  return f;
+}
+
+FT_HD float clamp01(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+}  // namespace uniaxial_detail
+
+/// Phase index of the extraordinary wave whose normal makes angle θ with the optic axis:
+/// 1/n(θ)² = cos²θ/n_o² + sin²θ/n_e² (docs/design/tracer.md §7.6).
+FT_HD float extraordinary_index(float cos_theta, float n_o, float n_e) {
+  const float c2 = cos_theta * cos_theta;
+  const float s2 = 1.0f - c2 > 0.0f ? 1.0f - c2 : 0.0f;
+  return n_o * n_e / sqrtf(n_e * n_e * c2 + n_o * n_o * s2);
+}
+
+/// Phase index of a mode for unit wave normal k and unit optic axis c.
+FT_HD float mode_index(std::uint32_t mode, Vec3 k, Vec3 c, float n_o, float n_e) {
+  return mode == kModeOrdinary ? n_o : extraordinary_index(dot(k, c), n_o, n_e);
+}
+
+/// Ray (energy) direction S of the extraordinary wave with unit normal k: S ∥ ∇ₖ(k·εk) ∥ εk =
+/// n_o² k + (n_e² − n_o²)(k·c) c, normalised (docs/design/tracer.md §7.6). S ⊥ E and tan θ_S = (n_o²/n_e²) tan θ.
+FT_HD Vec3 extraordinary_ray(Vec3 k, Vec3 c, float n_o, float n_e) {
+  return normalize(k * (n_o * n_o) + c * ((n_e * n_e - n_o * n_o) * dot(k, c)));
+}
+
+/// Ray direction of a mode: k for o, the walk-off direction for e.
+FT_HD Vec3 mode_ray(std::uint32_t mode, Vec3 k, Vec3 c, float n_o, float n_e) {
+  return mode == kModeOrdinary ? k : extraordinary_ray(k, c, n_o, n_e);
+}
+
+/// Unit electric-field (polarisation) direction of a propagating mode with unit normal k: o ∥ k × c (⊥ the (k, c)
+/// plane, D ∥ E); e ∥ n_o² c − n(θ)²(k̂·c) k̂ (in the (k, c) plane, ⊥ S; its D = εE is ⊥ k). Zero when k ∥ c.
+FT_HD Vec3 mode_polarisation(std::uint32_t mode, Vec3 k, Vec3 c, float n_o, float n_e) {
+  Vec3 e;
+  if (mode == kModeOrdinary) {
+    e = cross(k, c);
+  } else {
+    const float kc = dot(k, c);
+    const float n = extraordinary_index(kc, n_o, n_e);
+    e = c * (n_o * n_o) - k * (n * n * kc);
+  }
+  const float l2 = dot(e, e);
+  return l2 > 0.0f ? e * (1.0f / sqrtf(l2)) : Vec3{0.0f, 0.0f, 0.0f};
+}
+
+/// True when the scalar fallback of tracer.md §7.5 applies to unit wave normal k: |k × c|² ≤ 1e-6.
+FT_HD bool uniaxial_degenerate(Vec3 k, Vec3 c) {
+  const Vec3 x = cross(k, c);
+  return dot(x, x) <= kUniaxialDegenerate;
+}
+
+/// Pleochroic absorption along unit polarisation e: α = eᵀAe with A = α_o (I − ccᵀ) + α_e ccᵀ, i.e.
+/// α_o + (α_e − α_o)(e·c)² (docs/design/tracer.md §7.6).
+FT_HD float pleochroic_absorption(Vec3 e, Vec3 c, float alpha_o, float alpha_e) {
+  const float ec = dot(e, c);
+  return alpha_o + (alpha_e - alpha_o) * (ec * ec);
+}
+
+/// Entry from an isotropic medium (index n1) into the crystal (docs/design/tracer.md §7.6). Power amplitudes: |·|²
+/// is a power fraction of the incident s or p wave. Jones matrices are indexed [out·2 + in] with in, out ∈ {s, p}
+/// for reflection and out ∈ {o, e} for transmission; the reflected wave's frame is (ŝ, k̂_r × ŝ).
+struct UniaxialEntry {
+  Vec3 s_axis;           ///< ŝ of the plane of incidence
+  Vec3 k_reflected;      ///< mirror wave normal (outside)
+  Vec3 k[2];             ///< transmitted unit wave normals [o, e] (valid when the mode propagates)
+  Vec3 ray[2];           ///< transmitted ray directions S [o, e] (S = k for o)
+  Vec3 pol[2];           ///< transmitted unit E directions [o, e]
+  float n[2];            ///< phase indices |k| [n_o, n(θ_e)]
+  Complexf r[4];         ///< reflection Jones [ss, sp, ps, pp] (power amplitudes)
+  Complexf t[4];         ///< transmission Jones [os, op, es, ep] (power amplitudes)
+  std::uint32_t tir[2];  ///< 1 when the mode is evanescent (no real root): it carries no power
+  std::uint32_t
+      degenerate;  ///< 1: scalar Fresnel at n_o (tracer.md §7.5); r/t then hold that solution with o ≡ s, e ≡ p
+  float cos_i;  ///< |k̂·N| of the incident wave
+};
+
+/// Entry: unit incident wave normal k (k·N < 0), N out of the stone, unit optic axis c, indices n1 (outside), n_o,
+/// n_e, and the path's current s axis (used only at normal incidence).
+FT_HD UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e, Vec3 s_hint) {
+  using namespace uniaxial_detail;
+  UniaxialEntry out{};
+  const Frame f = make_frame(k, n_out, true, s_hint);
+  out.s_axis = f.s;
+  const float kz = dot(k, f.z);
+  out.cos_i = fabsf(kz);
+  out.k_reflected = k - f.z * (2.0f * kz);
+  const float kt = n1 * dot(k, f.t);
+  bool prop_o, prop_e;
+  const Complexf qo = iso_q(n_o, kt, 1.0f, prop_o);
+  const EQuad eq = extraordinary_quadratic(n_o, n_e, kt, f.t, f.z, c);
+  float slope_e;
+  const Complexf qe = extraordinary_q(eq, 1.0f, prop_e, slope_e);
+  out.tir[0] = prop_o ? 0u : 1u;
+  out.tir[1] = prop_e ? 0u : 1u;
+  out.k[0] = normalize(f.t * kt + f.z * qo.re);
+  out.n[0] = n_o;
+  const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
+  out.n[1] = length(ke);
+  out.k[1] = normalize(ke);
+  out.ray[0] = out.k[0];
+  out.ray[1] = extraordinary_ray(out.k[1], c, n_o, n_e);
+  out.pol[0] = mode_polarisation(kModeOrdinary, out.k[0], c, n_o, n_e);
+  out.pol[1] = mode_polarisation(kModeExtraordinary, out.k[1], c, n_o, n_e);
+
+  const float q1 = n1 * out.cos_i;
+  const Wave inc_s = iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, false, true);
+  const Wave inc_p = iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, true, true);
+  const Wave ref_s = iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, false, true);
+  const Wave ref_p = iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, true, true);
+  const Wave wo = ordinary_wave(f.t, f.z, kt, qo, c, prop_o);
+  const Wave we = extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e);
+  Complexf xs[4], xp[4];
+  bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k[0], c) && !(q1 <= 0.0f);
+  ok = ok && solve_interface(inc_s, ref_s, ref_p, wo, we, f.t, f.s, xs);
+  ok = ok && solve_interface(inc_p, ref_s, ref_p, wo, we, f.t, f.s, xp);
+  if (ok) {
+    const float fs = inc_s.flux, fp = inc_p.flux;
+    out.r[0] = power_amp(xs[0], ref_s.flux, fs);
+    out.r[1] = power_amp(xp[0], ref_s.flux, fp);
+    out.r[2] = power_amp(xs[1], ref_p.flux, fs);
+    out.r[3] = power_amp(xp[1], ref_p.flux, fp);
+    out.t[0] = power_amp(xs[2], wo.flux, fs);
+    out.t[1] = power_amp(xp[2], wo.flux, fp);
+    out.t[2] = power_amp(xs[3], we.flux, fs);
+    out.t[3] = power_amp(xp[3], we.flux, fp);
+    return out;
+  }
+  // Scalar Fresnel at n_o (tracer.md §7.5): both modes along the o wave normal, o ≡ s and e ≡ p.
+  out.degenerate = 1u;
+  out.k[1] = out.k[0];
+  out.ray[1] = out.k[0];
+  out.n[1] = n_o;
+  out.tir[1] = out.tir[0];
+  out.pol[0] = f.s;
+  out.pol[1] = cross(out.k[0], f.s);
+  const float cos_t = cos_transmitted(n1 / n_o, out.cos_i);
+  if (cos_t < 0.0f) {
+    out.r[0] = cx(1.0f);
+    out.r[3] = cx(1.0f);
+    return out;
+  }
+  const FresnelAmps a = fresnel_amps(n1, n_o, out.cos_i, cos_t);
+  out.r[0] = cx(a.rs);
+  out.r[3] = cx(a.rp);
+  const float ts2 = 1.0f - a.rs * a.rs, tp2 = 1.0f - a.rp * a.rp;
+  out.t[0] = cx(sqrtf(ts2 > 0.0f ? ts2 : 0.0f));
+  out.t[3] = cx(sqrtf(tp2 > 0.0f ? tp2 : 0.0f));
+  return out;
+}
+
+/// Power carried out by Jones row (j_s, j_p) for an incident Stokes vector s (I, Q, U, V) in the (ŝ, p̂) frame:
+/// |j_s|²(I + Q)/2 + |j_p|²(I − Q)/2 + Re(j_s j_p*) U + Im(j_s j_p*) V.
+FT_HD float jones_row_power(Complexf js, Complexf jp, const float* s) {
+  using namespace uniaxial_detail;
+  const Complexf x = js * conj(jp);
+  return abs2(js) * 0.5f * (s[0] + s[1]) + abs2(jp) * 0.5f * (s[0] - s[1]) + x.re * s[2] + x.im * s[3];
+}
+
+/// Power transmitted into a mode (kModeOrdinary / kModeExtraordinary) for incident Stokes s.
+FT_HD float entry_mode_power(const UniaxialEntry& e, std::uint32_t mode, const float* s) {
+  return jones_row_power(e.t[2 * mode], e.t[2 * mode + 1], s);
+}
+
+/// Total reflected power for incident Stokes s.
+FT_HD float entry_reflected_power(const UniaxialEntry& e, const float* s) {
+  return jones_row_power(e.r[0], e.r[1], s) + jones_row_power(e.r[2], e.r[3], s);
+}
+
+/// Unpolarised reflectance ½(R_s + R_p) (the §7.2 step 7 reflect/transmit probability before its clamp).
+FT_HD float entry_reflectance_unpolarised(const UniaxialEntry& e) {
+  using namespace uniaxial_detail;
+  return 0.5f * (abs2(e.r[0]) + abs2(e.r[1]) + abs2(e.r[2]) + abs2(e.r[3]));
+}
+
+/// The mode choice of tracer.md §7.5: p_o = P_o/(P_o + P_e) clamped to [0.02, 0.98] (0.5 when neither carries power).
+FT_HD float mode_split_probability(float power_o, float power_e) {
+  const float sum = power_o + power_e;
+  return uniaxial_detail::clamp01(sum > 0.0f ? power_o / sum : 0.5f, kModeSplitMin, kModeSplitMax);
+}
+
+/// S ← J·S·scale for a 2×2 Jones matrix j = [ss, sp, ps, pp] (out·2 + in) in the (ŝ, p̂) frames: the coherency
+/// matrix C = [[(I+Q)/2, (U − iV)/2], [(U + iV)/2, (I−Q)/2]] becomes J C J†.
+FT_HD void apply_jones(float* s, const Complexf* j, float scale) {
+  using namespace uniaxial_detail;
+  const Complexf css = cx(0.5f * (s[0] + s[1])), cpp = cx(0.5f * (s[0] - s[1]));
+  const Complexf csp = cx(0.5f * s[2], -0.5f * s[3]), cps = conj(csp);
+  // M = J C, then C' = M J†.
+  const Complexf m00 = j[0] * css + j[1] * cps, m01 = j[0] * csp + j[1] * cpp;
+  const Complexf m10 = j[2] * css + j[3] * cps, m11 = j[2] * csp + j[3] * cpp;
+  const Complexf o00 = m00 * conj(j[0]) + m01 * conj(j[1]);
+  const Complexf o01 = m00 * conj(j[2]) + m01 * conj(j[3]);
+  const Complexf o11 = m10 * conj(j[2]) + m11 * conj(j[3]);
+  s[0] = (o00.re + o11.re) * scale;
+  s[1] = (o00.re - o11.re) * scale;
+  s[2] = 2.0f * o01.re * scale;
+  s[3] = -2.0f * o01.im * scale;
+}
+
+/// A facet met from inside (docs/design/tracer.md §7.6): the incident mode's reflection into both crystal modes (the
+/// reflected path is relabelled by the mode it continues in) and its refraction into the outside medium (index n2).
+struct UniaxialInternal {
+  Vec3 s_axis;            ///< ŝ of the plane of incidence
+  Vec3 k_reflected[2];    ///< reflected unit wave normals [o, e]
+  Vec3 ray_reflected[2];  ///< reflected ray directions S [o, e]
+  Vec3 pol_reflected[2];  ///< reflected unit E directions [o, e]
+  float n_reflected[2];   ///< reflected phase indices [n_o, n(θ)]
+  Vec3 k_out;             ///< transmitted unit wave normal (outside; valid unless tir_out)
+  Complexf r[2];          ///< power amplitudes into the reflected o and e modes
+  Complexf t[2];  ///< transmitted Jones vector (s, p) in the frame (ŝ, k̂_out × ŝ), power amplitudes
+  std::uint32_t tir_reflected[2];  ///< 1 when that reflected mode is evanescent
+  std::uint32_t tir_out;           ///< 1 past the incident mode's critical angle (no transmitted power)
+  std::uint32_t degenerate;  ///< 1: scalar Fresnel at n_o; r[0] = √R, t = (√T_s/2, √T_p/2) unpolarised powers
+  float cos_i;               ///< |k̂·N| of the incident wave normal
+};
+
+/// Internal facet: unit incident wave normal k of mode `mode` inside (its ray S has S·N > 0), N out of the stone,
+/// unit optic axis c, n_o, n_e, outside index n2, and the path's current s axis (used only at normal incidence).
+FT_HD UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec3 n_out, Vec3 c, float n_o, float n_e,
+                                         float n2, Vec3 s_hint) {
+  using namespace uniaxial_detail;
+  UniaxialInternal out{};
+  const Frame f = make_frame(k, n_out, false, s_hint);
+  out.s_axis = f.s;
+  const float kz = dot(k, f.z);
+  out.cos_i = fabsf(kz);
+  const float n_in = mode_index(mode, k, c, n_o, n_e);
+  const float kt = n_in * dot(k, f.t);
+  const float q_in = n_in * kz;
+  // Reflected normal components: the same mode's other root is real (o: −q; e: Vieta, −2B/A − q), the other mode's
+  // may be evanescent.
+  bool prop_o = true, prop_e = true, prop_t;
+  const EQuad eq = extraordinary_quadratic(n_o, n_e, kt, f.t, f.z, c);
+  Complexf qo, qe;
+  float slope_e, slope_in = 0.0f;
+  if (mode == kModeOrdinary) {
+    qo = cx(-q_in);
+    qe = extraordinary_q(eq, -1.0f, prop_e, slope_e);
+  } else {
+    qo = iso_q(n_o, kt, -1.0f, prop_o);
+    qe = cx(-2.0f * eq.b / eq.a - q_in);  // Vieta: the other root of the same quadratic
+    slope_in = fabsf(eq.a * q_in + eq.b);
+    slope_e = slope_in;
+  }
+  const Complexf q2 = iso_q(n2, kt, 1.0f, prop_t);
+  out.tir_reflected[0] = prop_o ? 0u : 1u;
+  out.tir_reflected[1] = prop_e ? 0u : 1u;
+  out.tir_out = prop_t ? 0u : 1u;
+  out.k_reflected[0] = normalize(f.t * kt + f.z * qo.re);
+  out.n_reflected[0] = n_o;
+  const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
+  out.n_reflected[1] = length(ke);
+  out.k_reflected[1] = normalize(ke);
+  out.ray_reflected[0] = out.k_reflected[0];
+  out.ray_reflected[1] = extraordinary_ray(out.k_reflected[1], c, n_o, n_e);
+  out.pol_reflected[0] = mode_polarisation(kModeOrdinary, out.k_reflected[0], c, n_o, n_e);
+  out.pol_reflected[1] = mode_polarisation(kModeExtraordinary, out.k_reflected[1], c, n_o, n_e);
+  out.k_out = normalize(f.t * kt + f.z * (prop_t ? q2.re : 0.0f));
+
+  const Wave inc = mode == kModeOrdinary
+                       ? ordinary_wave(f.t, f.z, kt, cx(q_in), c, true)
+                       : extraordinary_wave(f.t, f.z, kt, cx(q_in), c, n_o, n_e, slope_in, true);
+  const Wave wo = ordinary_wave(f.t, f.z, kt, qo, c, prop_o);
+  const Wave we = extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e);
+  const Wave ts = iso_wave(f.t, f.z, f.s, kt, q2, n2, false, prop_t);
+  const Wave tp = iso_wave(f.t, f.z, f.s, kt, q2, n2, true, prop_t);
+  Complexf x[4];
+  bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected[0], c) && inc.flux > 0.0f;
+  ok = ok && solve_interface(inc, wo, we, ts, tp, f.t, f.s, x);
+  if (ok) {
+    out.r[0] = power_amp(x[0], wo.flux, inc.flux);
+    out.r[1] = power_amp(x[1], we.flux, inc.flux);
+    out.t[0] = power_amp(x[2], ts.flux, inc.flux);
+    out.t[1] = power_amp(x[3], tp.flux, inc.flux);
+    return out;
+  }
+  // Scalar Fresnel at n_o (tracer.md §7.5): the mirror direction and Snell at n_o, unpolarised powers.
+  out.degenerate = 1u;
+  const Vec3 mirror = k - f.z * (2.0f * kz);
+  out.k_reflected[0] = out.k_reflected[1] = mirror;
+  out.ray_reflected[0] = out.ray_reflected[1] = mirror;
+  out.n_reflected[1] = n_o;
+  out.tir_reflected[0] = out.tir_reflected[1] = 0u;
+  const float cos_t = cos_transmitted(n_o / n2, out.cos_i);
+  out.tir_out = cos_t < 0.0f ? 1u : 0u;
+  if (cos_t < 0.0f) {
+    out.r[0] = cx(1.0f);
+    return out;
+  }
+  const FresnelAmps a = fresnel_amps(n_o, n2, out.cos_i, cos_t);
+  const float r2 = 0.5f * (a.rs * a.rs + a.rp * a.rp);
+  const float ts2 = 0.5f * (1.0f - a.rs * a.rs), tp2 = 0.5f * (1.0f - a.rp * a.rp);
+  out.r[0] = cx(sqrtf(r2));
+  out.t[0] = cx(sqrtf(ts2 > 0.0f ? ts2 : 0.0f));
+  out.t[1] = cx(sqrtf(tp2 > 0.0f ? tp2 : 0.0f));
+  out.k_out = normalize(k * (n_o / n2) + f.z * (cos_t - (n_o / n2) * out.cos_i));
+  return out;
+}
+
+/// Stokes vector of the transmitted wave for an incident mode of intensity i: i·(|t_s|² + |t_p|², |t_s|² − |t_p|²,
+/// 2 Re(t_s t_p*), −2 Im(t_s t_p*)) in the frame (ŝ, k̂_out × ŝ).
+FT_HD void internal_transmitted_stokes(const UniaxialInternal& w, float i, float* s) {
+  using namespace uniaxial_detail;
+  const float a = abs2(w.t[0]), b = abs2(w.t[1]);
+  const Complexf x = w.t[0] * conj(w.t[1]);
+  s[0] = (a + b) * i;
+  s[1] = (a - b) * i;
+  s[2] = 2.0f * x.re * i;
+  s[3] = -2.0f * x.im * i;
+}
+
+/// Reflected power into a mode and the total transmitted power.
+FT_HD float internal_reflected_power(const UniaxialInternal& w, std::uint32_t mode) {
+  return uniaxial_detail::abs2(w.r[mode]);
+}
+FT_HD float internal_transmitted_power(const UniaxialInternal& w) {
+  return uniaxial_detail::abs2(w.t[0]) + uniaxial_detail::abs2(w.t[1]);
+}
+
+}  // namespace facetrace::tracer::physics
