@@ -141,6 +141,27 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   store_tuple(tuples, nonfinite, i, physics::path_finish(ps, scene.params));
 }
 
+/// The megakernel under an HDR map (docs/design/tracer.md §6.1): thread i = pixel_local·spp + sample_local as in
+/// transport_main_kernel, each tuple trace_sample_env with the map's HdrEnv (NEE at frosted facets), one launch.
+template <unsigned Block, unsigned MinBlocks>
+__global__ void __launch_bounds__(Block, MinBlocks)
+    transport_hdr_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
+                         const ChunkRange range, float* __restrict__ tuples,
+                         std::uint32_t* __restrict__ nonfinite) {
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
+  load_planes(planes, scene);
+  const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
+  if (i >= count) return;
+  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
+  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
+  const std::uint32_t pixel = range.pixel_offset + pixel_local;
+  const physics::HdrEnv env{map};
+  store_tuple(tuples, nonfinite, i,
+              physics::trace_sample_env(scene.params, planes, env, pixel % scene.params.width,
+                                        pixel / scene.params.width, range.first_sample + sample_local));
+}
+
 /// Thread ↔ pixel: sums[p] (global, seeded with the caller's running sums) += that pixel's tuples in
 /// ascending sample order, one float add at a time — the same order as the CPU tracer (docs/design/tracer.md §9 G2/G3).
 __global__ void reduce_xyz_kernel(const float* __restrict__ tuples, float* __restrict__ sums,
@@ -236,13 +257,19 @@ Status launch_transport(const physics::ChunkScene& scene, const ChunkRange& rang
 }  // namespace
 
 Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std::uint32_t* nonfinite,
-                          void* handoff, CUstream_st* stream) {
+                          void* handoff, CUstream_st* stream, const physics::EnvMapView* hdr) {
   FT_TRY(can_implement_chunk(args));
   const physics::ChunkScene& scene = args.scene;
   const ChunkRange& range = args.range;
   // Every configuration of kKernelConfigs (checked above) maps to one instantiation.
   const KernelConfig& cfg = args.kernel;
-  if (cfg.split > 0) {
+  if (hdr != nullptr) {
+    constexpr unsigned kBlock = 256;
+    const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
+    const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
+    transport_hdr_kernel<kBlock, 2><<<grid, kBlock, 0, stream>>>(scene, *hdr, range, tuples, nonfinite);
+    FT_CUDA_LAUNCH_CHECK("transport_hdr_kernel<<<>>>", stream);
+  } else if (cfg.split > 0) {
     FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream)));
   } else if (cfg.block == 128) {
     FT_TRY((launch_transport<128, 4, false>(scene, range, tuples, nonfinite, 0, nullptr, stream)));

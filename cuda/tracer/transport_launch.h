@@ -8,6 +8,7 @@
 
 #include "facetrace/core/status.h"
 #include "physics/chunk.h"
+#include "physics/hdr_environment.h"
 
 struct CUstream_st;
 
@@ -87,7 +88,9 @@ std::uint64_t handoff_bytes(const ChunkArgs& args);
 /// its tuples in ascending sample order. `tuples` holds ≥ pixel_count·spp·3 floats, `sums` pixel_count·3
 /// floats, `nonfinite` one u32 (not cleared here). `handoff` (handoff_bytes(args) bytes, or null) lets paths
 /// still going at the split bounce continue in a second, compacted launch. Asynchronous on `stream`.
+/// `hdr` (device pointers, or null): the chunk runs under that HDR map (physics::HdrEnv,
+/// docs/design/tracer.md §6.1) in one launch of 256-thread blocks, whatever args.kernel says (`handoff` unused).
 Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std::uint32_t* nonfinite,
-                          void* handoff, CUstream_st* stream);
+                          void* handoff, CUstream_st* stream, const physics::EnvMapView* hdr = nullptr);
 
 }  // namespace facetrace::tracer

@@ -52,6 +52,8 @@ class TraceWorkload final : public runtime::Workload {
   void follow(TraceWorkload& previous) { previous_ = &previous; }
 
   Status can_run(const runtime::DeviceInfo& device) override;
+  /// An HDR scene's map goes to the GPU child once, as a resident (docs/design/tracer.md §6.1).
+  Status begin_turn(runtime::Executor& ex) override;
   std::size_t scratch_bytes() const override;
   void seed_scratch(std::span<std::byte> scratch) override;
   Expected<bool> run_chunk(runtime::Executor& ex, std::span<std::byte> scratch) override;
@@ -88,6 +90,7 @@ class TraceWorkload final : public runtime::Workload {
 
   Scene scene_;
   Status tier_;
+  std::string env_resident_;     ///< an HDR scene: the map's resident name (empty: the analytic environments)
   std::vector<std::byte> args_;  // TraceChunkArgs with the scene filled in
   std::uint32_t first_sample_, samples_;
   Film& film_;

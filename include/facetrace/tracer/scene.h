@@ -87,7 +87,7 @@ struct Material {
   float birefringence_delta = 0.0f;  ///< Tier 2/3; anisotropic only when non-cubic and |Δ| > 1e-4
   /// Tier 2: the optic axis in the stone's frame (any length but zero; the tracer normalises it).
   float c_axis[3] = {0.0f, 1.0f, 0.0f};
-  float scattering_sigma_s = 0.0f;   ///< Tier 2 (HG inclusions)
+  float scattering_sigma_s = 0.0f;  ///< Tier 2 (HG inclusions)
   float scattering_g = 0.0f;
   float edge_rounding_radius = 0.0f;  ///< Tier 2
   bool fluorescence = false;          ///< Tier 3
@@ -170,17 +170,17 @@ Status validate_scene(const Scene& scene);
 struct TierFeatures {
   int tier = 1;                       ///< highest tier the scene needs: 1, 2 or 3
   std::vector<std::string> features;  ///< each feature beyond Tier 1, e.g. "HDR environment (Tier 2)"
-  /// The features the CPU tracer does not implement yet: all of `features` but the HDR environment.
+  /// The features neither tracer implements yet: all of `features` but the HDR environment.
   std::vector<std::string> not_on_cpu;
-  bool hdr_environment = false;  ///< the scene has an HDR environment (Tier 2; CPU only for now)
+  bool hdr_environment = false;  ///< the scene has an HDR environment (Tier 2; on both tracers)
 
   /// The CPU tracer's answer: ok when not_on_cpu is empty (Tier 1, or Tier 1 under an HDR map); otherwise
   /// kNotSupported: "the scene needs <not_on_cpu>; the CPU tracer implements Tier 1 (lighting presets
   /// Daylight, RingLights, LightTent, IlluminantA) and HDR environments".
   Status status() const;
-  /// The GPU tracer's answer: ok for a Tier 1 scene; otherwise kNotSupported: "the scene needs <features>; the
-  /// GPU tracer implements Tier 1", adding "(HDR environments are not yet on the GPU: the CPU tracer renders
-  /// them)" when the scene has one.
+  /// The GPU tracer's answer, the same features as the CPU's (docs/design/tracer.md §6.1): ok when not_on_cpu
+  /// is empty; otherwise kNotSupported: "the scene needs <not_on_cpu>; the GPU tracer implements Tier 1 (…) and
+  /// HDR environments". A map too large for the GPU declines in the GPU workload instead.
   Status gpu_status() const;
 };
 

@@ -31,14 +31,35 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
   auto* sums_f = static_cast<float*>(sums->data);
   auto* counter = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(sums->data) + io_bytes - 4);
   FT_CUDA_TRY(cudaMemcpyAsync(sums->data, a.in.data(), io_bytes, cudaMemcpyHostToDevice, ctx.stream()));
+  physics::EnvMapView map{};
+  const physics::EnvMapView* hdr = nullptr;
+  if (t.flags & TraceChunkArgs::kHdrEnv) {  // the map's resident, laid out as hdr_resident_floats says
+    const std::string name = hdr_resident_name(t.env_key);
+    auto r = ctx.resident(name);
+    if (!r) return r.status().with_context("trace_chunk: HDR map");
+    const std::uint64_t w = t.env_width, h = t.env_height;
+    if (w == 0 || h == 0 || r->bytes != hdr_resident_floats(w, h) * 4)
+      return invalid_argument("trace_chunk: resident " + name + " holds " + std::to_string(r->bytes) +
+                              " bytes, not a " + std::to_string(w) + "x" + std::to_string(h) + " map's");
+    const auto* f = static_cast<const float*>(r->data);
+    map.rgb = f;
+    map.row_cdf = f + 3 * w * h;
+    map.col_cdf = map.row_cdf + (h + 1);
+    map.row_cos = map.col_cdf + h * (w + 1);
+    map.width = t.env_width;
+    map.height = t.env_height;
+    map.exposure = t.env_exposure;
+    map.nee = t.env_nee;
+    hdr = &map;
+  }
   void* handoff = nullptr;
-  if (const std::uint64_t bytes = handoff_bytes(t.chunk); bytes > 0) {
+  if (const std::uint64_t bytes = handoff_bytes(t.chunk); hdr == nullptr && bytes > 0) {
     auto h = ctx.scratch("tracer.handoff", bytes);
     if (!h) return h.status();
     handoff = h->data;
   }
-  FT_TRY(
-      launch_trace_chunk(t.chunk, static_cast<float*>(tuples->data), sums_f, counter, handoff, ctx.stream()));
+  FT_TRY(launch_trace_chunk(t.chunk, static_cast<float*>(tuples->data), sums_f, counter, handoff,
+                            ctx.stream(), hdr));
   auto ticket = ctx.ring().record_copy(sums->data, io_bytes, ctx.stream());
   if (!ticket) return ticket.status();
   a.reply.tickets.push_back(*ticket);

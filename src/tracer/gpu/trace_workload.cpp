@@ -95,7 +95,19 @@ TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std
       options_(options),
       peak_ns_per_tuple_(std::max(0.0, options.hang_ns_per_tuple_hint)) {
   tier_ = validate_scene(scene_);
-  if (tier_.ok()) tier_ = tier_features(scene_).gpu_status();  // Tier 1 only: HDR maps decline (§6.1)
+  if (tier_.ok()) tier_ = tier_features(scene_).gpu_status();       // Tier 1, also under an HDR map (§6.1)
+  if (tier_.ok() && scene_.environment == EnvironmentKind::kHdr) {  // validate_scene checked the light
+    const EnvLight& light = *scene_.environment_light;
+    const std::uint64_t bytes = hdr_resident_floats(light.map.width, light.map.height) * 4;
+    const std::uint64_t limit_mb =
+        static_cast<std::uint64_t>(core::env_int_clamped("FACETRACE_GPU_ENV_MAX_MB", 192, 0, 65536));
+    if (bytes > limit_mb << 20)
+      tier_ = Status(Code::kDeclined, "the HDR map " + std::to_string(light.map.width) + "x" +
+                                          std::to_string(light.map.height) + " needs " +
+                                          std::to_string((bytes + (1u << 20) - 1) >> 20) +
+                                          " MB on the GPU, over FACETRACE_GPU_ENV_MAX_MB=" +
+                                          std::to_string(limit_mb) + " (the CPU renders it)");
+  }
   if (tier_.ok() && (film.width != scene.width || film.height != scene.height))
     tier_ =
         invalid_argument("film is " + std::to_string(film.width) + "x" + std::to_string(film.height) +
@@ -116,6 +128,20 @@ TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std
     a.chunk.range.spp = samples_;
     a.chunk.kernel = *kernel;
     if (options_.return_tuples) a.flags |= TraceChunkArgs::kReturnTuples;
+    if (scene_.environment == EnvironmentKind::kHdr) {
+      const EnvLight& light = *scene_.environment_light;
+      std::uint64_t key =
+          1469598103934665603ull;  // FNV-1a of the map's sha256: the same map, the same resident
+      for (const char c : scene_.environment_map_sha256)
+        key = (key ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+      a.flags |= TraceChunkArgs::kHdrEnv;
+      a.env_key = key;
+      a.env_width = light.map.width;
+      a.env_height = light.map.height;
+      a.env_exposure = scene_.exposure;
+      a.env_nee = 1;
+      env_resident_ = hdr_resident_name(key);
+    }
     args_.resize(sizeof(a));
     std::memcpy(args_.data(), &a, sizeof(a));
   }
@@ -128,6 +154,26 @@ Status TraceWorkload::can_run(const runtime::DeviceInfo& device) {
   if (samples_ == 0) return Status(Code::kDeclined, "empty request");
   if (!tier_.ok()) return Status(Code::kDeclined, "GPU tracer declines: " + tier_.what());
   return {};
+}
+
+Status TraceWorkload::begin_turn(runtime::Executor& ex) {
+  if (env_resident_.empty()) return {};
+  for (const std::string& n : ex.resident_names())
+    if (n == env_resident_) return {};
+  // Once per map and GPU child (restart() uploads it again by itself), in EnvLight's order.
+  const EnvLight& light = *scene_.environment_light;
+  std::vector<float> packed;
+  packed.reserve(hdr_resident_floats(light.map.width, light.map.height));
+  packed.insert(packed.end(), light.map.rgb.begin(), light.map.rgb.end());
+  packed.insert(packed.end(), light.row_cdf.begin(), light.row_cdf.end());
+  packed.insert(packed.end(), light.col_cdf.begin(), light.col_cdf.end());
+  packed.insert(packed.end(), light.row_cos.begin(), light.row_cos.end());
+  if (packed.size() != hdr_resident_floats(light.map.width, light.map.height))
+    return internal_error("HDR map tables do not match the map's size");
+  Status st = ex.put_resident(env_resident_, std::as_bytes(std::span<const float>(packed)));
+  if (!st.ok() && st.code() != Code::kDeviceLost)
+    return Status(Code::kDeclined, "HDR map upload to the GPU failed: " + st.what());
+  return st;
 }
 
 std::size_t TraceWorkload::scratch_bytes() const { return kTrailer; }

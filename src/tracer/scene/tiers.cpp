@@ -59,10 +59,11 @@ Status TierFeatures::status() const {
 }
 
 Status TierFeatures::gpu_status() const {
-  if (tier == 1) return {};
+  if (not_on_cpu.empty()) return {};
   return not_supported(
-      "the scene needs " + join(features) + "; the GPU tracer implements Tier 1" +
-      (hdr_environment ? " (HDR environments are not yet on the GPU: the CPU tracer renders them)" : ""));
+      "the scene needs " + join(not_on_cpu) +
+      "; the GPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
+      "IlluminantA) and HDR environments");
 }
 
 }  // namespace facetrace::tracer
