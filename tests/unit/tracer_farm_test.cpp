@@ -13,6 +13,7 @@
 
 #include "facetrace/core/sha256.h"
 #include "facetrace/tracer/cpu_tracer.h"
+#include "facetrace/tracer/env_map.h"
 #include "facetrace/tracer/farm.h"
 #include "facetrace/tracer/scene_json.h"
 
@@ -62,7 +63,8 @@ struct TempDir {
 /// Renders `units` of `job` into one partial in `dir` starting at `first`.
 std::string write_units(const std::string& dir, const Job& job, std::uint64_t first,
                         const std::vector<std::uint64_t>& units, std::uint32_t capacity = 0) {
-  auto w = PartialWriter::open(dir, job, first, capacity ? capacity : static_cast<std::uint32_t>(units.size()));
+  auto w =
+      PartialWriter::open(dir, job, first, capacity ? capacity : static_cast<std::uint32_t>(units.size()));
   EXPECT_TRUE(w.ok()) << w.status().what();
   for (const std::uint64_t u : units) {
     auto r = render_unit(job, u, cpu_options());
@@ -130,6 +132,29 @@ TEST(FarmJob, hashes_the_canonical_scene_json) {
   EXPECT_NE(tiny_job(0.5f).scene_sha256, job.scene_sha256);
 }
 
+// docs/design/farm.md §1: an HDR map is part of the scene hash by its sha256, not by where it is mounted.
+TEST(FarmJob, an_hdr_map_enters_the_scene_hash_by_its_sha256_not_its_path) {
+  auto with_map = [](const std::string& path, const std::string& sha) {
+    tracer::Scene s = tracer::builtin_diamond_scene();
+    s.width = s.height = 8;
+    s.environment = tracer::EnvironmentKind::kHdr;
+    s.environment_map = path;
+    s.environment_map_sha256 = sha;
+    auto m = tracer::make_env_light(tracer::EnvMap{2, 1, {1, 1, 1, 0.5f, 0.5f, 0.5f}});
+    EXPECT_TRUE(m.ok());
+    if (m) s.environment_light = *m;
+    auto j = make_job("hdr", std::move(s), 4, 2);
+    EXPECT_TRUE(j.ok()) << j.status().what();
+    return std::move(j).value();
+  };
+  const std::string sha(64, 'b');
+  const Job a = with_map("/mnt/farm/maps/studio.hdr", sha), b = with_map("/data/studio.hdr", sha);
+  EXPECT_EQ(a.scene_sha256, b.scene_sha256);
+  EXPECT_NE(a.scene_json, b.scene_json);  // the record keeps each machine's path
+  EXPECT_NE(a.scene_json.find("/mnt/farm/maps/studio.hdr"), std::string::npos);
+  EXPECT_NE(with_map("/data/studio.hdr", std::string(64, 'c')).scene_sha256, a.scene_sha256);
+}
+
 TEST(FarmJob, parses_inline_file_and_builtin_scenes_with_overrides) {
   TempDir dir;
   const tracer::Scene s = tiny_scene();
@@ -146,8 +171,8 @@ TEST(FarmJob, parses_inline_file_and_builtin_scenes_with_overrides) {
   EXPECT_EQ(inl->name, "stem");
   EXPECT_EQ(inl->scene_sha256, from_file->scene_sha256);  // the same scene, however it was given
 
-  auto builtin = parse_job(R"({"scene":"builtin:diamond","spp":4096,"unit_samples":64,"width":64,"height":32})",
-                           ".", "d");
+  auto builtin = parse_job(
+      R"({"scene":"builtin:diamond","spp":4096,"unit_samples":64,"width":64,"height":32})", ".", "d");
   ASSERT_TRUE(builtin.ok()) << builtin.status().what();
   EXPECT_EQ(builtin->scene.width, 64u);
   EXPECT_EQ(builtin->scene.height, 32u);
@@ -167,12 +192,15 @@ TEST(FarmJob, refuses_bad_jobs_naming_the_field) {
   };
   EXPECT_NE(err(R"({"scene":"builtin:diamond","spp":8})").find("unit_samples"), std::string::npos);
   EXPECT_NE(err(R"({"scene":"builtin:diamond","spp":0,"unit_samples":4})").find("spp"), std::string::npos);
-  EXPECT_NE(err(R"({"scene":"builtin:diamond","spp":8,"unit_samples":4,"sp":1})").find("unknown field \"sp\""),
+  EXPECT_NE(
+      err(R"({"scene":"builtin:diamond","spp":8,"unit_samples":4,"sp":1})").find("unknown field \"sp\""),
+      std::string::npos);
+  EXPECT_NE(err(R"({"scene":"builtin:diamond","spp":8,"unit_samples":-4})").find("unit_samples"),
             std::string::npos);
-  EXPECT_NE(err(R"({"scene":"builtin:diamond","spp":8,"unit_samples":-4})").find("unit_samples"), std::string::npos);
   EXPECT_NE(err(R"({"name":"a b","scene":"builtin:diamond","spp":8,"unit_samples":4})").find("job name"),
             std::string::npos);
-  EXPECT_NE(err(R"({"scene":"no_such.json","spp":8,"unit_samples":4})").find("no_such.json"), std::string::npos);
+  EXPECT_NE(err(R"({"scene":"no_such.json","spp":8,"unit_samples":4})").find("no_such.json"),
+            std::string::npos);
   EXPECT_NE(err(R"({"scene":{"width":0},"spp":8,"unit_samples":4})").find("width"), std::string::npos);
   EXPECT_NE(err("{").find("job.json"), std::string::npos);
 }
@@ -319,8 +347,9 @@ TEST(FarmMerge, any_grouping_gives_identical_bits_equal_to_the_canonical_sum) {
     EXPECT_EQ(m->scene_sha256, job.scene_sha256);
   }
   // the files in any order on the command line
-  auto reversed = merge_partials({(three.path / "part-tiny-5.ftp").string(), (three.path / "part-tiny-2.ftp").string(),
-                                  (three.path / "part-tiny-0.ftp").string()});
+  auto reversed =
+      merge_partials({(three.path / "part-tiny-5.ftp").string(), (three.path / "part-tiny-2.ftp").string(),
+                      (three.path / "part-tiny-0.ftp").string()});
   ASSERT_TRUE(reversed.ok()) << reversed.status().what();
   EXPECT_TRUE(same_bits(reversed->xyz, want));
 }
@@ -332,7 +361,8 @@ TEST(FarmMerge, refuses_another_scenes_partial) {
   auto m = merge_partials({dir.str()});
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(m.status().what().find("part-tiny-3.ftp does not belong with"), std::string::npos) << m.status().what();
+  EXPECT_NE(m.status().what().find("part-tiny-3.ftp does not belong with"), std::string::npos)
+      << m.status().what();
   EXPECT_NE(m.status().what().find("scene"), std::string::npos) << m.status().what();
 }
 
@@ -346,7 +376,8 @@ TEST(FarmMerge, refuses_another_size) {
   write_units(dir.str(), *wide, 3, {3});
   auto m = merge_partials({dir.str()});
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().what().find("scene"), std::string::npos) << m.status().what();  // the scene holds the size
+  EXPECT_NE(m.status().what().find("scene"), std::string::npos)
+      << m.status().what();  // the scene holds the size
 }
 
 TEST(FarmMerge, refuses_a_duplicated_unit_naming_both_files) {
@@ -368,7 +399,8 @@ TEST(FarmMerge, refuses_a_truncated_partial_naming_file_and_unit) {
   auto m = merge_partials({dir.str()});
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), Code::kIo);
-  EXPECT_NE(m.status().what().find("part-tiny-0.ftp: truncated: unit 5"), std::string::npos) << m.status().what();
+  EXPECT_NE(m.status().what().find("part-tiny-0.ftp: truncated: unit 5"), std::string::npos)
+      << m.status().what();
 }
 
 TEST(FarmMerge, refuses_a_corrupt_block_naming_file_and_unit) {
@@ -391,7 +423,8 @@ TEST(FarmMerge, reports_missing_units_and_merges_them_only_when_allowed) {
   write_units(dir.str(), job, 4, {4});
   auto m = merge_partials({dir.str()});
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().what().find("3 of 6 units are missing: 2-3, 5"), std::string::npos) << m.status().what();
+  EXPECT_NE(m.status().what().find("3 of 6 units are missing: 2-3, 5"), std::string::npos)
+      << m.status().what();
   MergeOptions allow;
   allow.allow_missing = true;
   auto partial = merge_partials({dir.str()}, allow);

@@ -21,12 +21,14 @@ namespace facetrace::farm {
 /// A job: one frame of a scene, `spp` samples per pixel cut into units of `unit_samples` (K) samples.
 /// Unit u covers the absolute samples [u·K, min((u+1)·K, spp)) of every pixel (docs/design/farm.md §1).
 struct Job {
-  std::string name;                        ///< names the partial files: part-<name>-<first unit>.ftp
-  tracer::Scene scene;                     ///< after the job's width/height overrides, validated
-  std::uint64_t spp = 0;                   ///< samples per pixel of the whole frame, 1..2^32−1
-  std::uint32_t unit_samples = 0;          ///< K, 1..65536
-  std::string scene_json;                  ///< canonical scene JSON (scene_to_json, one line)
-  std::array<std::uint8_t, 32> scene_sha256{};  ///< core::sha256 of scene_json
+  std::string name;                ///< names the partial files: part-<name>-<first unit>.ftp
+  tracer::Scene scene;             ///< after the job's width/height overrides, validated
+  std::uint64_t spp = 0;           ///< samples per pixel of the whole frame, 1..2^32−1
+  std::uint32_t unit_samples = 0;  ///< K, 1..65536
+  std::string scene_json;          ///< canonical scene JSON (scene_to_json, one line)
+  /// core::sha256 of the canonical scene JSON with an HDR map named by its sha256 alone (SceneJsonOptions::
+  /// map_by_sha256): equal to scene_json's hash except for HDR scenes.
+  std::array<std::uint8_t, 32> scene_sha256{};
 };
 
 /// A job's limits (docs/design/farm.md §1): spp, K, and C = ⌈spp / K⌉ units (every unit is a row of a partial's table
@@ -72,17 +74,18 @@ std::string_view unit_backend_name(UnitBackend backend);
 struct UnitResult {
   std::uint64_t unit = 0;
   UnitSamples range;
-  std::vector<float> xyz;     ///< 3 floats per pixel, row-major
+  std::vector<float> xyz;  ///< 3 floats per pixel, row-major
   std::uint64_t nonfinite = 0;
   UnitBackend backend = UnitBackend::kCpu;
-  double seconds = 0;         ///< wall time of the render
+  double seconds = 0;  ///< wall time of the render
   tracer::RenderReport report;
 };
 
 /// Renders unit `unit` of `job` into a zeroed film with tracer::render (so the result depends only on the job,
 /// the unit and the backend). Errors: kInvalidArgument (unit out of range), the renderer's (kCancelled when
 /// options.cancel was raised: discard the unit, kNotSupported ...).
-Expected<UnitResult> render_unit(const Job& job, std::uint64_t unit, const tracer::RenderOptions& options = {});
+Expected<UnitResult> render_unit(const Job& job, std::uint64_t unit,
+                                 const tracer::RenderOptions& options = {});
 
 // ---- partial files (docs/design/farm.md §1 "Partial file") ----------------------------------------------------
 
@@ -93,8 +96,8 @@ struct UnitEntry {
   std::uint32_t samples = 0;
   UnitBackend backend = UnitBackend::kCpu;
   std::uint64_t nonfinite = 0;
-  std::uint32_t crc32 = 0;   ///< of the unit's 12·W·H bytes of f32 XYZ, little-endian
-  double seconds = 0;        ///< render wall time
+  std::uint32_t crc32 = 0;  ///< of the unit's 12·W·H bytes of f32 XYZ, little-endian
+  double seconds = 0;       ///< render wall time
 };
 
 /// A partial's header (the newest valid copy of the two it holds).
@@ -160,14 +163,14 @@ class PartialWriter {
 /// The canonical film: F = Σ over units ascending of f64(S_u).
 struct MergedFilm {
   std::uint32_t width = 0, height = 0;
-  std::vector<double> xyz;           ///< 3 doubles per pixel, row-major
-  std::uint64_t samples = 0;         ///< N: samples per pixel merged
+  std::vector<double> xyz;    ///< 3 doubles per pixel, row-major
+  std::uint64_t samples = 0;  ///< N: samples per pixel merged
   std::uint64_t nonfinite = 0;
   std::uint64_t units_merged = 0;
-  std::uint64_t units_total = 0;     ///< C of the job
+  std::uint64_t units_total = 0;       ///< C of the job
   std::vector<std::uint64_t> missing;  ///< units absent (merged anyway with allow_missing)
   std::uint64_t cpu_units = 0, gpu_units = 0, mixed_units = 0;
-  double unit_seconds = 0;           ///< Σ of the units' render times
+  double unit_seconds = 0;  ///< Σ of the units' render times
   std::string build_id, job_name, scene_json;
   std::array<std::uint8_t, 32> scene_sha256{};
   std::uint32_t unit_samples = 0;

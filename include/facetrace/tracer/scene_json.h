@@ -24,6 +24,10 @@ Expected<Scene> load_scene_file(const std::string& path);
 struct SceneJsonOptions {
   int indent = 2;         ///< spaces per level; -1 writes one line
   bool use_names = true;  ///< write "round_brilliant" / a preset name where the value equals one exactly
+  /// An HDR environment as {"sha256": …} alone, without the map's path: the scene's identity (the farm's scene
+  /// hash, docs/design/farm.md §1), the same on machines that mount the map in different places. Not readable
+  /// back (scene_from_json needs the path).
+  bool map_by_sha256 = false;
 };
 
 /// Serialises a scene to JSON that scene_from_json() reads back to the identical Scene (floats round-trip

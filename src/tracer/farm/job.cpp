@@ -24,8 +24,8 @@ constexpr std::uint64_t kMaxJobBytes = 16u << 20;  // a job file (with an inline
 bool valid_name(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-           c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -76,7 +76,8 @@ Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp,
   if (!valid_name(name))
     return invalid_argument("job name \"" + core::printable(name) + "\": expected 1 to 64 of [A-Za-z0-9._-]");
   if (spp < 1 || spp > kMaxSpp)
-    return invalid_argument("spp: must be in [1, " + std::to_string(kMaxSpp) + "], got " + std::to_string(spp));
+    return invalid_argument("spp: must be in [1, " + std::to_string(kMaxSpp) + "], got " +
+                            std::to_string(spp));
   if (unit_samples < 1 || unit_samples > kMaxUnitSamples)
     return invalid_argument("unit_samples: must be in [1, " + std::to_string(kMaxUnitSamples) + "], got " +
                             std::to_string(unit_samples));
@@ -93,8 +94,11 @@ Expected<Job> make_job(std::string name, tracer::Scene scene, std::uint64_t spp,
   tracer::SceneJsonOptions canonical;  // docs/design/farm.md §1: the hash is of the canonical one-line JSON
   canonical.indent = -1;
   job.scene_json = tracer::scene_to_json(job.scene, canonical);
-  job.scene_sha256 = core::sha256(
-      {reinterpret_cast<const std::uint8_t*>(job.scene_json.data()), job.scene_json.size()});
+  // The hash names an HDR map by its sha256, not its path (the same job on machines that mount it elsewhere).
+  tracer::SceneJsonOptions identity = canonical;
+  identity.map_by_sha256 = true;
+  const std::string id = tracer::scene_to_json(job.scene, identity);
+  job.scene_sha256 = core::sha256({reinterpret_cast<const std::uint8_t*>(id.data()), id.size()});
   return job;
 }
 
@@ -142,7 +146,8 @@ Expected<Job> parse_job(std::string_view text, const std::string& base_dir, cons
     const char* key;
     std::uint64_t hi;
     std::uint32_t* field;
-  } overrides[] = {{"width", 7680, &scene.width}, {"height", 4320, &scene.height},
+  } overrides[] = {{"width", 7680, &scene.width},
+                   {"height", 4320, &scene.height},
                    {"max_bounces", 128, &scene.max_bounces}};
   for (const auto& o : overrides) {
     if (!j.contains(o.key)) continue;

@@ -586,7 +586,9 @@ std::string scene_to_json(const Scene& s, const SceneJsonOptions& options) {
   j["max_bounces"] = s.max_bounces;
   j["lighting_preset"] = std::string(lighting_preset_name(s.lighting_preset));
   if (s.environment == EnvironmentKind::kHdr)
-    j["environment"] = {{"hdr", s.environment_map}, {"sha256", s.environment_map_sha256}};
+    j["environment"] = options.map_by_sha256
+                           ? nlohmann::json{{"sha256", s.environment_map_sha256}}
+                           : nlohmann::json{{"hdr", s.environment_map}, {"sha256", s.environment_map_sha256}};
   else
     j["environment"] = s.environment == EnvironmentKind::kStudio ? "studio" : "uniform";
   j["material"] = material_json(s.material, options.use_names);
