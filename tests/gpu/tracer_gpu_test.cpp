@@ -74,6 +74,37 @@ TEST(TracerLaunch, feasibility_and_handoff_size_are_functions_of_the_chunk_argum
   EXPECT_EQ(can_implement_chunk(a).code(), Code::kDeclined);
 }
 
+/// The fraction of (pixel, sample) tuples of `w` (a return_tuples request of samples [0, spp) of scene `s`) whose
+/// XYZ equal cpu(x, y, sample) within 1e-3 relative; `y_mean` gets the GPU's mean Y.
+template <class Cpu>
+double agreement(const Scene& s, std::uint32_t spp, const TraceWorkload& w, Cpu cpu, double& y_mean,
+                 std::size_t& agree, std::size_t& total) {
+  const std::uint32_t pixels = s.width * s.height;
+  std::vector<std::uint8_t> ok(std::size_t{pixels} * spp, 0);
+  std::vector<double> ysum(pixels, 0.0);
+  parallel_for(pixels, [&](std::uint32_t p) {
+    for (std::uint32_t k = 0; k < spp; ++k) {
+      const physics::SampleXyz c = cpu(p % s.width, p / s.width, k);
+      const float* g = &w.tuples()[(std::size_t{p} * spp + k) * 3];
+      bool good = true;
+      for (int i = 0; i < 3; ++i) {
+        const float cv = (&c.x)[i];
+        const float tol = 1e-3f * std::max(std::fabs(cv), std::fabs(g[i])) + 1e-7f;
+        good = good && std::fabs(g[i] - cv) <= tol;
+      }
+      ok[std::size_t{p} * spp + k] = good;
+      ysum[p] += g[1];
+    }
+  });
+  agree = 0;
+  for (auto v : ok) agree += v;
+  total = ok.size();
+  double y = 0.0;
+  for (double v : ysum) y += v;
+  y_mean = y / static_cast<double>(total);
+  return static_cast<double>(agree) / static_cast<double>(total);
+}
+
 TEST(TracerGpu, per_sample_values_agree_with_the_cpu) {
   FT_REQUIRE_GPU();
   const Scene s = small_diamond(64, 48);
@@ -85,26 +116,16 @@ TEST(TracerGpu, per_sample_values_agree_with_the_cpu) {
   ASSERT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
   const auto params = make_trace_params(s);
   const auto planes = make_facet_planes(s);
-  const std::uint32_t pixels = s.width * s.height;
-  std::vector<std::uint8_t> ok(std::size_t{pixels} * spp, 0);
-  parallel_for(pixels, [&](std::uint32_t p) {
-    for (std::uint32_t k = 0; k < spp; ++k) {
-      const auto c = physics::trace_sample(params, planes.data(), p % s.width, p / s.width, k);
-      const float* g = &w.tuples()[(std::size_t{p} * spp + k) * 3];
-      bool good = true;
-      for (int i = 0; i < 3; ++i) {
-        const float cv = (&c.x)[i];
-        const float tol = 1e-3f * std::max(std::fabs(cv), std::fabs(g[i])) + 1e-7f;
-        good = good && std::fabs(g[i] - cv) <= tol;
-      }
-      ok[std::size_t{p} * spp + k] = good;
-    }
-  });
-  std::size_t agree = 0;
-  for (auto v : ok) agree += v;
-  const double fraction = static_cast<double>(agree) / ok.size();
+  double y = 0.0;
+  std::size_t agree = 0, total = 0;
+  const double fraction = agreement(
+      s, spp, w,
+      [&](std::uint32_t x, std::uint32_t py, std::uint32_t k) {
+        return physics::trace_sample(params, planes.data(), x, py, k);
+      },
+      y, agree, total);
   std::printf("[ metric ] per-sample agreement: %zu of %zu (pixel, sample) XYZ within 1e-3 relative = %.5f\n",
-              agree, ok.size(), fraction);
+              agree, total, fraction);
   RecordProperty("per_sample_agreement", std::to_string(fraction));
   EXPECT_GE(fraction, 0.999);
 }
@@ -135,43 +156,19 @@ TEST(TracerGpu, per_sample_values_agree_with_the_cpu_under_an_hdr_map) {
   ASSERT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
   const auto params = make_trace_params(s);
   const auto planes = make_facet_planes(s);
-  const EnvLight& light = *s.environment_light;
-  physics::EnvMapView view{};
-  view.rgb = light.map.rgb.data();
-  view.row_cdf = light.row_cdf.data();
-  view.col_cdf = light.col_cdf.data();
-  view.row_cos = light.row_cos.data();
-  view.width = light.map.width;
-  view.height = light.map.height;
-  view.exposure = s.exposure;
-  view.nee = 1;
-  const physics::HdrEnv env{view};
-  const std::uint32_t pixels = s.width * s.height;
-  std::vector<std::uint8_t> ok(std::size_t{pixels} * spp, 0);
-  std::vector<double> ysum(pixels, 0.0);
-  parallel_for(pixels, [&](std::uint32_t p) {
-    for (std::uint32_t k = 0; k < spp; ++k) {
-      const auto c = physics::trace_sample_env(params, planes.data(), env, p % s.width, p / s.width, k);
-      const float* g = &w.tuples()[(std::size_t{p} * spp + k) * 3];
-      bool good = true;
-      for (int i = 0; i < 3; ++i) {
-        const float cv = (&c.x)[i];
-        const float tol = 1e-3f * std::max(std::fabs(cv), std::fabs(g[i])) + 1e-7f;
-        good = good && std::fabs(g[i] - cv) <= tol;
-      }
-      ok[std::size_t{p} * spp + k] = good;
-      ysum[p] += g[1];
-    }
-  });
-  std::size_t agree = 0;
-  for (auto v : ok) agree += v;
+  const physics::HdrEnv env{env_map_view(*s.environment_light, s.exposure, true)};
   double y = 0.0;
-  for (double v : ysum) y += v;
-  const double fraction = static_cast<double>(agree) / ok.size();
+  std::size_t agree = 0, total = 0;
+  const double fraction = agreement(
+      s, spp, w,
+      [&](std::uint32_t x, std::uint32_t py, std::uint32_t k) {
+        return physics::trace_sample_env(params, planes.data(), env, x, py, k);
+      },
+      y, agree, total);
   std::printf(
       "[ metric ] HDR per-sample agreement: %zu of %zu (pixel, sample) XYZ within 1e-3 relative = %.5f "
       "(mean Y %.4f)\n",
-      agree, ok.size(), fraction, y / (static_cast<double>(pixels) * spp));
+      agree, total, fraction, y);
   RecordProperty("hdr_per_sample_agreement", std::to_string(fraction));
   EXPECT_GE(fraction, 0.999);
   EXPECT_GT(y, 0.0);

@@ -79,20 +79,6 @@ FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const
                    x0, x1, y0, y1, width, first_sample, samples, xyz);
 }
 
-/// The view of `light` the physics reads (docs/design/tracer.md §6.1); `light` outlives it.
-physics::EnvMapView env_map_view(const EnvLight& light, float exposure, bool nee) {
-  physics::EnvMapView v{};
-  v.rgb = light.map.rgb.data();
-  v.row_cdf = light.row_cdf.data();
-  v.col_cdf = light.col_cdf.data();
-  v.row_cos = light.row_cos.data();
-  v.width = light.map.width;
-  v.height = light.map.height;
-  v.exposure = exposure;
-  v.nee = nee ? 1u : 0u;
-  return v;
-}
-
 }  // namespace detail
 
 Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
@@ -113,7 +99,7 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
   physics::EnvMapView hdr_view{};
   const physics::EnvMapView* hdr = nullptr;
   if (scene.environment == EnvironmentKind::kHdr) {  // validate_scene checked environment_light
-    hdr_view = detail::env_map_view(*scene.environment_light, scene.exposure, options.hdr_nee);
+    hdr_view = env_map_view(*scene.environment_light, scene.exposure, options.hdr_nee);
     hdr = &hdr_view;
   }
 

@@ -231,4 +231,17 @@ std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene) {
   return out;
 }
 
+physics::EnvMapView env_map_view(const EnvLight& light, float exposure, bool nee) {
+  physics::EnvMapView v{};
+  v.rgb = light.map.rgb.data();
+  v.row_cdf = light.row_cdf.data();
+  v.col_cdf = light.col_cdf.data();
+  v.row_cos = light.row_cos.data();
+  v.width = light.map.width;
+  v.height = light.map.height;
+  v.exposure = exposure;
+  v.nee = nee ? 1u : 0u;
+  return v;
+}
+
 }  // namespace facetrace::tracer

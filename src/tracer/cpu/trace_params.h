@@ -8,6 +8,7 @@
 #include "facetrace/core/status.h"
 #include "facetrace/tracer/scene.h"
 #include "physics/chunk.h"
+#include "physics/hdr_environment.h"
 
 namespace facetrace::tracer {
 
@@ -19,6 +20,9 @@ physics::TraceParams make_trace_params(const Scene& scene);
 /// The scene's planes as FacetPlane, with the Frosted finish re-derived for girdle facets (|n_y| ≤ 1e-3) when
 /// girdle_frosted is set (docs/design/tracer.md §4). Same precondition as make_trace_params.
 std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene);
+
+/// The view of `light` the physics reads on the host (docs/design/tracer.md §6.1); `light` outlives it.
+physics::EnvMapView env_map_view(const EnvLight& light, float exposure, bool nee);
 
 /// The Bradford white-balance matrix (row-major 3×3) mapping the white of illuminant S to D65 at equal Y,
 /// both integrated from the 5 nm CMF table (docs/design/tracer.md §8). Identity for D65.

@@ -48,22 +48,18 @@ std::string join(const std::vector<std::string>& items) {
   return list;
 }
 
+// The one refusal both tracers give (they implement the same features, docs/design/tracer.md §1).
+Status refusal(const std::vector<std::string>& not_implemented, const char* tracer) {
+  if (not_implemented.empty()) return {};
+  return not_supported("the scene needs " + join(not_implemented) + "; the " + tracer +
+                       " tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
+                       "IlluminantA) and HDR environments");
+}
+
 }  // namespace
 
-Status TierFeatures::status() const {
-  if (not_on_cpu.empty()) return {};
-  return not_supported(
-      "the scene needs " + join(not_on_cpu) +
-      "; the CPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
-      "IlluminantA) and HDR environments");
-}
+Status TierFeatures::status() const { return refusal(not_on_cpu, "CPU"); }
 
-Status TierFeatures::gpu_status() const {
-  if (not_on_cpu.empty()) return {};
-  return not_supported(
-      "the scene needs " + join(not_on_cpu) +
-      "; the GPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
-      "IlluminantA) and HDR environments");
-}
+Status TierFeatures::gpu_status() const { return refusal(not_on_cpu, "GPU"); }
 
 }  // namespace facetrace::tracer
