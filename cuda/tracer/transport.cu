@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/cuda_check.cuh"
+#include "physics/medium.h"
 #include "physics/transport.h"
 #include "tracer/transport_launch.h"
 
@@ -162,6 +163,46 @@ __global__ void __launch_bounds__(Block, MinBlocks)
                                         pixel / scene.params.width, range.first_sample + sample_local));
 }
 
+/// The megakernel for a Tier 2 medium (docs/design/tracer.md §7.7, §10.1): one instantiation per material class
+/// (kKind: uniaxial, or isotropic with inclusions) and environment (kHdr: the map's HdrEnv, else the analytic
+/// environments); thread i = pixel_local·spp + sample_local as in transport_main_kernel, each tuple
+/// trace_sample_medium, one launch.
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kKind, bool kHdr>
+__global__ void __launch_bounds__(Block, MinBlocks)
+    transport_medium_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
+                            const ChunkRange range, float* __restrict__ tuples,
+                            std::uint32_t* __restrict__ nonfinite) {
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
+  load_planes(planes, scene);
+  const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
+  if (i >= count) return;
+  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
+  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
+  const std::uint32_t pixel = range.pixel_offset + pixel_local;
+  const std::uint32_t x = pixel % scene.params.width, y = pixel / scene.params.width;
+  const std::uint32_t s = range.first_sample + sample_local;
+  physics::SampleXyz r;
+  if constexpr (kHdr) {
+    r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, physics::HdrEnv{map}, x, y,
+                                            s);
+  } else {
+    r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, physics::AnalyticEnv{}, x, y,
+                                            s);
+  }
+  store_tuple(tuples, nonfinite, i, r);
+}
+
+template <std::uint32_t kKind, bool kHdr>
+void launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView& map, const ChunkRange& range,
+                   float* tuples, std::uint32_t* nonfinite, CUstream_st* stream) {
+  constexpr unsigned kBlock = 256;
+  const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
+  const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
+  transport_medium_kernel<kBlock, 2, kKind, kHdr>
+      <<<grid, kBlock, 0, stream>>>(scene, map, range, tuples, nonfinite);
+}
+
 /// Thread ↔ pixel: sums[p] (global, seeded with the caller's running sums) += that pixel's tuples in
 /// ascending sample order, one float add at a time — the same order as the CPU tracer (docs/design/tracer.md §9 G2/G3).
 __global__ void reduce_xyz_kernel(const float* __restrict__ tuples, float* __restrict__ sums,
@@ -263,7 +304,22 @@ Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std
   const ChunkRange& range = args.range;
   // Every configuration of kKernelConfigs (checked above) maps to one instantiation.
   const KernelConfig& cfg = args.kernel;
-  if (hdr != nullptr) {
+  const physics::MediumParams& md = scene.medium;
+  if (md.kind != physics::kMediumIsotropic || md.sigma_s > 0.0f) {
+    const physics::EnvMapView map = hdr != nullptr ? *hdr : physics::EnvMapView{};
+    if (md.kind == physics::kMediumUniaxial) {
+      if (hdr != nullptr)
+        launch_medium<physics::kMediumUniaxial, true>(scene, map, range, tuples, nonfinite, stream);
+      else
+        launch_medium<physics::kMediumUniaxial, false>(scene, map, range, tuples, nonfinite, stream);
+    } else {
+      if (hdr != nullptr)
+        launch_medium<physics::kMediumIsotropic, true>(scene, map, range, tuples, nonfinite, stream);
+      else
+        launch_medium<physics::kMediumIsotropic, false>(scene, map, range, tuples, nonfinite, stream);
+    }
+    FT_CUDA_LAUNCH_CHECK("transport_medium_kernel<<<>>>", stream);
+  } else if (hdr != nullptr) {
     constexpr unsigned kBlock = 256;
     const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
     const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);

@@ -12,6 +12,7 @@
 
 #include "facetrace/runtime/testing/simulated_executor.h"
 #include "gpu/ops.h"
+#include "physics/medium.h"
 #include "physics/transport.h"
 
 namespace facetrace::tracer::testing {
@@ -35,8 +36,16 @@ inline Status sim_trace_chunk(runtime::SimDevice& dev, const runtime::OpArgs& a,
   for (std::uint32_t i = 0; i < range.pixel_count; ++i) {
     const std::uint32_t p = range.pixel_offset + i;
     for (std::uint32_t s = 0; s < range.spp; ++s) {
-      const auto r = physics::trace_sample(scene.params, scene.planes, p % scene.params.width,
-                                           p / scene.params.width, range.first_sample + s);
+      const std::uint32_t x = p % scene.params.width, y = p / scene.params.width;
+      const std::uint32_t si = range.first_sample + s;
+      const physics::MediumParams& md = scene.medium;
+      const auto r = md.kind == physics::kMediumUniaxial
+                         ? physics::trace_sample_medium<physics::kMediumUniaxial>(
+                               scene.params, md, scene.planes, physics::AnalyticEnv{}, x, y, si)
+                     : md.sigma_s > 0.0f
+                         ? physics::trace_sample_medium<physics::kMediumIsotropic>(
+                               scene.params, md, scene.planes, physics::AnalyticEnv{}, x, y, si)
+                         : physics::trace_sample(scene.params, scene.planes, x, y, si);
       if (!r.finite) ++nonfinite;
       sums[3 * i] += r.x;
       sums[3 * i + 1] += r.y;

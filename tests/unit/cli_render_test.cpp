@@ -186,11 +186,13 @@ TEST_F(CliRender, DoneIsZeroAndJsonSummarisesTheRender) {
 }
 
 TEST_F(CliRender, SceneTheTracerCannotRenderIsAFailure) {
-  std::ofstream(path("tier2.json")) << R"({"material": {"preset": "diamond", "scattering_sigma_s": 0.5}})";
-  const Run r = run(tiny({"tier2.json"}));
+  // Topaz is biaxial: Tier 3, which neither tracer implements.
+  std::ofstream(path("tier3.json")) << R"({"material": {"preset": "topaz"}})";
+  const Run r = run(tiny({"tier3.json"}));
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.err.find("not supported"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(path("tier2.png")));
+  EXPECT_NE(r.err.find("biaxial"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("tier3.png")));
 }
 
 TEST_F(CliRender, InvalidSceneIsFortyTwoAndAMissingFileIsBadInput) {

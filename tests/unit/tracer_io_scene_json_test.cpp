@@ -211,11 +211,15 @@ TEST(MaterialCatalogue, every_preset_is_valid_has_its_published_index_and_the_ri
                           m->optical_character == ft::OpticalCharacter::kUniaxialNeg;
     EXPECT_EQ(biaxial, e->tier == 3);
     EXPECT_EQ(uniaxial, e->tier == 2);
-    if (e->tier == 1) {
-      EXPECT_TRUE(t.status().ok());
+    if (e->tier <= 2) {
+      EXPECT_TRUE(t.status().ok()) << e->name << ": " << t.status().what();  // uniaxial: both tracers
+      EXPECT_EQ(t.uniaxial, e->tier == 2) << e->name;
     } else {
       EXPECT_EQ(t.status().code(), Code::kNotSupported);
-      EXPECT_MESSAGE_HAS(t.status().what(), "birefringence");
+      EXPECT_MESSAGE_HAS(t.status().what(), "biaxial birefringence");
+    }
+    if (e->tier >= 2) {
+      EXPECT_MESSAGE_HAS(t.features.at(0), "birefringence");
       EXPECT_GT(std::fabs(m->birefringence_delta), 1e-4f);
       EXPECT_NE(m->crystal_system, ft::CrystalSystem::kCubic);
     }
@@ -528,7 +532,10 @@ TEST(SceneJsonFiles, an_hdr_environment_is_read_and_checked_with_the_scene) {
   EXPECT_EQ(s->environment_map_sha256, sha);
   const ft::TierFeatures t = ft::tier_features(*s);
   EXPECT_EQ(t.tier, 2);
-  EXPECT_MESSAGE_HAS(t.status().what(), "HDR environment");
+  EXPECT_TRUE(t.hdr_environment);
+  EXPECT_TRUE(t.uniaxial);  // emerald
+  EXPECT_TRUE(t.status().ok()) << t.status().what();  // an HDR map and a uniaxial stone: both tracers
+  EXPECT_EQ(t.features.at(0), "HDR environment (Tier 2)");
   auto back = ft::scene_from_json(ft::scene_to_json(*s));  // the resolved path reads back from anywhere
   ASSERT_TRUE(back.ok()) << back.status().what();
   EXPECT_EQ(ft::scene_to_json(*back), ft::scene_to_json(*s));

@@ -238,6 +238,27 @@ TEST(SceneTier, classifies_features) {
   EXPECT_EQ(ft::tier_features(s).tier, 2);
 }
 
+TEST(SceneTier, uniaxial_stones_and_inclusions_are_traced_by_both_tracers_and_biaxial_ones_refused) {
+  ft::Scene s = ft::builtin_diamond_scene();
+  s.material = ft::material_preset("ruby").value();
+  s.material.scattering_sigma_s = 1.5f;
+  s.material.scattering_g = 0.3f;
+  ft::TierFeatures t = ft::tier_features(s);
+  EXPECT_EQ(t.tier, 2);
+  EXPECT_TRUE(t.uniaxial);
+  EXPECT_EQ(t.features,
+            (std::vector<std::string>{"uniaxial birefringence (material.birefringence_delta, Tier 2)",
+                                      "inclusions (material.scattering_sigma_s, Tier 2)"}));
+  EXPECT_TRUE(t.status().ok()) << t.status().what();
+  EXPECT_TRUE(t.gpu_status().ok()) << t.gpu_status().what();
+  s.material = ft::material_preset("tanzanite").value();
+  t = ft::tier_features(s);
+  EXPECT_EQ(t.tier, 3);
+  EXPECT_FALSE(t.uniaxial);
+  EXPECT_EQ(t.status().code(), Code::kNotSupported);
+  EXPECT_NE(t.gpu_status().what().find("biaxial birefringence"), std::string::npos) << t.gpu_status().what();
+}
+
 TEST(SceneTier, names_every_feature_beyond_tier_one_in_one_not_supported_status) {
   ft::Scene s = ft::builtin_diamond_scene();
   EXPECT_TRUE(ft::tier_features(s).features.empty());
@@ -255,7 +276,7 @@ TEST(SceneTier, names_every_feature_beyond_tier_one_in_one_not_supported_status)
       t.status().what(),
       "the scene needs lighting preset DaylightSun (Tier 2), edge rounding (material.edge_rounding_radius, "
       "Tier 2), fluorescence (Tier 3); the CPU tracer implements Tier 1 (lighting presets Daylight, "
-      "RingLights, LightTent, IlluminantA) and HDR environments");
+      "RingLights, LightTent, IlluminantA), HDR environments, uniaxial stones and inclusions");
   // The CPU tracer refuses it with the same status.
   ft::Film f(s.width, s.height);
   EXPECT_EQ(ft::cpu_accumulate(s, 0, 1, f).what(), t.status().what());

@@ -11,6 +11,7 @@
 
 #include "facetrace/core/parallel.h"
 
+#include "physics/medium.h"
 #include "physics/transport.h"
 #include "cpu/trace_params.h"
 
@@ -64,10 +65,31 @@ template <class Sample>
 /// Adds samples [first_sample, first_sample + samples) of the pixels [x0, x1) × [y0, y1) to `xyz` (3 floats
 /// per pixel, row stride `width`), each pixel in ascending sample order. Returns the non-finite count.
 /// `hdr` null: the analytic environments (physics::trace_sample); else the HDR map (trace_sample_env).
-FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params, const physics::FacetPlane* planes,
+/// `medium` null: a clear isotropic stone; else the Tier 2 transport of physics/medium.h.
+FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params,
+                                       const physics::MediumParams* medium, const physics::FacetPlane* planes,
                                        const physics::EnvMapView* hdr, std::uint32_t x0, std::uint32_t x1,
                                        std::uint32_t y0, std::uint32_t y1, std::uint32_t width,
                                        std::uint64_t first_sample, std::uint32_t samples, float* xyz) {
+  if (medium != nullptr) {
+    const physics::MediumParams& m = *medium;
+    auto run = [&](const auto& env) {
+      if (m.kind == physics::kMediumUniaxial) {
+        return tile_loop(
+            [&](std::uint32_t x, std::uint32_t y, std::uint32_t s) {
+              return physics::trace_sample_medium<physics::kMediumUniaxial>(params, m, planes, env, x, y, s);
+            },
+            x0, x1, y0, y1, width, first_sample, samples, xyz);
+      }
+      return tile_loop(
+          [&](std::uint32_t x, std::uint32_t y, std::uint32_t s) {
+            return physics::trace_sample_medium<physics::kMediumIsotropic>(params, m, planes, env, x, y, s);
+          },
+          x0, x1, y0, y1, width, first_sample, samples, xyz);
+    };
+    if (hdr != nullptr) return run(physics::HdrEnv{*hdr});
+    return run(physics::AnalyticEnv{});
+  }
   if (hdr != nullptr) {
     const physics::HdrEnv env{*hdr};
     return tile_loop([&](std::uint32_t x, std::uint32_t y,
@@ -94,6 +116,8 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
   if (samples == 0) return {};
 
   const physics::TraceParams params = make_trace_params(scene);
+  const physics::MediumParams medium = make_medium_params(scene);
+  const physics::MediumParams* medium_ptr = needs_medium_transport(medium) ? &medium : nullptr;
   const std::vector<physics::FacetPlane> planes = make_facet_planes(scene);
   const physics::FacetPlane* plane_ptr = planes.empty() ? nullptr : planes.data();
   physics::EnvMapView hdr_view{};
@@ -122,8 +146,8 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
         const auto tile = static_cast<std::uint32_t>(index);
         const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
         const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
-        nonfinite.fetch_add(detail::trace_tile(params, plane_ptr, hdr, x0, x1, y0, y1, scene.width,
-                                               first_sample, samples, film.xyz.data()),
+        nonfinite.fetch_add(detail::trace_tile(params, medium_ptr, plane_ptr, hdr, x0, x1, y0, y1,
+                                               scene.width, first_sample, samples, film.xyz.data()),
                             std::memory_order_relaxed);
         for (std::uint32_t y = y0; y < y1; ++y)
           for (std::uint32_t x = x0; x < x1; ++x) film.samples[std::size_t{y} * scene.width + x] += samples;

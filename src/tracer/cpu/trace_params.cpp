@@ -223,6 +223,31 @@ physics::TraceParams make_trace_params(const Scene& scene) {
   return p;
 }
 
+physics::MediumParams make_medium_params(const Scene& scene) {
+  physics::MediumParams md{};
+  const Material& m = scene.material;
+  const bool biaxial = m.optical_character == OpticalCharacter::kBiaxialPos ||
+                       m.optical_character == OpticalCharacter::kBiaxialNeg;
+  if (tier_features(scene).uniaxial && !biaxial) {
+    md.kind = physics::kMediumUniaxial;
+    md.delta = m.birefringence_delta;
+    const double cx = m.c_axis[0], cy = m.c_axis[1], cz = m.c_axis[2];
+    const double len = std::sqrt(cx * cx + cy * cy + cz * cz);  // validate_scene refused a (near) zero axis
+    md.c_axis = to_vec(cx / len, cy / len, cz / len);
+    const std::size_t bands = std::min<std::size_t>(m.e_ray.size(), physics::kMaxBands);
+    md.e_band_count = static_cast<std::uint32_t>(bands);
+    for (std::size_t i = 0; i < bands; ++i) {
+      md.e_bands[i] = physics::GaussianBand{m.e_ray[i].peak, m.e_ray[i].centre, m.e_ray[i].width,
+                                            static_cast<std::uint32_t>(m.e_ray[i].domain)};
+    }
+  }
+  if (m.scattering_sigma_s > 0.0f) {
+    md.sigma_s = m.scattering_sigma_s * m.absorption_path_scale;
+    md.hg_g = m.scattering_g;
+  }
+  return md;
+}
+
 std::vector<physics::FacetPlane> make_facet_planes(const Scene& scene) {
   std::vector<physics::FacetPlane> out;
   out.reserve(scene.planes.size());

@@ -122,6 +122,7 @@ TraceWorkload::TraceWorkload(const Scene& scene, std::uint32_t first_sample, std
   if (tier_.ok()) {
     TraceChunkArgs a{};  // zeroed: the planes past plane_count travel as zeros, not stack bytes
     a.chunk.scene.params = make_trace_params(scene_);
+    a.chunk.scene.medium = make_medium_params(scene_);
     const auto planes = make_facet_planes(scene_);
     std::copy(planes.begin(), planes.end(), a.chunk.scene.planes);
     a.chunk.range.first_sample = first_sample_;

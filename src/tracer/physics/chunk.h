@@ -72,6 +72,28 @@ struct TraceParams {
 static_assert(sizeof(TraceParams) == 392, "TraceParams layout is shared with the device");
 static_assert(std::is_standard_layout_v<TraceParams> && std::is_trivially_copyable_v<TraceParams>);
 
+/// Media beyond Tier 1's isotropic glass (docs/design/tracer.md §7.6, §7.7): kMediumIsotropic is traced by
+/// path_step_env alone; kMediumUniaxial by path_step_uniaxial (physics/medium.h).
+inline constexpr std::uint32_t kMediumIsotropic = 0;  // docs/design/tracer.md §7.7
+inline constexpr std::uint32_t kMediumUniaxial = 1;   // docs/design/tracer.md §7.7
+
+/// The material beyond TraceParams' isotropic part (docs/design/tracer.md §7.7): the optic axis and the
+/// extraordinary index and bands of a uniaxial stone, and Henyey–Greenstein inclusions. Zero-initialised means
+/// an isotropic clear stone (Tier 1), which the megakernel traces without reading it.
+struct MediumParams {
+  std::uint32_t kind;          ///< kMediumIsotropic or kMediumUniaxial
+  std::uint32_t e_dispersion;  ///< 1: n_e(λ) from e_disp; 0: n_e = n_o(λ) + delta
+  float delta;                 ///< Δ = n_e − n_o (used when e_dispersion is 0)
+  Vec3 c_axis;                 ///< unit optic axis in the stone's frame
+  DispersionCoeffs e_disp;     ///< the extraordinary curve (e_dispersion 1)
+  std::uint32_t e_band_count;  ///< ≤ kMaxBands; 0 = α_e equals α_o (no pleochroism)
+  float sigma_s;               ///< scattering coefficient × absorption_path_scale (0 = no inclusions)
+  float hg_g;                  ///< Henyey–Greenstein asymmetry, |g| < 1
+  GaussianBand e_bands[kMaxBands];
+};
+static_assert(sizeof(MediumParams) == 192, "MediumParams layout is shared with the device");
+static_assert(std::is_standard_layout_v<MediumParams> && std::is_trivially_copyable_v<MediumParams>);
+
 /// One sample's result: f32 XYZ after max(·, 0); finite = 0 when the raw value was non-finite, in which case
 /// xyz is 0 but the sample still counts in N (docs/design/tracer.md §8 "Finish").
 struct SampleXyz {
@@ -85,6 +107,7 @@ static_assert(sizeof(SampleXyz) == 16, "SampleXyz layout");
 /// params.plane_count are unused.
 struct ChunkScene {
   TraceParams params;
+  MediumParams medium;
   FacetPlane planes[kMaxPlanes];
 };
 static_assert(sizeof(ChunkScene) <= 4000, "ChunkScene must fit the 4 KiB kernel-parameter space");

@@ -29,9 +29,11 @@ inline constexpr std::uint32_t kStreamFrostedDir1 = 0x27D4EB2Fu;   // docs/desig
 inline constexpr std::uint32_t kStreamFrostedDir2 = 0x165667B1u;   // docs/design/tracer.md §9 (facetrace)
 inline constexpr std::uint32_t kStreamHgDistance = 0xD3A2646Du;    // docs/design/tracer.md §9 (facetrace)
 inline constexpr std::uint32_t kStreamHgDirection = 0xFD7046C5u;   // docs/design/tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamNee = 0xB55A4F09u;           // docs/design/tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamNeeColumn = 0x7FEB352Du;     // docs/design/tracer.md §9 (facetrace)
-inline constexpr std::uint32_t kStreamBiaxialMode = 0x68E31DA5u;   // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamHgDirection2 =
+    0x2C1B3C6Du;                                          // docs/design/tracer.md §9 (facetrace): HG φ
+inline constexpr std::uint32_t kStreamNee = 0xB55A4F09u;  // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamNeeColumn = 0x7FEB352Du;    // docs/design/tracer.md §9 (facetrace)
+inline constexpr std::uint32_t kStreamBiaxialMode = 0x68E31DA5u;  // docs/design/tracer.md §9 (facetrace)
 
 /// The u32 finaliser hash (docs/design/tracer.md §9): x·=0x85EBCA6B; x^=x≫13; x·=0xC2B2AE35; x^=x≫16.
 FT_HD std::uint32_t hash_u32(std::uint32_t x) {

@@ -204,6 +204,129 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
   ps.b = 0;
 }
 
+namespace detail {
+
+/// §7.2 step 2, a miss: each live channel adds max(I_k, 0)·L(dir, λ_k) (the backdrop for a camera ray) to its
+/// staged split radiance, which `split` then holds; under NEE an escape sampled by a frosted bounce carries the
+/// power-heuristic weight against NEE (§6.1). The path ends.
+template <class Env>
+FT_HD void path_escape(PathState& ps, const TraceParams& p, const Env& env, Vec3 dir, std::uint32_t b,
+                       float escape_bsdf_pdf) {
+  // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
+  typename Env::Lookup look = env.miss(p, dir, b);
+  if constexpr (Env::kNee) {
+    if (escape_bsdf_pdf > 0.0f) Env::scale(look, env_mis_weight(escape_bsdf_pdf, env_pdf(env.map, dir)));
+  }
+  // A zero channel would add +0 (max(±0, 0)·shape·S = +0): its split value stands as it is.
+  FT_CHANNELS for (int k = 0; k < kChannels; ++k) {
+    if (!((ps.live >> k) & 1u)) continue;
+    ps.split[k] = env.radiance(p, look, maxf(ps.st[k][0], 0.0f), ps.hero, k) + ps.split[k];
+  }
+}
+
+/// §7.2 steps 9–10 and the bounce count: stores the new ray (origin pos + 1e-4·dir), plays Russian roulette
+/// for b > 4 and cuts the path at max_bounces. Returns path_step's answer (true: the path goes on).
+FT_HD bool end_bounce(PathState& ps, const TraceParams& p, unsigned live, Vec3 pos, Vec3 dir, Vec3 s_prev,
+                      bool inside) {
+  constexpr int K = kChannels;
+  auto& st = ps.st;
+  auto& split = ps.split;
+  const std::uint32_t b = ps.b;
+  ps.live = live;
+
+  // 9. Advance.
+  ps.org = pos + dir * kRayOffset;
+  ps.dir = dir;
+  ps.s_prev = s_prev;
+  ps.inside = inside;
+
+  // 10. Russian roulette (only when b > 4).
+  if (b > kRouletteAfter) {
+    float imax = st[0][0];
+    // A zero channel (±0) can only raise imax when every other is negative, and then q is 0.05 either way.
+    FT_CHANNELS for (int k = 1; k < K; ++k) {
+      if ((live >> k) & 1u) imax = maxf(imax, st[k][0]);
+    }
+    const float q = clampf(imax, kRouletteMin, 1.0f);
+    if (stream_uniform(ps.seed, b, kStreamRoulette) > q) {
+      FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
+      return false;
+    }
+    const float inv_q = 1.0f / q;
+    FT_CHANNELS for (int k = 0; k < K; ++k) {
+      if ((live >> k) & 1u) {
+        st[k][0] *= inv_q;
+        st[k][1] *= inv_q;
+        st[k][2] *= inv_q;
+        st[k][3] *= inv_q;
+      }
+      split[k] *= inv_q;
+    }
+  }
+  ps.b = b + 1;
+  if (ps.b < p.max_bounces) return true;
+  FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // cut at max_bounces: no radiance
+  return false;
+}
+
+/// Henyey–Greenstein direction about unit w with asymmetry g (docs/design/tracer.md §7.7): cos θ by inversion of
+/// the HG distribution, cos θ = (1 + g² − ((1 − g²)/(1 − g + 2g·u1))²)/(2g) (isotropic for |g| < 1e-3), φ = 2π·u2.
+/// The phase function equals its density, so the scattering weight is 1.
+FT_HD Vec3 hg_direction(Vec3 w, float g, float u1, float u2) {
+  float cos_t;
+  if (fabsf(g) < 1e-3f) {
+    cos_t = 1.0f - 2.0f * u1;
+  } else {
+    const float sq = (1.0f - g * g) / (1.0f - g + 2.0f * g * u1);
+    cos_t = (1.0f + g * g - sq * sq) / (2.0f * g);
+  }
+  cos_t = clampf(cos_t, -1.0f, 1.0f);
+  const float sin_t = sqrtf(maxf(0.0f, 1.0f - cos_t * cos_t));
+  const float phi = 2.0f * kPi * u2;
+  Vec3 t, bb;
+  orthonormal_basis(w, t, bb);
+  return normalize(t * (sin_t * cosf(phi)) + bb * (sin_t * sinf(phi)) + w * cos_t);
+}
+
+/// Inclusions on a segment of length t_hit inside the stone (docs/design/tracer.md §7.7, tracer.md §7.5): the free
+/// path is drawn from the hero's extinction σ_t = α_hero + σ_s (stream kStreamHgDistance). On a scatter
+/// (t_free < t_hit) every live channel's Stokes vector becomes (I_k·σ_s·e^(−σ_t,k·t)/(σ_t,0·(1 − u)), 0, 0, 0)
+/// and pdf[k] gains σ_t,k·e^(−σ_t,k·t); otherwise S_k gains e^(−σ_t,k·t_hit)/e^(−σ_t,0·t_hit) and pdf[k]
+/// e^(−σ_t,k·t_hit) — the hero's Beer–Lambert factor then lives in its sampling probability, so the caller
+/// applies no absorption to this segment. alpha(k) is channel k's α·path_scale for the path's mode. Returns
+/// t_free on a scatter, −1 otherwise. Follows the reference renderer's estimator (suitable-name/indicatrix,
+/// crates/indicatrix/src/optics/raytracer/scattering/hg.rs), written anew.
+template <class Alpha>
+FT_HD float inclusion_segment(PathState& ps, const MediumParams& m, float t_hit, unsigned live,
+                              const Alpha& alpha) {
+  const float sig0 = alpha(0) + m.sigma_s;
+  const float one_minus_u = maxf(1.0f - stream_uniform(ps.seed, ps.b, kStreamHgDistance), 1e-7f);
+  const float t_free = -logf(one_minus_u) / sig0;
+  const bool scatter = t_free < t_hit;
+  const float t = scatter ? t_free : t_hit;
+  const float hero_den = scatter ? sig0 * one_minus_u : maxf(expf(-sig0 * t_hit), 1e-30f);
+  FT_CHANNELS for (int k = 0; k < kChannels; ++k) {
+    const float sig = k == 0 ? sig0 : alpha(k) + m.sigma_s;
+    const float tr = expf(-sig * t);
+    ps.pdf[k] *= scatter ? sig * tr : tr;
+    if (!((live >> k) & 1u)) continue;
+    float* sk = ps.st[k];
+    if (scatter) {
+      sk[0] *= tr * m.sigma_s / hero_den;
+      sk[1] = sk[2] = sk[3] = 0.0f;  // depolarised
+    } else {
+      const float w = tr / hero_den;
+      sk[0] *= w;
+      sk[1] *= w;
+      sk[2] *= w;
+      sk[3] *= w;
+    }
+  }
+  return scatter ? t_free : -1.0f;
+}
+
+}  // namespace detail
+
 /// One bounce of the path (docs/design/tracer.md §7.2 steps 1–10). Returns true when the path goes on; false when it
 /// ended (miss, roulette, or max_bounces reached), with ps.split then holding the radiance. Requires
 /// ps.b < p.max_bounces.
@@ -217,9 +340,12 @@ FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std:
 /// Long (≈ 240 lines) on purpose: this is the megakernel's hot loop body, one straight-line function so the
 /// compiler keeps a bounce's state in registers; splitting the path state's steps into calls raised the
 /// spills (benchmarks/NOTES.md), and CPU and GPU share it bit for bit.
-template <class Env>
+///
+/// kScatter (with `medium`): HG inclusions inside the stone (docs/design/tracer.md §7.7) before the facet; the
+/// instantiation without them is the Tier 1 code unchanged.
+template <class Env, bool kScatter = false>
 FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* planes, const Env& env,
-                         EnvPathState& es) {
+                         EnvPathState& es, const MediumParams* medium = nullptr) {
   constexpr int K = kChannels;
   auto& st = ps.st;
   auto& pdf = ps.pdf;
@@ -241,19 +367,26 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
   if (!misses_bound(p.bound_radius2, org, dir) &&
       !(inside && exit_from_inside(planes, p.plane_count, p.bound_radius2, org, dir, hit)))
     hit = intersect_polyhedron(planes, p.plane_count, org, dir);
+  bool absorbed = false;  // kScatter: the segment's extinction is already applied
+  if constexpr (kScatter) {
+    if (inside && hit.plane >= 0) {
+      const float t_free = detail::inclusion_segment(ps, *medium, hit.t, ps.live,
+                                                     [&](int k) { return channel_alpha(p, ps.hero, k); });
+      if (t_free >= 0.0f) {
+        // A scatter: one HG direction for every channel (nothing diverges), depolarised (§7.7).
+        const Vec3 new_dir =
+            detail::hg_direction(dir, medium->hg_g, stream_uniform(seed, b, kStreamHgDirection),
+                                 stream_uniform(seed, b, kStreamHgDirection2));
+        Vec3 t_axis, b_axis;
+        detail::orthonormal_basis(new_dir, t_axis, b_axis);
+        return detail::end_bounce(ps, p, ps.live, org + dir * t_free, new_dir, t_axis, true);
+      }
+      absorbed = true;
+    }
+  }
   // 2. Miss: add the environment, commit the staged split radiance, stop.
   if (hit.plane < 0) {
-    // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
-    typename Env::Lookup look = env.miss(p, dir, b);
-    if constexpr (Env::kNee) {
-      // An escape sampled by a frosted bounce: the power-heuristic weight against NEE (§6.1).
-      if (escape_bsdf_pdf > 0.0f) Env::scale(look, env_mis_weight(escape_bsdf_pdf, env_pdf(env.map, dir)));
-    }
-    // A zero channel would add +0 (max(±0, 0)·shape·S = +0): its split value stands as it is.
-    FT_CHANNELS for (int k = 0; k < K; ++k) {
-      if (!((ps.live >> k) & 1u)) continue;
-      split[k] = env.radiance(p, look, detail::maxf(st[k][0], 0.0f), ps.hero, k) + split[k];
-    }
+    detail::path_escape(ps, p, env, dir, b, escape_bsdf_pdf);
     return false;
   }
   const FacetPlane pl = planes[hit.plane];
@@ -275,7 +408,7 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
     s_prev = s_curr;
   }
   // 4. Absorption inside (Beer–Lambert; path_scale folded into α), per channel below.
-  const bool absorb = inside && p.band_count;
+  const bool absorb = inside && p.band_count && !absorbed;
 
   // 5. Boundary: orient the normal against the ray.
   float cos_i = -dot(dir, nrm);
@@ -442,41 +575,7 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
     inside = !inside;
   }
 
-  ps.live = live;
-
-  // 9. Advance.
-  ps.org = pos + dir * kRayOffset;
-  ps.dir = dir;
-  ps.s_prev = s_prev;
-  ps.inside = inside;
-
-  // 10. Russian roulette (only when b > 4).
-  if (b > kRouletteAfter) {
-    float imax = st[0][0];
-    // A zero channel (±0) can only raise imax when every other is negative, and then q is 0.05 either way.
-    FT_CHANNELS for (int k = 1; k < K; ++k) {
-      if ((live >> k) & 1u) imax = detail::maxf(imax, st[k][0]);
-    }
-    const float q = detail::clampf(imax, kRouletteMin, 1.0f);
-    if (stream_uniform(seed, b, kStreamRoulette) > q) {
-      FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // staged split radiance is discarded
-      return false;
-    }
-    const float inv_q = 1.0f / q;
-    FT_CHANNELS for (int k = 0; k < K; ++k) {
-      if ((live >> k) & 1u) {
-        st[k][0] *= inv_q;
-        st[k][1] *= inv_q;
-        st[k][2] *= inv_q;
-        st[k][3] *= inv_q;
-      }
-      split[k] *= inv_q;
-    }
-  }
-  ps.b = b + 1;
-  if (ps.b < p.max_bounces) return true;
-  FT_CHANNELS for (int k = 0; k < K; ++k) split[k] = 0.0f;  // cut at max_bounces: no radiance
-  return false;
+  return detail::end_bounce(ps, p, live, pos, dir, s_prev, inside);
 }
 
 /// path_step_env with the analytic environments (Tier 1): the function the megakernel runs.

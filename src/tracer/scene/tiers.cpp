@@ -32,8 +32,13 @@ TierFeatures tier_features(const Scene& s) {
     need(2, "HDR environment (Tier 2)", true);  // docs/design/tracer.md §6.1: on the CPU
     t.hdr_environment = true;
   }
-  if (anisotropic) need(biaxial ? 3 : 2, "birefringence (material.birefringence_delta, Tier 2/3)");
-  if (m.scattering_sigma_s > 0.0f) need(2, "inclusions (material.scattering_sigma_s, Tier 2)");
+  if (anisotropic && biaxial) need(3, "biaxial birefringence (material.optical_character, Tier 3)");
+  if (anisotropic && !biaxial) {
+    need(2, "uniaxial birefringence (material.birefringence_delta, Tier 2)", true);  // §7.7: both tracers
+    t.uniaxial = true;
+  }
+  if (m.scattering_sigma_s > 0.0f)
+    need(2, "inclusions (material.scattering_sigma_s, Tier 2)", true);  // §7.7: both tracers
   if (m.edge_rounding_radius > 0.0f) need(2, "edge rounding (material.edge_rounding_radius, Tier 2)");
   if (m.fluorescence) need(3, "fluorescence (Tier 3)");
   if (s.tools) need(3, "tools (Tier 3)");
@@ -53,7 +58,7 @@ Status refusal(const std::vector<std::string>& not_implemented, const char* trac
   if (not_implemented.empty()) return {};
   return not_supported("the scene needs " + join(not_implemented) + "; the " + tracer +
                        " tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
-                       "IlluminantA) and HDR environments");
+                       "IlluminantA), HDR environments, uniaxial stones and inclusions");
 }
 
 }  // namespace

@@ -1,0 +1,452 @@
+/// @file
+/// Tier 2 media in the transport (docs/design/tracer.md §7.7): the uniaxial bounce step path_step_uniaxial (the
+/// physics of uniaxial.h: Snell and Fresnel on the wave normal k, intersection and path length on the ray S, the
+/// mode choice, relabelling at internal reflections, pleochroism) with Henyey–Greenstein inclusions, and
+/// trace_sample_medium, the entry the CPU tracer and the GPU's medium kernels share for every scene whose
+/// MediumParams is not a clear isotropic stone. Isotropic stones with inclusions run path_step_env<Env, true>.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "chunk.h"
+#include "host_device.h"
+#include "transport.h"
+#include "uniaxial.h"
+#include "vec3.h"
+
+namespace facetrace::tracer::physics {
+
+/// What a uniaxial path carries beside PathState (docs/design/tracer.md §7.7), like EnvPathState for NEE: the wave
+/// normal k (ps.dir is the ray S; the two are equal outside and for the o mode), the mode label inside, and
+/// n_e(λ_k) per channel (PathState::n_k holds n_o(λ_k)).
+struct MediumPathState {
+  Vec3 k;
+  std::uint32_t mode;
+  float ne_k[kChannels];
+};
+
+/// Channel k's extraordinary absorption α_e(λ_k)·path_scale: the e_ray bands, or α_o when there are none.
+FT_HD float channel_alpha_e(const TraceParams& p, const MediumParams& m, float hero, int k) {
+  if (m.e_band_count == 0) return channel_alpha(p, hero, k);
+  return absorption_coefficient(m.e_bands, m.e_band_count, channel_lambda(hero, k)) * p.path_scale;
+}
+
+/// The medium's part of path_begin: k = the camera ray, n_e(λ_k) from the e curve or n_o + Δ.
+FT_HD void medium_begin(MediumPathState& ms, const PathState& ps, const MediumParams& m) {
+  ms.k = ps.dir;
+  ms.mode = kModeOrdinary;
+  FT_CHANNELS for (int k = 0; k < kChannels; ++k) {
+    ms.ne_k[k] =
+        m.e_dispersion ? refractive_index(m.e_disp, channel_lambda(ps.hero, k)) : ps.n_k[k] + m.delta;
+  }
+}
+
+namespace detail {
+
+/// The ray S a channel takes into the crystal in `mode` (docs/design/tracer.md §7.6), without the amplitudes: k has
+/// the incident tangential component n1·d_t (Snell on k) and the mode's normal root; false when the mode is
+/// evanescent. The cheap test of whether a channel follows the hero into the stone.
+FT_HD bool entry_ray(Vec3 d, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e, std::uint32_t mode,
+                     Vec3& ray) {
+  const Vec3 z = -n_out;  // into the crystal
+  const Vec3 kt = (d - z * dot(d, z)) * n1;
+  const float kt2 = dot(kt, kt);
+  if (mode == kModeOrdinary) {
+    const float q2 = n_o * n_o - kt2;
+    if (q2 < 0.0f) return false;
+    ray = normalize(kt + z * sqrtf(q2));
+    return true;
+  }
+  const float de = n_e * n_e - n_o * n_o;
+  const float ga = dot(c, z), ca = dot(c, kt);
+  const float a = n_o * n_o + de * ga * ga;
+  const float bq = de * ca * ga;
+  const float cq = kt2 * n_o * n_o + de * ca * ca - n_o * n_o * n_e * n_e;
+  const float disc = bq * bq - a * cq;
+  if (disc < 0.0f) return false;
+  const Vec3 k = normalize(kt + z * ((-bq + sqrtf(disc)) / a));
+  ray = extraordinary_ray(k, c, n_o, n_e);
+  return true;
+}
+
+/// Channel k's α·path_scale along the path's mode: α_o for o, eᵀAe along the e wave's E for e (pol, §7.6).
+FT_HD float mode_alpha(const TraceParams& p, const MediumParams& m, float hero, int k, std::uint32_t mode,
+                       Vec3 pol) {
+  const float ao = channel_alpha(p, hero, k);
+  if (mode == kModeOrdinary) return ao;
+  return pleochroic_absorption(pol, m.c_axis, ao, channel_alpha_e(p, m, hero, k));
+}
+
+/// compat ∩= the equivalence classes of the channels' new directions (dirs[k], valid where bit k of ok is set);
+/// channels outside the hero's class stop (S_k = 0, not live). docs/design/tracer.md §7.4 and §7.7.
+FT_HD void intersect_classes(PathState& ps, const Vec3* dirs, unsigned ok, unsigned& live) {
+  constexpr int K = kChannels;
+  std::uint8_t cls[K];
+  FT_UNROLL for (int k = 0; k < K; ++k) cls[k] = static_cast<std::uint8_t>(1u << k);
+  FT_CHANNELS for (int j = 0; j < K; ++j) {
+    FT_CHANNELS for (int k = j + 1; k < K; ++k) {
+      if (((ok >> j) & (ok >> k) & 1u) && dot(dirs[j], dirs[k]) >= kSameDirection) {
+        cls[j] = static_cast<std::uint8_t>(cls[j] | (1u << k));
+        cls[k] = static_cast<std::uint8_t>(cls[k] | (1u << j));
+      }
+    }
+  }
+  FT_CHANNELS for (int k = 0; k < K; ++k) {
+    ps.compat &= ~(static_cast<std::uint64_t>(0xFFu & ~static_cast<unsigned>(cls[k])) << (8 * k));
+    if (k > 0 && !(cls[0] & (1u << k))) {
+      ps.st[k][0] = ps.st[k][1] = ps.st[k][2] = ps.st[k][3] = 0.0f;
+      live &= ~(1u << k);
+    }
+  }
+}
+
+/// The channels whose pdf §8 can still read (pdf[0] and the compat rows of live and split channels), plus the live
+/// ones: the worklist of a uniaxial bounce.
+FT_HD unsigned uniaxial_todo(const PathState& ps, unsigned live) {
+  unsigned needed = 1u;
+  for (unsigned mm = live | ps.split_bits; mm != 0u; mm &= mm - 1u)
+    needed |= static_cast<unsigned>(ps.compat >> (8 * FT_LOWEST_BIT(mm))) & 0xFFu;
+  return needed | live;
+}
+
+FT_HD float clamp_pdf(float v) { return clampf(v, kPdfClampLo, kPdfClampHi); }
+
+}  // namespace detail
+
+/// One bounce of a path through a uniaxial stone (docs/design/tracer.md §7.7): the Tier 1 bounce of path_step_env
+/// with the facet physics of uniaxial.h. Outside, channels carry full Stokes vectors as in Tier 1; inside, a path
+/// is one eigenmode (its polarisation is the mode's), so S_k holds the mode's intensity (I_k, 0, 0, 0). The hero
+/// chooses reflect or transmit with p = clamp(½(R_s + R_p), 0.02, 0.98) at an entry and clamp(R_o + R_e, 0.02,
+/// 0.98) inside (probability 1 past the critical angle), then the mode with p_o clamped to [0.02, 0.98] (entry:
+/// kStreamBirefringent on the transmitted powers; internal reflection: kStreamModeCoupling on the reflected
+/// ones). Channels follow the hero's choices; a channel whose ray S leaves the hero's (1 − 1e-6) stops and
+/// compat is intersected at an entry and at an internal reflection (which can change the mode, and with it a
+/// channel's direction); at an exit a diverging channel is split along its own direction (§7.4). Inside,
+/// non-hero channels of the hero's class use the hero's wave normal. Frosted facets make the same choice with
+/// the same powers, depolarise, send every channel along one cosine-weighted direction and, going inside, pick
+/// the mode 50/50 (unpolarised light splits equally). With σ_s > 0 inclusions act on each inside segment first.
+/// Returns path_step's answer.
+template <class Env>
+FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
+                              const FacetPlane* planes, const Env& env, EnvPathState& es) {
+  constexpr int K = kChannels;
+  auto& st = ps.st;
+  auto& pdf = ps.pdf;
+  const std::uint32_t b = ps.b;
+  const std::uint32_t seed = ps.seed;
+  const Vec3 c = m.c_axis;
+  const Vec3 org = ps.org;
+  Vec3 dir = ps.dir;
+  Vec3 s_prev = ps.s_prev;
+  const bool inside = ps.inside;
+  unsigned live = ps.live;
+  float escape_bsdf_pdf = 0.0f;
+  if constexpr (Env::kNee) {
+    escape_bsdf_pdf = es.bsdf_pdf;
+    es.bsdf_pdf = 0.0f;
+  }
+  // 1. Intersect along S.
+  Hit hit{-1, 0.0f};
+  if (!misses_bound(p.bound_radius2, org, dir) &&
+      !(inside && exit_from_inside(planes, p.plane_count, p.bound_radius2, org, dir, hit)))
+    hit = intersect_polyhedron(planes, p.plane_count, org, dir);
+  const Vec3 pol =
+      inside ? mode_polarisation(ms.mode, ms.k, c, ps.n_k[0], ms.ne_k[0]) : Vec3{0.0f, 0.0f, 0.0f};
+  bool absorbed = false;
+  if (inside && hit.plane >= 0 && m.sigma_s > 0.0f) {
+    const float t_free = detail::inclusion_segment(
+        ps, m, hit.t, live, [&](int k) { return detail::mode_alpha(p, m, ps.hero, k, ms.mode, pol); });
+    if (t_free >= 0.0f) {
+      // A scatter about S: depolarised, so the new wave normal takes either mode with probability ½ (the
+      // half power over the half probability leaves I_k as it is).
+      const Vec3 kn = detail::hg_direction(dir, m.hg_g, stream_uniform(seed, b, kStreamHgDirection),
+                                           stream_uniform(seed, b, kStreamHgDirection2));
+      ms.k = kn;
+      ms.mode = stream_uniform(seed, b, kStreamBirefringent) < 0.5f ? kModeOrdinary : kModeExtraordinary;
+      const Vec3 ray = mode_ray(ms.mode, kn, c, ps.n_k[0], ms.ne_k[0]);
+      Vec3 t_axis, b_axis;
+      detail::orthonormal_basis(kn, t_axis, b_axis);
+      return detail::end_bounce(ps, p, live, org + dir * t_free, ray, t_axis, true);
+    }
+    absorbed = true;
+  }
+  // 2. Miss.
+  if (hit.plane < 0) {
+    detail::path_escape(ps, p, env, dir, b, escape_bsdf_pdf);
+    return false;
+  }
+  const FacetPlane pl = planes[hit.plane];
+  const Vec3 n_out{pl.nx, pl.ny, pl.nz};
+  const Vec3 pos = org + dir * hit.t;
+  const bool frosted = ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u) != 0u;
+  const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
+  unsigned todo = detail::uniaxial_todo(ps, live);
+
+  if (!inside) {
+    // 3. Frame rotation into the plane of incidence, as in Tier 1 (outside, S_k are full Stokes vectors).
+    Vec3 s_curr = cross(dir, n_out);
+    const float s_len2 = dot(s_curr, s_curr);
+    if (s_len2 > 1e-12f) {
+      s_curr = s_curr * (1.0f / sqrtf(s_len2));
+      const float cr = dot(s_prev, s_curr);
+      const float sn = dot(cross(s_prev, s_curr), dir);
+      const float inv = 1.0f / (cr * cr + sn * sn);
+      const float c2 = (cr * cr - sn * sn) * inv, s2 = 2.0f * cr * sn * inv;
+      for (unsigned mm = live; mm != 0u; mm &= mm - 1u) apply_rotation(st[FT_LOWEST_BIT(mm)], c2, s2);
+      s_prev = s_curr;
+    }
+    // 5–7. Entry (Lekner): the hero's solution makes the choice.
+    const UniaxialEntry e0 = uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[0], ms.ne_k[0], s_prev);
+    const float pr = detail::clampf(entry_reflectance_unpolarised(e0), kProbMin, kProbMax);
+    const bool reflect = u_fresnel < pr;
+    if (reflect) {
+      const float scale = (b == 0 ? p.glare : 1.0f) / pr;  // bounce-0 glare (§7.2)
+      for (; todo != 0u; todo &= todo - 1u) {
+        const int k = FT_LOWEST_BIT(todo);
+        const UniaxialEntry ek =
+            k == 0 ? e0 : uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], s_prev);
+        pdf[k] *= detail::clamp_pdf(entry_reflectance_unpolarised(ek));
+        if (!((live >> k) & 1u)) continue;
+        apply_jones(st[k], ek.r, scale);
+        if (frosted) st[k][1] = st[k][2] = st[k][3] = 0.0f;
+      }
+      if (frosted) {
+        dir = detail::cosine_direction(n_out, stream_uniform(seed, b, kStreamFrostedDir1),
+                                       stream_uniform(seed, b, kStreamFrostedDir2));
+        if constexpr (Env::kNee) {
+          if (env.map.nee && b + 1 < p.max_bounces) {
+            es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
+            env_next_event(ps, p, planes, env, es, pos, n_out, live);
+          }
+        }
+        Vec3 t_axis, b_axis;
+        detail::orthonormal_basis(dir, t_axis, b_axis);
+        s_prev = t_axis;
+      } else {
+        dir = e0.k_reflected;
+        s_prev = e0.s_axis;
+      }
+      ms.k = dir;
+      return detail::end_bounce(ps, p, live, pos, dir, s_prev, false);
+    }
+    const float inv_t = 1.0f / (1.0f - pr);
+    if (frosted) {
+      // Into the stone along one cosine-weighted wave normal; the mode 50/50 (depolarised light).
+      for (; todo != 0u; todo &= todo - 1u) {
+        const int k = FT_LOWEST_BIT(todo);
+        const UniaxialEntry ek =
+            k == 0 ? e0 : uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], s_prev);
+        pdf[k] *= detail::clamp_pdf(1.0f - entry_reflectance_unpolarised(ek));
+        if (!((live >> k) & 1u)) continue;
+        const float i =
+            (entry_mode_power(ek, kModeOrdinary, st[k]) + entry_mode_power(ek, kModeExtraordinary, st[k])) *
+            inv_t;
+        st[k][0] = i;
+        st[k][1] = st[k][2] = st[k][3] = 0.0f;
+      }
+      const Vec3 kn = detail::cosine_direction(-n_out, stream_uniform(seed, b, kStreamFrostedDir1),
+                                               stream_uniform(seed, b, kStreamFrostedDir2));
+      std::uint32_t mode =
+          stream_uniform(seed, b, kStreamBirefringent) < 0.5f ? kModeOrdinary : kModeExtraordinary;
+      Vec3 ray = mode_ray(mode, kn, c, ps.n_k[0], ms.ne_k[0]);
+      if (!(dot(ray, n_out) < 0.0f)) {  // an e ray walking off out of the stone at grazing: take the o mode
+        mode = kModeOrdinary;
+        ray = kn;
+      }
+      ms.k = kn;
+      ms.mode = mode;
+      Vec3 t_axis, b_axis;
+      detail::orthonormal_basis(kn, t_axis, b_axis);
+      return detail::end_bounce(ps, p, live, pos, ray, t_axis, true);
+    }
+    // 8. Transmission into one mode (kStreamBirefringent), p_o from the hero's transmitted powers.
+    const float p_o = mode_split_probability(entry_mode_power(e0, kModeOrdinary, st[0]),
+                                             entry_mode_power(e0, kModeExtraordinary, st[0]));
+    const std::uint32_t mode =
+        stream_uniform(seed, b, kStreamBirefringent) < p_o ? kModeOrdinary : kModeExtraordinary;
+    const float pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
+    Vec3 rays[K];
+    unsigned ok = 0u;
+    rays[0] = e0.ray[mode];
+    ok = e0.tir[mode] ? 0u : 1u;
+    FT_CHANNELS for (int k = 1; k < K; ++k) {
+      if (((todo | live) >> k) & 1u)
+        ok |= detail::entry_ray(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], mode, rays[k]) ? 1u << k : 0u;
+    }
+    detail::intersect_classes(ps, rays, ok, live);
+    // The channels still following the hero, and the pdfs §8 can read from here on.
+    todo = detail::uniaxial_todo(ps, live);
+    for (; todo != 0u; todo &= todo - 1u) {
+      const int k = FT_LOWEST_BIT(todo);
+      const UniaxialEntry ek =
+          k == 0 ? e0 : uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], s_prev);
+      const float po_k = entry_mode_power(ek, kModeOrdinary, st[k]);
+      const float pe_k = entry_mode_power(ek, kModeExtraordinary, st[k]);
+      const float pk = mode_split_probability(po_k, pe_k);
+      pdf[k] *= detail::clamp_pdf(1.0f - entry_reflectance_unpolarised(ek)) *
+                (mode == kModeOrdinary ? pk : 1.0f - pk);
+      if (!((live >> k) & 1u)) continue;
+      st[k][0] = (mode == kModeOrdinary ? po_k : pe_k) * inv_t / pm;
+      st[k][1] = st[k][2] = st[k][3] = 0.0f;
+    }
+    ms.k = e0.k[mode];
+    ms.mode = mode;
+    return detail::end_bounce(ps, p, live, pos, e0.ray[mode], e0.s_axis, true);
+  }
+
+  // Inside: 4. absorption along S with the mode's α (unless the inclusions already applied it).
+  if (!absorbed && (p.band_count != 0u || m.e_band_count != 0u)) {
+    for (unsigned mm = live; mm != 0u; mm &= mm - 1u) {
+      const int k = FT_LOWEST_BIT(mm);
+      const float att = expf(-detail::mode_alpha(p, m, ps.hero, k, ms.mode, pol) * hit.t);
+      st[k][0] *= att;
+    }
+  }
+  // 5–7. The facet from inside: the hero's solution makes the choice.
+  const UniaxialInternal w0 = uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[0], ms.ne_k[0], 1.0f, s_prev);
+  const bool hero_tir = w0.tir_out != 0u;
+  const float r0 =
+      internal_reflected_power(w0, kModeOrdinary) + internal_reflected_power(w0, kModeExtraordinary);
+  const float pr = hero_tir ? 1.0f : detail::clampf(r0, kProbMin, kProbMax);
+  const bool reflect = hero_tir || u_fresnel < pr;
+  if (reflect) {
+    const float inv_r = 1.0f / pr;
+    if (frosted) {
+      for (; todo != 0u; todo &= todo - 1u) {
+        const int k = FT_LOWEST_BIT(todo);
+        const UniaxialInternal wk =
+            k == 0 ? w0 : uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[k], ms.ne_k[k], 1.0f, s_prev);
+        const float rk =
+            internal_reflected_power(wk, kModeOrdinary) + internal_reflected_power(wk, kModeExtraordinary);
+        if (!hero_tir) pdf[k] *= detail::clamp_pdf(wk.tir_out ? 1.0f : rk);
+        if ((live >> k) & 1u) st[k][0] *= rk * inv_r;
+      }
+      const Vec3 kn = detail::cosine_direction(-n_out, stream_uniform(seed, b, kStreamFrostedDir1),
+                                               stream_uniform(seed, b, kStreamFrostedDir2));
+      std::uint32_t mode =
+          stream_uniform(seed, b, kStreamModeCoupling) < 0.5f ? kModeOrdinary : kModeExtraordinary;
+      Vec3 ray = mode_ray(mode, kn, c, ps.n_k[0], ms.ne_k[0]);
+      if (!(dot(ray, n_out) < 0.0f)) {
+        mode = kModeOrdinary;
+        ray = kn;
+      }
+      ms.k = kn;
+      ms.mode = mode;
+      Vec3 t_axis, b_axis;
+      detail::orthonormal_basis(kn, t_axis, b_axis);
+      return detail::end_bounce(ps, p, live, pos, ray, t_axis, true);
+    }
+    // The reflected mode (kStreamModeCoupling), p_o from the hero's reflected powers.
+    const float r_o0 = internal_reflected_power(w0, kModeOrdinary);
+    const float r_e0 = internal_reflected_power(w0, kModeExtraordinary);
+    const float p_o = mode_split_probability(r_o0, r_e0);
+    const std::uint32_t mode =
+        stream_uniform(seed, b, kStreamModeCoupling) < p_o ? kModeOrdinary : kModeExtraordinary;
+    const float pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
+    Vec3 rays[K];
+    unsigned ok = w0.tir_reflected[mode] ? 0u : 1u;
+    rays[0] = w0.ray_reflected[mode];
+    for (unsigned t2 = todo & ~1u; t2 != 0u; t2 &= t2 - 1u) {
+      const int k = FT_LOWEST_BIT(t2);
+      const UniaxialInternal wk =
+          uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[k], ms.ne_k[k], 1.0f, s_prev);
+      const float rk =
+          internal_reflected_power(wk, kModeOrdinary) + internal_reflected_power(wk, kModeExtraordinary);
+      const float pk = mode_split_probability(internal_reflected_power(wk, kModeOrdinary),
+                                              internal_reflected_power(wk, kModeExtraordinary));
+      pdf[k] *= (hero_tir ? 1.0f : detail::clamp_pdf(wk.tir_out ? 1.0f : rk)) *
+                (mode == kModeOrdinary ? pk : 1.0f - pk);
+      rays[k] = wk.ray_reflected[mode];
+      ok |= wk.tir_reflected[mode] ? 0u : 1u << k;
+      if ((live >> k) & 1u) st[k][0] *= internal_reflected_power(wk, mode) * inv_r / pm;
+    }
+    pdf[0] *= (hero_tir ? 1.0f : detail::clamp_pdf(r0)) * pm;
+    st[0][0] *= internal_reflected_power(w0, mode) * inv_r / pm;
+    // A channel outside the worklist is dead and unread: it keeps the hero's direction for the class test.
+    FT_CHANNELS for (int k = 1; k < K; ++k) {
+      if (!((todo >> k) & 1u)) rays[k] = rays[0];
+    }
+    if ((todo & ~1u) != 0u) detail::intersect_classes(ps, rays, ok | ~todo, live);
+    ms.k = w0.k_reflected[mode];
+    ms.mode = mode;
+    return detail::end_bounce(ps, p, live, pos, rays[0], w0.s_axis, true);
+  }
+  // 8. Out of the stone (hero not past its critical angle).
+  const float inv_t = 1.0f / (1.0f - pr);
+  float i_out[K];
+  Vec3 k_out[K];
+  for (unsigned t2 = todo; t2 != 0u; t2 &= t2 - 1u) {
+    const int k = FT_LOWEST_BIT(t2);
+    const UniaxialInternal wk =
+        k == 0 ? w0 : uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[k], ms.ne_k[k], 1.0f, s_prev);
+    const float tk = wk.tir_out ? 0.0f : internal_transmitted_power(wk);
+    pdf[k] *= detail::clamp_pdf(tk);
+    if (!((live >> k) & 1u)) continue;
+    const float ik = st[k][0] * inv_t;
+    k_out[k] = wk.tir_out ? n_out : wk.k_out;
+    i_out[k] = wk.tir_out ? 0.0f : ik;
+    if (frosted) {
+      st[k][0] = tk * ik;
+      st[k][1] = st[k][2] = st[k][3] = 0.0f;
+    } else {
+      internal_transmitted_stokes(wk, i_out[k], st[k]);
+      if (wk.degenerate) st[k][2] = st[k][3] = 0.0f;  // k ∥ c: the mode's polarisation is undefined
+    }
+  }
+  if (frosted) {
+    dir = detail::cosine_direction(n_out, stream_uniform(seed, b, kStreamFrostedDir1),
+                                   stream_uniform(seed, b, kStreamFrostedDir2));
+    if constexpr (Env::kNee) {
+      if (env.map.nee && b + 1 < p.max_bounces) {
+        es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
+        env_next_event(ps, p, planes, env, es, pos, n_out, live);
+      }
+    }
+    Vec3 t_axis, b_axis;
+    detail::orthonormal_basis(dir, t_axis, b_axis);
+    s_prev = t_axis;
+  } else {
+    dir = w0.k_out;
+    s_prev = w0.s_axis;
+    // Exit splitting (§7.4): a channel leaving along its own direction is staged along it.
+    for (unsigned mm = live & ~1u; mm != 0u; mm &= mm - 1u) {
+      const int k = FT_LOWEST_BIT(mm);
+      if (dot(k_out[k], dir) >= kSameDirection) continue;
+      const float ik = detail::maxf(st[k][0], 0.0f);
+      st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
+      live &= ~(1u << k);
+      if (ik > 0.0f) {
+        ps.split[k] = env.radiance(p, env.at(p, k_out[k]), ik, ps.hero, k);
+        ps.split_bits = static_cast<std::uint8_t>(ps.split_bits | (1u << k));
+      }
+    }
+  }
+  ms.k = dir;
+  return detail::end_bounce(ps, p, live, pos, dir, s_prev, false);
+}
+
+/// Traces sample s of pixel (x, y) through a Tier 2 medium (docs/design/tracer.md §7.7) under environment policy
+/// Env: path_step_uniaxial for a uniaxial stone (kKind kMediumUniaxial), else path_step_env with inclusions.
+/// Deterministic like trace_sample.
+template <std::uint32_t kKind, class Env>
+FT_HD SampleXyz trace_sample_medium(const TraceParams& p, const MediumParams& m, const FacetPlane* planes,
+                                    const Env& env, std::uint32_t x, std::uint32_t y, std::uint32_t s) {
+  PathState ps;
+  EnvPathState es{{0.0f, 0.0f, 0.0f}, 0.0f};
+  path_begin(ps, p, x, y, s);
+  if (p.max_bounces > 0) {
+    if constexpr (kKind == kMediumUniaxial) {
+      MediumPathState ms;
+      medium_begin(ms, ps, m);
+      while (path_step_uniaxial(ps, ms, p, m, planes, env, es)) {
+      }
+    } else {
+      while (path_step_env<Env, true>(ps, p, planes, env, es, &m)) {
+      }
+    }
+  }
+  return path_finish_env(ps, p, es);
+}
+
+}  // namespace facetrace::tracer::physics
