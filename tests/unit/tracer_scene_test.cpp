@@ -126,6 +126,31 @@ TEST(ValidateScene, rejects_out_of_range_values) {
   expect_invalid("material.scattering_g", [](ft::Scene& s) { s.material.scattering_g = 1.0f; });
   expect_invalid("material.edge_rounding_radius",
                  [](ft::Scene& s) { s.material.edge_rounding_radius = -0.1f; });
+  expect_invalid("material.edge_rounding_radius",
+                 [](ft::Scene& s) { s.material.edge_rounding_radius = kNaN; });
+  expect_invalid("material.edge_rounding_radius",
+                 [](ft::Scene& s) { s.material.edge_rounding_radius = kInf; });
+}
+
+TEST(ValidateScene, bounds_the_edge_rounding_radius_by_the_stone) {
+  // docs/design/tracer.md §4.1: at most a quarter of the distance from the origin to the nearest facet plane
+  // (the brilliant's table, 0.32 away): 0.08.
+  ft::Scene s = ft::builtin_diamond_scene();
+  for (float r : {0.0f, 0.02f, 0.08f}) {
+    s.material.edge_rounding_radius = r;
+    EXPECT_TRUE(ft::validate_scene(s).ok()) << r;
+  }
+  s.material.edge_rounding_radius = 0.081f;
+  const facetrace::Status st = ft::validate_scene(s);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(
+      st.what(),
+      "material.edge_rounding_radius: must be in [0, 0.08], a quarter of the stone's inradius 0.32 (the "
+      "distance from the origin to its nearest facet plane) (got 0.0810000002)");
+  // The bound follows the stone: the same radius is fine on a stone twice the size.
+  for (ft::Plane& p : s.planes) p.d *= 2.0f;
+  s.distance *= 2.0f;
+  EXPECT_TRUE(ft::validate_scene(s).ok()) << ft::validate_scene(s).what();
 }
 
 TEST(ValidateScene, rejects_absurd_refractive_indices) {

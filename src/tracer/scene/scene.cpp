@@ -21,6 +21,7 @@ constexpr double kUnitTolerance = 1e-3;     // facetrace: |‖n‖ − 1| allowe
 constexpr double kOpenTolerance = 1e-3;     // facetrace: recession-direction margin (see planes_bounded)
 constexpr double kIndexMin = 1.0;           // docs/design/tracer.md §3: n in [1, 6]
 constexpr double kIndexMax = 6.0;           // docs/design/tracer.md §3
+constexpr double kMaxEdgeRounding = 0.25;  // facetrace: radius ≤ this × inradius (docs/design/tracer.md §4.1)
 
 std::string num(double v) {
   char buf[64];
@@ -29,6 +30,13 @@ std::string num(double v) {
 }
 
 Status bad(const std::string& field, const std::string& why) { return invalid_argument(field + ": " + why); }
+
+/// Six significant digits, for bounds derived from f32 data (0.25 × 0.32f reads 0.08, not 0.0799999982).
+std::string short_num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
 
 bool finite(double v) { return std::isfinite(v); }
 
@@ -302,6 +310,16 @@ Status validate_scene(const Scene& s) {
       return bad("planes", "the planes do not enclose a bounded convex polyhedron (open along (" +
                                num(dir[0]) + ", " + num(dir[1]) + ", " + num(dir[2]) + "))");
     }
+    // Edge rounding (docs/design/tracer.md §4.1): the radius is a small fraction of the stone, measured by
+    // its inradius about the origin (the distance from the origin to the nearest facet plane).
+    double inradius = -double{s.planes[0].d};
+    for (const Plane& pl : s.planes) inradius = std::fmin(inradius, -double{pl.d});
+    if (const double max_radius = kMaxEdgeRounding * inradius; m.edge_rounding_radius > max_radius)
+      return bad("material.edge_rounding_radius",
+                 "must be in [0, " + short_num(max_radius) + "], a quarter of the stone's inradius " +
+                     short_num(inradius) +
+                     " (the distance from the origin to its nearest facet plane) (got " +
+                     num(m.edge_rounding_radius) + ")");
     // The camera must be outside the stone.
     const double p = std::fmax(-89.9 * kDegToRad, std::fmin(89.9 * kDegToRad, double{s.pitch}));
     const double eye[3] = {s.distance * std::cos(p) * std::sin(s.yaw), s.distance * std::sin(p),
