@@ -1,6 +1,6 @@
 /// @file
-/// bench_tracer: paths/s of the tracer on the built-in diamond (docs/design/style.md §10), CPU and GPU in the same run
-/// with the GPU/CPU ratio. JSON lines on stdout, a table on stderr. `--short` is a seconds-long smoke run.
+/// bench_tracer: paths/s of the tracer on the built-in diamond and the Tier 2 scenes of --scenes
+/// (docs/design/style.md §10), CPU and GPU in the same run with the GPU/CPU ratio per scene. JSON lines on stdout, a table on stderr. `--short` is a seconds-long smoke run.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "facetrace/core/logging.h"
 #include "facetrace/runtime/executor.h"
 #include "facetrace/tracer/cpu_tracer.h"
+#include "facetrace/tracer/env_map.h"
 #include "facetrace/tracer/gpu_tracer.h"
 #include "facetrace/tracer/renderer.h"
 #include "facetrace/tracer/scene.h"
@@ -41,12 +42,15 @@ struct Row {
   double over_request = 0;                     // render rows: paths/s over the request row's
 };
 
-void print_row(const Row& r, const tr::Scene& s, unsigned repeats, const bench::RunContext& context,
-               std::optional<double> gpu_over_cpu) {
-  char case_name[96];
-  std::snprintf(case_name, sizeof case_name, "builtin_diamond_%ux%u_b%u_spp%u%s", s.width, s.height,
+void print_row(const Row& r, const std::string& scene_name, const tr::Scene& s, unsigned repeats,
+               const bench::RunContext& context, std::optional<double> gpu_over_cpu) {
+  char case_name[160];
+  std::snprintf(case_name, sizeof case_name, "%s_%ux%u_b%u_spp%u%s",
+                scene_name == "diamond" ? "builtin_diamond" : scene_name.c_str(), s.width, s.height,
                 s.max_bounces, r.spp, r.mode == "render" ? "_render" : "");
   bench::Json j = bench::line("tracer", case_name);
+  j["scene"] = scene_name;
+  j["material"] = s.material.name;
   j["device"] = r.device;
   j["mode"] = r.mode;
   j["adapter"] = r.label;
@@ -188,6 +192,44 @@ std::optional<Row> bench_cpu(const tr::Scene& scene, unsigned warmup, unsigned r
   return r;
 }
 
+/// The scenes --scenes names (docs/design/tracer.md §7.7; the Tier 2 rows): the built-in diamond, uniaxial
+/// emerald and tourmaline, ruby with inclusions (σ_s 1.5, g 0.3), the diamond under the example HDR map.
+constexpr const char* kSceneNames = "diamond, emerald, tourmaline, ruby_inclusions, diamond_hdr";
+constexpr const char* kStudioMapSha256 = "1ee8846551d9f2df56fae3b7ff7f74750760a32b3d2c740c3d24755b5730ba85";
+
+std::optional<tr::Scene> named_scene(const std::string& name, const std::string& hdr_map) {
+  tr::Scene s = tr::builtin_diamond_scene();
+  auto material = [&](const char* preset) {
+    auto m = tr::material_preset(preset);
+    if (m.ok()) s.material = *m;
+    return m.ok();
+  };
+  if (name == "diamond") return s;
+  if (name == "emerald" || name == "tourmaline") {
+    if (!material(name.c_str())) return std::nullopt;
+    return s;
+  }
+  if (name == "ruby_inclusions") {
+    if (!material("ruby")) return std::nullopt;
+    s.material.scattering_sigma_s = 1.5f;
+    s.material.scattering_g = 0.3f;
+    return s;
+  }
+  if (name == "diamond_hdr") {
+    s.environment = tr::EnvironmentKind::kHdr;
+    s.environment_map = hdr_map;
+    s.environment_map_sha256 = kStudioMapSha256;
+    if (auto st = tr::load_environment_light(s); !st.ok()) {
+      std::fprintf(stderr, "bench_tracer: diamond_hdr: %s\n", st.what().c_str());
+      return std::nullopt;
+    }
+    return s;
+  }
+  std::fprintf(stderr, "bench_tracer: unknown scene \"%s\" (expected one of: %s)\n", name.c_str(),
+               kSceneNames);
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -225,6 +267,14 @@ int main(int argc, char** argv) {
   app.add_option("--render-repeats", render_repeats,
                  "runs of the render row (default 3; the first has no size hint)")
       ->check(CLI::Range(1u, 1000u));
+  std::vector<std::string> scene_names{"diamond"};
+  app.add_option("--scenes", scene_names,
+                 std::string("scenes to time, each with its GPU and CPU rows and ratio (default diamond): ") +
+                     kSceneNames)
+      ->delimiter(',');
+  std::string hdr_map = "examples/maps/studio_small.hdr";
+  app.add_option("--hdr-map", hdr_map,
+                 "diamond_hdr: the example map (default examples/maps/studio_small.hdr)");
   CLI11_PARSE(app, argc, argv);
   if (device != "cpu" && device != "gpu" && device != "all") {
     std::fprintf(stderr, "bench_tracer: --device %s: expected cpu, gpu or all\n", device.c_str());
@@ -238,59 +288,71 @@ int main(int argc, char** argv) {
   const unsigned warmup = 1;
   const unsigned nthreads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
 
-  tr::Scene scene = tr::builtin_diamond_scene();
-  scene.width = width;
-  scene.height = height;
-  scene.max_bounces = bounces;
-  if (auto st = tr::validate_scene(scene); !st.ok()) {
-    std::fprintf(stderr, "bench_tracer: %s\n", st.what().c_str());
-    return 2;
-  }
   std::vector<Row> rows;
   std::vector<Row> render_rows;  // not in the GPU/CPU ratio
+  std::vector<std::string> row_scenes;
+  std::vector<double> ratios;  // per scene with both rows: GPU / CPU
   // The GPU facts only when this run uses the GPU: a CPU run starts no executor.
   bench::RunContext context = bench::run_context();
-
-  if (device != "cpu") {
-    auto& gpu = tr::shared_gpu_backend();
-    if (auto why = gpu.unavailable_reason()) {
-      std::fprintf(stderr, "bench_tracer: --device %s: no usable GPU: %s\n", device.c_str(), why->c_str());
+  for (const std::string& name : scene_names) {
+    std::optional<tr::Scene> named = named_scene(name, hdr_map);
+    if (!named) return 2;
+    tr::Scene scene = *named;
+    scene.width = width;
+    scene.height = height;
+    scene.max_bounces = bounces;
+    if (auto st = tr::validate_scene(scene); !st.ok()) {
+      std::fprintf(stderr, "bench_tracer: %s: %s\n", name.c_str(), st.what().c_str());
       return 2;
     }
-    if (auto info = gpu.device_info()) context.gpu = bench::gpu_facts(*info);
-    auto r = bench_gpu(gpu, scene, warmup, repeats, gpu_spp, chunk_pixels);
-    if (!r) return 1;
-    rows.push_back(*r);
-    print_row(*r, scene, repeats, context, std::nullopt);
-    if (render_spp > 0) {
-      auto rr = bench_render(gpu, scene, render_repeats, render_spp);
-      if (!rr) return 1;
-      rr->over_request = rr->paths_per_s / r->paths_per_s;
-      print_row(*rr, scene, render_repeats, context, std::nullopt);
-      render_rows.push_back(*rr);
+    std::optional<double> gpu_rate;
+    if (device != "cpu") {
+      auto& gpu = tr::shared_gpu_backend();
+      if (auto why = gpu.unavailable_reason()) {
+        std::fprintf(stderr, "bench_tracer: --device %s: no usable GPU: %s\n", device.c_str(), why->c_str());
+        return 2;
+      }
+      if (auto info = gpu.device_info()) context.gpu = bench::gpu_facts(*info);
+      auto r = bench_gpu(gpu, scene, warmup, repeats, gpu_spp, chunk_pixels);
+      if (!r) return 1;
+      rows.push_back(*r);
+      row_scenes.push_back(name);
+      gpu_rate = r->paths_per_s;
+      print_row(*r, name, scene, repeats, context, std::nullopt);
+      if (render_spp > 0) {
+        auto rr = bench_render(gpu, scene, render_repeats, render_spp);
+        if (!rr) return 1;
+        rr->over_request = rr->paths_per_s / r->paths_per_s;
+        print_row(*rr, name, scene, render_repeats, context, std::nullopt);
+        render_rows.push_back(*rr);
+      }
+    }
+    if (device != "gpu") {
+      auto r = bench_cpu(scene, warmup, repeats, spp, nthreads);
+      if (!r) return 1;
+      rows.push_back(*r);
+      row_scenes.push_back(name);
+      std::optional<double> ratio;
+      if (gpu_rate) ratio = *gpu_rate / r->paths_per_s;
+      if (ratio) ratios.push_back(*ratio);
+      print_row(*r, name, scene, repeats, context, ratio);
     }
   }
-  if (device != "gpu") {
-    auto r = bench_cpu(scene, warmup, repeats, spp, nthreads);
-    if (!r) return 1;
-    rows.push_back(*r);
-    std::optional<double> ratio;
-    if (rows.size() == 2) ratio = rows[0].paths_per_s / r->paths_per_s;
-    print_row(*r, scene, repeats, context, ratio);
-  }
 
-  bench::Table table({"device", "adapter", "spp", "median_ms", "p10_ms", "p90_ms", "M paths/s"});
-  for (const auto& r : rows)
-    table.add({r.device, r.label, std::to_string(r.spp), bench::cell("%.1f", r.ms.median_ms),
+  bench::Table table({"scene", "device", "adapter", "spp", "median_ms", "p10_ms", "p90_ms", "M paths/s"});
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    table.add({row_scenes[i], r.device, r.label, std::to_string(r.spp), bench::cell("%.1f", r.ms.median_ms),
                bench::cell("%.1f", r.ms.p10_ms), bench::cell("%.1f", r.ms.p90_ms),
                bench::cell("%.2f", r.paths_per_s / 1e6)});
+  }
   for (const auto& r : render_rows)
-    table.add({"gpu render", r.label, std::to_string(r.spp), bench::cell("%.1f", r.ms.median_ms),
+    table.add({"", "gpu render", r.label, std::to_string(r.spp), bench::cell("%.1f", r.ms.median_ms),
                bench::cell("%.1f", r.ms.p10_ms), bench::cell("%.1f", r.ms.p90_ms),
                bench::cell("%.2f", r.paths_per_s / 1e6)});
   table.print();
-  if (rows.size() == 2)
-    std::fprintf(stderr, "GPU / CPU = %.1fx (%ux%u, %u bounces)\n", rows[0].paths_per_s / rows[1].paths_per_s,
+  for (std::size_t i = 0; i < ratios.size(); ++i)
+    std::fprintf(stderr, "%s: GPU / CPU = %.1fx (%ux%u, %u bounces)\n", scene_names[i].c_str(), ratios[i],
                  width, height, bounces);
   for (const auto& r : render_rows)
     std::fprintf(stderr, "render / request = %.3f (first render %.2f M paths/s, %u spp)\n", r.over_request,

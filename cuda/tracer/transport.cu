@@ -305,7 +305,7 @@ Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std
   // Every configuration of kKernelConfigs (checked above) maps to one instantiation.
   const KernelConfig& cfg = args.kernel;
   const physics::MediumParams& md = scene.medium;
-  if (md.kind != physics::kMediumIsotropic || md.sigma_s > 0.0f) {
+  if (physics::needs_medium_transport(md)) {
     const physics::EnvMapView map = hdr != nullptr ? *hdr : physics::EnvMapView{};
     if (md.kind == physics::kMediumUniaxial) {
       if (hdr != nullptr)

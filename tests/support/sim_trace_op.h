@@ -42,7 +42,7 @@ inline Status sim_trace_chunk(runtime::SimDevice& dev, const runtime::OpArgs& a,
       const auto r = md.kind == physics::kMediumUniaxial
                          ? physics::trace_sample_medium<physics::kMediumUniaxial>(
                                scene.params, md, scene.planes, physics::AnalyticEnv{}, x, y, si)
-                     : md.sigma_s > 0.0f
+                     : physics::needs_medium_transport(md)
                          ? physics::trace_sample_medium<physics::kMediumIsotropic>(
                                scene.params, md, scene.planes, physics::AnalyticEnv{}, x, y, si)
                          : physics::trace_sample(scene.params, scene.planes, x, y, si);

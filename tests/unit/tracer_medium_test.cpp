@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -98,12 +99,12 @@ Ratio slab_ratio(const ft::Scene& s, std::uint32_t samples, bool normal_incidenc
     for (std::uint32_t x = 0; x < s.width; ++x) {
       for (std::uint32_t i = 0; i < samples; ++i) {
         const ph::SampleXyz env = ph::trace_sample(empty, nullptr, x, y, i);
-        const ph::SampleXyz v = m.kind == ph::kMediumUniaxial
-                                    ? ph::trace_sample_medium<ph::kMediumUniaxial>(p, m, planes.data(),
-                                                                                   ph::AnalyticEnv{}, x, y, i)
-                                : m.sigma_s > 0.0f ? ph::trace_sample_medium<ph::kMediumIsotropic>(
-                                                         p, m, planes.data(), ph::AnalyticEnv{}, x, y, i)
-                                                   : ph::trace_sample(p, planes.data(), x, y, i);
+        const ph::SampleXyz v =
+            m.kind == ph::kMediumUniaxial ? ph::trace_sample_medium<ph::kMediumUniaxial>(
+                                                p, m, planes.data(), ph::AnalyticEnv{}, x, y, i)
+            : ph::needs_medium_transport(m) ? ph::trace_sample_medium<ph::kMediumIsotropic>(
+                                                  p, m, planes.data(), ph::AnalyticEnv{}, x, y, i)
+                                            : ph::trace_sample(p, planes.data(), x, y, i);
         EXPECT_TRUE(v.finite);
         ys.push_back(v.y);
         es.push_back(env.y);
@@ -174,13 +175,16 @@ TEST(TracerMedium, clear_stones_return_the_uniform_environment) {
   struct Case {
     const char* name;
     const char* preset;
-    float sigma_s, g;
+    float sigma_s, g, edge;
   };
   for (const Case& c :
-       {Case{"uniaxial emerald", "emerald", 0.0f, 0.0f}, Case{"uniaxial zircon", "zircon", 0.0f, 0.0f},
-        Case{"diamond with inclusions", "diamond", 2.0f, 0.5f},
-        Case{"ruby with inclusions", "ruby", 1.5f, 0.3f},
-        Case{"quartz with back-scattering inclusions", "quartz", 3.0f, -0.6f}}) {
+       {Case{"uniaxial emerald", "emerald", 0.0f, 0.0f, 0.0f},
+        Case{"uniaxial zircon", "zircon", 0.0f, 0.0f, 0.0f},
+        Case{"diamond with inclusions", "diamond", 2.0f, 0.5f, 0.0f},
+        Case{"ruby with inclusions", "ruby", 1.5f, 0.3f, 0.0f},
+        Case{"quartz with back-scattering inclusions", "quartz", 3.0f, -0.6f, 0.0f},
+        Case{"diamond with rounded edges", "diamond", 0.0f, 0.0f, 0.03f},
+        Case{"tourmaline with rounded edges and inclusions", "tourmaline", 1.0f, 0.2f, 0.02f}}) {
     ft::Scene s = ft::builtin_diamond_scene();
     s.width = 12;
     s.height = 12;
@@ -191,6 +195,7 @@ TEST(TracerMedium, clear_stones_return_the_uniform_environment) {
     s.material.e_ray.clear();
     s.material.scattering_sigma_s = c.sigma_s;
     s.material.scattering_g = c.g;
+    s.material.edge_rounding_radius = c.edge;
     const Ratio r = slab_ratio(s, 600, false);
     // Within 1 % (the bound for HG) and within the statistics; max_bounces truncation is far below.
     EXPECT_NEAR(r.mean, 1.0, std::max(0.01, 5.0 * r.stderr_))
@@ -257,4 +262,32 @@ TEST(TracerMedium, cpu_tracer_renders_uniaxial_and_included_stones_deterministic
   for (float v : whole.xyz) total += v;
   EXPECT_GT(total, 0.0);
   EXPECT_EQ(whole.nonfinite, 0u);
+}
+
+TEST(TracerMedium, edge_rounding_changes_the_image_and_radius_zero_is_the_tier1_render) {
+  ft::Scene s = ft::builtin_diamond_scene();
+  s.width = 32;
+  s.height = 24;
+  ft::Film sharp(s.width, s.height), zero(s.width, s.height), rounded(s.width, s.height);
+  ASSERT_TRUE(ft::cpu_accumulate(s, 0, 16, sharp).ok());
+  s.material.edge_rounding_radius = 0.0f;
+  EXPECT_FALSE(ph::needs_medium_transport(ft::make_medium_params(s)));
+  ASSERT_TRUE(ft::cpu_accumulate(s, 0, 16, zero).ok());
+  EXPECT_EQ(sharp.xyz, zero.xyz);
+  s.material.edge_rounding_radius = 0.02f;  // tracer.md §13's diamond variant
+  EXPECT_TRUE(ph::needs_medium_transport(ft::make_medium_params(s)));
+  ASSERT_TRUE(ft::cpu_accumulate(s, 0, 16, rounded).ok());
+  // Rounding bends most hits' normals (docs/design/tracer.md §4.1): many pixel values change.
+  std::size_t differ = 0;
+  double sum_sharp = 0.0, sum_rounded = 0.0;
+  for (std::size_t i = 0; i < sharp.xyz.size(); ++i) {
+    differ += sharp.xyz[i] != rounded.xyz[i];
+    sum_sharp += sharp.xyz[i];
+    sum_rounded += rounded.xyz[i];
+  }
+  EXPECT_GT(differ, sharp.xyz.size() / 8);
+  EXPECT_GT(sum_rounded, 0.0);
+  EXPECT_EQ(rounded.nonfinite, 0u);
+  std::printf("[ metric ] edge rounding 0.02: %zu of %zu values differ, sum %.4f vs sharp %.4f\n", differ,
+              sharp.xyz.size(), sum_rounded, sum_sharp);
 }

@@ -299,9 +299,10 @@ TEST(SceneTier, names_every_feature_beyond_tier_one_in_one_not_supported_status)
   EXPECT_EQ(t.status().code(), Code::kNotSupported);
   EXPECT_EQ(
       t.status().what(),
-      "the scene needs lighting preset DaylightSun (Tier 2), edge rounding (material.edge_rounding_radius, "
-      "Tier 2), fluorescence (Tier 3); the CPU tracer implements Tier 1 (lighting presets Daylight, "
-      "RingLights, LightTent, IlluminantA), HDR environments, uniaxial stones and inclusions");
+      "the scene needs lighting preset DaylightSun (Tier 2), fluorescence (Tier 3); the CPU tracer "
+      "implements "
+      "Tier 1 (lighting presets Daylight, RingLights, LightTent, IlluminantA), HDR environments, uniaxial "
+      "stones, inclusions and edge rounding");
   // The CPU tracer refuses it with the same status.
   ft::Film f(s.width, s.height);
   EXPECT_EQ(ft::cpu_accumulate(s, 0, 1, f).what(), t.status().what());

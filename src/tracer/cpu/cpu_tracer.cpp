@@ -117,7 +117,7 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
 
   const physics::TraceParams params = make_trace_params(scene);
   const physics::MediumParams medium = make_medium_params(scene);
-  const physics::MediumParams* medium_ptr = needs_medium_transport(medium) ? &medium : nullptr;
+  const physics::MediumParams* medium_ptr = physics::needs_medium_transport(medium) ? &medium : nullptr;
   const std::vector<physics::FacetPlane> planes = make_facet_planes(scene);
   const physics::FacetPlane* plane_ptr = planes.empty() ? nullptr : planes.data();
   physics::EnvMapView hdr_view{};

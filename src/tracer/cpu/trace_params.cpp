@@ -245,6 +245,7 @@ physics::MediumParams make_medium_params(const Scene& scene) {
     md.sigma_s = m.scattering_sigma_s * m.absorption_path_scale;
     md.hg_g = m.scattering_g;
   }
+  md.edge_radius = m.edge_rounding_radius;
   return md;
 }
 

@@ -19,13 +19,9 @@ physics::TraceParams make_trace_params(const Scene& scene);
 
 /// The material beyond TraceParams (docs/design/tracer.md §7.7): kMediumUniaxial for a uniaxial stone (non-cubic,
 /// |Δ| > 1e-4, not biaxial) with the unit optic axis, n_e = n_o + Δ and the e_ray bands, plus the inclusions
-/// (σ_s × absorption_path_scale, g). All zero for a clear isotropic stone. Same precondition as make_trace_params.
+/// (σ_s × absorption_path_scale, g) and the edge rounding radius. All zero for a clear isotropic stone with sharp
+/// edges. Same precondition as make_trace_params.
 physics::MediumParams make_medium_params(const Scene& scene);
-
-/// True when `medium` needs the Tier 2 transport (physics/medium.h): a uniaxial stone or inclusions.
-inline bool needs_medium_transport(const physics::MediumParams& medium) {
-  return medium.kind != physics::kMediumIsotropic || medium.sigma_s > 0.0f;
-}
 
 /// The scene's planes as FacetPlane, with the Frosted finish re-derived for girdle facets (|n_y| ≤ 1e-3) when
 /// girdle_frosted is set (docs/design/tracer.md §4). Same precondition as make_trace_params.

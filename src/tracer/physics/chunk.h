@@ -78,8 +78,9 @@ inline constexpr std::uint32_t kMediumIsotropic = 0;  // docs/design/tracer.md �
 inline constexpr std::uint32_t kMediumUniaxial = 1;   // docs/design/tracer.md §7.7
 
 /// The material beyond TraceParams' isotropic part (docs/design/tracer.md §7.7): the optic axis and the
-/// extraordinary index and bands of a uniaxial stone, and Henyey–Greenstein inclusions. Zero-initialised means
-/// an isotropic clear stone (Tier 1), which the megakernel traces without reading it.
+/// extraordinary index and bands of a uniaxial stone, Henyey–Greenstein inclusions and edge rounding.
+/// Zero-initialised means an isotropic clear stone with sharp edges (Tier 1), which the megakernel traces
+/// without reading it.
 struct MediumParams {
   std::uint32_t kind;          ///< kMediumIsotropic or kMediumUniaxial
   std::uint32_t e_dispersion;  ///< 1: n_e(λ) from e_disp; 0: n_e = n_o(λ) + delta
@@ -90,9 +91,16 @@ struct MediumParams {
   float sigma_s;               ///< scattering coefficient × absorption_path_scale (0 = no inclusions)
   float hg_g;                  ///< Henyey–Greenstein asymmetry, |g| < 1
   GaussianBand e_bands[kMaxBands];
+  float edge_radius;  ///< edge rounding radius r (docs/design/tracer.md §4.1); 0 = sharp edges
 };
-static_assert(sizeof(MediumParams) == 192, "MediumParams layout is shared with the device");
+static_assert(sizeof(MediumParams) == 196, "MediumParams layout is shared with the device");
 static_assert(std::is_standard_layout_v<MediumParams> && std::is_trivially_copyable_v<MediumParams>);
+
+/// True when `m` needs the Tier 2 transport (physics/medium.h): a uniaxial stone, inclusions or edge rounding;
+/// false for the Tier 1 code (path_step).
+FT_HD bool needs_medium_transport(const MediumParams& m) {
+  return m.kind != kMediumIsotropic || m.sigma_s > 0.0f || m.edge_radius > 0.0f;
+}
 
 /// One sample's result: f32 XYZ after max(·, 0); finite = 0 when the raw value was non-finite, in which case
 /// xyz is 0 but the sample still counts in N (docs/design/tracer.md §8 "Finish").

@@ -144,6 +144,18 @@ FT_HD Vec3 rounded_normal(const FacetPlane* planes, std::uint32_t count, std::ui
   return detail::corner_normal(planes, hit_plane, idx, s, n);
 }
 
+/// The normal the bounce uses at a hit of plane `hit_plane` by a ray along `dir` (docs/design/tracer.md §4.1): the
+/// plane's, or with radius > 0 rounded_normal — kept only when it meets the ray from the same side as the plane
+/// normal (dot products of one sign), else the plane's, so that near grazing incidence a bent normal never
+/// turns a reflection or a refraction across the facet plane *(facetrace)*. Outward like the plane's.
+FT_HD Vec3 surface_normal(const FacetPlane* planes, std::uint32_t count, std::uint32_t hit_plane, Vec3 pos,
+                          Vec3 dir, float radius) {
+  const Vec3 g = detail::plane_normal(planes[hit_plane]);
+  if (!(radius > 0.0f)) return g;
+  const Vec3 ns = rounded_normal(planes, count, hit_plane, pos, radius);
+  return dot(ns, dir) * dot(g, dir) > 0.0f ? ns : g;
+}
+
 /// The reference's own rule, for comparison (docs/design/tracer.md §4.1): the one-neighbour formula with the
 /// nearest other plane only (ties to the lower index), whatever the number of planes within `radius`. The
 /// same as rounded_normal wherever at most one plane is within `radius`; elsewhere it has seams inside the

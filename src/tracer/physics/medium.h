@@ -125,7 +125,8 @@ FT_HD float clamp_pdf(float v) { return clampf(v, kPdfClampLo, kPdfClampHi); }
 /// channel's direction); at an exit a diverging channel is split along its own direction (§7.4). Inside,
 /// non-hero channels of the hero's class use the hero's wave normal. Frosted facets make the same choice with
 /// the same powers, depolarise, send every channel along one cosine-weighted direction and, going inside, pick
-/// the mode 50/50 (unpolarised light splits equally). With σ_s > 0 inclusions act on each inside segment first.
+/// the mode 50/50 (unpolarised light splits equally). With σ_s > 0 inclusions act on each inside segment first;
+/// with edge rounding the facet's normal is surface_normal's (§4.1).
 /// Returns path_step's answer.
 template <class Env>
 FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
@@ -176,9 +177,9 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     detail::path_escape(ps, p, env, dir, b, escape_bsdf_pdf);
     return false;
   }
-  const FacetPlane pl = planes[hit.plane];
-  const Vec3 n_out{pl.nx, pl.ny, pl.nz};
   const Vec3 pos = org + dir * hit.t;
+  const Vec3 n_out =
+      surface_normal(planes, p.plane_count, static_cast<std::uint32_t>(hit.plane), pos, dir, m.edge_radius);
   const bool frosted = ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u) != 0u;
   const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
   unsigned todo = detail::uniaxial_todo(ps, live);

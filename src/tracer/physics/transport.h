@@ -9,6 +9,7 @@
 #include "absorption.h"
 #include "camera.h"
 #include "dispersion.h"
+#include "edge_rounding.h"
 #include "environment.h"
 #include "fresnel.h"
 #include "geometry.h"
@@ -341,9 +342,9 @@ FT_HD float inclusion_segment(PathState& ps, const MediumParams& m, float t_hit,
 /// compiler keeps a bounce's state in registers; splitting the path state's steps into calls raised the
 /// spills (benchmarks/NOTES.md), and CPU and GPU share it bit for bit.
 ///
-/// kScatter (with `medium`): HG inclusions inside the stone (docs/design/tracer.md §7.7) before the facet; the
-/// instantiation without them is the Tier 1 code unchanged.
-template <class Env, bool kScatter = false>
+/// kMedium (with `medium`): HG inclusions inside the stone (docs/design/tracer.md §7.7) before the facet and edge
+/// rounding's surface normal (§4.1); the instantiation without them is the Tier 1 code unchanged.
+template <class Env, bool kMedium = false>
 FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* planes, const Env& env,
                          EnvPathState& es, const MediumParams* medium = nullptr) {
   constexpr int K = kChannels;
@@ -367,9 +368,9 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
   if (!misses_bound(p.bound_radius2, org, dir) &&
       !(inside && exit_from_inside(planes, p.plane_count, p.bound_radius2, org, dir, hit)))
     hit = intersect_polyhedron(planes, p.plane_count, org, dir);
-  bool absorbed = false;  // kScatter: the segment's extinction is already applied
-  if constexpr (kScatter) {
-    if (inside && hit.plane >= 0) {
+  bool absorbed = false;  // kMedium: the segment's extinction is already applied
+  if constexpr (kMedium) {
+    if (inside && hit.plane >= 0 && medium->sigma_s > 0.0f) {
       const float t_free = detail::inclusion_segment(ps, *medium, hit.t, ps.live,
                                                      [&](int k) { return channel_alpha(p, ps.hero, k); });
       if (t_free >= 0.0f) {
@@ -392,6 +393,10 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
   const FacetPlane pl = planes[hit.plane];
   Vec3 nrm{pl.nx, pl.ny, pl.nz};
   const Vec3 pos = org + dir * hit.t;
+  if constexpr (kMedium) {
+    nrm = surface_normal(planes, p.plane_count, static_cast<std::uint32_t>(hit.plane), pos, dir,
+                         medium->edge_radius);
+  }
 
   // 3. Frame rotation into the new plane of incidence (applied per channel in the loop below).
   Vec3 s_curr = cross(dir, nrm);

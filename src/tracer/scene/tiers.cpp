@@ -39,7 +39,8 @@ TierFeatures tier_features(const Scene& s) {
   }
   if (m.scattering_sigma_s > 0.0f)
     need(2, "inclusions (material.scattering_sigma_s, Tier 2)", true);  // §7.7: both tracers
-  if (m.edge_rounding_radius > 0.0f) need(2, "edge rounding (material.edge_rounding_radius, Tier 2)");
+  if (m.edge_rounding_radius > 0.0f)
+    need(2, "edge rounding (material.edge_rounding_radius, Tier 2)", true);  // §4.1: both tracers
   if (m.fluorescence) need(3, "fluorescence (Tier 3)");
   if (s.tools) need(3, "tools (Tier 3)");
   return t;
@@ -58,7 +59,7 @@ Status refusal(const std::vector<std::string>& not_implemented, const char* trac
   if (not_implemented.empty()) return {};
   return not_supported("the scene needs " + join(not_implemented) + "; the " + tracer +
                        " tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
-                       "IlluminantA), HDR environments, uniaxial stones and inclusions");
+                       "IlluminantA), HDR environments, uniaxial stones, inclusions and edge rounding");
 }
 
 }  // namespace
