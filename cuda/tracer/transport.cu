@@ -14,6 +14,9 @@ namespace facetrace::tracer {
 namespace {
 
 constexpr unsigned kReduceBlock = 128;
+#ifndef FT_MEDIUM_MIN_BLOCKS
+#define FT_MEDIUM_MIN_BLOCKS 2  // A/B knob (temporary)
+#endif
 
 /// A path handed from the first launch to the second: its state after `split` bounces and its tuple index.
 struct alignas(16) SavedPath {
@@ -199,7 +202,7 @@ void launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView& 
   constexpr unsigned kBlock = 256;
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
-  transport_medium_kernel<kBlock, 2, kKind, kHdr>
+  transport_medium_kernel<kBlock, FT_MEDIUM_MIN_BLOCKS, kKind, kHdr>
       <<<grid, kBlock, 0, stream>>>(scene, map, range, tuples, nonfinite);
 }
 

@@ -112,6 +112,25 @@ FT_HD unsigned uniaxial_todo(const PathState& ps, unsigned live) {
 
 FT_HD float clamp_pdf(float v) { return clampf(v, kPdfClampLo, kPdfClampHi); }
 
+/// A depolarised wave going on inside the stone along unit wave normal kn (after a frosted facet or a scatter,
+/// docs/design/tracer.md §7.7): either mode with probability ½ (u; the half power over the half probability
+/// leaves I_k as it is) and the mode's ray S. With `walkoff_check`, an e ray that would leave through the facet
+/// of outward normal n_out (grazing walk-off) takes the o mode. Ends the bounce at pos.
+FT_HD bool diffuse_into_mode(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
+                             unsigned live, Vec3 pos, Vec3 kn, bool walkoff_check, Vec3 n_out, float u) {
+  std::uint32_t mode = u < 0.5f ? kModeOrdinary : kModeExtraordinary;
+  Vec3 ray = mode_ray(mode, kn, m.c_axis, ps.n_k[0], ms.ne_k[0]);
+  if (walkoff_check && !(dot(ray, n_out) < 0.0f)) {
+    mode = kModeOrdinary;
+    ray = kn;
+  }
+  ms.k = kn;
+  ms.mode = mode;
+  Vec3 t_axis, b_axis;
+  orthonormal_basis(kn, t_axis, b_axis);
+  return end_bounce(ps, p, live, pos, ray, t_axis, true);
+}
+
 }  // namespace detail
 
 /// One bounce of a path through a uniaxial stone (docs/design/tracer.md §7.7): the Tier 1 bounce of path_step_env
@@ -159,16 +178,11 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     const float t_free = detail::inclusion_segment(
         ps, m, hit.t, live, [&](int k) { return detail::mode_alpha(p, m, ps.hero, k, ms.mode, pol); });
     if (t_free >= 0.0f) {
-      // A scatter about S: depolarised, so the new wave normal takes either mode with probability ½ (the
-      // half power over the half probability leaves I_k as it is).
+      // A scatter about S: depolarised, so the new wave normal takes either mode with probability ½.
       const Vec3 kn = detail::hg_direction(dir, m.hg_g, stream_uniform(seed, b, kStreamHgDirection),
                                            stream_uniform(seed, b, kStreamHgDirection2));
-      ms.k = kn;
-      ms.mode = stream_uniform(seed, b, kStreamBirefringent) < 0.5f ? kModeOrdinary : kModeExtraordinary;
-      const Vec3 ray = mode_ray(ms.mode, kn, c, ps.n_k[0], ms.ne_k[0]);
-      Vec3 t_axis, b_axis;
-      detail::orthonormal_basis(kn, t_axis, b_axis);
-      return detail::end_bounce(ps, p, live, org + dir * t_free, ray, t_axis, true);
+      return detail::diffuse_into_mode(ps, ms, p, m, live, org + dir * t_free, kn, false, kn,
+                                       stream_uniform(seed, b, kStreamBirefringent));
     }
     absorbed = true;
   }
@@ -183,6 +197,9 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
   const bool frosted = ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u) != 0u;
   const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
   unsigned todo = detail::uniaxial_todo(ps, live);
+  // Each branch below runs one loop over the worklist with one call site of the facet solution (the hero's
+  // comes from the decision; the others' only for the rare channels still following it), so the megakernel
+  // holds one copy of each solver.
 
   if (!inside) {
     // 3. Frame rotation into the plane of incidence, as in Tier 1 (outside, S_k are full Stokes vectors).
@@ -201,17 +218,57 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     const UniaxialEntry e0 = uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[0], ms.ne_k[0], s_prev);
     const float pr = detail::clampf(entry_reflectance_unpolarised(e0), kProbMin, kProbMax);
     const bool reflect = u_fresnel < pr;
-    if (reflect) {
-      const float scale = (b == 0 ? p.glare : 1.0f) / pr;  // bounce-0 glare (§7.2)
-      for (; todo != 0u; todo &= todo - 1u) {
-        const int k = FT_LOWEST_BIT(todo);
-        const UniaxialEntry ek =
-            k == 0 ? e0 : uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], s_prev);
-        pdf[k] *= detail::clamp_pdf(entry_reflectance_unpolarised(ek));
-        if (!((live >> k) & 1u)) continue;
-        apply_jones(st[k], ek.r, scale);
-        if (frosted) st[k][1] = st[k][2] = st[k][3] = 0.0f;
+    const float inv_t = 1.0f / (1.0f - pr);
+    const float scale = (b == 0 ? p.glare : 1.0f) / pr;  // reflection; bounce-0 glare (§7.2)
+    // 8. A polished entry: the mode (kStreamBirefringent), p_o from the hero's transmitted powers; a channel
+    // whose ray in that mode leaves the hero's stops (compat ∩= the classes, §7.4).
+    std::uint32_t mode = kModeOrdinary;
+    float pm = 1.0f;
+    if (!reflect && !frosted) {
+      const float p_o = mode_split_probability(entry_mode_power(e0, kModeOrdinary, st[0]),
+                                               entry_mode_power(e0, kModeExtraordinary, st[0]));
+      mode = stream_uniform(seed, b, kStreamBirefringent) < p_o ? kModeOrdinary : kModeExtraordinary;
+      pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
+      Vec3 rays[K];
+      rays[0] = e0.ray[mode];
+      unsigned ok = e0.tir[mode] ? 0u : 1u;
+      FT_CHANNELS for (int k = 1; k < K; ++k) {
+        if ((todo >> k) & 1u)
+          ok |= detail::entry_ray(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], mode, rays[k]) ? 1u << k : 0u;
       }
+      detail::intersect_classes(ps, rays, ok, live);
+      todo = detail::uniaxial_todo(ps, live);  // the channels still following the hero, and readable pdfs
+    }
+    // Channel k's update from its entry solution (the hero's is e0).
+    auto entry_channel = [&](int k, const UniaxialEntry& ek) {
+      const float rk = entry_reflectance_unpolarised(ek);
+      const bool is_live = ((live >> k) & 1u) != 0u;
+      float* sk = st[k];
+      if (reflect) {
+        pdf[k] *= detail::clamp_pdf(rk);
+        if (!is_live) return;
+        apply_jones(sk, ek.r, scale);
+        if (frosted) sk[1] = sk[2] = sk[3] = 0.0f;
+        return;
+      }
+      const float po_k = entry_mode_power(ek, kModeOrdinary, sk);
+      const float pe_k = entry_mode_power(ek, kModeExtraordinary, sk);
+      if (frosted) {
+        pdf[k] *= detail::clamp_pdf(1.0f - rk);
+        sk[0] = (po_k + pe_k) * inv_t;  // depolarised; the mode is chosen 50/50 below
+      } else {
+        const float pk = mode_split_probability(po_k, pe_k);
+        pdf[k] *= detail::clamp_pdf(1.0f - rk) * (mode == kModeOrdinary ? pk : 1.0f - pk);
+        sk[0] = (mode == kModeOrdinary ? po_k : pe_k) * inv_t / pm;
+      }
+      sk[1] = sk[2] = sk[3] = 0.0f;
+    };
+    entry_channel(0, e0);  // todo always holds the hero
+    for (unsigned t2 = todo & ~1u; t2 != 0u; t2 &= t2 - 1u) {
+      const int k = FT_LOWEST_BIT(t2);
+      entry_channel(k, uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], s_prev));
+    }
+    if (reflect) {
       if (frosted) {
         dir = detail::cosine_direction(n_out, stream_uniform(seed, b, kStreamFrostedDir1),
                                        stream_uniform(seed, b, kStreamFrostedDir2));
@@ -231,65 +288,12 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
       ms.k = dir;
       return detail::end_bounce(ps, p, live, pos, dir, s_prev, false);
     }
-    const float inv_t = 1.0f / (1.0f - pr);
     if (frosted) {
       // Into the stone along one cosine-weighted wave normal; the mode 50/50 (depolarised light).
-      for (; todo != 0u; todo &= todo - 1u) {
-        const int k = FT_LOWEST_BIT(todo);
-        const UniaxialEntry ek =
-            k == 0 ? e0 : uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], s_prev);
-        pdf[k] *= detail::clamp_pdf(1.0f - entry_reflectance_unpolarised(ek));
-        if (!((live >> k) & 1u)) continue;
-        const float i =
-            (entry_mode_power(ek, kModeOrdinary, st[k]) + entry_mode_power(ek, kModeExtraordinary, st[k])) *
-            inv_t;
-        st[k][0] = i;
-        st[k][1] = st[k][2] = st[k][3] = 0.0f;
-      }
       const Vec3 kn = detail::cosine_direction(-n_out, stream_uniform(seed, b, kStreamFrostedDir1),
                                                stream_uniform(seed, b, kStreamFrostedDir2));
-      std::uint32_t mode =
-          stream_uniform(seed, b, kStreamBirefringent) < 0.5f ? kModeOrdinary : kModeExtraordinary;
-      Vec3 ray = mode_ray(mode, kn, c, ps.n_k[0], ms.ne_k[0]);
-      if (!(dot(ray, n_out) < 0.0f)) {  // an e ray walking off out of the stone at grazing: take the o mode
-        mode = kModeOrdinary;
-        ray = kn;
-      }
-      ms.k = kn;
-      ms.mode = mode;
-      Vec3 t_axis, b_axis;
-      detail::orthonormal_basis(kn, t_axis, b_axis);
-      return detail::end_bounce(ps, p, live, pos, ray, t_axis, true);
-    }
-    // 8. Transmission into one mode (kStreamBirefringent), p_o from the hero's transmitted powers.
-    const float p_o = mode_split_probability(entry_mode_power(e0, kModeOrdinary, st[0]),
-                                             entry_mode_power(e0, kModeExtraordinary, st[0]));
-    const std::uint32_t mode =
-        stream_uniform(seed, b, kStreamBirefringent) < p_o ? kModeOrdinary : kModeExtraordinary;
-    const float pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
-    Vec3 rays[K];
-    unsigned ok = 0u;
-    rays[0] = e0.ray[mode];
-    ok = e0.tir[mode] ? 0u : 1u;
-    FT_CHANNELS for (int k = 1; k < K; ++k) {
-      if (((todo | live) >> k) & 1u)
-        ok |= detail::entry_ray(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], mode, rays[k]) ? 1u << k : 0u;
-    }
-    detail::intersect_classes(ps, rays, ok, live);
-    // The channels still following the hero, and the pdfs §8 can read from here on.
-    todo = detail::uniaxial_todo(ps, live);
-    for (; todo != 0u; todo &= todo - 1u) {
-      const int k = FT_LOWEST_BIT(todo);
-      const UniaxialEntry ek =
-          k == 0 ? e0 : uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], s_prev);
-      const float po_k = entry_mode_power(ek, kModeOrdinary, st[k]);
-      const float pe_k = entry_mode_power(ek, kModeExtraordinary, st[k]);
-      const float pk = mode_split_probability(po_k, pe_k);
-      pdf[k] *= detail::clamp_pdf(1.0f - entry_reflectance_unpolarised(ek)) *
-                (mode == kModeOrdinary ? pk : 1.0f - pk);
-      if (!((live >> k) & 1u)) continue;
-      st[k][0] = (mode == kModeOrdinary ? po_k : pe_k) * inv_t / pm;
-      st[k][1] = st[k][2] = st[k][3] = 0.0f;
+      return detail::diffuse_into_mode(ps, ms, p, m, live, pos, kn, true, n_out,
+                                       stream_uniform(seed, b, kStreamBirefringent));
     }
     ms.k = e0.k[mode];
     ms.mode = mode;
@@ -300,100 +304,83 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
   if (!absorbed && (p.band_count != 0u || m.e_band_count != 0u)) {
     for (unsigned mm = live; mm != 0u; mm &= mm - 1u) {
       const int k = FT_LOWEST_BIT(mm);
-      const float att = expf(-detail::mode_alpha(p, m, ps.hero, k, ms.mode, pol) * hit.t);
-      st[k][0] *= att;
+      st[k][0] *= expf(-detail::mode_alpha(p, m, ps.hero, k, ms.mode, pol) * hit.t);
     }
   }
   // 5–7. The facet from inside: the hero's solution makes the choice.
   const UniaxialInternal w0 = uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[0], ms.ne_k[0], 1.0f, s_prev);
   const bool hero_tir = w0.tir_out != 0u;
-  const float r0 =
-      internal_reflected_power(w0, kModeOrdinary) + internal_reflected_power(w0, kModeExtraordinary);
-  const float pr = hero_tir ? 1.0f : detail::clampf(r0, kProbMin, kProbMax);
+  const float r_o0 = internal_reflected_power(w0, kModeOrdinary);
+  const float r_e0 = internal_reflected_power(w0, kModeExtraordinary);
+  const float pr = hero_tir ? 1.0f : detail::clampf(r_o0 + r_e0, kProbMin, kProbMax);
   const bool reflect = hero_tir || u_fresnel < pr;
-  if (reflect) {
-    const float inv_r = 1.0f / pr;
-    if (frosted) {
-      for (; todo != 0u; todo &= todo - 1u) {
-        const int k = FT_LOWEST_BIT(todo);
-        const UniaxialInternal wk =
-            k == 0 ? w0 : uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[k], ms.ne_k[k], 1.0f, s_prev);
-        const float rk =
-            internal_reflected_power(wk, kModeOrdinary) + internal_reflected_power(wk, kModeExtraordinary);
-        if (!hero_tir) pdf[k] *= detail::clamp_pdf(wk.tir_out ? 1.0f : rk);
-        if ((live >> k) & 1u) st[k][0] *= rk * inv_r;
-      }
-      const Vec3 kn = detail::cosine_direction(-n_out, stream_uniform(seed, b, kStreamFrostedDir1),
-                                               stream_uniform(seed, b, kStreamFrostedDir2));
-      std::uint32_t mode =
-          stream_uniform(seed, b, kStreamModeCoupling) < 0.5f ? kModeOrdinary : kModeExtraordinary;
-      Vec3 ray = mode_ray(mode, kn, c, ps.n_k[0], ms.ne_k[0]);
-      if (!(dot(ray, n_out) < 0.0f)) {
-        mode = kModeOrdinary;
-        ray = kn;
-      }
-      ms.k = kn;
-      ms.mode = mode;
-      Vec3 t_axis, b_axis;
-      detail::orthonormal_basis(kn, t_axis, b_axis);
-      return detail::end_bounce(ps, p, live, pos, ray, t_axis, true);
-    }
-    // The reflected mode (kStreamModeCoupling), p_o from the hero's reflected powers.
-    const float r_o0 = internal_reflected_power(w0, kModeOrdinary);
-    const float r_e0 = internal_reflected_power(w0, kModeExtraordinary);
+  const float inv_r = 1.0f / pr;
+  const float inv_t = reflect ? 0.0f : 1.0f / (1.0f - pr);
+  // A polished reflection: the reflected mode (kStreamModeCoupling), p_o from the hero's reflected powers.
+  std::uint32_t mode = kModeOrdinary;
+  float pm = 1.0f;
+  if (reflect && !frosted) {
     const float p_o = mode_split_probability(r_o0, r_e0);
-    const std::uint32_t mode =
-        stream_uniform(seed, b, kStreamModeCoupling) < p_o ? kModeOrdinary : kModeExtraordinary;
-    const float pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
-    Vec3 rays[K];
-    unsigned ok = w0.tir_reflected[mode] ? 0u : 1u;
-    rays[0] = w0.ray_reflected[mode];
-    for (unsigned t2 = todo & ~1u; t2 != 0u; t2 &= t2 - 1u) {
-      const int k = FT_LOWEST_BIT(t2);
-      const UniaxialInternal wk =
-          uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[k], ms.ne_k[k], 1.0f, s_prev);
-      const float rk =
-          internal_reflected_power(wk, kModeOrdinary) + internal_reflected_power(wk, kModeExtraordinary);
-      const float pk = mode_split_probability(internal_reflected_power(wk, kModeOrdinary),
-                                              internal_reflected_power(wk, kModeExtraordinary));
-      pdf[k] *= (hero_tir ? 1.0f : detail::clamp_pdf(wk.tir_out ? 1.0f : rk)) *
-                (mode == kModeOrdinary ? pk : 1.0f - pk);
-      rays[k] = wk.ray_reflected[mode];
-      ok |= wk.tir_reflected[mode] ? 0u : 1u << k;
-      if ((live >> k) & 1u) st[k][0] *= internal_reflected_power(wk, mode) * inv_r / pm;
-    }
-    pdf[0] *= (hero_tir ? 1.0f : detail::clamp_pdf(r0)) * pm;
-    st[0][0] *= internal_reflected_power(w0, mode) * inv_r / pm;
-    // A channel outside the worklist is dead and unread: it keeps the hero's direction for the class test.
-    FT_CHANNELS for (int k = 1; k < K; ++k) {
-      if (!((todo >> k) & 1u)) rays[k] = rays[0];
-    }
-    if ((todo & ~1u) != 0u) detail::intersect_classes(ps, rays, ok | ~todo, live);
-    ms.k = w0.k_reflected[mode];
-    ms.mode = mode;
-    return detail::end_bounce(ps, p, live, pos, rays[0], w0.s_axis, true);
+    mode = stream_uniform(seed, b, kStreamModeCoupling) < p_o ? kModeOrdinary : kModeExtraordinary;
+    pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
   }
-  // 8. Out of the stone (hero not past its critical angle).
-  const float inv_t = 1.0f / (1.0f - pr);
-  float i_out[K];
-  Vec3 k_out[K];
-  for (unsigned t2 = todo; t2 != 0u; t2 &= t2 - 1u) {
-    const int k = FT_LOWEST_BIT(t2);
-    const UniaxialInternal wk =
-        k == 0 ? w0 : uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[k], ms.ne_k[k], 1.0f, s_prev);
+  Vec3 dirs[K];  // per channel: the reflected ray (polished reflection) or the exit wave normal (exit)
+  unsigned ok = 0u;
+  // Channel k's update from its facet solution (the hero's is w0).
+  auto internal_channel = [&](int k, const UniaxialInternal& wk) {
+    const float rok = internal_reflected_power(wk, kModeOrdinary);
+    const float rek = internal_reflected_power(wk, kModeExtraordinary);
+    const bool is_live = ((live >> k) & 1u) != 0u;
+    float* sk = st[k];
+    if (reflect) {
+      const float fresnel = hero_tir ? 1.0f : detail::clamp_pdf(wk.tir_out ? 1.0f : rok + rek);
+      if (frosted) {
+        pdf[k] *= fresnel;
+        if (is_live) sk[0] *= (rok + rek) * inv_r;
+        return;
+      }
+      const float pk = mode_split_probability(rok, rek);
+      pdf[k] *= fresnel * (mode == kModeOrdinary ? pk : 1.0f - pk);
+      dirs[k] = wk.ray_reflected[mode];
+      ok |= wk.tir_reflected[mode] ? 0u : 1u << k;
+      if (is_live) sk[0] *= (mode == kModeOrdinary ? rok : rek) * inv_r / pm;
+      return;
+    }
+    // 8. Out of the stone (the hero is not past its critical angle).
     const float tk = wk.tir_out ? 0.0f : internal_transmitted_power(wk);
     pdf[k] *= detail::clamp_pdf(tk);
-    if (!((live >> k) & 1u)) continue;
-    const float ik = st[k][0] * inv_t;
-    k_out[k] = wk.tir_out ? n_out : wk.k_out;
-    i_out[k] = wk.tir_out ? 0.0f : ik;
+    if (!is_live) return;
+    dirs[k] = wk.tir_out ? n_out : wk.k_out;
+    const float ik = wk.tir_out ? 0.0f : sk[0] * inv_t;
     if (frosted) {
-      st[k][0] = tk * ik;
-      st[k][1] = st[k][2] = st[k][3] = 0.0f;
+      sk[0] = tk * ik;
+      sk[1] = sk[2] = sk[3] = 0.0f;
     } else {
-      internal_transmitted_stokes(wk, i_out[k], st[k]);
-      if (wk.degenerate) st[k][2] = st[k][3] = 0.0f;  // k ∥ c: the mode's polarisation is undefined
+      internal_transmitted_stokes(wk, ik, sk);
+      if (wk.degenerate) sk[2] = sk[3] = 0.0f;  // k ∥ c: the mode's polarisation is undefined
     }
+  };
+  internal_channel(0, w0);  // todo always holds the hero
+  for (unsigned t2 = todo & ~1u; t2 != 0u; t2 &= t2 - 1u) {
+    const int k = FT_LOWEST_BIT(t2);
+    internal_channel(k, uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[k], ms.ne_k[k], 1.0f, s_prev));
+  }
+  if (reflect) {
+    if (frosted) {
+      const Vec3 kn = detail::cosine_direction(-n_out, stream_uniform(seed, b, kStreamFrostedDir1),
+                                               stream_uniform(seed, b, kStreamFrostedDir2));
+      return detail::diffuse_into_mode(ps, ms, p, m, live, pos, kn, true, n_out,
+                                       stream_uniform(seed, b, kStreamModeCoupling));
+    }
+    // The other mode's direction depends on the index: compat ∩= the classes of the reflected rays. A channel
+    // outside the worklist is dead and unread; it keeps the hero's direction for the class test.
+    FT_CHANNELS for (int k = 1; k < K; ++k) {
+      if (!((todo >> k) & 1u)) dirs[k] = dirs[0];
+    }
+    if ((todo & ~1u) != 0u) detail::intersect_classes(ps, dirs, ok | ~todo, live);
+    ms.k = w0.k_reflected[mode];
+    ms.mode = mode;
+    return detail::end_bounce(ps, p, live, pos, dirs[0], w0.s_axis, true);
   }
   if (frosted) {
     dir = detail::cosine_direction(n_out, stream_uniform(seed, b, kStreamFrostedDir1),
@@ -413,12 +400,12 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     // Exit splitting (§7.4): a channel leaving along its own direction is staged along it.
     for (unsigned mm = live & ~1u; mm != 0u; mm &= mm - 1u) {
       const int k = FT_LOWEST_BIT(mm);
-      if (dot(k_out[k], dir) >= kSameDirection) continue;
+      if (dot(dirs[k], dir) >= kSameDirection) continue;
       const float ik = detail::maxf(st[k][0], 0.0f);
       st[k][0] = st[k][1] = st[k][2] = st[k][3] = 0.0f;
       live &= ~(1u << k);
       if (ik > 0.0f) {
-        ps.split[k] = env.radiance(p, env.at(p, k_out[k]), ik, ps.hero, k);
+        ps.split[k] = env.radiance(p, env.at(p, dirs[k]), ik, ps.hero, k);
         ps.split_bits = static_cast<std::uint8_t>(ps.split_bits | (1u << k));
       }
     }

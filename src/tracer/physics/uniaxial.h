@@ -173,49 +173,54 @@ FT_HD void tangential(const Wave& w, Vec3 t, Vec3 s, Complexf* out) {
   out[3] = cdot(w.h, s);
 }
 
-/// Solve inc + x₀·back₀ + x₁·back₁ = x₂·fwd₀ + x₃·fwd₁ on the tangential components (Gaussian elimination with
-/// partial pivoting). Returns false when the system is singular (a degenerate mode field).
-FT_HD bool solve_interface(const Wave& inc, const Wave& b0, const Wave& b1, const Wave& f0, const Wave& f1,
-                           Vec3 t, Vec3 s, Complexf* x) {
-  Complexf m[4][5];
+/// Solve inc_r + x₀·back₀ + x₁·back₁ = x₂·fwd₀ + x₃·fwd₁ on the tangential components for R incident waves
+/// at once (one elimination, R right-hand sides; x[r] gets incident wave r's four amplitudes). Gaussian
+/// elimination with partial pivoting written with compile-time indices only — the pivot row is brought up by
+/// compare-and-swap, one reciprocal per pivot — so that on the GPU the matrix stays in registers (an array
+/// indexed by a run-time pivot would live in local memory). Returns false when the system is singular (a
+/// degenerate mode field).
+template <int R>
+FT_HD bool solve_interface(const Wave* const* inc, const Wave& b0, const Wave& b1, const Wave& f0,
+                           const Wave& f1, Vec3 t, Vec3 s, Complexf (*x)[4]) {
+  constexpr int C = 4 + R;
+  Complexf m[4][C];
   Complexf col[4];
   tangential(b0, t, s, col);
-  for (int i = 0; i < 4; ++i) m[i][0] = col[i];
+  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][0] = col[i];
   tangential(b1, t, s, col);
-  for (int i = 0; i < 4; ++i) m[i][1] = col[i];
+  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][1] = col[i];
   tangential(f0, t, s, col);
-  for (int i = 0; i < 4; ++i) m[i][2] = cx(0.0f) - col[i];
+  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][2] = cx(0.0f) - col[i];
   tangential(f1, t, s, col);
-  for (int i = 0; i < 4; ++i) m[i][3] = cx(0.0f) - col[i];
-  tangential(inc, t, s, col);
-  for (int i = 0; i < 4; ++i) m[i][4] = cx(0.0f) - col[i];
-  for (int j = 0; j < 4; ++j) {
-    int piv = j;
-    float best = abs2(m[j][j]);
-    for (int i = j + 1; i < 4; ++i) {
-      const float a = abs2(m[i][j]);
-      if (a > best) {
-        best = a;
-        piv = i;
+  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][3] = cx(0.0f) - col[i];
+  FT_UNROLL for (int r = 0; r < R; ++r) {
+    tangential(*inc[r], t, s, col);
+    FT_UNROLL for (int i = 0; i < 4; ++i) m[i][4 + r] = cx(0.0f) - col[i];
+  }
+  Complexf inv[4];
+  FT_UNROLL for (int j = 0; j < 4; ++j) {
+    FT_UNROLL for (int i = j + 1; i < 4; ++i) {
+      if (abs2(m[i][j]) > abs2(m[j][j])) {
+        FT_UNROLL for (int l = j; l < C; ++l) {
+          const Complexf tmp = m[j][l];
+          m[j][l] = m[i][l];
+          m[i][l] = tmp;
+        }
       }
     }
-    if (!(best > 1e-14f)) return false;
-    if (piv != j) {
-      for (int l = 0; l < 5; ++l) {
-        const Complexf tmp = m[j][l];
-        m[j][l] = m[piv][l];
-        m[piv][l] = tmp;
-      }
-    }
-    for (int i = j + 1; i < 4; ++i) {
-      const Complexf f = cdiv(m[i][j], m[j][j]);
-      for (int l = j; l < 5; ++l) m[i][l] = m[i][l] - f * m[j][l];
+    if (!(abs2(m[j][j]) > 1e-14f)) return false;
+    inv[j] = cdiv(cx(1.0f), m[j][j]);
+    FT_UNROLL for (int i = j + 1; i < 4; ++i) {
+      const Complexf f = m[i][j] * inv[j];
+      FT_UNROLL for (int l = j + 1; l < C; ++l) m[i][l] = m[i][l] - f * m[j][l];
     }
   }
-  for (int j = 3; j >= 0; --j) {
-    Complexf acc = m[j][4];
-    for (int l = j + 1; l < 4; ++l) acc = acc - m[j][l] * x[l];
-    x[j] = cdiv(acc, m[j][j]);
+  FT_UNROLL for (int r = 0; r < R; ++r) {
+    FT_UNROLL for (int j = 3; j >= 0; --j) {
+      Complexf acc = m[j][4 + r];
+      FT_UNROLL for (int l = j + 1; l < 4; ++l) acc = acc - m[j][l] * x[r][l];
+      x[r][j] = acc * inv[j];
+    }
   }
   return true;
 }
@@ -360,11 +365,13 @@ FT_HD UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1, float n
   const Wave ref_p = iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, true, true);
   const Wave wo = ordinary_wave(f.t, f.z, kt, qo, c, prop_o);
   const Wave we = extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e);
-  Complexf xs[4], xp[4];
+  Complexf xsp[2][4];
+  const Wave* const incs[2] = {&inc_s, &inc_p};
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k[0], c) && !(q1 <= 0.0f);
-  ok = ok && solve_interface(inc_s, ref_s, ref_p, wo, we, f.t, f.s, xs);
-  ok = ok && solve_interface(inc_p, ref_s, ref_p, wo, we, f.t, f.s, xp);
+  ok = ok && solve_interface<2>(incs, ref_s, ref_p, wo, we, f.t, f.s, xsp);
   if (ok) {
+    const Complexf* xs = xsp[0];
+    const Complexf* xp = xsp[1];
     const float fs = inc_s.flux, fp = inc_p.flux;
     out.r[0] = power_amp(xs[0], ref_s.flux, fs);
     out.r[1] = power_amp(xp[0], ref_s.flux, fp);
@@ -514,10 +521,12 @@ FT_HD UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec3 n_out,
   const Wave we = extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e);
   const Wave ts = iso_wave(f.t, f.z, f.s, kt, q2, n2, false, prop_t);
   const Wave tp = iso_wave(f.t, f.z, f.s, kt, q2, n2, true, prop_t);
-  Complexf x[4];
+  Complexf x1[1][4];
+  const Wave* const incs[1] = {&inc};
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected[0], c) && inc.flux > 0.0f;
-  ok = ok && solve_interface(inc, wo, we, ts, tp, f.t, f.s, x);
+  ok = ok && solve_interface<1>(incs, wo, we, ts, tp, f.t, f.s, x1);
   if (ok) {
+    const Complexf* x = x1[0];
     out.r[0] = power_amp(x[0], wo.flux, inc.flux);
     out.r[1] = power_amp(x[1], we.flux, inc.flux);
     out.t[0] = power_amp(x[2], ts.flux, inc.flux);
