@@ -4,8 +4,13 @@
 
 #if defined(__CUDACC__)
 #define FT_HD __host__ __device__ __forceinline__
+/// A large FT_HD function kept out of line on the device: one copy of its code however many call sites, so a
+/// megakernel that calls it from several branches still fits the instruction cache (benchmarks/NOTES.md,
+/// uniaxial kernel). Inline on the host.
+#define FT_HD_OUTLINE __host__ __device__ __noinline__
 #else
 #define FT_HD inline
+#define FT_HD_OUTLINE inline
 #endif
 
 /// Fully unroll the next loop in device code (its bound is a compile-time constant), so per-channel arrays

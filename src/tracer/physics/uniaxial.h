@@ -332,7 +332,8 @@ struct UniaxialEntry {
 
 /// Entry: unit incident wave normal k (k·N < 0), N out of the stone, unit optic axis c, indices n1 (outside), n_o,
 /// n_e, and the path's current s axis (used only at normal incidence).
-FT_HD UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e, Vec3 s_hint) {
+FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e,
+                                           Vec3 s_hint) {
   using namespace uniaxial_detail;
   UniaxialEntry out{};
   const Frame f = make_frame(k, n_out, true, s_hint);
@@ -473,8 +474,8 @@ struct UniaxialInternal {
 
 /// Internal facet: unit incident wave normal k of mode `mode` inside (its ray S has S·N > 0), N out of the stone,
 /// unit optic axis c, n_o, n_e, outside index n2, and the path's current s axis (used only at normal incidence).
-FT_HD UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec3 n_out, Vec3 c, float n_o, float n_e,
-                                         float n2, Vec3 s_hint) {
+FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec3 n_out, Vec3 c, float n_o,
+                                                 float n_e, float n2, Vec3 s_hint) {
   using namespace uniaxial_detail;
   UniaxialInternal out{};
   const Frame f = make_frame(k, n_out, false, s_hint);
