@@ -146,7 +146,7 @@ TEST(SceneJson, material_presets_have_their_published_indices) {
     EXPECT_EQ(m->birefringence_delta, 0.0f) << "presets stay Tier 1";
   }
   EXPECT_EQ(ft::material_preset("CZ")->name, "Cubic zirconia");
-  EXPECT_EQ(ft::material_preset_names().size(), 21u);  // the catalogue: MaterialCatalogue below
+  EXPECT_EQ(ft::material_preset_names().size(), 22u);  // the catalogue: MaterialCatalogue below
   const auto bad = ft::material_preset("diamnod");
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
   EXPECT_MESSAGE_HAS(bad.status().what(), "did you mean \"diamond\"");
@@ -164,6 +164,7 @@ TEST(MaterialCatalogue, every_preset_is_valid_has_its_published_index_and_the_ri
   const Expect expect[] = {
       {"diamond", 2.417, 1, false},           // Peter (1923)
       {"moissanite", 2.6474, 2, false},       // Wang et al. (2013), 6H-SiC n_o
+      {"rutile", 2.6129, 2, false},           // DeVore (1951) n_o
       {"cubic_zirconia", 2.15847, 1, false},  // Wood & Nassau (1982), their quoted N_D
       {"spinel", 1.716, 1, false},            // Tropf & Thomas (1991)
       {"red_spinel", 1.716, 1, true},         // Tropf & Thomas (1991)
@@ -533,7 +534,7 @@ TEST(SceneJsonFiles, an_hdr_environment_is_read_and_checked_with_the_scene) {
   const ft::TierFeatures t = ft::tier_features(*s);
   EXPECT_EQ(t.tier, 2);
   EXPECT_TRUE(t.hdr_environment);
-  EXPECT_TRUE(t.uniaxial);  // emerald
+  EXPECT_TRUE(t.uniaxial);                            // emerald
   EXPECT_TRUE(t.status().ok()) << t.status().what();  // an HDR map and a uniaxial stone: both tracers
   EXPECT_EQ(t.features.at(0), "HDR environment (Tier 2)");
   auto back = ft::scene_from_json(ft::scene_to_json(*s));  // the resolved path reads back from anywhere

@@ -106,7 +106,7 @@ constexpr auto kUniPos = OpticalCharacter::kUniaxialPos;
 constexpr auto kUniNeg = OpticalCharacter::kUniaxialNeg;
 constexpr auto kBiPos = OpticalCharacter::kBiaxialPos;
 
-const std::array<MaterialPreset, 21> kMaterialPresets = {{
+const std::array<MaterialPreset, 22> kMaterialPresets = {{
     {"diamond", [] { return diamond_material(); }},
     // 6H-SiC ordinary ray, Wang et al. (2013), 0.436–2.325 µm: n² = 6.57232 + 0.1401/(λ² − 0.03178) − 0.02153λ²,
     // as Sellmeier3 (the reference renderer's encoding): constant 1.163887 at c = 0, the pole term
@@ -117,6 +117,15 @@ const std::array<MaterialPreset, 21> kMaterialPresets = {{
        return gem("Moissanite (6H-SiC)",
                   sellmeier3({1.163887f, 4.408433f, 21.53f}, {0.0f, 0.03178f, 1000.0f}), kUniPos,
                   CrystalSystem::kHexagonal, 0.0415f);
+     }},
+    // Rutile (TiO2), DeVore, J. Opt. Soc. Am. 41, 416 (1951), 0.43–1.5 µm: n_o² = 5.913 + 0.2441/(λ² − 0.0803),
+    // as Sellmeier3 like moissanite: constant 5.913 − 1 − 0.2441/0.0803 = 1.873149 at c = 0 and the pole term
+    // 0.2441/0.0803 = 3.039851. n_o,D ≈ 2.6129; Δ = +0.2957 = n_e − n_o at 589.3 nm from the same paper's
+    // n_e² = 7.197 + 0.3322/(λ² − 0.0843) (n_e,D ≈ 2.9087; traced as n_o + Δ). Colourless (synthetic rutile).
+    {"rutile",
+     [] {
+       return gem("Rutile (TiO2)", sellmeier3({1.873149f, 3.039851f, 0.0f}, {0.0f, 0.0803f, 1.0f}), kUniPos,
+                  CrystalSystem::kTetragonal, 0.2957f);
      }},
     // Y2O3-stabilised cubic zirconia, Wood & Nassau (1982), 0.36–5.1 µm: n_D ≈ 2.158.
     {"cubic_zirconia",
