@@ -14,9 +14,9 @@ namespace facetrace::tracer {
 namespace {
 
 constexpr unsigned kReduceBlock = 128;
-#ifndef FT_MEDIUM_MIN_BLOCKS
-#define FT_MEDIUM_MIN_BLOCKS 2  // A/B knob (temporary)
-#endif
+// The medium kernels' minimum resident blocks (≤ 128 registers): faster than 1 block for uniaxial stones, within
+// 2 % for inclusions (benchmarks/NOTES.md, issue 14 session 7).
+constexpr unsigned kMediumMinBlocks = 2;
 
 /// A path handed from the first launch to the second: its state after `split` bounces and its tuple index.
 struct alignas(16) SavedPath {
@@ -202,7 +202,7 @@ void launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView& 
   constexpr unsigned kBlock = 256;
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
-  transport_medium_kernel<kBlock, FT_MEDIUM_MIN_BLOCKS, kKind, kHdr>
+  transport_medium_kernel<kBlock, kMediumMinBlocks, kKind, kHdr>
       <<<grid, kBlock, 0, stream>>>(scene, map, range, tuples, nonfinite);
 }
 
