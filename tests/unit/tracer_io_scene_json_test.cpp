@@ -314,6 +314,78 @@ TEST(SceneJson, reads_the_optic_axis_and_refuses_a_zero_one) {
   EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"c_axis": [0, "y", 0]}})"), "material.c_axis[1]");
 }
 
+TEST(SceneJson, reads_the_extraordinary_curve_and_null_removes_it) {
+  // docs/scene-format.md "extraordinary_dispersion": a dispersion object, checked like `dispersion`; null
+  // returns to n_e = n_o + Δ.
+  EXPECT_FALSE(parse_ok("{}").material.extraordinary_dispersion.has_value());
+  ft::Scene s = parse_ok(R"({"material": {"preset": "emerald",
+      "extraordinary_dispersion": {"model": "cauchy", "a": 1.571, "b": 0.0042}}})");
+  ASSERT_TRUE(s.material.extraordinary_dispersion.has_value());
+  EXPECT_EQ(s.material.extraordinary_dispersion->model, ft::DispersionModel::kCauchy);
+  EXPECT_EQ(s.material.extraordinary_dispersion->b[0], 1.571f);
+  EXPECT_EQ(s.material.extraordinary_dispersion->b[1], 0.0042f);
+  const std::string text = ft::scene_to_json(s);
+  EXPECT_NE(text.find("\"extraordinary_dispersion\""), std::string::npos);
+  auto back = ft::scene_from_json(text);
+  ASSERT_TRUE(back.ok()) << back.status().what();
+  ASSERT_TRUE(back->material.extraordinary_dispersion.has_value());
+  EXPECT_EQ(back->material.extraordinary_dispersion->b[1], 0.0042f);
+  EXPECT_EQ(ft::scene_to_json(*back), text);
+
+  s = parse_ok(R"({"material": {"preset": "ruby", "extraordinary_dispersion": null}})");
+  EXPECT_FALSE(s.material.extraordinary_dispersion.has_value());
+  EXPECT_EQ(s.material.birefringence_delta, -0.0081f);
+
+  EXPECT_MESSAGE_HAS(
+      parse_error(R"({"material": {"extraordinary_dispersion": {"model": "cauchy", "a": 7}}})"),
+      "material.extraordinary_dispersion: refractive index at 380 nm is 7");
+  EXPECT_MESSAGE_HAS(
+      parse_error(
+          R"({"material": {"extraordinary_dispersion": {"model": "sellmeier1", "b": 1, "c": 0.25}}})"),
+      "material.extraordinary_dispersion: Sellmeier term 0 has its pole at 500 nm");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"extraordinary_dispersion": {"a": 1.5}}})"),
+                     "material.extraordinary_dispersion.model: missing");
+  EXPECT_MESSAGE_HAS(parse_error(R"({"material": {"extraordinary_dispersion": 1.6}})"),
+                     "material.extraordinary_dispersion: expected an object");
+}
+
+TEST(MaterialCatalogue, published_extraordinary_curves_give_the_published_n_e) {
+  // n_e at 589.3 nm from the papers' own formulas, evaluated here: Malitson & Dodge (1972) sapphire
+  // n_e² − 1 = 1.5039759λ²/(λ² − 0.0740288²) + 0.55069141λ²/(λ² − 0.1216529²) + 6.5927379λ²/(λ² − 20.072248²);
+  // Ghosh (1999) quartz n_e² = 1.28851804 + 1.09509924λ²/(λ² − 1.02101864e-2) + 1.15662475λ²/(λ² − 100);
+  // DeVore (1951) rutile n_e² = 7.197 + 0.3322/(λ² − 0.0843).
+  const double l2 = 0.5893 * 0.5893;
+  const double sapphire = std::sqrt(1.0 + 1.5039759 * l2 / (l2 - 0.0740288 * 0.0740288) +
+                                    0.55069141 * l2 / (l2 - 0.1216529 * 0.1216529) +
+                                    6.5927379 * l2 / (l2 - 20.072248 * 20.072248));
+  const double quartz =
+      std::sqrt(1.28851804 + 1.09509924 * l2 / (l2 - 1.02101864e-2) + 1.15662475 * l2 / (l2 - 100.0));
+  const double rutile = std::sqrt(7.197 + 0.3322 / (l2 - 0.0843));
+  auto n_at = [&](const ft::Dispersion& d) {  // Sellmeier3, the model all three presets use
+    EXPECT_EQ(d.model, ft::DispersionModel::kSellmeier3);
+    double n2 = 1.0;
+    for (int i = 0; i < 3; ++i) n2 += double{d.b[i]} * l2 / (l2 - d.c[i]);
+    return std::sqrt(n2);
+  };
+  struct Case {
+    const char* preset;
+    double n_e;
+  };
+  for (const Case& c : {Case{"ruby", sapphire}, Case{"sapphire", sapphire}, Case{"quartz", quartz},
+                        Case{"amethyst", quartz}, Case{"citrine", quartz}, Case{"rutile", rutile}}) {
+    const ft::Material m = ft::material_preset(c.preset).value();
+    ASSERT_TRUE(m.extraordinary_dispersion.has_value()) << c.preset;
+    EXPECT_NEAR(n_at(*m.extraordinary_dispersion), c.n_e, 2e-6) << c.preset;
+    // Δ stays the published value at 589.3 nm: n_e − n_o from the two curves.
+    EXPECT_NEAR(n_at(*m.extraordinary_dispersion) - n_at(m.dispersion), m.birefringence_delta, 1e-4)
+        << c.preset;
+  }
+  EXPECT_NEAR(sapphire, 1.7600, 1e-4);  // the papers' n_e,D (docs/materials.md)
+  EXPECT_NEAR(quartz, 1.5534, 1e-4);
+  EXPECT_NEAR(rutile, 2.9087, 1e-4);
+  EXPECT_FALSE(ft::material_preset("emerald")->extraordinary_dispersion.has_value());  // n_o + Δ
+}
+
 TEST(SceneJson, reads_sellmeier1_cauchy_and_preset_overrides) {
   ft::Scene s = parse_ok(R"({"material": {"dispersion": {"model": "sellmeier1", "b": 1.3, "c": 0.01}}})");
   EXPECT_EQ(s.material.dispersion.model, ft::DispersionModel::kSellmeier1);

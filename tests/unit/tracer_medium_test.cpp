@@ -169,6 +169,22 @@ TEST(TracerMedium, uniaxial_slab_with_the_axis_in_the_face_splits_into_two_indep
   expect_near_sigma(r2, 0.5 * (slab_return(1.6, 1.5) + slab_return(1.4, 0.2)), 5.0, "Δ < 0");
 }
 
+TEST(TracerMedium, uniaxial_slab_takes_n_e_from_its_extraordinary_curve) {
+  // docs/design/tracer.md §7.7: with material.extraordinary_dispersion, n_e(λ) is that curve and Δ only marks the
+  // stone anisotropic. Δ = +0.01 here would give n_e 1.61; the curve says 2.1, so the e slab is (2.1, α_e).
+  ft::Scene s = slab_scene(1.6f, 1.5f);
+  make_uniaxial(s, 0.01f, ph::Vec3{1.0f, 0.0f, 0.0f}, 6.0f);  // strong α_e: the index shows through R
+  ft::Dispersion e;
+  e.model = ft::DispersionModel::kCauchy;
+  e.b[0] = 2.1f;
+  s.material.extraordinary_dispersion = e;
+  const Ratio r = slab_ratio(s, 4000);
+  const double want = 0.5 * (slab_return(1.6, 1.5) + slab_return(2.1, 6.0));
+  expect_near_sigma(r, want, 5.0, "n_e from the curve");
+  // Distinguishable from n_o + Δ.
+  EXPECT_GT(std::fabs(want - 0.5 * (slab_return(1.6, 1.5) + slab_return(1.61, 6.0))), 20.0 * r.stderr_);
+}
+
 TEST(TracerMedium, clear_stones_return_the_uniform_environment) {
   // The furnace with every Tier 2 medium: a clear stone neither creates nor loses energy (R + T = 1 per mode,
   // the mode and Fresnel choices divided by their probabilities, HG scattering with albedo 1).

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,9 @@ struct Material {
   OpticalCharacter optical_character = OpticalCharacter::kIsotropic;
   CrystalSystem crystal_system = CrystalSystem::kCubic;
   float birefringence_delta = 0.0f;  ///< Tier 2/3; anisotropic only when non-cubic and |Δ| > 1e-4
+  /// Tier 2: the extraordinary curve n_e(λ) of a uniaxial stone (docs/design/tracer.md §3, §7.7); absent, the
+  /// tracer uses n_e(λ) = n_o(λ) + Δ. Δ still decides whether the stone is anisotropic.
+  std::optional<Dispersion> extraordinary_dispersion;
   /// Tier 2: the optic axis in the stone's frame (any length but zero; the tracer normalises it).
   float c_axis[3] = {0.0f, 1.0f, 0.0f};
   float scattering_sigma_s = 0.0f;  ///< Tier 2 (HG inclusions)

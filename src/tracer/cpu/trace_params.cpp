@@ -91,6 +91,17 @@ void bradford_to_d65(std::uint32_t illuminant_kind, float planck_kelvin, float o
 
 namespace {
 
+/// A dispersion curve as the physics headers read it (docs/design/tracer.md §3).
+physics::DispersionCoeffs dispersion_coeffs(const Dispersion& d) {
+  physics::DispersionCoeffs c{};
+  c.model = static_cast<std::uint32_t>(d.model);
+  for (int i = 0; i < 3; ++i) {
+    c.b[i] = d.b[i];
+    c.c[i] = d.c[i];
+  }
+  return c;
+}
+
 /// Squared radius about the origin of a sphere holding the polytope {x : n·x + d ≤ 0}: the largest |v|² over
 /// its vertices (each the intersection of three planes that satisfies all others), in double, with a margin
 /// so rays that graze the stone still reach the slab test. 0 for an empty plane list.
@@ -202,11 +213,7 @@ physics::TraceParams make_trace_params(const Scene& scene) {
 
   // Material (docs/design/tracer.md §3); isotropic materials use o_ray.
   const Material& m = scene.material;
-  p.dispersion.model = static_cast<std::uint32_t>(m.dispersion.model);
-  for (int i = 0; i < 3; ++i) {
-    p.dispersion.b[i] = m.dispersion.b[i];
-    p.dispersion.c[i] = m.dispersion.c[i];
-  }
+  p.dispersion = dispersion_coeffs(m.dispersion);
   const std::size_t bands = std::min<std::size_t>(m.o_ray.size(), physics::kMaxBands);
   p.band_count = static_cast<std::uint32_t>(bands);
   for (std::size_t i = 0; i < bands; ++i) {
@@ -231,6 +238,10 @@ physics::MediumParams make_medium_params(const Scene& scene) {
   if (tier_features(scene).uniaxial && !biaxial) {
     md.kind = physics::kMediumUniaxial;
     md.delta = m.birefringence_delta;
+    if (m.extraordinary_dispersion) {  // docs/design/tracer.md §7.7: n_e(λ) from its own curve
+      md.e_dispersion = 1u;
+      md.e_disp = dispersion_coeffs(*m.extraordinary_dispersion);
+    }
     const double cx = m.c_axis[0], cy = m.c_axis[1], cz = m.c_axis[2];
     const double len = std::sqrt(cx * cx + cy * cy + cz * cz);  // validate_scene refused a (near) zero axis
     md.c_axis = to_vec(cx / len, cy / len, cz / len);

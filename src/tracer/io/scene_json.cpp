@@ -246,8 +246,8 @@ Material parse_material(const json& j, const std::string& path, const Material& 
   }
   check_object(j, path,
                {"preset", "name", "dispersion", "absorption", "absorption_path_scale", "optical_character",
-                "crystal_system", "birefringence_delta", "c_axis", "scattering_sigma_s", "scattering_g",
-                "edge_rounding_radius", "fluorescence"});
+                "crystal_system", "birefringence_delta", "extraordinary_dispersion", "c_axis",
+                "scattering_sigma_s", "scattering_g", "edge_rounding_radius", "fluorescence"});
   Material m = def;
   if (const auto it = j.find("preset"); it != j.end()) {
     auto preset = material_preset(as_string(*it, join(path, "preset")));
@@ -278,6 +278,12 @@ Material parse_material(const json& j, const std::string& path, const Material& 
     m.crystal_system =
         static_cast<CrystalSystem>(enum_index(*it, join(path, "crystal_system"), kCrystalNames));
   m.birefringence_delta = get_float(j, "birefringence_delta", path, m.birefringence_delta);
+  if (const auto it = j.find("extraordinary_dispersion"); it != j.end()) {  // null: back to n_o + Δ
+    if (it->is_null())
+      m.extraordinary_dispersion.reset();
+    else
+      m.extraordinary_dispersion = parse_dispersion(*it, join(path, "extraordinary_dispersion"));
+  }
   if (const auto it = j.find("c_axis"); it != j.end()) {
     const std::string p = join(path, "c_axis");
     if (!it->is_array() || it->size() != 3)
@@ -441,10 +447,19 @@ bool same_bands(const std::vector<AbsorptionBand>& a, const std::vector<Absorpti
   return true;
 }
 
-bool same_material(const Material& a, const Material& b) {
-  if (a.name != b.name || a.dispersion.model != b.dispersion.model) return false;
+bool same_dispersion(const Dispersion& a, const Dispersion& b) {
+  if (a.model != b.model) return false;
   for (int i = 0; i < 3; ++i)
-    if (a.dispersion.b[i] != b.dispersion.b[i] || a.dispersion.c[i] != b.dispersion.c[i]) return false;
+    if (a.b[i] != b.b[i] || a.c[i] != b.c[i]) return false;
+  return true;
+}
+
+bool same_material(const Material& a, const Material& b) {
+  if (a.name != b.name || !same_dispersion(a.dispersion, b.dispersion)) return false;
+  if (a.extraordinary_dispersion.has_value() != b.extraordinary_dispersion.has_value()) return false;
+  if (a.extraordinary_dispersion &&
+      !same_dispersion(*a.extraordinary_dispersion, *b.extraordinary_dispersion))
+    return false;
   return same_bands(a.o_ray, b.o_ray) && same_bands(a.e_ray, b.e_ray) && same_bands(a.beta_ray, b.beta_ray) &&
          a.absorption_path_scale == b.absorption_path_scale && a.optical_character == b.optical_character &&
          a.crystal_system == b.crystal_system && a.birefringence_delta == b.birefringence_delta &&
@@ -462,6 +477,27 @@ bool same_planes(const std::vector<Plane>& a, const std::vector<Plane>& b) {
   return true;
 }
 
+ojson dispersion_json(const Dispersion& disp) {
+  ojson d;
+  d["model"] = std::string(kModelNames[static_cast<std::size_t>(disp.model)]);
+  switch (disp.model) {
+    case DispersionModel::kSellmeier1:
+      d["b"] = num(disp.b[0]);
+      d["c"] = num(disp.c[0]);
+      break;
+    case DispersionModel::kSellmeier3:
+      d["b"] = {num(disp.b[0]), num(disp.b[1]), num(disp.b[2])};
+      d["c"] = {num(disp.c[0]), num(disp.c[1]), num(disp.c[2])};
+      break;
+    case DispersionModel::kCauchy:
+      d["a"] = num(disp.b[0]);
+      d["b"] = num(disp.b[1]);
+      d["c"] = num(disp.b[2]);
+      break;
+  }
+  return d;
+}
+
 ojson material_json(const Material& m, bool use_names) {
   if (use_names) {
     for (const MaterialPreset& p : material_presets())
@@ -469,30 +505,15 @@ ojson material_json(const Material& m, bool use_names) {
   }
   ojson o;
   o["name"] = m.name;
-  ojson d;
-  d["model"] = std::string(kModelNames[static_cast<std::size_t>(m.dispersion.model)]);
-  switch (m.dispersion.model) {
-    case DispersionModel::kSellmeier1:
-      d["b"] = num(m.dispersion.b[0]);
-      d["c"] = num(m.dispersion.c[0]);
-      break;
-    case DispersionModel::kSellmeier3:
-      d["b"] = {num(m.dispersion.b[0]), num(m.dispersion.b[1]), num(m.dispersion.b[2])};
-      d["c"] = {num(m.dispersion.c[0]), num(m.dispersion.c[1]), num(m.dispersion.c[2])};
-      break;
-    case DispersionModel::kCauchy:
-      d["a"] = num(m.dispersion.b[0]);
-      d["b"] = num(m.dispersion.b[1]);
-      d["c"] = num(m.dispersion.b[2]);
-      break;
-  }
-  o["dispersion"] = std::move(d);
+  o["dispersion"] = dispersion_json(m.dispersion);
   o["absorption"] = {
       {"o_ray", bands_json(m.o_ray)}, {"e_ray", bands_json(m.e_ray)}, {"beta_ray", bands_json(m.beta_ray)}};
   o["absorption_path_scale"] = num(m.absorption_path_scale);
   o["optical_character"] = std::string(kCharacterNames[static_cast<std::size_t>(m.optical_character)]);
   o["crystal_system"] = std::string(kCrystalNames[static_cast<std::size_t>(m.crystal_system)]);
   o["birefringence_delta"] = num(m.birefringence_delta);
+  if (m.extraordinary_dispersion)
+    o["extraordinary_dispersion"] = dispersion_json(*m.extraordinary_dispersion);
   o["c_axis"] = {num(m.c_axis[0]), num(m.c_axis[1]), num(m.c_axis[2])};
   o["scattering_sigma_s"] = num(m.scattering_sigma_s);
   o["scattering_g"] = num(m.scattering_g);

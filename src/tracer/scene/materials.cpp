@@ -96,9 +96,25 @@ Dispersion corundum_o() {
   return sellmeier3({1.4313493f, 0.65054713f, 5.3414021f}, {0.0052799261f, 0.0142382647f, 325.017834f});
 }
 
+// Al2O3 extraordinary ray, the same paper: n_e,D ≈ 1.7600 (Δ_D = −0.0081, −0.0085 at 400 nm, −0.0080 at 700 nm).
+Dispersion corundum_e() {
+  return sellmeier3({1.5039759f, 0.55069141f, 6.5927379f}, {0.0054802632f, 0.0147994281f, 402.895140f});
+}
+
 // α-SiO2 ordinary ray, Ghosh (1999), 0.198–2.05 µm; the constant 0.28604141 is a pole at c = 0: n_o,D ≈ 1.5442.
 Dispersion quartz_o() {
   return sellmeier3({0.28604141f, 1.07044083f, 1.10202242f}, {0.0f, 0.0100585997f, 100.0f});
+}
+
+// α-SiO2 extraordinary ray, the same paper: n_e,D ≈ 1.5533 (Δ_D = +0.0091, +0.0096 at 400 nm).
+Dispersion quartz_e() {
+  return sellmeier3({0.28851804f, 1.09509924f, 1.15662475f}, {0.0f, 0.0102101864f, 100.0f});
+}
+
+/// `m` with its extraordinary curve n_e(λ) (docs/design/tracer.md §7.7); Δ stays the value at 589.3 nm.
+Material with_e(Material m, Dispersion e) {
+  m.extraordinary_dispersion = e;
+  return m;
 }
 
 constexpr auto kIso = OpticalCharacter::kIsotropic;
@@ -121,11 +137,14 @@ const std::array<MaterialPreset, 22> kMaterialPresets = {{
     // Rutile (TiO2), DeVore, J. Opt. Soc. Am. 41, 416 (1951), 0.43–1.5 µm: n_o² = 5.913 + 0.2441/(λ² − 0.0803),
     // as Sellmeier3 like moissanite: constant 5.913 − 1 − 0.2441/0.0803 = 1.873149 at c = 0 and the pole term
     // 0.2441/0.0803 = 3.039851. n_o,D ≈ 2.6129; Δ = +0.2957 = n_e − n_o at 589.3 nm from the same paper's
-    // n_e² = 7.197 + 0.3322/(λ² − 0.0843) (n_e,D ≈ 2.9087; traced as n_o + Δ). Colourless (synthetic rutile).
+    // n_e² = 7.197 + 0.3322/(λ² − 0.0843) (n_e,D ≈ 2.9087), traced as its own curve: constant
+    // 7.197 − 1 − 0.3322/0.0843 = 2.256312 at c = 0 and the pole term 0.3322/0.0843 = 3.940688. Colourless
+    // (synthetic rutile).
     {"rutile",
      [] {
-       return gem("Rutile (TiO2)", sellmeier3({1.873149f, 3.039851f, 0.0f}, {0.0f, 0.0803f, 1.0f}), kUniPos,
-                  CrystalSystem::kTetragonal, 0.2957f);
+       return with_e(gem("Rutile (TiO2)", sellmeier3({1.873149f, 3.039851f, 0.0f}, {0.0f, 0.0803f, 1.0f}),
+                         kUniPos, CrystalSystem::kTetragonal, 0.2957f),
+                     sellmeier3({2.256312f, 3.940688f, 0.0f}, {0.0f, 0.0843f, 1.0f}));
      }},
     // Y2O3-stabilised cubic zirconia, Wood & Nassau (1982), 0.36–5.1 µm: n_D ≈ 2.158.
     {"cubic_zirconia",
@@ -177,20 +196,22 @@ const std::array<MaterialPreset, 22> kMaterialPresets = {{
        return gem("Aquamarine", cauchy(1.564698f, 0.004273f), kUniNeg, CrystalSystem::kHexagonal, -0.0060f,
                   bands, bands);
      }},
-    // Ruby (Al2O3:Cr): Malitson & Dodge o-ray, Δ = −0.0081 from their e-ray fit; Cr3+ 4A2→4T1/4T2 bands,
+    // Ruby (Al2O3:Cr): Malitson & Dodge o- and e-ray curves (Δ_D = −0.0081); Cr3+ 4A2→4T1/4T2 bands,
     // pleochroic per Mandarino (1959): o at 410/556 nm, e at 400/550 nm.
     {"ruby",
      [] {
-       return gem("Ruby", corundum_o(), kUniNeg, CrystalSystem::kTrigonal, -0.0081f,
-                  {nm_band(410.0f, 30.0f, 3.0f), nm_band(556.0f, 45.0f, 2.5f)},
-                  {nm_band(400.0f, 30.0f, 2.9f), nm_band(550.0f, 45.0f, 1.4f)});
+       return with_e(gem("Ruby", corundum_o(), kUniNeg, CrystalSystem::kTrigonal, -0.0081f,
+                         {nm_band(410.0f, 30.0f, 3.0f), nm_band(556.0f, 45.0f, 2.5f)},
+                         {nm_band(400.0f, 30.0f, 2.9f), nm_band(550.0f, 45.0f, 1.4f)}),
+                     corundum_e());
      }},
-    // Blue sapphire (Al2O3:Fe,Ti): Malitson & Dodge o-ray, Δ = −0.0081; the Fe2+–Ti4+ IVCT band at 580 nm for
+    // Blue sapphire (Al2O3:Fe,Ti): Malitson & Dodge o- and e-ray curves (Δ_D = −0.0081); the Fe2+–Ti4+ IVCT band at 580 nm for
     // E ⊥ c and 700 nm for E ∥ c (Emmett et al. 2020).
     {"sapphire",
      [] {
-       return gem("Sapphire (blue)", corundum_o(), kUniNeg, CrystalSystem::kTrigonal, -0.0081f,
-                  {nm_band(580.0f, 90.0f, 3.0f)}, {nm_band(700.0f, 95.0f, 2.1f)});
+       return with_e(gem("Sapphire (blue)", corundum_o(), kUniNeg, CrystalSystem::kTrigonal, -0.0081f,
+                         {nm_band(580.0f, 90.0f, 3.0f)}, {nm_band(700.0f, 95.0f, 2.1f)}),
+                     corundum_e());
      }},
     // Sapphire (Al2O3), ordinary ray only, Malitson & Dodge (1972): n_o,D ≈ 1.768. Sapphire is uniaxial
     // (Δ ≈ −0.008); this preset deliberately ignores the birefringence (Δ = 0 keeps it in Tier 1).
@@ -217,19 +238,25 @@ const std::array<MaterialPreset, 22> kMaterialPresets = {{
        return gem("Zircon", cauchy(1.890963f, 0.011820f), kUniPos, CrystalSystem::kTetragonal, 0.0590f, bands,
                   bands);
      }},
-    // Rock crystal: Ghosh (1999) o-ray, Δ = +0.0091 from the same paper's e-ray fit. Colourless.
-    {"quartz", [] { return gem("Quartz", quartz_o(), kUniPos, CrystalSystem::kTrigonal, 0.0091f); }},
-    // Amethyst: quartz plus the Fe colour-centre band at 545 nm. e = o.
+    // Rock crystal: Ghosh (1999) o- and e-ray curves (Δ_D = +0.0091). Colourless.
+    {"quartz",
+     [] {
+       return with_e(gem("Quartz", quartz_o(), kUniPos, CrystalSystem::kTrigonal, 0.0091f), quartz_e());
+     }},
+    // Amethyst: quartz plus the Fe colour-centre band at 545 nm. e bands = o bands.
     {"amethyst",
      [] {
        const Bands bands = {nm_band(545.0f, 55.0f, 1.8f)};
-       return gem("Amethyst", quartz_o(), kUniPos, CrystalSystem::kTrigonal, 0.0091f, bands, bands);
+       return with_e(gem("Amethyst", quartz_o(), kUniPos, CrystalSystem::kTrigonal, 0.0091f, bands, bands),
+                     quartz_e());
      }},
-    // Citrine: quartz plus the Fe3+ absorption edge, a band at 400 nm whose tail takes the violet-blue. e = o.
+    // Citrine: quartz plus the Fe3+ absorption edge, a band at 400 nm whose tail takes the violet-blue. e bands
+    // = o bands.
     {"citrine",
      [] {
        const Bands bands = {nm_band(400.0f, 70.0f, 1.6f)};
-       return gem("Citrine", quartz_o(), kUniPos, CrystalSystem::kTrigonal, 0.0091f, bands, bands);
+       return with_e(gem("Citrine", quartz_o(), kUniPos, CrystalSystem::kTrigonal, 0.0091f, bands, bands),
+                     quartz_e());
      }},
     // Peridot (Fo~90 olivine): n_α 1.654, n_β 1.669, n_γ 1.690 (Deer, Howie & Zussman), Δ = 0.036; the reference
     // renderer's Cauchy b (B–G 0.020) with a retargeted to n_β (its a puts n_D at n_α). The Fe2+ 450/475/495 nm

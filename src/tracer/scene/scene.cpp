@@ -158,6 +158,48 @@ Scene builtin_diamond_scene() {
   return s;
 }
 
+/// The checks of one dispersion curve (docs/design/tracer.md §3): a known model, finite coefficients, no Sellmeier
+/// pole in 380–780 nm and n in [1, 6] at every 1 nm of it; errors name `field` ("material.dispersion").
+namespace {
+
+Status check_dispersion(const std::string& field, const Dispersion& d) {
+  if (static_cast<unsigned>(d.model) > static_cast<unsigned>(DispersionModel::kCauchy))
+    return bad(field + ".model", "unknown model " + std::to_string(static_cast<unsigned>(d.model)));
+  for (int i = 0; i < 3; ++i) {
+    FT_TRY(check_finite(field + ".b[" + std::to_string(i) + "]", d.b[i]));
+    FT_TRY(check_finite(field + ".c[" + std::to_string(i) + "]", d.c[i]));
+  }
+  // The whole visible range 380–780 nm, not three points: a Sellmeier pole inside it is refused outright (the
+  // curve leaves every bound near it, however narrowly); then every 1 nm, plus a Cauchy curve's extremum.
+  if (d.model != DispersionModel::kCauchy) {
+    const int terms = d.model == DispersionModel::kSellmeier3 ? 3 : 1;
+    for (int i = 0; i < terms; ++i)
+      if (d.b[i] != 0.0f && d.c[i] >= 0.38 * 0.38 && d.c[i] <= 0.78 * 0.78)
+        return bad(field, "Sellmeier term " + std::to_string(i) + " has its pole at " +
+                              num(1000.0 * std::sqrt(double{d.c[i]})) +
+                              " nm, inside the visible range 380-780 nm");
+  }
+  std::vector<double> probes;
+  for (int k = 0; k <= 400; ++k) probes.push_back(380.0 + k);
+  probes.push_back(589.3);
+  if (d.model == DispersionModel::kCauchy &&
+      d.b[2] != 0.0f) {  // n = A + B·x + C·x², x = 1/λ²: vertex at −B/2C
+    const double x = -double{d.b[1]} / (2.0 * d.b[2]);
+    if (x > 0.0) {
+      const double lambda = 1000.0 / std::sqrt(x);
+      if (lambda > 380.0 && lambda < 780.0) probes.push_back(lambda);
+    }
+  }
+  for (double lambda : probes) {
+    const double n = raw_index(d, lambda);
+    if (!finite(n) || n < kIndexMin || n > kIndexMax)
+      return bad(field, "refractive index at " + num(lambda) + " nm is " + num(n) + ", outside [1, 6]");
+  }
+  return {};
+}
+
+}  // namespace
+
 Status validate_scene(const Scene& s) {
   if (s.width == 0 || s.width > kMaxWidth)
     return bad("width",
@@ -209,41 +251,9 @@ Status validate_scene(const Scene& s) {
 
   // Material (docs/design/tracer.md §3).
   const Material& m = s.material;
-  const Dispersion& d = m.dispersion;
-  if (static_cast<unsigned>(d.model) > static_cast<unsigned>(DispersionModel::kCauchy))
-    return bad("material.dispersion.model",
-               "unknown model " + std::to_string(static_cast<unsigned>(d.model)));
-  for (int i = 0; i < 3; ++i) {
-    FT_TRY(check_finite("material.dispersion.b[" + std::to_string(i) + "]", d.b[i]));
-    FT_TRY(check_finite("material.dispersion.c[" + std::to_string(i) + "]", d.c[i]));
-  }
-  // The whole visible range 380–780 nm, not three points: a Sellmeier pole inside it is refused outright (the
-  // curve leaves every bound near it, however narrowly); then every 1 nm, plus a Cauchy curve's extremum.
-  if (d.model != DispersionModel::kCauchy) {
-    const int terms = d.model == DispersionModel::kSellmeier3 ? 3 : 1;
-    for (int i = 0; i < terms; ++i)
-      if (d.b[i] != 0.0f && d.c[i] >= 0.38 * 0.38 && d.c[i] <= 0.78 * 0.78)
-        return bad("material.dispersion", "Sellmeier term " + std::to_string(i) + " has its pole at " +
-                                              num(1000.0 * std::sqrt(double{d.c[i]})) +
-                                              " nm, inside the visible range 380-780 nm");
-  }
-  std::vector<double> probes;
-  for (int k = 0; k <= 400; ++k) probes.push_back(380.0 + k);
-  probes.push_back(589.3);
-  if (d.model == DispersionModel::kCauchy &&
-      d.b[2] != 0.0f) {  // n = A + B·x + C·x², x = 1/λ²: vertex at −B/2C
-    const double x = -double{d.b[1]} / (2.0 * d.b[2]);
-    if (x > 0.0) {
-      const double lambda = 1000.0 / std::sqrt(x);
-      if (lambda > 380.0 && lambda < 780.0) probes.push_back(lambda);
-    }
-  }
-  for (double lambda : probes) {
-    const double n = raw_index(d, lambda);
-    if (!finite(n) || n < kIndexMin || n > kIndexMax)
-      return bad("material.dispersion",
-                 "refractive index at " + num(lambda) + " nm is " + num(n) + ", outside [1, 6]");
-  }
+  FT_TRY(check_dispersion("material.dispersion", m.dispersion));
+  if (m.extraordinary_dispersion)
+    FT_TRY(check_dispersion("material.extraordinary_dispersion", *m.extraordinary_dispersion));
   auto check_bands = [](const std::string& field, const std::vector<AbsorptionBand>& bands) -> Status {
     if (bands.size() > kMaxBands)
       return bad(field, "at most " + std::to_string(kMaxBands) + " bands (got " +
