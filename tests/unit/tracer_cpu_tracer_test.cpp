@@ -158,6 +158,45 @@ TEST(CpuTracer, pinned_golden_hash_of_a_tiny_render) {
   EXPECT_EQ(fnv1a(f), 0xace75555d7ba89deull) << std::hex << "got 0x" << fnv1a(f);
 }
 
+TEST(CpuTracer, pinned_golden_hashes_of_tier2_renders) {
+  // 32×32, samples [0, 8) of the Tier 2 media (docs/design/tracer.md §7.7, §4.1). The same scenes were looked at
+  // by eye at 256² and 128 spp before pinning (benchmarks/NOTES.md "Tier 2 goldens"): a green emerald with a frosted girdle and
+  // rounded edges, a cloudy pink-red ruby with inclusions, a blue-violet sapphire with its axis along x.
+  struct Case {
+    const char* name;
+    std::uint64_t hash;
+    void (*edit)(ft::Scene&);
+  };
+  const Case cases[] = {
+      {"emerald, frosted girdle, rounded edges", 0x79eb7f0b8287b4adull,
+       [](ft::Scene& s) {
+         s.material = ft::material_preset("emerald").value();
+         s.material.edge_rounding_radius = 0.03f;
+         s.girdle_frosted = true;
+       }},
+      {"ruby with inclusions", 0x963dbfc4850133c3ull,
+       [](ft::Scene& s) {
+         s.material = ft::material_preset("ruby").value();
+         s.material.scattering_sigma_s = 1.5f;
+         s.material.scattering_g = 0.3f;
+       }},
+      {"sapphire, tilted axis, Daylight", 0x5e0694964626ba62ull,
+       [](ft::Scene& s) {
+         s.material = ft::material_preset("sapphire").value();
+         s.material.c_axis[0] = 1.0f;
+         s.lighting_preset = ft::LightingPreset::kDaylight;
+       }},
+  };
+  for (const Case& c : cases) {
+    ft::Scene s = ft::builtin_diamond_scene();
+    s.width = 32;
+    s.height = 32;
+    c.edit(s);
+    const ft::Film f = render(s, 0, 8, 2);
+    EXPECT_EQ(fnv1a(f), c.hash) << c.name << std::hex << ": got 0x" << fnv1a(f);
+  }
+}
+
 TEST(CpuTracer, cancellation_stops_between_tiles) {
   const ft::Scene s = tiny_scene();
   std::atomic<bool> cancel{true};
