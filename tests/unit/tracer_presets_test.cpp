@@ -319,6 +319,51 @@ TEST(TracerPresets, sun_nee_density_and_draws) {
   EXPECT_NEAR(1.0 - ph::kSunDiscCos, ph::kSunOneMinusCos, 1e-9);
 }
 
+// §6.2 the sun's NEE at one frosted bounce: a path of unit intensity on every channel leaving a horizontal facet
+// upwards gains, on average over the disc, Σ_k ȳ(λ_k)·S(λ_k)·(50/106.856) · 40 000·Ω·cos θ_sun/π (the disc's
+// irradiance on the facet over π; w_nee = 1 − O(10⁻⁹)), here with θ_sun = 90° − 0.95 rad; the escape's MIS weight
+// scales the sun's part of the radiance only, never the sky's.
+TEST(TracerPresets, sun_nee_estimates_the_disc_irradiance_and_weights_only_the_sun) {
+  ft::Scene s = preset_scene(ft::LightingPreset::kDaylightSun);
+  s.planes = frosted_cube();
+  const ph::TraceParams p = ft::make_trace_params(s);
+  const std::vector<ph::FacetPlane> planes = ft::make_facet_planes(s);
+  const ph::PresetEnv env{1u};
+  ph::PathState ps;
+  ph::path_begin(ps, p, 0, 0, 0);
+  ps.hero = 560.0f;
+  ps.b = 1;
+  for (int k = 0; k < ph::kChannels; ++k) {
+    ps.st[k][0] = 1.0f;
+    ps.st[k][1] = ps.st[k][2] = ps.st[k][3] = 0.0f;
+    ps.pdf[k] = 1.0f;
+  }
+  const int n = 20000;
+  double y = 0.0;
+  for (int i = 0; i < n; ++i) {
+    ps.seed = ph::sample_seed(7, std::uint32_t(i));
+    ph::EnvPathState es{{0.0f, 0.0f, 0.0f}, 0.0f};
+    ph::env_next_event(ps, p, planes.data(), env, es, ph::Vec3{0.1f, 0.6f, -0.2f}, ph::Vec3{0.0f, 1.0f, 0.0f},
+                       0xFFu);
+    y += es.xyz[1] / n;
+  }
+  double ybar = 0.0;  // Σ_k ȳ(λ_k)·D65(λ_k)/100·50/106.856 for λ_k = 560 + 50k mod 400
+  for (int k = 0; k < ph::kChannels; ++k) {
+    const float l = ph::channel_lambda(560.0f, k);
+    ybar += double(ph::cmf_xyz(l).y) * ph::d65_spectrum(l) * (50.0 / 106.856);
+  }
+  const double want = ybar * 40000.0 * 6.965831e-5 * kSinKey / 3.14159265358979;
+  std::printf("[ measure  ] sun NEE at a facet facing up: Y %.6f, irradiance/π says %.6f\n", y, want);
+  expect_rel(y, want, 2e-4, "NEE mean");
+
+  // The escape of a frosted bounce into the disc: weight w on the sun only.
+  ph::PresetLookup l = env.miss(p, p.key_dir, 2);
+  const float sky = l.shape;
+  ph::PresetEnv::scale_nee(l, 0.25f);
+  EXPECT_EQ(l.shape, sky);
+  expect_rel(env.radiance(p, l, 1.0f, 560.0f, 0), sky + 0.25 * 40000.0, 1e-6, "weighted escape");
+}
+
 // §6.2: DaylightSun with NEE of the disc (power heuristic) and with the frosted lobe alone estimate the same
 // image of a cube with every face frosted; NEE lowers the spread; and the sun is a large part of the image
 // (DaylightDome is the same sky without it: the same paths, so its mean is the sky's share exactly).
