@@ -668,8 +668,8 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const FacetPlane* planes, std
   return path_finish(ps, p);
 }
 
-/// trace_sample under an environment policy with NEE (HdrEnv, docs/design/tracer.md §6.1): the CPU tracer's entry
-/// for HDR maps. Deterministic like trace_sample.
+/// trace_sample under an environment policy with NEE (HdrEnv, docs/design/tracer.md §6.1; PresetEnv, §6.2): the
+/// CPU tracer's entry for HDR maps and the lit lighting models. Deterministic like trace_sample.
 template <class Env>
 FT_HD SampleXyz trace_sample_env(const TraceParams& p, const FacetPlane* planes, const Env& env,
                                  std::uint32_t x, std::uint32_t y, std::uint32_t s) {
