@@ -16,7 +16,7 @@ target_compile_options(ft_tracer PRIVATE -ffp-contract=off)
 # The device build of the physics is the megakernel itself (cmake/area_tracer_gpu.cmake, cuda/tracer/transport.cu).
 
 if(FT_BUILD_TESTS)
-  foreach(t physics scene cpu_tracer uniaxial medium edge_rounding)
+  foreach(t physics scene cpu_tracer uniaxial medium edge_rounding presets)
     ft_add_test(tracer_${t}_test cpu SOURCES tests/unit/tracer_${t}_test.cpp LIBS ft_tracer)
     target_include_directories(tracer_${t}_test PRIVATE ${PROJECT_SOURCE_DIR}/src/tracer)
   endforeach()

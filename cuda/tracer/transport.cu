@@ -1,5 +1,6 @@
 /// @file
-/// The tracer megakernel `transport_main_kernel` and the per-pixel reduction `reduce_xyz_kernel`
+/// The tracer megakernel `transport_main_kernel`, its Tier 2 forms (HDR map, lit model, media) and the per-pixel
+/// reduction `reduce_xyz_kernel`
 /// (docs/design/tracer.md §10.1), built from the same physics headers as the CPU tracer (src/tracer/physics).
 #include <cuda_runtime.h>
 
@@ -166,11 +167,36 @@ __global__ void __launch_bounds__(Block, MinBlocks)
                                         pixel / scene.params.width, range.first_sample + sample_local));
 }
 
+/// The megakernel under a Tier 2 lit model (docs/design/tracer.md §6.2): as transport_hdr_kernel, each tuple
+/// trace_sample_env with PresetEnv (NEE of the DaylightSun disc at frosted facets), one launch.
+template <unsigned Block, unsigned MinBlocks>
+__global__ void __launch_bounds__(Block, MinBlocks)
+    transport_preset_kernel(const physics::ChunkScene scene, const ChunkRange range,
+                            float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite) {
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
+  load_planes(planes, scene);
+  const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
+  if (i >= count) return;
+  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
+  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
+  const std::uint32_t pixel = range.pixel_offset + pixel_local;
+  const physics::PresetEnv env{scene.params.preset_model == physics::kPresetSun ? 1u : 0u};
+  store_tuple(tuples, nonfinite, i,
+              physics::trace_sample_env(scene.params, planes, env, pixel % scene.params.width,
+                                        pixel / scene.params.width, range.first_sample + sample_local));
+}
+
+/// The environment of a medium kernel: the analytic environments, an HDR map, or a lit model.
+constexpr std::uint32_t kMediumEnvAnalytic = 0;
+constexpr std::uint32_t kMediumEnvHdr = 1;
+constexpr std::uint32_t kMediumEnvPreset = 2;
+
 /// The megakernel for a Tier 2 medium (docs/design/tracer.md §7.7, §10.1): one instantiation per material class
-/// (kKind: uniaxial, or isotropic with inclusions) and environment (kHdr: the map's HdrEnv, else the analytic
-/// environments); thread i = pixel_local·spp + sample_local as in transport_main_kernel, each tuple
-/// trace_sample_medium, one launch.
-template <unsigned Block, unsigned MinBlocks, std::uint32_t kKind, bool kHdr>
+/// (kKind: uniaxial, or isotropic with inclusions) and environment (kEnv: the map's HdrEnv, a lit model's
+/// PresetEnv, else the analytic environments); thread i = pixel_local·spp + sample_local as in
+/// transport_main_kernel, each tuple trace_sample_medium, one launch.
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kKind, std::uint32_t kEnv>
 __global__ void __launch_bounds__(Block, MinBlocks)
     transport_medium_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
                             const ChunkRange range, float* __restrict__ tuples,
@@ -186,9 +212,12 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   const std::uint32_t x = pixel % scene.params.width, y = pixel / scene.params.width;
   const std::uint32_t s = range.first_sample + sample_local;
   physics::SampleXyz r;
-  if constexpr (kHdr) {
+  if constexpr (kEnv == kMediumEnvHdr) {
     r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, physics::HdrEnv{map}, x, y,
                                             s);
+  } else if constexpr (kEnv == kMediumEnvPreset) {
+    const physics::PresetEnv env{scene.params.preset_model == physics::kPresetSun ? 1u : 0u};
+    r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, env, x, y, s);
   } else {
     r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, physics::AnalyticEnv{}, x, y,
                                             s);
@@ -196,13 +225,13 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   store_tuple(tuples, nonfinite, i, r);
 }
 
-template <std::uint32_t kKind, bool kHdr>
+template <std::uint32_t kKind, std::uint32_t kEnv>
 void launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView& map, const ChunkRange& range,
                    float* tuples, std::uint32_t* nonfinite, CUstream_st* stream) {
   constexpr unsigned kBlock = 256;
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
   const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
-  transport_medium_kernel<kBlock, kMediumMinBlocks, kKind, kHdr>
+  transport_medium_kernel<kBlock, kMediumMinBlocks, kKind, kEnv>
       <<<grid, kBlock, 0, stream>>>(scene, map, range, tuples, nonfinite);
 }
 
@@ -310,18 +339,33 @@ Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std
   const physics::MediumParams& md = scene.medium;
   if (physics::needs_medium_transport(md)) {
     const physics::EnvMapView map = hdr != nullptr ? *hdr : physics::EnvMapView{};
+    const bool preset = hdr == nullptr && scene.params.env_kind == physics::kEnvPreset;
     if (md.kind == physics::kMediumUniaxial) {
       if (hdr != nullptr)
-        launch_medium<physics::kMediumUniaxial, true>(scene, map, range, tuples, nonfinite, stream);
+        launch_medium<physics::kMediumUniaxial, kMediumEnvHdr>(scene, map, range, tuples, nonfinite, stream);
+      else if (preset)
+        launch_medium<physics::kMediumUniaxial, kMediumEnvPreset>(scene, map, range, tuples, nonfinite,
+                                                                  stream);
       else
-        launch_medium<physics::kMediumUniaxial, false>(scene, map, range, tuples, nonfinite, stream);
+        launch_medium<physics::kMediumUniaxial, kMediumEnvAnalytic>(scene, map, range, tuples, nonfinite,
+                                                                    stream);
     } else {
       if (hdr != nullptr)
-        launch_medium<physics::kMediumIsotropic, true>(scene, map, range, tuples, nonfinite, stream);
+        launch_medium<physics::kMediumIsotropic, kMediumEnvHdr>(scene, map, range, tuples, nonfinite, stream);
+      else if (preset)
+        launch_medium<physics::kMediumIsotropic, kMediumEnvPreset>(scene, map, range, tuples, nonfinite,
+                                                                   stream);
       else
-        launch_medium<physics::kMediumIsotropic, false>(scene, map, range, tuples, nonfinite, stream);
+        launch_medium<physics::kMediumIsotropic, kMediumEnvAnalytic>(scene, map, range, tuples, nonfinite,
+                                                                     stream);
     }
     FT_CUDA_LAUNCH_CHECK("transport_medium_kernel<<<>>>", stream);
+  } else if (hdr == nullptr && scene.params.env_kind == physics::kEnvPreset) {
+    constexpr unsigned kBlock = 256;
+    const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
+    const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
+    transport_preset_kernel<kBlock, 2><<<grid, kBlock, 0, stream>>>(scene, range, tuples, nonfinite);
+    FT_CUDA_LAUNCH_CHECK("transport_preset_kernel<<<>>>", stream);
   } else if (hdr != nullptr) {
     constexpr unsigned kBlock = 256;
     const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;

@@ -231,7 +231,7 @@ TEST(CpuTracer, rejects_bad_inputs) {
   s.max_bounces = 500;
   EXPECT_EQ(ft::cpu_accumulate(s, 0, 1, f).code(), Code::kInvalidArgument);
   s = tiny_scene();
-  s.lighting_preset = ft::LightingPreset::kDaylightSun;
+  s.lighting_preset = ft::LightingPreset::kUvLamp395;  // a UV lamp needs fluorescence (Tier 3)
   EXPECT_EQ(ft::cpu_accumulate(s, 0, 1, f).code(), Code::kNotSupported);
   s = tiny_scene();
   s.material.fluorescence = true;

@@ -229,7 +229,7 @@ TEST(TraceWorkload, batch_equals_single_and_an_unsupported_picture_is_declined_a
   Harness h;
   Scene a = tiny_scene(), b = tiny_scene(11, 17), bad = tiny_scene();
   b.yaw = 0.7f;
-  bad.lighting_preset = LightingPreset::kDaylightSun;  // Tier 2: the GPU declines it
+  bad.lighting_preset = LightingPreset::kUvLamp365;  // needs fluorescence: the GPU declines it
   Film fa(a.width, a.height), fb(b.width, b.height), fbad(bad.width, bad.height), fb2(b.width, b.height);
   GpuChunkOptions tiny;
   tiny.max_chunk_pixels = 40;

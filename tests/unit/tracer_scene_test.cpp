@@ -288,21 +288,20 @@ TEST(SceneTier, names_every_feature_beyond_tier_one_in_one_not_supported_status)
   ft::Scene s = ft::builtin_diamond_scene();
   EXPECT_TRUE(ft::tier_features(s).features.empty());
   EXPECT_TRUE(ft::tier_features(s).status().ok());
-  s.lighting_preset = ft::LightingPreset::kDaylightSun;
+  s.lighting_preset = ft::LightingPreset::kUvLamp365;
   s.material.edge_rounding_radius = 0.01f;
   s.material.fluorescence = true;
   const ft::TierFeatures t = ft::tier_features(s);
   EXPECT_EQ(t.tier, 3);
-  EXPECT_EQ(t.features, (std::vector<std::string>{"lighting preset DaylightSun (Tier 2)",
-                                                  "edge rounding (material.edge_rounding_radius, Tier 2)",
-                                                  "fluorescence (Tier 3)"}));
+  EXPECT_EQ(t.features,
+            (std::vector<std::string>{
+                "lighting preset UvLamp365 (Tier 2; a UV lamp needs fluorescence, Tier 3)",
+                "edge rounding (material.edge_rounding_radius, Tier 2)", "fluorescence (Tier 3)"}));
   EXPECT_EQ(t.status().code(), Code::kNotSupported);
-  EXPECT_EQ(
-      t.status().what(),
-      "the scene needs lighting preset DaylightSun (Tier 2), fluorescence (Tier 3); the CPU tracer "
-      "implements "
-      "Tier 1 (lighting presets Daylight, RingLights, LightTent, IlluminantA), HDR environments, uniaxial "
-      "stones, inclusions and edge rounding");
+  EXPECT_EQ(t.status().what(),
+            "the scene needs lighting preset UvLamp365 (Tier 2; a UV lamp needs fluorescence, Tier 3), "
+            "fluorescence (Tier 3); the CPU tracer implements Tier 1, the Tier 2 lighting presets but the UV "
+            "lamps, HDR environments, uniaxial stones, inclusions and edge rounding");
   // The CPU tracer refuses it with the same status.
   ft::Film f(s.width, s.height);
   EXPECT_EQ(ft::cpu_accumulate(s, 0, 1, f).what(), t.status().what());

@@ -20,8 +20,9 @@ struct CpuOptions {
   bool idle_priority = false;
   std::function<void(double fraction)>
       progress;  ///< called from worker threads (thread-safe caller); must not throw
-  /// Next-event estimation of an HDR map at frosted facets, with MIS against the facet's own sampling
-  /// (docs/design/tracer.md §6.1). Off only to test that both estimators agree; results differ in noise only.
+  /// Next-event estimation of an HDR map, and of the DaylightSun disc, at frosted facets, with MIS against the
+  /// facet's own sampling (docs/design/tracer.md §6.1, §6.2). Off only to test that both estimators agree;
+  /// results differ in noise only.
   bool hdr_nee = true;
 };
 

@@ -15,7 +15,7 @@
 namespace facetrace::tracer {
 
 /// Lighting presets; the numeric value is the wire index (docs/design/tracer.md §2). Tier 1: Daylight, RingLights,
-/// LightTent, IlluminantA.
+/// LightTent, IlluminantA; the others are Tier 2 (docs/design/tracer.md §6.2), the UV lamps refused (fluorescence).
 enum class LightingPreset : std::uint8_t {
   kDaylight = 0,
   kIncandescent = 1,
@@ -175,18 +175,19 @@ struct TierFeatures {
   int tier = 1;                       ///< highest tier the scene needs: 1, 2 or 3
   std::vector<std::string> features;  ///< each feature beyond Tier 1, e.g. "HDR environment (Tier 2)"
   /// The features neither tracer implements yet: all of `features` but the HDR environment, uniaxial
-  /// birefringence, inclusions and edge rounding.
+  /// birefringence, inclusions, edge rounding and the Tier 2 lighting presets other than the UV lamps (which
+  /// need fluorescence, Tier 3).
   std::vector<std::string> not_on_cpu;
   bool hdr_environment = false;  ///< the scene has an HDR environment (Tier 2; on both tracers)
   bool uniaxial = false;         ///< a uniaxial stone (Tier 2; on both tracers, docs/design/tracer.md §7.7)
 
   /// The CPU tracer's answer: ok when not_on_cpu is empty; otherwise kNotSupported: "the scene needs
-  /// <not_on_cpu>; the CPU tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent,
-  /// IlluminantA), HDR environments, uniaxial stones, inclusions and edge rounding".
+  /// <not_on_cpu>; the CPU tracer implements Tier 1, the Tier 2 lighting presets but the UV lamps, HDR
+  /// environments, uniaxial stones, inclusions and edge rounding".
   Status status() const;
-  /// The GPU tracer's answer, the same features as the CPU's (docs/design/tracer.md §6.1): ok when not_on_cpu
-  /// is empty; otherwise kNotSupported: "the scene needs <not_on_cpu>; the GPU tracer implements Tier 1 (…), HDR
-  /// environments, uniaxial stones, inclusions and edge rounding". A map too large for the GPU declines in the GPU workload.
+  /// The GPU tracer's answer, the same features as the CPU's (docs/design/tracer.md §6.1, §6.2): ok when
+  /// not_on_cpu is empty; otherwise kNotSupported: "the scene needs <not_on_cpu>; the GPU tracer implements
+  /// Tier 1, …" as status(). A map too large for the GPU declines in the GPU workload.
   Status gpu_status() const;
 };
 

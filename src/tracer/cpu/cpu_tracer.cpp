@@ -64,13 +64,15 @@ template <class Sample>
 
 /// Adds samples [first_sample, first_sample + samples) of the pixels [x0, x1) × [y0, y1) to `xyz` (3 floats
 /// per pixel, row stride `width`), each pixel in ascending sample order. Returns the non-finite count.
-/// `hdr` null: the analytic environments (physics::trace_sample); else the HDR map (trace_sample_env).
-/// `medium` null: a clear isotropic stone; else the Tier 2 transport of physics/medium.h.
+/// `hdr` and `preset` null: the analytic environments (physics::trace_sample); else the HDR map or the lit
+/// model (trace_sample_env). `medium` null: a clear isotropic stone; else the Tier 2 transport of
+/// physics/medium.h.
 FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params,
                                        const physics::MediumParams* medium, const physics::FacetPlane* planes,
-                                       const physics::EnvMapView* hdr, std::uint32_t x0, std::uint32_t x1,
-                                       std::uint32_t y0, std::uint32_t y1, std::uint32_t width,
-                                       std::uint64_t first_sample, std::uint32_t samples, float* xyz) {
+                                       const physics::EnvMapView* hdr, const physics::PresetEnv* preset,
+                                       std::uint32_t x0, std::uint32_t x1, std::uint32_t y0, std::uint32_t y1,
+                                       std::uint32_t width, std::uint64_t first_sample, std::uint32_t samples,
+                                       float* xyz) {
   if (medium != nullptr) {
     const physics::MediumParams& m = *medium;
     auto run = [&](const auto& env) {
@@ -88,7 +90,14 @@ FT_CPU_CLONES std::uint64_t trace_tile(const physics::TraceParams& params,
           x0, x1, y0, y1, width, first_sample, samples, xyz);
     };
     if (hdr != nullptr) return run(physics::HdrEnv{*hdr});
+    if (preset != nullptr) return run(*preset);
     return run(physics::AnalyticEnv{});
+  }
+  if (preset != nullptr) {
+    const physics::PresetEnv env = *preset;
+    return tile_loop([&](std::uint32_t x, std::uint32_t y,
+                         std::uint32_t s) { return physics::trace_sample_env(params, planes, env, x, y, s); },
+                     x0, x1, y0, y1, width, first_sample, samples, xyz);
   }
   if (hdr != nullptr) {
     const physics::HdrEnv env{*hdr};
@@ -126,6 +135,10 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
     hdr_view = env_map_view(*scene.environment_light, scene.exposure, options.hdr_nee);
     hdr = &hdr_view;
   }
+  // A lit model (docs/design/tracer.md §6.2): NEE of the DaylightSun disc, off with hdr_nee only to test it.
+  const physics::PresetEnv preset_env{params.preset_model == physics::kPresetSun && options.hdr_nee ? 1u
+                                                                                                    : 0u};
+  const physics::PresetEnv* preset = params.env_kind == physics::kEnvPreset ? &preset_env : nullptr;
 
   const std::uint32_t tiles_x = (scene.width + kTile - 1) / kTile;
   const std::uint32_t tiles_y = (scene.height + kTile - 1) / kTile;
@@ -146,7 +159,7 @@ Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint3
         const auto tile = static_cast<std::uint32_t>(index);
         const std::uint32_t x0 = (tile % tiles_x) * kTile, y0 = (tile / tiles_x) * kTile;
         const std::uint32_t x1 = std::min(x0 + kTile, scene.width), y1 = std::min(y0 + kTile, scene.height);
-        nonfinite.fetch_add(detail::trace_tile(params, medium_ptr, plane_ptr, hdr, x0, x1, y0, y1,
+        nonfinite.fetch_add(detail::trace_tile(params, medium_ptr, plane_ptr, hdr, preset, x0, x1, y0, y1,
                                                scene.width, first_sample, samples, film.xyz.data()),
                             std::memory_order_relaxed);
         for (std::uint32_t y = y0; y < y1; ++y)

@@ -8,6 +8,7 @@
 
 #include "physics/camera.h"
 #include "physics/environment.h"
+#include "physics/preset_environment.h"
 #include "physics/spectrum.h"
 
 namespace facetrace::tracer {
@@ -158,6 +159,50 @@ float cached_bounding_radius2(const std::vector<Plane>& planes) {
 
 }  // namespace
 
+namespace {
+
+/// The lit models' parameters (docs/design/tracer.md §6.2), after the reference renderer (suitable-name/indicatrix,
+/// crates/indicatrix/src/optics/studio_rig.rs StudioRig::new for the spark and card directions,
+/// environment/mod.rs head_shadow_cosines and LightingPreset::params for the rest).
+void set_preset_params(const Scene& scene, std::uint32_t model, physics::TraceParams& p) {
+  p.preset_model = model;
+  const physics::TentConfig tent = physics::tent_config(static_cast<std::uint32_t>(scene.lighting_preset));
+  p.spot_mult = tent.spot_mult;
+  p.tent_walls = tent.walls;
+  p.tent_cards = tent.cards;
+  p.tent_spark = tent.spark;
+  p.tent_ground = tent.ground;
+  p.tent_flat = tent.flat;
+  // Head shadow: dark within head_shadow_deg − 2°, gone by + 2°; off for ≤ 0; else clamped to [3°, 88°]
+  // (indicatrix mod.rs head_shadow_cosines; 16° gives its literals 0.9510565, 0.9702957).
+  const double deg = scene.head_shadow_deg;
+  if (!(deg > 0.0)) {
+    p.shadow_outer = 2.0f;  // never reached by a dot product: visibility exactly 1
+    p.shadow_inner = 3.0f;
+  } else {
+    const double d = std::fmin(std::fmax(deg, 3.0), 88.0);
+    p.shadow_outer = static_cast<float>(std::cos((d + 2.0) * kDegToRad));
+    p.shadow_inner = static_cast<float>(std::cos((d - 2.0) * kDegToRad));
+  }
+  auto unit = [](double x, double y, double z) {
+    const double l = std::sqrt(x * x + y * y + z * z);
+    return to_vec(x / l, y / l, z / l);
+  };
+  // The spark sits at the reference rig's fill: yaw + 0.78π, pitch clamp(0.65·pitch, 0.15, 1.2).
+  const double yaw = scene.light_yaw, pitch = scene.light_pitch;
+  const double fy = yaw + 0.78 * kPi, fp = std::fmin(std::fmax(0.65 * pitch, 0.15), 1.2);
+  p.spark_dir = unit(std::cos(fp) * std::sin(fy), std::sin(fp), std::cos(fp) * std::cos(fy));
+  // The black cards on the reference rig's ring slots 4, 8, 12: azimuth yaw + i·2π/16, direction
+  // (0.75·cos a, 0.8·sin pitch, 0.75·sin a).
+  const int slots[3] = {4, 8, 12};
+  for (int i = 0; i < 3; ++i) {
+    const double a = yaw + slots[i] * (2.0 * kPi / 16.0);
+    p.card_dir[i] = unit(0.75 * std::cos(a), 0.8 * std::sin(pitch), 0.75 * std::sin(a));
+  }
+}
+
+}  // namespace
+
 physics::TraceParams make_trace_params(const Scene& scene) {
   physics::TraceParams p{};
   // Camera (docs/design/tracer.md §5).
@@ -187,8 +232,10 @@ physics::TraceParams make_trace_params(const Scene& scene) {
 
   // Environment (docs/design/tracer.md §6).
   const physics::StudioRig rig = physics::studio_rig(static_cast<std::uint32_t>(scene.lighting_preset));
+  const std::uint32_t model = physics::preset_model(static_cast<std::uint32_t>(scene.lighting_preset));
   p.env_kind = scene.environment == EnvironmentKind::kUniform ? physics::kEnvUniform
                : scene.environment == EnvironmentKind::kHdr   ? physics::kEnvHdr
+               : model != physics::kPresetNone                ? physics::kEnvPreset
                                                               : physics::kEnvStudio;
   p.illuminant_kind = rig.illuminant_kind;
   p.planck_kelvin = rig.planck_kelvin;
@@ -210,6 +257,7 @@ physics::TraceParams make_trace_params(const Scene& scene) {
   p.ring_cos_radius = static_cast<float>(std::cos(rig.ring_radius_deg * kDegToRad));
   p.white_balance = p.env_kind == physics::kEnvStudio ? 1u : 0u;  // docs/design/tracer.md §8: Studio only
   bradford_to_d65(p.illuminant_kind, p.planck_kelvin, p.wb);
+  if (p.env_kind == physics::kEnvPreset) set_preset_params(scene, model, p);
 
   // Material (docs/design/tracer.md §3); isotropic materials use o_ray.
   const Material& m = scene.material;

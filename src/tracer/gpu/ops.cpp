@@ -53,7 +53,10 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
     hdr = &map;
   }
   void* handoff = nullptr;
-  if (const std::uint64_t bytes = handoff_bytes(t.chunk); hdr == nullptr && bytes > 0) {
+  // Only the Tier 1 megakernel hands paths off (an HDR map or a lit model runs one launch,
+  // docs/design/tracer.md §6.1, §6.2).
+  if (const std::uint64_t bytes = handoff_bytes(t.chunk);
+      hdr == nullptr && t.chunk.scene.params.env_kind != physics::kEnvPreset && bytes > 0) {
     auto h = ctx.scratch("tracer.handoff", bytes);
     if (!h) return h.status();
     handoff = h->data;

@@ -22,6 +22,9 @@ inline constexpr std::uint32_t kEnvStudio = 1;   // docs/design/tracer.md §6
 /// An HDR map (docs/design/tracer.md §6.1): traced with physics::HdrEnv (hdr_environment.h), never with the
 /// analytic environment functions, which treat it as the Studio rig.
 inline constexpr std::uint32_t kEnvHdr = 2;  // docs/design/tracer.md §6.1
+/// A Tier 2 lit lighting model (docs/design/tracer.md §6.2, TraceParams::preset_model): traced with
+/// physics::PresetEnv (preset_environment.h), never with the analytic environment functions.
+inline constexpr std::uint32_t kEnvPreset = 3;  // docs/design/tracer.md §6.2
 
 /// One facet plane {x : n·x + d ≤ 0} (docs/design/tracer.md §4); n is a unit outward normal, d < 0.
 /// 16 bytes and 16-byte aligned, so the device loads a plane with one 128-bit shared-memory access; the
@@ -68,8 +71,16 @@ struct TraceParams {
   std::uint32_t
       frosted_mask[kMaxPlanes / 32];  ///< bit i: plane i is Frosted (docs/design/tracer.md §4 "Facet finish")
   float bound_radius2;  ///< squared radius (about the origin) of a sphere holding the stone; 0 = no planes
+  // The Tier 2 lit models (docs/design/tracer.md §6.2; env_kind kEnvPreset only). Appended after the Tier 1
+  // fields, which keep their offsets.
+  std::uint32_t preset_model;  ///< kPreset* of preset_environment.h; 0 = none
+  float spot_mult;             ///< the tent's key softbox and spark multiplier
+  float tent_walls, tent_cards, tent_spark, tent_ground, tent_flat;  ///< the tent variant's knobs
+  float shadow_outer, shadow_inner;  ///< cosines of the soft head-shadow cone (head_shadow_deg ± 2°)
+  Vec3 spark_dir;                    ///< the tent's spark light (the reference rig's fill direction)
+  Vec3 card_dir[3];                  ///< the tent's three black cards
 };
-static_assert(sizeof(TraceParams) == 392, "TraceParams layout is shared with the device");
+static_assert(sizeof(TraceParams) == 476, "TraceParams layout is shared with the device");
 static_assert(std::is_standard_layout_v<TraceParams> && std::is_trivially_copyable_v<TraceParams>);
 
 /// Media beyond Tier 1's isotropic glass (docs/design/tracer.md §7.6, §7.7): kMediumIsotropic is traced by
@@ -110,7 +121,7 @@ struct SampleXyz {
 };
 static_assert(sizeof(SampleXyz) == 16, "SampleXyz layout");
 
-/// The scene of one chunk: trace parameters plus planes, passed to the kernels by value (≈ 3 KiB, under the
+/// The scene of one chunk: trace parameters plus planes, passed to the kernels by value (2720 B, under the
 /// 4 KiB kernel-parameter limit), so interleaved requests never see each other's scene. Planes past
 /// params.plane_count are unused.
 struct ChunkScene {
@@ -118,6 +129,7 @@ struct ChunkScene {
   MediumParams medium;
   FacetPlane planes[kMaxPlanes];
 };
+static_assert(sizeof(ChunkScene) == 2720, "ChunkScene layout is shared with the device");
 static_assert(sizeof(ChunkScene) <= 4000, "ChunkScene must fit the 4 KiB kernel-parameter space");
 static_assert(std::is_standard_layout_v<ChunkScene> && std::is_trivially_copyable_v<ChunkScene>);
 

@@ -88,12 +88,23 @@ struct StudioRig {
 };
 static_assert(sizeof(StudioRig) == 36, "StudioRig layout");
 
-/// The rig of a Tier 1 preset by wire index (docs/design/tracer.md §1: Daylight 0, RingLights 2, LightTent 5,
-/// IlluminantA 14); any other index gets the LightTent rig (the caller rejects non-Tier-1 presets first).
+/// The rig of a Studio preset by wire index: the Tier 1 ones (docs/design/tracer.md §1: Daylight 0, RingLights 2,
+/// LightTent 5, IlluminantA 14) and the Tier 2 Studio configurations Incandescent 1 and DarkSpotlight 3
+/// (docs/design/tracer.md §6.2); any other index gets the LightTent rig (the lit models of
+/// preset_environment.h read only its illuminant, D65; the UV lamps are refused first).
 inline constexpr StudioRig studio_rig(std::uint32_t preset) {
   switch (preset) {
     case 0:  // Daylight (docs/design/tracer.md §6, facetrace): D65 sky, sun-like key.
       return StudioRig{0u, 6504.0f, 0.04f, 0.45f, 1.0f, 0.6f, 0.0f, 35.0f, 4.0f};
+    case 1:
+      // Incandescent (docs/design/tracer.md §6.2): the IlluminantA rig under Planck 3200 K (the reference
+      // renderer's temp_k 3200 and spot_mult 1.2, the same as its IlluminantA; indicatrix environment/mod.rs
+      // LightingPreset::params).
+      return StudioRig{1u, 3200.0f, 0.04f, 0.45f, 1.0f, 0.6f, 0.0f, 35.0f, 4.0f};
+    case 3:
+      // DarkSpotlight (docs/design/tracer.md §6.2): RingLights' dark charcoal, Daylight's fill and no ring, the
+      // key × 2.4 (the reference's spot_mult 2.4 over Daylight's 1.0) under Planck 6000 K (its temp_k).
+      return StudioRig{1u, 6000.0f, 0.02f, 0.06f, 2.4f, 0.6f, 0.0f, 35.0f, 4.0f};
     case 2:  // RingLights (facetrace): dark studio, 16 bright ring lights.
       return StudioRig{0u, 6504.0f, 0.02f, 0.06f, 0.3f, 0.2f, 8.0f, 35.0f, 4.0f};
     case 14:  // IlluminantA (facetrace): Daylight rig under Planck 2856 K.

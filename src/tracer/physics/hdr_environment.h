@@ -192,6 +192,13 @@ struct HdrEnv {
   FT_HD float radiance(const TraceParams&, const Lookup& l, float ik, float hero, int k) const {
     return ik * hdr_spectrum(l.c, channel_lambda(hero, k));
   }
+  // The NEE technique of transport.h (env_next_event, path_escape): the map's importance sampling, the
+  // whole radiance light-sampled (nee_at is at, scale_nee is scale: the arithmetic of §6.1 as it always was).
+  FT_HD bool nee_enabled() const { return map.nee != 0u; }
+  FT_HD Lookup nee_at(const TraceParams& p, Vec3 w) const { return at(p, w); }
+  FT_HD static void scale_nee(Lookup& l, float s) { scale(l, s); }
+  FT_HD Vec3 nee_sample(const TraceParams&, float u0, float u1) const { return env_sample(map, u0, u1); }
+  FT_HD float nee_pdf(const TraceParams&, Vec3 w) const { return env_pdf(map, w); }
 };
 
 }  // namespace facetrace::tracer::physics

@@ -273,7 +273,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
         dir = detail::cosine_direction(n_out, stream_uniform(seed, b, kStreamFrostedDir1),
                                        stream_uniform(seed, b, kStreamFrostedDir2));
         if constexpr (Env::kNee) {
-          if (env.map.nee && b + 1 < p.max_bounces) {
+          if (env.nee_enabled() && b + 1 < p.max_bounces) {
             es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
             env_next_event(ps, p, planes, env, es, pos, n_out, live);
           }
@@ -386,7 +386,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     dir = detail::cosine_direction(n_out, stream_uniform(seed, b, kStreamFrostedDir1),
                                    stream_uniform(seed, b, kStreamFrostedDir2));
     if constexpr (Env::kNee) {
-      if (env.map.nee && b + 1 < p.max_bounces) {
+      if (env.nee_enabled() && b + 1 < p.max_bounces) {
         es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
         env_next_event(ps, p, planes, env, es, pos, n_out, live);
       }

@@ -15,6 +15,7 @@
 #include "geometry.h"
 #include "hdr_environment.h"
 #include "host_device.h"
+#include "preset_environment.h"
 #include "chunk.h"
 #include "rng.h"
 #include "spectrum.h"
@@ -147,27 +148,28 @@ FT_HD float spectral_weight(const PathState& ps, int k) {
 }  // namespace detail
 
 /// Next-event estimation at a frosted bounce that leaves through the side with normal n_out towards the outside
-/// (docs/design/tracer.md §6.1): one direction ω drawn from the map (streams kStreamNee, kStreamNeeColumn), kept
-/// when it lies on that side and leaves the stone unblocked; each live channel adds
-/// I_k·L(ω, λ_k)·(p_b/p_e)·w_nee, with p_b = cos/π the frosted lobe's density, p_e the map's and w_nee the power
-/// heuristic, straight into es.xyz with the channel's current §8 weight (the same weight the BSDF-sampled
-/// escape of this bounce gets, since nothing happens to the path in between). I_k already holds the bounce's
-/// Fresnel factor over its choice probability.
+/// (docs/design/tracer.md §6.1, §6.2): one direction ω drawn from the environment's light-sampling technique
+/// (env.nee_sample: the map's importance sampling, or the DaylightSun disc; streams kStreamNee,
+/// kStreamNeeColumn), kept when it lies on that side and leaves the stone unblocked; each live channel adds
+/// I_k·L_e(ω, λ_k)·(p_b/p_e)·w_nee, with L_e the light-sampled radiance (env.nee_at), p_b = cos/π the frosted
+/// lobe's density, p_e = env.nee_pdf and w_nee the power heuristic, straight into es.xyz with the channel's
+/// current §8 weight (the same weight the BSDF-sampled escape of this bounce gets, since nothing happens to
+/// the path in between). I_k already holds the bounce's Fresnel factor over its choice probability.
 template <class Env>
 FT_HD void env_next_event(const PathState& ps, const TraceParams& p, const FacetPlane* planes, const Env& env,
                           EnvPathState& es, Vec3 pos, Vec3 n_out, unsigned live) {
-  const Vec3 w = env_sample(env.map, stream_uniform(ps.seed, ps.b, kStreamNee),
-                            stream_uniform(ps.seed, ps.b, kStreamNeeColumn));
+  const Vec3 w = env.nee_sample(p, stream_uniform(ps.seed, ps.b, kStreamNee),
+                                stream_uniform(ps.seed, ps.b, kStreamNeeColumn));
   const float cos_o = dot(w, n_out);
   if (!(cos_o > 0.0f)) return;
-  const float pe = env_pdf(env.map, w);
+  const float pe = env.nee_pdf(p, w);
   if (!(pe > 0.0f)) return;
   const Vec3 o = pos + w * kRayOffset;
   if (!misses_bound(p.bound_radius2, o, w) && intersect_polyhedron(planes, p.plane_count, o, w).plane >= 0)
     return;
   const float pb = cos_o * kInvPiF;
-  typename Env::Lookup look = env.at(p, w);
-  Env::scale(look, pb / pe * env_mis_weight(pe, pb));
+  typename Env::Lookup look = env.nee_at(p, w);
+  Env::scale_nee(look, pb / pe * env_mis_weight(pe, pb));
   for (unsigned m = live; m != 0u; m &= m - 1u) {
     const int k = FT_LOWEST_BIT(m);
     const float ik = detail::maxf(ps.st[k][0], 0.0f);
@@ -216,7 +218,7 @@ FT_HD void path_escape(PathState& ps, const TraceParams& p, const Env& env, Vec3
   // radiance[k] = 0 + this; `split` holds it from here (the ±0 difference cannot matter: §8 skips zeros).
   typename Env::Lookup look = env.miss(p, dir, b);
   if constexpr (Env::kNee) {
-    if (escape_bsdf_pdf > 0.0f) Env::scale(look, env_mis_weight(escape_bsdf_pdf, env_pdf(env.map, dir)));
+    if (escape_bsdf_pdf > 0.0f) Env::scale_nee(look, env_mis_weight(escape_bsdf_pdf, env.nee_pdf(p, dir)));
   }
   // A zero channel would add +0 (max(±0, 0)·shape·S = +0): its split value stands as it is.
   FT_CHANNELS for (int k = 0; k < kChannels; ++k) {
@@ -544,7 +546,7 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
     if constexpr (Env::kNee) {
       // §6.1: NEE where the bounce leaves towards the outside (a reflection outside, a transmission from inside)
       // and its BSDF-sampled escape could still be traced (b + 1 < max_bounces).
-      if (reflect != inside && env.map.nee && b + 1 < p.max_bounces) {
+      if (reflect != inside && env.nee_enabled() && b + 1 < p.max_bounces) {
         es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
         env_next_event(ps, p, planes, env, es, pos, n_out, live);
       }
@@ -666,8 +668,8 @@ FT_HD SampleXyz trace_sample(const TraceParams& p, const FacetPlane* planes, std
   return path_finish(ps, p);
 }
 
-/// trace_sample under an environment policy with NEE (HdrEnv, docs/design/tracer.md §6.1): the CPU tracer's entry
-/// for HDR maps. Deterministic like trace_sample.
+/// trace_sample under an environment policy with NEE (HdrEnv, docs/design/tracer.md §6.1; PresetEnv, §6.2): the
+/// CPU tracer's entry for HDR maps and the lit lighting models. Deterministic like trace_sample.
 template <class Env>
 FT_HD SampleXyz trace_sample_env(const TraceParams& p, const FacetPlane* planes, const Env& env,
                                  std::uint32_t x, std::uint32_t y, std::uint32_t s) {

@@ -26,8 +26,16 @@ TierFeatures tier_features(const Scene& s) {
     t.features.push_back(std::move(feature));
   };
   // docs/design/tracer.md §1 Tier 2 / Tier 3, in the order the messages list them.
-  if (!lighting_preset_is_tier1(s.lighting_preset))
-    need(2, "lighting preset " + std::string(lighting_preset_name(s.lighting_preset)) + " (Tier 2)");
+  // The Tier 2 presets are traced by both tracers (§6.2) but the UV lamps: a UV lamp lights a stone by its
+  // fluorescence (Tier 3), which neither tracer implements.
+  const bool uv_lamp =
+      s.lighting_preset == LightingPreset::kUvLamp365 || s.lighting_preset == LightingPreset::kUvLamp395;
+  if (uv_lamp) {
+    need(2, "lighting preset " + std::string(lighting_preset_name(s.lighting_preset)) +
+                " (Tier 2; a UV lamp needs fluorescence, Tier 3)");
+  } else if (!lighting_preset_is_tier1(s.lighting_preset)) {
+    need(2, "lighting preset " + std::string(lighting_preset_name(s.lighting_preset)) + " (Tier 2)", true);
+  }
   if (s.environment == EnvironmentKind::kHdr) {
     need(2, "HDR environment (Tier 2)", true);  // docs/design/tracer.md §6.1: on the CPU
     t.hdr_environment = true;
@@ -58,8 +66,8 @@ std::string join(const std::vector<std::string>& items) {
 Status refusal(const std::vector<std::string>& not_implemented, const char* tracer) {
   if (not_implemented.empty()) return {};
   return not_supported("the scene needs " + join(not_implemented) + "; the " + tracer +
-                       " tracer implements Tier 1 (lighting presets Daylight, RingLights, LightTent, "
-                       "IlluminantA), HDR environments, uniaxial stones, inclusions and edge rounding");
+                       " tracer implements Tier 1, the Tier 2 lighting presets but the UV lamps, HDR "
+                       "environments, uniaxial stones, inclusions and edge rounding");
 }
 
 }  // namespace
