@@ -20,6 +20,7 @@
 #include "facetrace/tracer/env_map.h"
 #include "facetrace/tracer/renderer.h"
 #include "gpu_skip.h"
+#include "tracer_agreement.h"
 #include "physics/hdr_environment.h"
 #include "physics/medium.h"
 #include "physics/transport.h"
@@ -28,35 +29,9 @@ namespace facetrace::tracer {
 namespace {
 
 using runtime::Outcome;
-
-/// The CPU's trace of one sample of `s`, dispatched as cpu_accumulate does (physics/medium.h for a Tier 2
-/// medium, the HDR policy under a map).
-class CpuTrace {
- public:
-  explicit CpuTrace(const Scene& s)
-      : p_(make_trace_params(s)), m_(make_medium_params(s)), planes_(make_facet_planes(s)) {
-    if (s.environment == EnvironmentKind::kHdr)
-      hdr_.emplace(env_map_view(*s.environment_light, s.exposure, true));
-  }
-  physics::SampleXyz operator()(std::uint32_t x, std::uint32_t y, std::uint32_t k) const {
-    if (hdr_) return with(physics::HdrEnv{*hdr_}, x, y, k);
-    return with(physics::AnalyticEnv{}, x, y, k);
-  }
-
- private:
-  template <class Env>
-  physics::SampleXyz with(const Env& env, std::uint32_t x, std::uint32_t y, std::uint32_t k) const {
-    if (m_.kind == physics::kMediumUniaxial)
-      return physics::trace_sample_medium<physics::kMediumUniaxial>(p_, m_, planes_.data(), env, x, y, k);
-    if (physics::needs_medium_transport(m_))
-      return physics::trace_sample_medium<physics::kMediumIsotropic>(p_, m_, planes_.data(), env, x, y, k);
-    return physics::trace_sample_env(p_, planes_.data(), env, x, y, k);
-  }
-  physics::TraceParams p_;
-  physics::MediumParams m_;
-  std::vector<physics::FacetPlane> planes_;
-  std::optional<physics::EnvMapView> hdr_;
-};
+using test::CpuTrace;
+using test::gpu_tuples;
+using test::same_bits;
 
 std::string examples_dir() {
   const char* e = std::getenv("FT_EXAMPLES_DIR");
@@ -69,22 +44,6 @@ Scene stone(const char* preset, std::uint32_t w, std::uint32_t h) {
   s.height = h;
   s.material = material_preset(preset).value();
   return s;
-}
-
-bool same_bits(const Film& a, const Film& b) {
-  return a.xyz.size() == b.xyz.size() &&
-         std::memcmp(a.xyz.data(), b.xyz.data(), a.xyz.size() * sizeof(float)) == 0 && a.samples == b.samples;
-}
-
-/// Renders samples [first, first + spp) of `s` on the GPU with every tuple returned.
-std::vector<float> gpu_tuples(const Scene& s, std::uint32_t first, std::uint32_t spp) {
-  Film f(s.width, s.height);
-  GpuChunkOptions o;
-  o.return_tuples = true;
-  TraceWorkload w(s, first, spp, f, o);
-  EXPECT_TRUE(w.can_run({}).ok()) << w.can_run({}).what();
-  EXPECT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
-  return w.tuples();
 }
 
 struct Case {
@@ -135,36 +94,11 @@ TEST(TracerTier2Gpu, per_sample_values_agree_with_the_cpu_for_every_tier2_featur
   for (const Case& c : per_sample_cases()) {
     SCOPED_TRACE(c.name);
     const Scene& s = c.scene;
-    const std::uint32_t spp = 16, pixels = s.width * s.height;
-    const std::vector<float> g = gpu_tuples(s, 0, spp);
-    ASSERT_EQ(g.size(), std::size_t{pixels} * spp * 3);
-    const CpuTrace cpu(s);
-    std::vector<std::uint8_t> ok(std::size_t{pixels} * spp, 0);
-    std::vector<double> ysum(pixels, 0.0);
-    core::parallel_for(pixels, 0, [&](std::int64_t pi) {
-      const auto p = static_cast<std::uint32_t>(pi);
-      for (std::uint32_t k = 0; k < spp; ++k) {
-        const physics::SampleXyz v = cpu(p % s.width, p / s.width, k);
-        const float* gv = &g[(std::size_t{p} * spp + k) * 3];
-        bool good = true;
-        for (int i = 0; i < 3; ++i) {
-          const float cv = (&v.x)[i];
-          const float tol = 1e-3f * std::max(std::fabs(cv), std::fabs(gv[i])) + 1e-7f;
-          good = good && std::fabs(gv[i] - cv) <= tol;
-        }
-        ok[std::size_t{p} * spp + k] = good;
-        ysum[p] += gv[1];
-      }
-    });
-    std::size_t agree = 0;
-    for (auto v : ok) agree += v;
-    double y = 0.0;
-    for (double v : ysum) y += v;
-    const double fraction = static_cast<double>(agree) / static_cast<double>(ok.size());
+    const test::Agreement a = test::per_sample_agreement(s, 16);
     std::printf("[ metric ] Tier 2 per-sample agreement, %s: %zu of %zu = %.5f (mean Y %.4f)\n", c.name,
-                agree, ok.size(), fraction, y / static_cast<double>(ok.size()));
-    EXPECT_GE(fraction, 0.999);
-    EXPECT_GT(y, 0.0);
+                a.agree, a.total, a.fraction(), a.mean_y);
+    EXPECT_GE(a.fraction(), 0.999);
+    EXPECT_GT(a.mean_y, 0.0);
   }
 }
 
