@@ -22,6 +22,7 @@
 #include "physics/hdr_environment.h"
 #include "physics/spectral_tables.h"
 #include "physics/transport.h"
+#include "tracer_shapes.h"
 
 namespace ft = facetrace::tracer;
 namespace ph = facetrace::tracer::physics;
@@ -83,20 +84,7 @@ std::array<double, 3> film_mean(const ft::Film& f) {
   return m;
 }
 
-/// A 6×6×6 cube (edge 1.2) with every face frosted.
-std::vector<ft::Plane> frosted_cube() {
-  std::vector<ft::Plane> planes;
-  for (int axis = 0; axis < 3; ++axis)
-    for (float sign : {1.0f, -1.0f}) {
-      ft::Plane p;
-      p.normal[0] = p.normal[1] = p.normal[2] = 0.0f;
-      p.normal[axis] = sign;
-      p.d = -0.6f;
-      p.finish = ft::Finish::kFrosted;
-      planes.push_back(p);
-    }
-  return planes;
-}
+using facetrace::tracer::test::frosted_cube;
 
 }  // namespace
 
