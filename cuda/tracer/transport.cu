@@ -146,13 +146,13 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   store_tuple(tuples, nonfinite, i, physics::path_finish(ps, scene.params));
 }
 
-/// The megakernel under an HDR map (docs/design/tracer.md §6.1): thread i = pixel_local·spp + sample_local as in
-/// transport_main_kernel, each tuple trace_sample_env with the map's HdrEnv (NEE at frosted facets), one launch.
-template <unsigned Block, unsigned MinBlocks>
+/// The megakernel under an environment with NEE (docs/design/tracer.md §6.1, §6.2): thread i = pixel_local·spp +
+/// sample_local as in transport_main_kernel, each tuple trace_sample_env with `env` — an HDR map's HdrEnv or a lit
+/// model's PresetEnv (NEE at frosted facets of the map or the DaylightSun disc) — one launch.
+template <unsigned Block, unsigned MinBlocks, class Env>
 __global__ void __launch_bounds__(Block, MinBlocks)
-    transport_hdr_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
-                         const ChunkRange range, float* __restrict__ tuples,
-                         std::uint32_t* __restrict__ nonfinite) {
+    transport_env_kernel(const physics::ChunkScene scene, const Env env, const ChunkRange range,
+                         float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite) {
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
   load_planes(planes, scene);
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -161,27 +161,6 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
   const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
   const std::uint32_t pixel = range.pixel_offset + pixel_local;
-  const physics::HdrEnv env{map};
-  store_tuple(tuples, nonfinite, i,
-              physics::trace_sample_env(scene.params, planes, env, pixel % scene.params.width,
-                                        pixel / scene.params.width, range.first_sample + sample_local));
-}
-
-/// The megakernel under a Tier 2 lit model (docs/design/tracer.md §6.2): as transport_hdr_kernel, each tuple
-/// trace_sample_env with PresetEnv (NEE of the DaylightSun disc at frosted facets), one launch.
-template <unsigned Block, unsigned MinBlocks>
-__global__ void __launch_bounds__(Block, MinBlocks)
-    transport_preset_kernel(const physics::ChunkScene scene, const ChunkRange range,
-                            float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite) {
-  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
-  load_planes(planes, scene);
-  const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
-  if (i >= count) return;
-  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
-  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
-  const std::uint32_t pixel = range.pixel_offset + pixel_local;
-  const physics::PresetEnv env{scene.params.preset_model == physics::kPresetSun ? 1u : 0u};
   store_tuple(tuples, nonfinite, i,
               physics::trace_sample_env(scene.params, planes, env, pixel % scene.params.width,
                                         pixel / scene.params.width, range.first_sample + sample_local));
@@ -223,6 +202,15 @@ __global__ void __launch_bounds__(Block, MinBlocks)
                                             s);
   }
   store_tuple(tuples, nonfinite, i, r);
+}
+
+template <class Env>
+void launch_env(const physics::ChunkScene& scene, const Env& env, const ChunkRange& range, float* tuples,
+                std::uint32_t* nonfinite, CUstream_st* stream) {
+  constexpr unsigned kBlock = 256;
+  const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
+  const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
+  transport_env_kernel<kBlock, 2><<<grid, kBlock, 0, stream>>>(scene, env, range, tuples, nonfinite);
 }
 
 template <std::uint32_t kKind, std::uint32_t kEnv>
@@ -360,18 +348,13 @@ Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std
                                                                      stream);
     }
     FT_CUDA_LAUNCH_CHECK("transport_medium_kernel<<<>>>", stream);
-  } else if (hdr == nullptr && scene.params.env_kind == physics::kEnvPreset) {
-    constexpr unsigned kBlock = 256;
-    const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
-    const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
-    transport_preset_kernel<kBlock, 2><<<grid, kBlock, 0, stream>>>(scene, range, tuples, nonfinite);
-    FT_CUDA_LAUNCH_CHECK("transport_preset_kernel<<<>>>", stream);
   } else if (hdr != nullptr) {
-    constexpr unsigned kBlock = 256;
-    const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
-    const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
-    transport_hdr_kernel<kBlock, 2><<<grid, kBlock, 0, stream>>>(scene, *hdr, range, tuples, nonfinite);
-    FT_CUDA_LAUNCH_CHECK("transport_hdr_kernel<<<>>>", stream);
+    launch_env(scene, physics::HdrEnv{*hdr}, range, tuples, nonfinite, stream);
+    FT_CUDA_LAUNCH_CHECK("transport_env_kernel<HdrEnv><<<>>>", stream);
+  } else if (scene.params.env_kind == physics::kEnvPreset) {
+    launch_env(scene, physics::PresetEnv{scene.params.preset_model == physics::kPresetSun ? 1u : 0u}, range,
+               tuples, nonfinite, stream);
+    FT_CUDA_LAUNCH_CHECK("transport_env_kernel<PresetEnv><<<>>>", stream);
   } else if (cfg.split > 0) {
     FT_TRY((launch_transport<256, 4, true>(scene, range, tuples, nonfinite, cfg.split, handoff, stream)));
   } else if (cfg.block == 128) {

@@ -1,6 +1,6 @@
 /// @file
 /// The Tier 2 lighting presets on the GPU against the CPU tracer (docs/design/tracer.md §6.2, §12): per-sample
-/// agreement for every lit model (transport_preset_kernel) and the two Studio configurations (the Tier 1
+/// agreement for every lit model (transport_env_kernel with PresetEnv) and the two Studio configurations (the Tier 1
 /// megakernel), DaylightSun with a frosted girdle (the sun's NEE paths) and a uniaxial stone under DaylightSun
 /// (the medium kernel with the lit model); chunked == whole bit for bit under DaylightSun; the UV lamps declined.
 #include <gtest/gtest.h>
