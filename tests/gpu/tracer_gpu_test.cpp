@@ -18,6 +18,7 @@
 #include "facetrace/tracer/renderer.h"
 #include "gpu_skip.h"
 #include "log_guard.h"
+#include "tracer_agreement.h"
 #include "physics/hdr_environment.h"
 #include "physics/transport.h"
 #include "cpu/trace_params.h"
@@ -27,17 +28,13 @@ namespace facetrace::tracer {
 namespace {
 
 using runtime::Outcome;
+using test::same_bits;
 
 Scene small_diamond(std::uint32_t w, std::uint32_t h) {
   Scene s = builtin_diamond_scene();
   s.width = w;
   s.height = h;
   return s;
-}
-
-bool same_bits(const Film& a, const Film& b) {
-  return a.xyz.size() == b.xyz.size() &&
-         std::memcmp(a.xyz.data(), b.xyz.data(), a.xyz.size() * sizeof(float)) == 0 && a.samples == b.samples;
 }
 
 /// Runs f(i) for i in [0, n) on all cores (the library's one parallel loop).
@@ -74,60 +71,13 @@ TEST(TracerLaunch, feasibility_and_handoff_size_are_functions_of_the_chunk_argum
   EXPECT_EQ(can_implement_chunk(a).code(), Code::kDeclined);
 }
 
-/// The fraction of (pixel, sample) tuples of `w` (a return_tuples request of samples [0, spp) of scene `s`) whose
-/// XYZ equal cpu(x, y, sample) within 1e-3 relative; `y_mean` gets the GPU's mean Y.
-template <class Cpu>
-double agreement(const Scene& s, std::uint32_t spp, const TraceWorkload& w, Cpu cpu, double& y_mean,
-                 std::size_t& agree, std::size_t& total) {
-  const std::uint32_t pixels = s.width * s.height;
-  std::vector<std::uint8_t> ok(std::size_t{pixels} * spp, 0);
-  std::vector<double> ysum(pixels, 0.0);
-  parallel_for(pixels, [&](std::uint32_t p) {
-    for (std::uint32_t k = 0; k < spp; ++k) {
-      const physics::SampleXyz c = cpu(p % s.width, p / s.width, k);
-      const float* g = &w.tuples()[(std::size_t{p} * spp + k) * 3];
-      bool good = true;
-      for (int i = 0; i < 3; ++i) {
-        const float cv = (&c.x)[i];
-        const float tol = 1e-3f * std::max(std::fabs(cv), std::fabs(g[i])) + 1e-7f;
-        good = good && std::fabs(g[i] - cv) <= tol;
-      }
-      ok[std::size_t{p} * spp + k] = good;
-      ysum[p] += g[1];
-    }
-  });
-  agree = 0;
-  for (auto v : ok) agree += v;
-  total = ok.size();
-  double y = 0.0;
-  for (double v : ysum) y += v;
-  y_mean = y / static_cast<double>(total);
-  return static_cast<double>(agree) / static_cast<double>(total);
-}
-
 TEST(TracerGpu, per_sample_values_agree_with_the_cpu) {
   FT_REQUIRE_GPU();
-  const Scene s = small_diamond(64, 48);
-  const std::uint32_t spp = 16;
-  Film f(s.width, s.height);
-  GpuChunkOptions o;
-  o.return_tuples = true;
-  TraceWorkload w(s, 0, spp, f, o);
-  ASSERT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
-  const auto params = make_trace_params(s);
-  const auto planes = make_facet_planes(s);
-  double y = 0.0;
-  std::size_t agree = 0, total = 0;
-  const double fraction = agreement(
-      s, spp, w,
-      [&](std::uint32_t x, std::uint32_t py, std::uint32_t k) {
-        return physics::trace_sample(params, planes.data(), x, py, k);
-      },
-      y, agree, total);
+  const test::Agreement a = test::per_sample_agreement(small_diamond(64, 48), 16);
   std::printf("[ metric ] per-sample agreement: %zu of %zu (pixel, sample) XYZ within 1e-3 relative = %.5f\n",
-              agree, total, fraction);
-  RecordProperty("per_sample_agreement", std::to_string(fraction));
-  EXPECT_GE(fraction, 0.999);
+              a.agree, a.total, a.fraction());
+  RecordProperty("per_sample_agreement", std::to_string(a.fraction()));
+  EXPECT_GE(a.fraction(), 0.999);
 }
 
 /// The examples folder (FT_EXAMPLES_DIR in the environment, for a copy of the repository elsewhere, else the
@@ -147,31 +97,14 @@ TEST(TracerGpu, per_sample_values_agree_with_the_cpu_under_an_hdr_map) {
   s.environment_map = examples_dir() + "/maps/studio_small.hdr";
   s.environment_map_sha256 = "1ee8846551d9f2df56fae3b7ff7f74750760a32b3d2c740c3d24755b5730ba85";
   ASSERT_TRUE(load_environment_light(s).ok()) << s.environment_map;
-  const std::uint32_t spp = 16;
-  Film f(s.width, s.height);
-  GpuChunkOptions o;
-  o.return_tuples = true;
-  TraceWorkload w(s, 0, spp, f, o);
-  ASSERT_TRUE(w.can_run({}).ok()) << w.can_run({}).what();
-  ASSERT_EQ(shared_gpu_backend().accumulate(w), Outcome::kDone);
-  const auto params = make_trace_params(s);
-  const auto planes = make_facet_planes(s);
-  const physics::HdrEnv env{env_map_view(*s.environment_light, s.exposure, true)};
-  double y = 0.0;
-  std::size_t agree = 0, total = 0;
-  const double fraction = agreement(
-      s, spp, w,
-      [&](std::uint32_t x, std::uint32_t py, std::uint32_t k) {
-        return physics::trace_sample_env(params, planes.data(), env, x, py, k);
-      },
-      y, agree, total);
+  const test::Agreement a = test::per_sample_agreement(s, 16);
   std::printf(
       "[ metric ] HDR per-sample agreement: %zu of %zu (pixel, sample) XYZ within 1e-3 relative = %.5f "
       "(mean Y %.4f)\n",
-      agree, total, fraction, y);
-  RecordProperty("hdr_per_sample_agreement", std::to_string(fraction));
-  EXPECT_GE(fraction, 0.999);
-  EXPECT_GT(y, 0.0);
+      a.agree, a.total, a.fraction(), a.mean_y);
+  RecordProperty("hdr_per_sample_agreement", std::to_string(a.fraction()));
+  EXPECT_GE(a.fraction(), 0.999);
+  EXPECT_GT(a.mean_y, 0.0);
 }
 
 TEST(TracerGpu, image_agrees_statistically_with_the_cpu_on_disjoint_ranges) {
