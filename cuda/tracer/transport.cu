@@ -73,6 +73,18 @@ __device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restric
   tuples[3 * i + 2] = r.z;
 }
 
+/// Where tuple i of a chunk lies: thread i = pixel_local·spp + sample_local (docs/design/tracer.md §10.1), so pixel
+/// (x, y) of an image `width` wide and sample s.
+struct TupleCoord {
+  std::uint32_t x, y, s;
+};
+__device__ __forceinline__ TupleCoord tuple_coord(const ChunkRange& range, std::uint32_t width, std::uint64_t i) {
+  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
+  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
+  const std::uint32_t pixel = range.pixel_offset + pixel_local;
+  return TupleCoord{pixel % width, pixel / width, range.first_sample + sample_local};
+}
+
 /// Thread ↔ data: thread i = pixel_local·spp + sample_local (docs/design/tracer.md §10.1). The planes are copied from the
 /// by-value parameter into shared memory once per block; the trace parameters stay in parameter (constant)
 /// space. Each thread writes its tuple's XYZ (12 B) to global `tuples`. Deterministic per tuple (G1): the
@@ -90,21 +102,17 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
   if (i >= count) return;
-  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
-  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
-  const std::uint32_t pixel = range.pixel_offset + pixel_local;
-  const std::uint32_t x = pixel % scene.params.width;
-  const std::uint32_t y = pixel / scene.params.width;
+  const TupleCoord c = tuple_coord(range, scene.params.width, i);
   const physics::TraceParams& p = scene.params;
   if constexpr (!Split) {
     // No handoff: trace_sample itself (this form needs fewer registers than the split loop below; the counts
     // are in benchmarks/NOTES.md).
     store_tuple(tuples, nonfinite, i,
-                physics::trace_sample(p, planes, x, y, range.first_sample + sample_local));
+                physics::trace_sample(p, planes, c.x, c.y, c.s));
     return;
   }
   physics::PathState ps;
-  physics::path_begin(ps, p, x, y, range.first_sample + sample_local);
+  physics::path_begin(ps, p, c.x, c.y, c.s);
   // trace_sample's loop, left at the split bounce; one path_step call site (the kernel stays one copy of the
   // physics) and the handoff copy outside the hot loop.
   bool going = p.max_bounces > 0;
@@ -158,12 +166,8 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
   if (i >= count) return;
-  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
-  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
-  const std::uint32_t pixel = range.pixel_offset + pixel_local;
-  store_tuple(tuples, nonfinite, i,
-              physics::trace_sample_env(scene.params, planes, env, pixel % scene.params.width,
-                                        pixel / scene.params.width, range.first_sample + sample_local));
+  const TupleCoord c = tuple_coord(range, scene.params.width, i);
+  store_tuple(tuples, nonfinite, i, physics::trace_sample_env(scene.params, planes, env, c.x, c.y, c.s));
 }
 
 /// The environment of a medium kernel: the analytic environments, an HDR map, or a lit model.
@@ -185,11 +189,8 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
   if (i >= count) return;
-  const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
-  const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
-  const std::uint32_t pixel = range.pixel_offset + pixel_local;
-  const std::uint32_t x = pixel % scene.params.width, y = pixel / scene.params.width;
-  const std::uint32_t s = range.first_sample + sample_local;
+  const TupleCoord c = tuple_coord(range, scene.params.width, i);
+  const std::uint32_t x = c.x, y = c.y, s = c.s;
   physics::SampleXyz r;
   if constexpr (kEnv == kMediumEnvHdr) {
     r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, physics::HdrEnv{map}, x, y,
