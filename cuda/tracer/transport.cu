@@ -78,7 +78,8 @@ __device__ void store_tuple(float* __restrict__ tuples, std::uint32_t* __restric
 struct TupleCoord {
   std::uint32_t x, y, s;
 };
-__device__ __forceinline__ TupleCoord tuple_coord(const ChunkRange& range, std::uint32_t width, std::uint64_t i) {
+__device__ __forceinline__ TupleCoord tuple_coord(const ChunkRange& range, std::uint32_t width,
+                                                  std::uint64_t i) {
   const std::uint32_t pixel_local = static_cast<std::uint32_t>(i / range.spp);
   const std::uint32_t sample_local = static_cast<std::uint32_t>(i - std::uint64_t{pixel_local} * range.spp);
   const std::uint32_t pixel = range.pixel_offset + pixel_local;
@@ -107,8 +108,7 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   if constexpr (!Split) {
     // No handoff: trace_sample itself (this form needs fewer registers than the split loop below; the counts
     // are in benchmarks/NOTES.md).
-    store_tuple(tuples, nonfinite, i,
-                physics::trace_sample(p, planes, c.x, c.y, c.s));
+    store_tuple(tuples, nonfinite, i, physics::trace_sample(p, planes, c.x, c.y, c.s));
     return;
   }
   physics::PathState ps;
