@@ -175,10 +175,23 @@ constexpr std::uint32_t kMediumEnvAnalytic = 0;
 constexpr std::uint32_t kMediumEnvHdr = 1;
 constexpr std::uint32_t kMediumEnvPreset = 2;
 
+/// The environment policy of a medium kernel's kEnv.
+template <std::uint32_t kEnv>
+__device__ __forceinline__ auto medium_env(const physics::ChunkScene& scene, const physics::EnvMapView& map) {
+  if constexpr (kEnv == kMediumEnvHdr) {
+    return physics::HdrEnv{map};
+  } else if constexpr (kEnv == kMediumEnvPreset) {
+    return physics::PresetEnv{scene.params.preset_model == physics::kPresetSun ? 1u : 0u};
+  } else {
+    return physics::AnalyticEnv{};
+  }
+}
+
 /// The megakernel for a Tier 2 medium (docs/design/tracer.md §7.7, §10.1): one instantiation per material class
 /// (kKind: uniaxial, or isotropic with inclusions) and environment (kEnv: the map's HdrEnv, a lit model's
 /// PresetEnv, else the analytic environments); thread i = pixel_local·spp + sample_local as in
-/// transport_main_kernel, each tuple trace_sample_medium, one launch.
+/// transport_main_kernel, each tuple trace_sample_medium, one launch. Uniaxial stones with inclusions run the
+/// phased kernels below when the launch has their queues.
 template <unsigned Block, unsigned MinBlocks, std::uint32_t kKind, std::uint32_t kEnv>
 __global__ void __launch_bounds__(Block, MinBlocks)
     transport_medium_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
@@ -190,19 +203,147 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   const std::uint64_t count = std::uint64_t{range.pixel_count} * range.spp;
   if (i >= count) return;
   const TupleCoord c = tuple_coord(range, scene.params.width, i);
-  const std::uint32_t x = c.x, y = c.y, s = c.s;
-  physics::SampleXyz r;
-  if constexpr (kEnv == kMediumEnvHdr) {
-    r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, physics::HdrEnv{map}, x, y,
-                                            s);
-  } else if constexpr (kEnv == kMediumEnvPreset) {
-    const physics::PresetEnv env{scene.params.preset_model == physics::kPresetSun ? 1u : 0u};
-    r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, env, x, y, s);
-  } else {
-    r = physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes, physics::AnalyticEnv{}, x, y,
-                                            s);
+  store_tuple(tuples, nonfinite, i,
+              physics::trace_sample_medium<kKind>(scene.params, scene.medium, planes,
+                                                  medium_env<kEnv>(scene, map), c.x, c.y, c.s));
+}
+
+/// A uniaxial path between the phased medium kernels: its states and its tuple index.
+struct alignas(16) SavedMediumPath {
+  physics::PathState ps;
+  physics::MediumPathState ms;
+  physics::EnvPathState es;
+  std::uint64_t tuple;
+};
+static_assert(sizeof(physics::MediumPathState) == 48 && sizeof(physics::EnvPathState) == 16,
+              "save_medium_path must copy every MediumPathState and EnvPathState field");
+__device__ __forceinline__ void save_medium_path(SavedMediumPath& dst, const physics::PathState& ps,
+                                                 const physics::MediumPathState& ms,
+                                                 const physics::EnvPathState& es, std::uint64_t tuple) {
+  copy_path(dst.ps, ps);
+  dst.ms.k = ms.k;
+  dst.ms.mode = ms.mode;
+  for (int k = 0; k < physics::kChannels; ++k) dst.ms.ne_k[k] = ms.ne_k[k];
+  for (int c = 0; c < 3; ++c) dst.es.xyz[c] = es.xyz[c];
+  dst.es.bsdf_pdf = es.bsdf_pdf;
+  dst.tuple = tuple;
+}
+__device__ __forceinline__ std::uint64_t load_medium_path(physics::PathState& ps,
+                                                          physics::MediumPathState& ms,
+                                                          physics::EnvPathState& es,
+                                                          const SavedMediumPath& src) {
+  copy_path(ps, src.ps);
+  ms.k = src.ms.k;
+  ms.mode = src.ms.mode;
+  for (int k = 0; k < physics::kChannels; ++k) ms.ne_k[k] = src.ms.ne_k[k];
+  for (int c = 0; c < 3; ++c) es.xyz[c] = src.es.xyz[c];
+  es.bsdf_pdf = src.es.bsdf_pdf;
+  return src.tuple;
+}
+
+/// The phased medium kernels' queues (docs/design/tracer.md §10.1), in the handoff scratch: the counts, the
+/// paths that entered the stone (written by the outside phase, read and rewritten in place by the inside phase),
+/// and the indices of those the inside phase handed on (a path outside that meets the stone again).
+struct MediumQueueHeader {
+  alignas(16) std::uint32_t inside_count;
+  std::uint32_t back_count;
+};
+static_assert(sizeof(MediumQueueHeader) == kHandoffHeaderBytes, "MediumQueueHeader layout");
+/// A phased launch takes at most this many tuples at a time (the queue capacity: 2^21 × 372 B ≈ 0.78 GB).
+constexpr std::uint64_t kMediumQueueTuples = std::uint64_t{1} << 21;
+
+/// Whether a medium chunk runs the phased kernels: a uniaxial stone with inclusions. A clear uniaxial stone runs
+/// one launch, 2–4 % faster than the phases (benchmarks/NOTES.md, issue 14 session 10).
+bool phased_medium(const physics::MediumParams& m) {
+  return m.kind == physics::kMediumUniaxial && m.sigma_s > 0.0f;
+}
+
+std::uint64_t medium_queue_capacity(std::uint64_t tuples) {
+  return tuples < kMediumQueueTuples ? tuples : kMediumQueueTuples;
+}
+
+struct MediumQueues {
+  MediumQueueHeader* header;
+  SavedMediumPath* paths;
+  std::uint32_t* back;
+};
+
+MediumQueues medium_queues(void* handoff, std::uint64_t capacity) {
+  auto* base = static_cast<std::byte*>(handoff);
+  auto* paths = reinterpret_cast<SavedMediumPath*>(base + kHandoffHeaderBytes);
+  return MediumQueues{static_cast<MediumQueueHeader*>(handoff), paths,
+                      reinterpret_cast<std::uint32_t*>(paths + capacity)};
+}
+
+/// Phase 1 of a uniaxial stone with inclusions: tuples [first, first + n) of the chunk (thread ↔ tuple as in
+/// transport_medium_kernel) from path_begin through their bounces outside the stone; a path that ends there
+/// is finished, one that enters is queued with its states. The inside phase then runs a loop without the
+/// entry's solution over paths packed together (fewer instruction-fetch stalls, benchmarks/NOTES.md).
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv>
+__global__ void __launch_bounds__(Block, MinBlocks)
+    medium_outside_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
+                          const ChunkRange range, std::uint64_t first, std::uint32_t n,
+                          float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
+  load_planes(planes, scene);
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const std::uint64_t i = first + t;
+  const TupleCoord c = tuple_coord(range, scene.params.width, i);
+  const physics::TraceParams& p = scene.params;
+  const auto env = medium_env<kEnv>(scene, map);
+  physics::PathState ps;
+  physics::EnvPathState es{{0.0f, 0.0f, 0.0f}, 0.0f};
+  physics::path_begin(ps, p, c.x, c.y, c.s);
+  physics::MediumPathState ms;
+  physics::medium_begin(ms, ps, scene.medium);
+  bool going = p.max_bounces > 0;
+  while (going && !ps.inside)
+    going = physics::path_step_uniaxial<decltype(env), physics::kPhaseOutside>(ps, ms, p, scene.medium,
+                                                                               planes, env, es);
+  if (going) {  // n ≤ the capacity: every entering path has a slot
+    save_medium_path(q.paths[atomicAdd(&q.header->inside_count, 1u)], ps, ms, es, i);
+    return;
   }
-  store_tuple(tuples, nonfinite, i, r);
+  store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
+}
+
+/// Phase 2 (kRest false): thread j takes queued path j through its bounces inside and its miss after the exit; a
+/// path that meets the stone again from outside is left in its slot, its index queued for phase 3. Phase 3
+/// (kRest true): the few paths phase 2 handed on (a re-entry, which edge rounding's normals or a frosted facet's
+/// directions allow), each finished with every bounce.
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kRest>
+__global__ void __launch_bounds__(Block, MinBlocks)
+    medium_queue_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
+                        float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
+  const std::uint32_t n = kRest ? q.header->back_count : q.header->inside_count;
+  if (blockIdx.x * blockDim.x >= n) return;  // whole block past the queue (uniform: before the barrier)
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
+  load_planes(planes, scene);
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const std::uint32_t j = kRest ? q.back[t] : t;
+  const physics::TraceParams& p = scene.params;
+  const auto env = medium_env<kEnv>(scene, map);
+  physics::PathState ps;
+  physics::MediumPathState ms;
+  physics::EnvPathState es;
+  const std::uint64_t i = load_medium_path(ps, ms, es, q.paths[j]);
+  if constexpr (kRest) {
+    while (physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es)) {
+    }
+  } else {
+    bool handoff = false;
+    while (physics::path_step_uniaxial<decltype(env), physics::kPhaseInside>(ps, ms, p, scene.medium, planes,
+                                                                             env, es, &handoff)) {
+    }
+    if (handoff) {
+      save_medium_path(q.paths[j], ps, ms, es, i);
+      q.back[atomicAdd(&q.header->back_count, 1u)] = j;
+      return;
+    }
+  }
+  store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
 }
 
 template <class Env>
@@ -214,14 +355,39 @@ void launch_env(const physics::ChunkScene& scene, const Env& env, const ChunkRan
   transport_env_kernel<kBlock, 2><<<grid, kBlock, 0, stream>>>(scene, env, range, tuples, nonfinite);
 }
 
+/// A medium chunk: for a uniaxial stone with inclusions and queues (`handoff`), the three phases over each run of
+/// at most kMediumQueueTuples tuples; else the one-launch kernel.
 template <std::uint32_t kKind, std::uint32_t kEnv>
-void launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView& map, const ChunkRange& range,
-                   float* tuples, std::uint32_t* nonfinite, CUstream_st* stream) {
+Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView& map,
+                     const ChunkRange& range, float* tuples, std::uint32_t* nonfinite, void* handoff,
+                     CUstream_st* stream) {
   constexpr unsigned kBlock = 256;
   const std::uint64_t tuple_count = std::uint64_t{range.pixel_count} * range.spp;
-  const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
-  transport_medium_kernel<kBlock, kMediumMinBlocks, kKind, kEnv>
-      <<<grid, kBlock, 0, stream>>>(scene, map, range, tuples, nonfinite);
+  if (kKind != physics::kMediumUniaxial || !phased_medium(scene.medium) || handoff == nullptr) {
+    const unsigned grid = static_cast<unsigned>((tuple_count + kBlock - 1) / kBlock);
+    transport_medium_kernel<kBlock, kMediumMinBlocks, kKind, kEnv>
+        <<<grid, kBlock, 0, stream>>>(scene, map, range, tuples, nonfinite);
+    FT_CUDA_LAUNCH_CHECK("transport_medium_kernel<<<>>>", stream);
+    return {};
+  }
+  const std::uint64_t capacity = medium_queue_capacity(tuple_count);
+  const MediumQueues q = medium_queues(handoff, capacity);
+  for (std::uint64_t first = 0; first < tuple_count; first += capacity) {
+    const auto n =
+        static_cast<std::uint32_t>(tuple_count - first < capacity ? tuple_count - first : capacity);
+    const unsigned grid = (n + kBlock - 1) / kBlock;
+    FT_CUDA_TRY(cudaMemsetAsync(q.header, 0, sizeof(MediumQueueHeader), stream));
+    medium_outside_kernel<kBlock, kMediumMinBlocks, kEnv>
+        <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
+    FT_CUDA_LAUNCH_CHECK("medium_outside_kernel<<<>>>", stream);
+    medium_queue_kernel<kBlock, kMediumMinBlocks, kEnv, false>
+        <<<grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
+    FT_CUDA_LAUNCH_CHECK("medium_queue_kernel<inside><<<>>>", stream);
+    medium_queue_kernel<kBlock, kMediumMinBlocks, kEnv, true>
+        <<<grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
+    FT_CUDA_LAUNCH_CHECK("medium_queue_kernel<rest><<<>>>", stream);
+  }
+  return {};
 }
 
 /// Thread ↔ pixel: sums[p] (global, seeded with the caller's running sums) += that pixel's tuples in
@@ -274,8 +440,15 @@ Status can_implement_chunk(const ChunkArgs& args) {
 }
 
 std::uint64_t handoff_bytes(const ChunkArgs& args) {
-  if (args.kernel.split == 0) return 0;
   const std::uint64_t tuples = std::uint64_t{args.range.pixel_count} * args.range.spp;
+  const physics::MediumParams& md = args.scene.medium;
+  if (physics::needs_medium_transport(md)) {
+    if (!phased_medium(md)) return 0;
+    const std::uint64_t capacity = medium_queue_capacity(tuples);
+    return kHandoffHeaderBytes + capacity * (sizeof(SavedMediumPath) + sizeof(std::uint32_t));
+  }
+  const std::uint32_t env = args.scene.params.env_kind;
+  if (args.kernel.split == 0 || env == physics::kEnvHdr || env == physics::kEnvPreset) return 0;
   return kHandoffHeaderBytes + tuples / kHandoffShare * sizeof(SavedPath);
 }
 
@@ -331,24 +504,25 @@ Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std
     const bool preset = hdr == nullptr && scene.params.env_kind == physics::kEnvPreset;
     if (md.kind == physics::kMediumUniaxial) {
       if (hdr != nullptr)
-        launch_medium<physics::kMediumUniaxial, kMediumEnvHdr>(scene, map, range, tuples, nonfinite, stream);
+        FT_TRY((launch_medium<physics::kMediumUniaxial, kMediumEnvHdr>(scene, map, range, tuples, nonfinite,
+                                                                       handoff, stream)));
       else if (preset)
-        launch_medium<physics::kMediumUniaxial, kMediumEnvPreset>(scene, map, range, tuples, nonfinite,
-                                                                  stream);
+        FT_TRY((launch_medium<physics::kMediumUniaxial, kMediumEnvPreset>(scene, map, range, tuples,
+                                                                          nonfinite, handoff, stream)));
       else
-        launch_medium<physics::kMediumUniaxial, kMediumEnvAnalytic>(scene, map, range, tuples, nonfinite,
-                                                                    stream);
+        FT_TRY((launch_medium<physics::kMediumUniaxial, kMediumEnvAnalytic>(scene, map, range, tuples,
+                                                                            nonfinite, handoff, stream)));
     } else {
       if (hdr != nullptr)
-        launch_medium<physics::kMediumIsotropic, kMediumEnvHdr>(scene, map, range, tuples, nonfinite, stream);
+        FT_TRY((launch_medium<physics::kMediumIsotropic, kMediumEnvHdr>(scene, map, range, tuples, nonfinite,
+                                                                        nullptr, stream)));
       else if (preset)
-        launch_medium<physics::kMediumIsotropic, kMediumEnvPreset>(scene, map, range, tuples, nonfinite,
-                                                                   stream);
+        FT_TRY((launch_medium<physics::kMediumIsotropic, kMediumEnvPreset>(scene, map, range, tuples,
+                                                                           nonfinite, nullptr, stream)));
       else
-        launch_medium<physics::kMediumIsotropic, kMediumEnvAnalytic>(scene, map, range, tuples, nonfinite,
-                                                                     stream);
+        FT_TRY((launch_medium<physics::kMediumIsotropic, kMediumEnvAnalytic>(scene, map, range, tuples,
+                                                                             nonfinite, nullptr, stream)));
     }
-    FT_CUDA_LAUNCH_CHECK("transport_medium_kernel<<<>>>", stream);
   } else if (hdr != nullptr) {
     launch_env(scene, physics::HdrEnv{*hdr}, range, tuples, nonfinite, stream);
     FT_CUDA_LAUNCH_CHECK("transport_env_kernel<HdrEnv><<<>>>", stream);

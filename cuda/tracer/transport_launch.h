@@ -78,9 +78,11 @@ inline constexpr std::uint64_t kMaxTuplesPerLaunch = 4194240;
 /// configuration that is not one of kKernelConfigs; kDeclined for more planes than fit in shared memory.
 Status can_implement_chunk(const ChunkArgs& args);
 
-/// Bytes of the path-handoff buffer the chunk can use (launch_trace_chunk's `handoff`): a counter and the saved
-/// states of up to a quarter of the chunk's paths (those past the split bounce; more than that finish in the
-/// first kernel). 0 when args.kernel does not split.
+/// Bytes of the path-handoff buffer the chunk can use (launch_trace_chunk's `handoff`). Tier 1: a counter and the
+/// saved states of up to a quarter of the chunk's paths (those past the split bounce; more than that finish in
+/// the first kernel); 0 when args.kernel does not split or the environment is an HDR map or a lit model. A
+/// uniaxial stone with inclusions: the queues of the phased medium kernels (docs/design/tracer.md §10.1) for up
+/// to 2^21 tuples at a time. 0 for the other media (one launch).
 std::uint64_t handoff_bytes(const ChunkArgs& args);
 
 /// Megakernel: tuples[i] = trace_sample(pixel_offset + i / spp, first_sample + i % spp), 3 floats per tuple
@@ -89,7 +91,8 @@ std::uint64_t handoff_bytes(const ChunkArgs& args);
 /// floats, `nonfinite` one u32 (not cleared here). `handoff` (handoff_bytes(args) bytes, or null) lets paths
 /// still going at the split bounce continue in a second, compacted launch. Asynchronous on `stream`.
 /// `hdr` (device pointers, or null): the chunk runs under that HDR map (physics::HdrEnv,
-/// docs/design/tracer.md §6.1) in one launch of 256-thread blocks, whatever args.kernel says (`handoff` unused).
+/// docs/design/tracer.md §6.1) in one launch of 256-thread blocks, whatever args.kernel says (`handoff` unused
+/// unless the stone is uniaxial with inclusions).
 Status launch_trace_chunk(const ChunkArgs& args, float* tuples, float* sums, std::uint32_t* nonfinite,
                           void* handoff, CUstream_st* stream, const physics::EnvMapView* hdr = nullptr);
 

@@ -53,10 +53,10 @@ Status trace_chunk(runtime::DeviceContext& ctx, const runtime::OpArgs& a) {
     hdr = &map;
   }
   void* handoff = nullptr;
-  // Only the Tier 1 megakernel hands paths off (an HDR map or a lit model runs one launch,
-  // docs/design/tracer.md §6.1, §6.2).
+  // The Tier 1 megakernel's handoff and the queues of the phased medium kernels (an isotropic stone under an HDR
+  // map or a lit model runs one launch, docs/design/tracer.md §6.1, §6.2, §10.1): handoff_bytes says which.
   if (const std::uint64_t bytes = handoff_bytes(t.chunk);
-      hdr == nullptr && t.chunk.scene.params.env_kind != physics::kEnvPreset && bytes > 0) {
+      bytes > 0 && (hdr == nullptr || physics::needs_medium_transport(t.chunk.scene.medium))) {
     auto h = ctx.scratch("tracer.handoff", bytes);
     if (!h) return h.status();
     handoff = h->data;

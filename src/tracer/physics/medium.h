@@ -17,6 +17,11 @@
 
 namespace facetrace::tracer::physics {
 
+/// The parts of path_step_uniaxial an instantiation holds (docs/design/tracer.md §10.1).
+inline constexpr std::uint32_t kPhaseAll = 0;      ///< every bounce: the CPU tracer and the GPU's last phase
+inline constexpr std::uint32_t kPhaseOutside = 1;  ///< a path outside the stone
+inline constexpr std::uint32_t kPhaseInside = 2;   ///< a path inside, and the miss of a path outside
+
 /// What a uniaxial path carries beside PathState (docs/design/tracer.md §7.7), like EnvPathState for NEE: the wave
 /// normal k (ps.dir is the ray S; the two are equal outside and for the o mode), the mode label inside, and
 /// n_e(λ_k) per channel (PathState::n_k holds n_o(λ_k)).
@@ -146,10 +151,14 @@ FT_HD bool diffuse_into_mode(PathState& ps, MediumPathState& ms, const TracePara
 /// the same powers, depolarise, send every channel along one cosine-weighted direction and, going inside, pick
 /// the mode 50/50 (unpolarised light splits equally). With σ_s > 0 inclusions act on each inside segment first;
 /// with edge rounding the facet's normal is surface_normal's (§4.1).
-/// Returns path_step's answer.
-template <class Env>
+/// Returns path_step's answer. kPhase (the GPU's phased medium kernels, docs/design/tracer.md §10.1) compiles only
+/// part of the bounce: kPhaseOutside the bounce of a path outside the stone (never called inside), kPhaseInside
+/// the bounce inside and the miss of a path outside; a path outside that hits the stone there returns false with
+/// *handoff set and every state as it was, for a kPhaseAll step to take it on.
+template <class Env, std::uint32_t kPhase = kPhaseAll>
 FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
-                              const FacetPlane* planes, const Env& env, EnvPathState& es) {
+                              const FacetPlane* planes, const Env& env, EnvPathState& es,
+                              bool* handoff = nullptr) {
   constexpr int K = kChannels;
   auto& st = ps.st;
   auto& pdf = ps.pdf;
@@ -159,18 +168,24 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
   const Vec3 org = ps.org;
   Vec3 dir = ps.dir;
   Vec3 s_prev = ps.s_prev;
-  const bool inside = ps.inside;
+  const bool inside = kPhase != kPhaseOutside && ps.inside;
   unsigned live = ps.live;
-  float escape_bsdf_pdf = 0.0f;
-  if constexpr (Env::kNee) {
-    escape_bsdf_pdf = es.bsdf_pdf;
-    es.bsdf_pdf = 0.0f;
-  }
   // 1. Intersect along S.
   Hit hit{-1, 0.0f};
   if (!misses_bound(p.bound_radius2, org, dir) &&
       !(inside && exit_from_inside(planes, p.plane_count, p.bound_radius2, org, dir, hit)))
     hit = intersect_polyhedron(planes, p.plane_count, org, dir);
+  if constexpr (kPhase == kPhaseInside) {
+    if (!inside && hit.plane >= 0) {  // an entry: not this phase's (nothing has changed yet)
+      *handoff = true;
+      return false;
+    }
+  }
+  float escape_bsdf_pdf = 0.0f;
+  if constexpr (Env::kNee) {
+    escape_bsdf_pdf = es.bsdf_pdf;
+    es.bsdf_pdf = 0.0f;
+  }
   const Vec3 pol =
       inside ? mode_polarisation(ms.mode, ms.k, c, ps.n_k[0], ms.ne_k[0]) : Vec3{0.0f, 0.0f, 0.0f};
   bool absorbed = false;
@@ -201,7 +216,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
   // comes from the decision; the others' only for the rare channels still following it), so the megakernel
   // holds one copy of each solver.
 
-  if (!inside) {
+  if (kPhase != kPhaseInside && !inside) {
     // 3. Frame rotation into the plane of incidence, as in Tier 1 (outside, S_k are full Stokes vectors).
     Vec3 s_curr = cross(dir, n_out);
     const float s_len2 = dot(s_curr, s_curr);
