@@ -165,12 +165,21 @@ FT_HD Complexf extraordinary_q(const EQuad& e, float sign, bool& propagating, fl
   return propagating ? cx((-e.b + sign * root) * inv) : cx(-e.b * inv, sign * root * inv);
 }
 
-/// Tangential components (E·t̂, E·ŝ, H·t̂, H·ŝ) of a wave.
-FT_HD void tangential(const Wave& w, Vec3 t, Vec3 s, Complexf* out) {
-  out[0] = cdot(w.e, t);
-  out[1] = cdot(w.e, s);
-  out[2] = cdot(w.h, t);
-  out[3] = cdot(w.h, s);
+/// What the boundary system reads of a wave: its tangential components (E·t̂, E·ŝ, H·t̂, H·ŝ) and its flux. Taken as
+/// soon as a wave is made, so that only these 9 values of each wave stay live until the solve (on the GPU the
+/// fields, wave vectors and H of five or six waves at once would not fit in registers).
+struct WaveTan {
+  Complexf c[4];
+  float flux;
+};
+FT_HD WaveTan tangential(const Wave& w, Vec3 t, Vec3 s) {
+  WaveTan out;
+  out.c[0] = cdot(w.e, t);
+  out.c[1] = cdot(w.e, s);
+  out.c[2] = cdot(w.h, t);
+  out.c[3] = cdot(w.h, s);
+  out.flux = w.flux;
+  return out;
 }
 
 /// Solve inc_r + x₀·back₀ + x₁·back₁ = x₂·fwd₀ + x₃·fwd₁ on the tangential components for R incident waves
@@ -180,22 +189,16 @@ FT_HD void tangential(const Wave& w, Vec3 t, Vec3 s, Complexf* out) {
 /// indexed by a run-time pivot would live in local memory). Returns false when the system is singular (a
 /// degenerate mode field).
 template <int R>
-FT_HD bool solve_interface(const Wave* const* inc, const Wave& b0, const Wave& b1, const Wave& f0,
-                           const Wave& f1, Vec3 t, Vec3 s, Complexf (*x)[4]) {
+FT_HD bool solve_interface(const WaveTan* const* inc, const WaveTan& b0, const WaveTan& b1, const WaveTan& f0,
+                           const WaveTan& f1, Complexf (*x)[4]) {
   constexpr int C = 4 + R;
   Complexf m[4][C];
-  Complexf col[4];
-  tangential(b0, t, s, col);
-  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][0] = col[i];
-  tangential(b1, t, s, col);
-  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][1] = col[i];
-  tangential(f0, t, s, col);
-  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][2] = cx(0.0f) - col[i];
-  tangential(f1, t, s, col);
-  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][3] = cx(0.0f) - col[i];
+  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][0] = b0.c[i];
+  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][1] = b1.c[i];
+  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][2] = cx(0.0f) - f0.c[i];
+  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][3] = cx(0.0f) - f1.c[i];
   FT_UNROLL for (int r = 0; r < R; ++r) {
-    tangential(*inc[r], t, s, col);
-    FT_UNROLL for (int i = 0; i < 4; ++i) m[i][4 + r] = cx(0.0f) - col[i];
+    FT_UNROLL for (int i = 0; i < 4; ++i) m[i][4 + r] = cx(0.0f) - inc[r]->c[i];
   }
   Complexf inv[4];
   FT_UNROLL for (int j = 0; j < 4; ++j) {
@@ -360,16 +363,16 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   out.pol[1] = mode_polarisation(kModeExtraordinary, out.k[1], c, n_o, n_e);
 
   const float q1 = n1 * out.cos_i;
-  const Wave inc_s = iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, false, true);
-  const Wave inc_p = iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, true, true);
-  const Wave ref_s = iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, false, true);
-  const Wave ref_p = iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, true, true);
-  const Wave wo = ordinary_wave(f.t, f.z, kt, qo, c, prop_o);
-  const Wave we = extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e);
+  const WaveTan inc_s = tangential(iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, false, true), f.t, f.s);
+  const WaveTan inc_p = tangential(iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, true, true), f.t, f.s);
+  const WaveTan ref_s = tangential(iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, false, true), f.t, f.s);
+  const WaveTan ref_p = tangential(iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, true, true), f.t, f.s);
+  const WaveTan wo = tangential(ordinary_wave(f.t, f.z, kt, qo, c, prop_o), f.t, f.s);
+  const WaveTan we = tangential(extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e), f.t, f.s);
   Complexf xsp[2][4];
-  const Wave* const incs[2] = {&inc_s, &inc_p};
+  const WaveTan* const incs[2] = {&inc_s, &inc_p};
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k[0], c) && !(q1 <= 0.0f);
-  ok = ok && solve_interface<2>(incs, ref_s, ref_p, wo, we, f.t, f.s, xsp);
+  ok = ok && solve_interface<2>(incs, ref_s, ref_p, wo, we, xsp);
   if (ok) {
     const Complexf* xs = xsp[0];
     const Complexf* xp = xsp[1];
@@ -515,17 +518,18 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   out.pol_reflected[1] = mode_polarisation(kModeExtraordinary, out.k_reflected[1], c, n_o, n_e);
   out.k_out = normalize(f.t * kt + f.z * (prop_t ? q2.re : 0.0f));
 
-  const Wave inc = mode == kModeOrdinary
-                       ? ordinary_wave(f.t, f.z, kt, cx(q_in), c, true)
-                       : extraordinary_wave(f.t, f.z, kt, cx(q_in), c, n_o, n_e, slope_in, true);
-  const Wave wo = ordinary_wave(f.t, f.z, kt, qo, c, prop_o);
-  const Wave we = extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e);
-  const Wave ts = iso_wave(f.t, f.z, f.s, kt, q2, n2, false, prop_t);
-  const Wave tp = iso_wave(f.t, f.z, f.s, kt, q2, n2, true, prop_t);
+  const WaveTan inc = tangential(
+      mode == kModeOrdinary ? ordinary_wave(f.t, f.z, kt, cx(q_in), c, true)
+                            : extraordinary_wave(f.t, f.z, kt, cx(q_in), c, n_o, n_e, slope_in, true),
+      f.t, f.s);
+  const WaveTan wo = tangential(ordinary_wave(f.t, f.z, kt, qo, c, prop_o), f.t, f.s);
+  const WaveTan we = tangential(extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e), f.t, f.s);
+  const WaveTan ts = tangential(iso_wave(f.t, f.z, f.s, kt, q2, n2, false, prop_t), f.t, f.s);
+  const WaveTan tp = tangential(iso_wave(f.t, f.z, f.s, kt, q2, n2, true, prop_t), f.t, f.s);
   Complexf x1[1][4];
-  const Wave* const incs[1] = {&inc};
+  const WaveTan* const incs[1] = {&inc};
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected[0], c) && inc.flux > 0.0f;
-  ok = ok && solve_interface<1>(incs, wo, we, ts, tp, f.t, f.s, x1);
+  ok = ok && solve_interface<1>(incs, wo, we, ts, tp, x1);
   if (ok) {
     const Complexf* x = x1[0];
     out.r[0] = power_amp(x[0], wo.flux, inc.flux);
