@@ -285,17 +285,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     }
     if (reflect) {
       if (frosted) {
-        dir = detail::cosine_direction(n_out, stream_uniform(seed, b, kStreamFrostedDir1),
-                                       stream_uniform(seed, b, kStreamFrostedDir2));
-        if constexpr (Env::kNee) {
-          if (env.nee_enabled() && b + 1 < p.max_bounces) {
-            es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
-            env_next_event(ps, p, planes, env, es, pos, n_out, live);
-          }
-        }
-        Vec3 t_axis, b_axis;
-        detail::orthonormal_basis(dir, t_axis, b_axis);
-        s_prev = t_axis;
+        dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, true, s_prev);
       } else {
         dir = e0.k_reflected;
         s_prev = e0.s_axis;
@@ -398,17 +388,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     return detail::end_bounce(ps, p, live, pos, dirs[0], w0.s_axis, true);
   }
   if (frosted) {
-    dir = detail::cosine_direction(n_out, stream_uniform(seed, b, kStreamFrostedDir1),
-                                   stream_uniform(seed, b, kStreamFrostedDir2));
-    if constexpr (Env::kNee) {
-      if (env.nee_enabled() && b + 1 < p.max_bounces) {
-        es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
-        env_next_event(ps, p, planes, env, es, pos, n_out, live);
-      }
-    }
-    Vec3 t_axis, b_axis;
-    detail::orthonormal_basis(dir, t_axis, b_axis);
-    s_prev = t_axis;
+    dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, true, s_prev);
   } else {
     dir = w0.k_out;
     s_prev = w0.s_axis;

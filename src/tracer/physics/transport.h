@@ -182,6 +182,29 @@ FT_HD void env_next_event(const PathState& ps, const TraceParams& p, const Facet
   }
 }
 
+/// The way out of a frosted facet on the side of outward normal n_out (docs/design/tracer.md §7.5), all channels
+/// along it: a cosine-weighted direction from the frosted streams; with `nee` (the path leaves towards the
+/// environment) under a policy with NEE, next-event estimation there while a BSDF-sampled escape could still be
+/// traced (b + 1 < max_bounces), the direction's density kept as that escape's BSDF pdf (§6.1). s_prev becomes
+/// an axis ⊥ the direction (the depolarised path's frame).
+template <class Env>
+FT_HD Vec3 frosted_direction(const PathState& ps, const TraceParams& p, const FacetPlane* planes,
+                             const Env& env, EnvPathState& es, Vec3 pos, Vec3 n_out, unsigned live, bool nee,
+                             Vec3& s_prev) {
+  const Vec3 dir = detail::cosine_direction(n_out, stream_uniform(ps.seed, ps.b, kStreamFrostedDir1),
+                                            stream_uniform(ps.seed, ps.b, kStreamFrostedDir2));
+  if constexpr (Env::kNee) {
+    if (nee && env.nee_enabled() && ps.b + 1 < p.max_bounces) {
+      es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
+      env_next_event(ps, p, planes, env, es, pos, n_out, live);
+    }
+  }
+  Vec3 t_axis, b_axis;
+  detail::orthonormal_basis(dir, t_axis, b_axis);
+  s_prev = t_axis;
+  return dir;
+}
+
 /// Starts sample s of pixel (x, y): wavelengths, per-channel constants, camera ray (docs/design/tracer.md §7.1).
 FT_HD void path_begin(PathState& ps, const TraceParams& p, std::uint32_t x, std::uint32_t y,
                       std::uint32_t s) {
@@ -538,23 +561,11 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
   }
 
   if (frosted) {
-    // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it.
-    const float u1 = stream_uniform(seed, b, kStreamFrostedDir1);
-    const float u2 = stream_uniform(seed, b, kStreamFrostedDir2);
+    // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it. NEE
+    // (§6.1) where the bounce leaves towards the outside: a reflection outside, a transmission from inside.
     const Vec3 n_out = reflect ? nrm : -nrm;  // the normal of the side the path leaves on
-    dir = detail::cosine_direction(n_out, u1, u2);
-    if constexpr (Env::kNee) {
-      // §6.1: NEE where the bounce leaves towards the outside (a reflection outside, a transmission from inside)
-      // and its BSDF-sampled escape could still be traced (b + 1 < max_bounces).
-      if (reflect != inside && env.nee_enabled() && b + 1 < p.max_bounces) {
-        es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
-        env_next_event(ps, p, planes, env, es, pos, n_out, live);
-      }
-    }
+    dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, reflect != inside, s_prev);
     if (!reflect) inside = !inside;
-    Vec3 t_axis, b_axis;
-    detail::orthonormal_basis(dir, t_axis, b_axis);
-    s_prev = t_axis;
   } else if (reflect) {
     dir = dir + nrm * (2.0f * cos_i);
   } else {
