@@ -698,7 +698,9 @@ TEST(Renderer, hybrid_cpu_lanes_take_samples_after_each_batch_and_keep_the_gpu_o
     }
     for (auto n : f.samples) ASSERT_EQ(n, 200u) << period;
     expect_same_film(f, whole);  // per-sample films committed in order: the CPU-only (= GPU-only) bits
-    if (!period) EXPECT_EQ(report->hybrid_stopped, "");  // hybrid_min_gain 0: never judged out
+    if (!period) {
+      EXPECT_EQ(report->hybrid_stopped, "");  // hybrid_min_gain 0: never judged out
+    }
   }
 }
 
@@ -723,7 +725,8 @@ TEST(Renderer, a_hybrid_lane_that_does_not_pay_stops_after_two_batches_and_keeps
   // lane batches only. Where one CPU sample is slower than its share of a batch (TSan), it stops after the first.
   ASSERT_GE(cpu_ranges.size(), 1u) << pattern;
   ASSERT_LE(cpu_ranges.size(), 2u) << pattern;
-  EXPECT_NE(report->hybrid_stopped.find(cpu_ranges.size() == 2 ? "did not pay" : "does not fit"), std::string::npos)
+  EXPECT_NE(report->hybrid_stopped.find(cpu_ranges.size() == 2 ? "did not pay" : "does not fit"),
+            std::string::npos)
       << report->hybrid_stopped << " —" << pattern;
   EXPECT_LT(cpu_ranges.back() + 1, report->request_on_gpu.size()) << pattern;  // GPU requests followed
   EXPECT_GT(report->gpu_samples, 0u);

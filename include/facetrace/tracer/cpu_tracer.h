@@ -27,10 +27,10 @@ struct CpuOptions {
 };
 
 /// Adds samples [first_sample, first_sample + samples) of every pixel to `film`, each pixel in ascending
-/// sample order (continuing its running sum). `film` must match the scene size. Traces Tier 1 scenes, with
-/// an HDR map too (tier_features(scene).status()). Errors: kInvalidArgument (bad scene / film size),
-/// kNotSupported (any other Tier 2 feature, or Tier 3), kCancelled (film then partially updated: callers that
-/// need all-or-nothing render into a copy).
+/// sample order (continuing its running sum). `film` must match the scene size. Traces Tier 1 and the Tier 2
+/// features (HDR maps, the lighting presets but the UV lamps, uniaxial stones, inclusions, edge rounding:
+/// tier_features(scene).status()). Errors: kInvalidArgument (bad scene / film size), kNotSupported (a UV lamp,
+/// or Tier 3), kCancelled (film then partially updated: callers that need all-or-nothing render into a copy).
 Status cpu_accumulate(const Scene& scene, std::uint64_t first_sample, std::uint32_t samples, Film& film,
                       const CpuOptions& options = {});
 
