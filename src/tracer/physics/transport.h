@@ -561,11 +561,25 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
   }
 
   if (frosted) {
-    // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it. NEE
-    // (§6.1) where the bounce leaves towards the outside: a reflection outside, a transmission from inside.
+    // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it. The
+    // steps of frosted_direction, written out: the Tier 1 megakernel is 1.4 % slower with the call
+    // (benchmarks/NOTES.md, issue 14 session 11).
+    const float u1 = stream_uniform(seed, b, kStreamFrostedDir1);
+    const float u2 = stream_uniform(seed, b, kStreamFrostedDir2);
     const Vec3 n_out = reflect ? nrm : -nrm;  // the normal of the side the path leaves on
-    dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, reflect != inside, s_prev);
+    dir = detail::cosine_direction(n_out, u1, u2);
+    if constexpr (Env::kNee) {
+      // §6.1: NEE where the bounce leaves towards the outside (a reflection outside, a transmission from inside)
+      // and its BSDF-sampled escape could still be traced (b + 1 < max_bounces).
+      if (reflect != inside && env.nee_enabled() && b + 1 < p.max_bounces) {
+        es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
+        env_next_event(ps, p, planes, env, es, pos, n_out, live);
+      }
+    }
     if (!reflect) inside = !inside;
+    Vec3 t_axis, b_axis;
+    detail::orthonormal_basis(dir, t_axis, b_axis);
+    s_prev = t_axis;
   } else if (reflect) {
     dir = dir + nrm * (2.0f * cos_i);
   } else {

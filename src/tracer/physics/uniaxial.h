@@ -354,13 +354,6 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   out.tir[1] = prop_e ? 0u : 1u;
   out.k[0] = normalize(f.t * kt + f.z * qo.re);
   out.n[0] = n_o;
-  const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
-  out.n[1] = length(ke);
-  out.k[1] = normalize(ke);
-  out.ray[0] = out.k[0];
-  out.ray[1] = extraordinary_ray(out.k[1], c, n_o, n_e);
-  out.pol[0] = mode_polarisation(kModeOrdinary, out.k[0], c, n_o, n_e);
-  out.pol[1] = mode_polarisation(kModeExtraordinary, out.k[1], c, n_o, n_e);
 
   const float q1 = n1 * out.cos_i;
   const WaveTan inc_s = tangential(iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, false, true), f.t, f.s);
@@ -373,6 +366,14 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   const WaveTan* const incs[2] = {&inc_s, &inc_p};
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k[0], c) && !(q1 <= 0.0f);
   ok = ok && solve_interface<2>(incs, ref_s, ref_p, wo, we, xsp);
+  // The modes' geometry after the solve, so it is not live through it (on the GPU, registers).
+  const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
+  out.n[1] = length(ke);
+  out.k[1] = normalize(ke);
+  out.ray[0] = out.k[0];
+  out.ray[1] = extraordinary_ray(out.k[1], c, n_o, n_e);
+  out.pol[0] = mode_polarisation(kModeOrdinary, out.k[0], c, n_o, n_e);
+  out.pol[1] = mode_polarisation(kModeExtraordinary, out.k[1], c, n_o, n_e);
   if (ok) {
     const Complexf* xs = xsp[0];
     const Complexf* xp = xsp[1];
@@ -509,14 +510,6 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   out.tir_out = prop_t ? 0u : 1u;
   out.k_reflected[0] = normalize(f.t * kt + f.z * qo.re);
   out.n_reflected[0] = n_o;
-  const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
-  out.n_reflected[1] = length(ke);
-  out.k_reflected[1] = normalize(ke);
-  out.ray_reflected[0] = out.k_reflected[0];
-  out.ray_reflected[1] = extraordinary_ray(out.k_reflected[1], c, n_o, n_e);
-  out.pol_reflected[0] = mode_polarisation(kModeOrdinary, out.k_reflected[0], c, n_o, n_e);
-  out.pol_reflected[1] = mode_polarisation(kModeExtraordinary, out.k_reflected[1], c, n_o, n_e);
-  out.k_out = normalize(f.t * kt + f.z * (prop_t ? q2.re : 0.0f));
 
   const WaveTan inc = tangential(
       mode == kModeOrdinary ? ordinary_wave(f.t, f.z, kt, cx(q_in), c, true)
@@ -530,6 +523,15 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   const WaveTan* const incs[1] = {&inc};
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected[0], c) && inc.flux > 0.0f;
   ok = ok && solve_interface<1>(incs, wo, we, ts, tp, x1);
+  // The reflected modes' and the exit's geometry after the solve, so it is not live through it.
+  const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
+  out.n_reflected[1] = length(ke);
+  out.k_reflected[1] = normalize(ke);
+  out.ray_reflected[0] = out.k_reflected[0];
+  out.ray_reflected[1] = extraordinary_ray(out.k_reflected[1], c, n_o, n_e);
+  out.pol_reflected[0] = mode_polarisation(kModeOrdinary, out.k_reflected[0], c, n_o, n_e);
+  out.pol_reflected[1] = mode_polarisation(kModeExtraordinary, out.k_reflected[1], c, n_o, n_e);
+  out.k_out = normalize(f.t * kt + f.z * (prop_t ? q2.re : 0.0f));
   if (ok) {
     const Complexf* x = x1[0];
     out.r[0] = power_amp(x[0], wo.flux, inc.flux);
