@@ -285,7 +285,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     }
     if (reflect) {
       if (frosted) {
-        dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, true, s_prev);
+        dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, s_prev);
       } else {
         dir = e0.k_reflected;
         s_prev = e0.s_axis;
@@ -388,7 +388,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     return detail::end_bounce(ps, p, live, pos, dirs[0], w0.s_axis, true);
   }
   if (frosted) {
-    dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, true, s_prev);
+    dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, s_prev);
   } else {
     dir = w0.k_out;
     s_prev = w0.s_axis;

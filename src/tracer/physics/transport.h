@@ -182,19 +182,19 @@ FT_HD void env_next_event(const PathState& ps, const TraceParams& p, const Facet
   }
 }
 
-/// The way out of a frosted facet on the side of outward normal n_out (docs/design/tracer.md §7.5), all channels
-/// along it: a cosine-weighted direction from the frosted streams; with `nee` (the path leaves towards the
-/// environment) under a policy with NEE, next-event estimation there while a BSDF-sampled escape could still be
-/// traced (b + 1 < max_bounces), the direction's density kept as that escape's BSDF pdf (§6.1). s_prev becomes
-/// an axis ⊥ the direction (the depolarised path's frame).
+/// The way out of a frosted facet for a path leaving towards the environment on the side of outward normal n_out
+/// (docs/design/tracer.md §7.5), all channels along it: a cosine-weighted direction from the frosted streams;
+/// under a policy with NEE, next-event estimation there while a BSDF-sampled escape could still be traced
+/// (b + 1 < max_bounces), the direction's density kept as that escape's BSDF pdf (§6.1). s_prev becomes an axis
+/// ⊥ the direction (the depolarised path's frame).
 template <class Env>
 FT_HD Vec3 frosted_direction(const PathState& ps, const TraceParams& p, const FacetPlane* planes,
-                             const Env& env, EnvPathState& es, Vec3 pos, Vec3 n_out, unsigned live, bool nee,
+                             const Env& env, EnvPathState& es, Vec3 pos, Vec3 n_out, unsigned live,
                              Vec3& s_prev) {
   const Vec3 dir = detail::cosine_direction(n_out, stream_uniform(ps.seed, ps.b, kStreamFrostedDir1),
                                             stream_uniform(ps.seed, ps.b, kStreamFrostedDir2));
   if constexpr (Env::kNee) {
-    if (nee && env.nee_enabled() && ps.b + 1 < p.max_bounces) {
+    if (env.nee_enabled() && ps.b + 1 < p.max_bounces) {
       es.bsdf_pdf = detail::maxf(dot(dir, n_out), 0.0f) * kInvPiF;
       env_next_event(ps, p, planes, env, es, pos, n_out, live);
     }
@@ -562,8 +562,8 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
 
   if (frosted) {
     // §7.5 frosted facet: cosine-weighted direction about the chosen side's normal; all channels share it. The
-    // steps of frosted_direction, written out: the Tier 1 megakernel is 1.4 % slower with the call
-    // (benchmarks/NOTES.md, issue 14 session 11).
+    // steps of frosted_direction, written out, with NEE only on the side that leaves towards the environment: the
+    // Tier 1 megakernel is 1.4 % slower with the call (benchmarks/NOTES.md, issue 14 session 11).
     const float u1 = stream_uniform(seed, b, kStreamFrostedDir1);
     const float u2 = stream_uniform(seed, b, kStreamFrostedDir2);
     const Vec3 n_out = reflect ? nrm : -nrm;  // the normal of the side the path leaves on
