@@ -19,8 +19,9 @@
 /// the extraordinary normal component solves A q² + 2B q + C = 0 with A = n_o² + Δε γ², B = Δε k_t α γ,
 /// C = k_t²(n_o² + Δε α²) − n_o² n_e², Δε = n_e² − n_o², α = c·t̂, γ = c·ẑ. The root with +√(B² − AC) carries
 /// energy along +ẑ (∂F/∂q = 2(Aq + B)); a negative discriminant is an evanescent (TIR) mode with Im q > 0 on the
-/// far side. The four unknown amplitudes follow from continuity of the tangential E and H (H = k × E) and the
-/// powers from the normal Poynting flux Re(E × H*)·ẑ. The behaviour follows the reference renderer
+/// far side. The four unknown amplitudes follow from continuity of the tangential E and H (H = k × E): the
+/// isotropic side's two are eliminated in closed form, which leaves a 2 × 2 complex system for the crystal's two
+/// (Residual, solve2); the powers follow from the normal Poynting flux Re(E × H*)·ẑ. The behaviour follows the reference renderer
 /// (suitable-name/indicatrix, crates/indicatrix/src/optics/raytracer/uniaxial_fresnel/{frame,entry,internal}.rs and
 /// raytracer/refraction/uniaxial_entry.rs: the same boundary system and the Poynting-weighted p_o), written anew.
 #pragma once
@@ -64,45 +65,6 @@ FT_HD Complexf cdiv(Complexf a, Complexf b) {
   return Complexf{(a.re * b.re + a.im * b.im) * inv, (a.im * b.re - a.re * b.im) * inv};
 }
 
-/// A complex 3-vector (a field or an evanescent wave vector).
-struct CVec3 {
-  Complexf x, y, z;
-};
-
-FT_HD CVec3 cvec(Vec3 v) { return CVec3{cx(v.x), cx(v.y), cx(v.z)}; }
-FT_HD CVec3 operator+(CVec3 a, CVec3 b) { return CVec3{a.x + b.x, a.y + b.y, a.z + b.z}; }
-FT_HD CVec3 operator-(CVec3 a, CVec3 b) { return CVec3{a.x - b.x, a.y - b.y, a.z - b.z}; }
-FT_HD CVec3 operator*(CVec3 a, Complexf s) { return CVec3{a.x * s, a.y * s, a.z * s}; }
-FT_HD CVec3 operator*(CVec3 a, float s) { return CVec3{a.x * s, a.y * s, a.z * s}; }
-/// Bilinear (unconjugated) dot product.
-FT_HD Complexf cdot(CVec3 a, CVec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
-FT_HD Complexf cdot(CVec3 a, Vec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
-FT_HD CVec3 ccross(CVec3 a, CVec3 b) {
-  return CVec3{a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
-}
-FT_HD float cnorm2(CVec3 a) { return abs2(a.x) + abs2(a.y) + abs2(a.z); }
-FT_HD Vec3 real_part(CVec3 a) { return Vec3{a.x.re, a.y.re, a.z.re}; }
-
-/// One plane wave at the interface: E (normalised, |E|² = 1), H = k × E, its normal Poynting flux per unit |E|²
-/// (0 for an evanescent wave) and whether it propagates. The flux is given in closed form by the caller: a direct
-/// Re(E × H*)·ẑ loses its relative precision near grazing, where it is small.
-struct Wave {
-  CVec3 k, e, h;
-  float flux;
-  bool propagating;
-};
-
-FT_HD Wave make_wave(CVec3 k, CVec3 e, float flux, bool propagating) {
-  Wave w;
-  w.k = k;
-  const float n2 = cnorm2(e);
-  w.e = e * (n2 > 0.0f ? 1.0f / sqrtf(n2) : 0.0f);
-  w.h = ccross(k, w.e);
-  w.flux = propagating ? fabsf(flux) : 0.0f;
-  w.propagating = propagating;
-  return w;
-}
-
 /// The extraordinary quadratic A q² + 2B q + C = 0 in the interface frame (docs/design/tracer.md §7.6).
 struct EQuad {
   float a, b, c;
@@ -112,38 +74,6 @@ FT_HD EQuad extraordinary_quadratic(float n_o, float n_e, float kt, Vec3 t, Vec3
   const float al = dot(c, t), ga = dot(c, z);
   return EQuad{n_o * n_o + de * ga * ga, de * kt * al * ga,
                kt * kt * (n_o * n_o + de * al * al) - n_o * n_o * n_e * n_e};
-}
-
-/// Wave vector k_t t̂ + q ẑ.
-FT_HD CVec3 wave_vector(Vec3 t, Vec3 z, float kt, Complexf q) { return cvec(t * kt) + cvec(z) * q; }
-
-/// The ordinary wave with normal component q: E ∥ k × c.
-/// E ⊥ k, so E × H* = k|E|² and the flux is q.
-FT_HD Wave ordinary_wave(Vec3 t, Vec3 z, float kt, Complexf q, Vec3 c, bool propagating) {
-  const CVec3 k = wave_vector(t, z, kt, q);
-  return make_wave(k, ccross(k, cvec(c)), q.re, propagating);
-}
-
-/// The extraordinary wave with normal component q: E ∥ n_o² c − (k·c) k. Its Poynting vector P = k − E(E·k) is
-/// parallel to εk, whose normal component is Aq + B = slope (±√(B² − AC) for a root of the quadratic), so the
-/// flux is |P|·slope/|εk| without cancellation.
-FT_HD Wave extraordinary_wave(Vec3 t, Vec3 z, float kt, Complexf q, Vec3 c, float n_o, float n_e, float slope,
-                              bool propagating) {
-  const CVec3 k = wave_vector(t, z, kt, q);
-  Wave w = make_wave(k, cvec(c * (n_o * n_o)) - k * cdot(k, c), 0.0f, propagating);
-  if (propagating) {
-    const Vec3 kr = real_part(k), er = real_part(w.e);
-    const Vec3 p = kr - er * dot(er, kr);
-    const Vec3 ek = kr * (n_o * n_o) + c * ((n_e * n_e - n_o * n_o) * dot(kr, c));
-    w.flux = fabsf(length(p) * slope / length(ek));
-  }
-  return w;
-}
-
-/// An isotropic wave of index n: s (E = ŝ) or p (E = (k × ŝ)/n, i.e. p̂ = k̂ × ŝ for a propagating wave); flux q.
-FT_HD Wave iso_wave(Vec3 t, Vec3 z, Vec3 s, float kt, Complexf q, float n, bool p, bool propagating) {
-  const CVec3 k = wave_vector(t, z, kt, q);
-  return make_wave(k, p ? ccross(k, cvec(s)) * (1.0f / n) : cvec(s), q.re, propagating);
 }
 
 /// Normal component of a wave of index n along +ẑ (sign +1) or −ẑ (sign −1); evanescent past k_t = n, decaying
@@ -165,65 +95,85 @@ FT_HD Complexf extraordinary_q(const EQuad& e, float sign, bool& propagating, fl
   return propagating ? cx((-e.b + sign * root) * inv) : cx(-e.b * inv, sign * root * inv);
 }
 
-/// What the boundary system reads of a wave: its tangential components (E·t̂, E·ŝ, H·t̂, H·ŝ) and its flux. Taken as
-/// soon as a wave is made, so that only these 9 values of each wave stay live until the solve (on the GPU the
-/// fields, wave vectors and H of five or six waves at once would not fit in registers).
-struct WaveTan {
-  Complexf c[4];
+/// A crystal wave at the interface, in the interface frame's coordinates (docs/design/tracer.md §7.6): its unit
+/// electric field E = e_t t̂ + e_s ŝ + e_z ẑ (complex for an evanescent wave), its normal component q and its
+/// normal Poynting flux per unit |E|² (0 for an evanescent wave). The flux is given in closed form: a direct
+/// Re(E × H*)·ẑ loses its relative precision near grazing, where it is small. H = k × E is never formed: its
+/// tangential components follow from E and q (field_h_t, field_h_s).
+struct Field {
+  Complexf et, es, ez, q;
   float flux;
 };
-FT_HD WaveTan tangential(const Wave& w, Vec3 t, Vec3 s) {
-  WaveTan out;
-  out.c[0] = cdot(w.e, t);
-  out.c[1] = cdot(w.e, s);
-  out.c[2] = cdot(w.h, t);
-  out.c[3] = cdot(w.h, s);
-  out.flux = w.flux;
-  return out;
+
+/// The optic axis in the interface frame: (c·t̂, c·ŝ, c·ẑ).
+struct AxisInFrame {
+  float t, s, z;
+};
+
+/// The interface frame's handedness: t̂ × ŝ = h ẑ with h = +1 at an entry (ẑ into the crystal) and −1 inside
+/// (ẑ out of it), from make_frame. Cross products in frame coordinates carry the factor h.
+inline constexpr float kHandEntry = 1.0f;
+inline constexpr float kHandInternal = -1.0f;
+
+FT_HD Field unit_field(Complexf et, Complexf es, Complexf ez, Complexf q) {
+  const float n2 = abs2(et) + abs2(es) + abs2(ez);
+  const float inv = n2 > 0.0f ? 1.0f / sqrtf(n2) : 0.0f;
+  return Field{et * inv, es * inv, ez * inv, q, 0.0f};
 }
 
-/// Solve inc_r + x₀·back₀ + x₁·back₁ = x₂·fwd₀ + x₃·fwd₁ on the tangential components for R incident waves
-/// at once (one elimination, R right-hand sides; x[r] gets incident wave r's four amplitudes). Gaussian
-/// elimination with partial pivoting written with compile-time indices only — the pivot row is brought up by
-/// compare-and-swap, one reciprocal per pivot — so that on the GPU the matrix stays in registers (an array
-/// indexed by a run-time pivot would live in local memory). Returns false when the system is singular (a
-/// degenerate mode field).
+/// The ordinary wave with normal component q: E ∥ k × c with k = k_t t̂ + q ẑ; E ⊥ k, so the flux is |Re q|.
+FT_HD Field ordinary_field(float kt, Complexf q, AxisInFrame c, float hand, bool propagating) {
+  Field f = unit_field(q * (-hand * c.s), q * (hand * c.t) - cx(hand * kt * c.z), cx(hand * kt * c.s), q);
+  f.flux = propagating ? fabsf(q.re) : 0.0f;
+  return f;
+}
+
+/// The extraordinary wave with normal component q: E ∥ n_o² c − (k·c) k. Its Poynting vector P = k − E(E·k) is
+/// parallel to εk, whose normal component is Aq + B = slope (±√(B² − AC) for a root of the quadratic), so the
+/// flux is |P|·slope/|εk| without cancellation.
+FT_HD Field extraordinary_field(float kt, Complexf q, AxisInFrame c, float n_o, float n_e, float slope,
+                                bool propagating) {
+  const float no2 = n_o * n_o;
+  const Complexf kc = q * c.z + cx(kt * c.t);
+  Field f = unit_field(cx(no2 * c.t) - kc * kt, cx(no2 * c.s), cx(no2 * c.z) - kc * q, q);
+  if (propagating) {
+    const Vec3 kr{kt, 0.0f, q.re}, er{f.et.re, f.es.re, f.ez.re};
+    const Vec3 cv{c.t, c.s, c.z};
+    const Vec3 p = kr - er * dot(er, kr);
+    const Vec3 ek = kr * no2 + cv * ((n_e * n_e - no2) * dot(kr, cv));
+    f.flux = fabsf(length(p) * slope / length(ek));
+  }
+  return f;
+}
+
+/// Tangential components of H = k × E: H·t̂ = −h q (E·ŝ) and H·ŝ = h (q (E·t̂) − k_t (E·ẑ)).
+FT_HD Complexf field_h_t(const Field& f, float hand) { return f.q * f.es * (-hand); }
+FT_HD Complexf field_h_s(const Field& f, float kt, float hand) { return (f.q * f.et - f.ez * kt) * hand; }
+
+/// The two boundary conditions left once the isotropic side's s and p amplitudes are eliminated
+/// (docs/design/tracer.md §7.6). That side's waves, of index n and normal component q_i, have tangential
+/// components (E·t̂, E·ŝ, H·t̂, H·ŝ) = (0, 1, q̃, 0) for s (E = ŝ) and (q̃/n, 0, 0, −n) for p (E = k × ŝ/n), with
+/// q̃ = −h q_i, so a sum of crystal waves V is matched by them exactly when a(V) = H_t − q̃ E_s = 0 and
+/// b(V) = n² E_t + q̃ H_s = 0; the s amplitude is then E_s and the p amplitude −H_s/n.
+struct Residual {
+  Complexf a, b;
+};
+FT_HD Residual iso_residual(const Field& f, float kt, float hand, Complexf qi, float n) {
+  const Complexf qt = qi * (-hand);
+  return Residual{field_h_t(f, hand) - qt * f.es, f.et * (n * n) + qt * field_h_s(f, kt, hand)};
+}
+
+/// x_r,0·u + x_r,1·v = w_r for R right-hand sides at once (Cramer's rule on complex 2-vectors); false when the
+/// system is singular to f32 precision (a degenerate mode field) or not finite.
 template <int R>
-FT_HD bool solve_interface(const WaveTan* const* inc, const WaveTan& b0, const WaveTan& b1, const WaveTan& f0,
-                           const WaveTan& f1, Complexf (*x)[4]) {
-  constexpr int C = 4 + R;
-  Complexf m[4][C];
-  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][0] = b0.c[i];
-  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][1] = b1.c[i];
-  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][2] = cx(0.0f) - f0.c[i];
-  FT_UNROLL for (int i = 0; i < 4; ++i) m[i][3] = cx(0.0f) - f1.c[i];
+FT_HD bool solve2(Residual u, Residual v, const Residual* w, Complexf (*x)[2]) {
+  const Complexf det = u.a * v.b - v.a * u.b;
+  const float scale = (abs2(u.a) + abs2(v.a)) * (abs2(u.b) + abs2(v.b));
+  if (!(abs2(det) > 1e-12f * scale)) return false;
+  const Complexf inv = cdiv(cx(1.0f), det);
   FT_UNROLL for (int r = 0; r < R; ++r) {
-    FT_UNROLL for (int i = 0; i < 4; ++i) m[i][4 + r] = cx(0.0f) - inc[r]->c[i];
-  }
-  Complexf inv[4];
-  FT_UNROLL for (int j = 0; j < 4; ++j) {
-    FT_UNROLL for (int i = j + 1; i < 4; ++i) {
-      if (abs2(m[i][j]) > abs2(m[j][j])) {
-        FT_UNROLL for (int l = j; l < C; ++l) {
-          const Complexf tmp = m[j][l];
-          m[j][l] = m[i][l];
-          m[i][l] = tmp;
-        }
-      }
-    }
-    if (!(abs2(m[j][j]) > 1e-14f)) return false;
-    inv[j] = cdiv(cx(1.0f), m[j][j]);
-    FT_UNROLL for (int i = j + 1; i < 4; ++i) {
-      const Complexf f = m[i][j] * inv[j];
-      FT_UNROLL for (int l = j + 1; l < C; ++l) m[i][l] = m[i][l] - f * m[j][l];
-    }
-  }
-  FT_UNROLL for (int r = 0; r < R; ++r) {
-    FT_UNROLL for (int j = 3; j >= 0; --j) {
-      Complexf acc = m[j][4 + r];
-      FT_UNROLL for (int l = j + 1; l < 4; ++l) acc = acc - m[j][l] * x[r][l];
-      x[r][j] = acc * inv[j];
-    }
+    x[r][0] = (w[r].a * v.b - v.a * w[r].b) * inv;
+    x[r][1] = (u.a * w[r].b - w[r].a * u.b) * inv;
   }
   return true;
 }
@@ -356,16 +306,17 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   out.n[0] = n_o;
 
   const float q1 = n1 * out.cos_i;
-  const WaveTan inc_s = tangential(iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, false, true), f.t, f.s);
-  const WaveTan inc_p = tangential(iso_wave(f.t, f.z, f.s, kt, cx(q1), n1, true, true), f.t, f.s);
-  const WaveTan ref_s = tangential(iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, false, true), f.t, f.s);
-  const WaveTan ref_p = tangential(iso_wave(f.t, f.z, f.s, kt, cx(-q1), n1, true, true), f.t, f.s);
-  const WaveTan wo = tangential(ordinary_wave(f.t, f.z, kt, qo, c, prop_o), f.t, f.s);
-  const WaveTan we = tangential(extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e), f.t, f.s);
-  Complexf xsp[2][4];
-  const WaveTan* const incs[2] = {&inc_s, &inc_p};
+  const AxisInFrame cf{dot(c, f.t), dot(c, f.s), dot(c, f.z)};
+  const Field wo = ordinary_field(kt, qo, cf, kHandEntry, prop_o);
+  const Field we = extraordinary_field(kt, qe, cf, n_o, n_e, slope_e, prop_e);
+  // The reflected s and p waves (normal component −q1) are eliminated: the incident s wave, (0, 1, −q1, 0), and
+  // p wave, (−q1/n1, 0, 0, −n1), leave the residuals (−2q1, 0) and (0, −2n1q1) for the transmitted o and e waves.
+  const Residual ro = iso_residual(wo, kt, kHandEntry, cx(-q1), n1);
+  const Residual re = iso_residual(we, kt, kHandEntry, cx(-q1), n1);
+  const Residual rhs[2] = {{cx(-2.0f * q1), cx(0.0f)}, {cx(0.0f), cx(-2.0f * n1 * q1)}};
+  Complexf xt[2][2];  // [incident s, p][o, e]
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k[0], c) && !(q1 <= 0.0f);
-  ok = ok && solve_interface<2>(incs, ref_s, ref_p, wo, we, xsp);
+  ok = ok && solve2<2>(ro, re, rhs, xt);
   // The modes' geometry after the solve, so it is not live through it (on the GPU, registers).
   const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
   out.n[1] = length(ke);
@@ -375,17 +326,19 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   out.pol[0] = mode_polarisation(kModeOrdinary, out.k[0], c, n_o, n_e);
   out.pol[1] = mode_polarisation(kModeExtraordinary, out.k[1], c, n_o, n_e);
   if (ok) {
-    const Complexf* xs = xsp[0];
-    const Complexf* xp = xsp[1];
-    const float fs = inc_s.flux, fp = inc_p.flux;
-    out.r[0] = power_amp(xs[0], ref_s.flux, fs);
-    out.r[1] = power_amp(xp[0], ref_s.flux, fp);
-    out.r[2] = power_amp(xs[1], ref_p.flux, fs);
-    out.r[3] = power_amp(xp[1], ref_p.flux, fp);
-    out.t[0] = power_amp(xs[2], wo.flux, fs);
-    out.t[1] = power_amp(xp[2], wo.flux, fp);
-    out.t[2] = power_amp(xs[3], we.flux, fs);
-    out.t[3] = power_amp(xp[3], we.flux, fp);
+    // The reflected amplitudes from the transmitted field W: s = (W − incident)·ŝ, p = −(W − incident)_H·ŝ/n1.
+    // Reflected and incident waves share the flux q1, so their amplitudes are power amplitudes as they are.
+    const Complexf hs_o = field_h_s(wo, kt, kHandEntry), hs_e = field_h_s(we, kt, kHandEntry);
+    const float inv_n1 = 1.0f / n1;
+    const float to = sqrtf(wo.flux / q1), te = sqrtf(we.flux / q1);
+    FT_UNROLL for (int i = 0; i < 2; ++i) {
+      const Complexf ws = xt[i][0] * wo.es + xt[i][1] * we.es;
+      const Complexf wh = xt[i][0] * hs_o + xt[i][1] * hs_e;
+      out.r[i] = i == 0 ? ws - cx(1.0f) : ws;                  // ss, sp
+      out.r[2 + i] = (i == 0 ? wh : wh + cx(n1)) * (-inv_n1);  // ps, pp
+      out.t[i] = xt[i][0] * to;                                // os, op
+      out.t[2 + i] = xt[i][1] * te;                            // es, ep
+    }
     return out;
   }
   // Scalar Fresnel at n_o (tracer.md §7.5): both modes along the o wave normal, o ≡ s and e ≡ p.
@@ -511,18 +464,18 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   out.k_reflected[0] = normalize(f.t * kt + f.z * qo.re);
   out.n_reflected[0] = n_o;
 
-  const WaveTan inc = tangential(
-      mode == kModeOrdinary ? ordinary_wave(f.t, f.z, kt, cx(q_in), c, true)
-                            : extraordinary_wave(f.t, f.z, kt, cx(q_in), c, n_o, n_e, slope_in, true),
-      f.t, f.s);
-  const WaveTan wo = tangential(ordinary_wave(f.t, f.z, kt, qo, c, prop_o), f.t, f.s);
-  const WaveTan we = tangential(extraordinary_wave(f.t, f.z, kt, qe, c, n_o, n_e, slope_e, prop_e), f.t, f.s);
-  const WaveTan ts = tangential(iso_wave(f.t, f.z, f.s, kt, q2, n2, false, prop_t), f.t, f.s);
-  const WaveTan tp = tangential(iso_wave(f.t, f.z, f.s, kt, q2, n2, true, prop_t), f.t, f.s);
-  Complexf x1[1][4];
-  const WaveTan* const incs[1] = {&inc};
+  const AxisInFrame cf{dot(c, f.t), dot(c, f.s), dot(c, f.z)};
+  const Field inc = mode == kModeOrdinary ? ordinary_field(kt, cx(q_in), cf, kHandInternal, true)
+                                          : extraordinary_field(kt, cx(q_in), cf, n_o, n_e, slope_in, true);
+  const Field wo = ordinary_field(kt, qo, cf, kHandInternal, prop_o);
+  const Field we = extraordinary_field(kt, qe, cf, n_o, n_e, slope_e, prop_e);
+  // The transmitted s and p waves (index n2, normal component q2) are eliminated.
+  const Residual ri = iso_residual(inc, kt, kHandInternal, q2, n2);
+  const Residual rhs[1] = {{cx(0.0f) - ri.a, cx(0.0f) - ri.b}};
+  Complexf xr[1][2];  // [o, e]
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected[0], c) && inc.flux > 0.0f;
-  ok = ok && solve_interface<1>(incs, wo, we, ts, tp, x1);
+  ok = ok && solve2<1>(iso_residual(wo, kt, kHandInternal, q2, n2),
+                       iso_residual(we, kt, kHandInternal, q2, n2), rhs, xr);
   // The reflected modes' and the exit's geometry after the solve, so it is not live through it.
   const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
   out.n_reflected[1] = length(ke);
@@ -533,11 +486,17 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   out.pol_reflected[1] = mode_polarisation(kModeExtraordinary, out.k_reflected[1], c, n_o, n_e);
   out.k_out = normalize(f.t * kt + f.z * (prop_t ? q2.re : 0.0f));
   if (ok) {
-    const Complexf* x = x1[0];
-    out.r[0] = power_amp(x[0], wo.flux, inc.flux);
-    out.r[1] = power_amp(x[1], we.flux, inc.flux);
-    out.t[0] = power_amp(x[2], ts.flux, inc.flux);
-    out.t[1] = power_amp(x[3], tp.flux, inc.flux);
+    // The transmitted amplitudes from the crystal field V = incident + reflected: s = V·ŝ, p = −V_H·ŝ/n2; both
+    // exit waves have the flux Re q2 (0 past the critical angle).
+    const Complexf x0 = xr[0][0], x1 = xr[0][1];
+    const Complexf vs = inc.es + x0 * wo.es + x1 * we.es;
+    const Complexf vh = field_h_s(inc, kt, kHandInternal) + x0 * field_h_s(wo, kt, kHandInternal) +
+                        x1 * field_h_s(we, kt, kHandInternal);
+    const float ft = prop_t ? fabsf(q2.re) : 0.0f;
+    out.r[0] = power_amp(x0, wo.flux, inc.flux);
+    out.r[1] = power_amp(x1, we.flux, inc.flux);
+    out.t[0] = power_amp(vs, ft, inc.flux);
+    out.t[1] = power_amp(vh * (-1.0f / n2), ft, inc.flux);
     return out;
   }
   // Scalar Fresnel at n_o (tracer.md §7.5): the mirror direction and Snell at n_o, unpolarised powers.
