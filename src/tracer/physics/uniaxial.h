@@ -273,8 +273,6 @@ struct UniaxialEntry {
   Vec3 k_reflected;      ///< mirror wave normal (outside)
   Vec3 k[2];             ///< transmitted unit wave normals [o, e] (valid when the mode propagates)
   Vec3 ray[2];           ///< transmitted ray directions S [o, e] (S = k for o)
-  Vec3 pol[2];           ///< transmitted unit E directions [o, e]
-  float n[2];            ///< phase indices |k| [n_o, n(θ_e)]
   Complexf r[4];         ///< reflection Jones [ss, sp, ps, pp] (power amplitudes)
   Complexf t[4];         ///< transmission Jones [os, op, es, ep] (power amplitudes)
   std::uint32_t tir[2];  ///< 1 when the mode is evanescent (no real root): it carries no power
@@ -303,7 +301,6 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   out.tir[0] = prop_o ? 0u : 1u;
   out.tir[1] = prop_e ? 0u : 1u;
   out.k[0] = normalize(f.t * kt + f.z * qo.re);
-  out.n[0] = n_o;
 
   const float q1 = n1 * out.cos_i;
   const AxisInFrame cf{dot(c, f.t), dot(c, f.s), dot(c, f.z)};
@@ -319,12 +316,9 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   ok = ok && solve2<2>(ro, re, rhs, xt);
   // The modes' geometry after the solve, so it is not live through it (on the GPU, registers).
   const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
-  out.n[1] = length(ke);
   out.k[1] = normalize(ke);
   out.ray[0] = out.k[0];
   out.ray[1] = extraordinary_ray(out.k[1], c, n_o, n_e);
-  out.pol[0] = mode_polarisation(kModeOrdinary, out.k[0], c, n_o, n_e);
-  out.pol[1] = mode_polarisation(kModeExtraordinary, out.k[1], c, n_o, n_e);
   if (ok) {
     // The reflected amplitudes from the transmitted field W: s = (W − incident)·ŝ, p = −(W − incident)_H·ŝ/n1.
     // Reflected and incident waves share the flux q1, so their amplitudes are power amplitudes as they are.
@@ -345,10 +339,7 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   out.degenerate = 1u;
   out.k[1] = out.k[0];
   out.ray[1] = out.k[0];
-  out.n[1] = n_o;
   out.tir[1] = out.tir[0];
-  out.pol[0] = f.s;
-  out.pol[1] = cross(out.k[0], f.s);
   const float cos_t = cos_transmitted(n1 / n_o, out.cos_i);
   if (cos_t < 0.0f) {
     out.r[0] = cx(1.0f);
@@ -418,8 +409,6 @@ struct UniaxialInternal {
   Vec3 s_axis;            ///< ŝ of the plane of incidence
   Vec3 k_reflected[2];    ///< reflected unit wave normals [o, e]
   Vec3 ray_reflected[2];  ///< reflected ray directions S [o, e]
-  Vec3 pol_reflected[2];  ///< reflected unit E directions [o, e]
-  float n_reflected[2];   ///< reflected phase indices [n_o, n(θ)]
   Vec3 k_out;             ///< transmitted unit wave normal (outside; valid unless tir_out)
   Complexf r[2];          ///< power amplitudes into the reflected o and e modes
   Complexf t[2];  ///< transmitted Jones vector (s, p) in the frame (ŝ, k̂_out × ŝ), power amplitudes
@@ -462,7 +451,6 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   out.tir_reflected[1] = prop_e ? 0u : 1u;
   out.tir_out = prop_t ? 0u : 1u;
   out.k_reflected[0] = normalize(f.t * kt + f.z * qo.re);
-  out.n_reflected[0] = n_o;
 
   const AxisInFrame cf{dot(c, f.t), dot(c, f.s), dot(c, f.z)};
   const Field inc = mode == kModeOrdinary ? ordinary_field(kt, cx(q_in), cf, kHandInternal, true)
@@ -478,12 +466,9 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
                        iso_residual(we, kt, kHandInternal, q2, n2), rhs, xr);
   // The reflected modes' and the exit's geometry after the solve, so it is not live through it.
   const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
-  out.n_reflected[1] = length(ke);
   out.k_reflected[1] = normalize(ke);
   out.ray_reflected[0] = out.k_reflected[0];
   out.ray_reflected[1] = extraordinary_ray(out.k_reflected[1], c, n_o, n_e);
-  out.pol_reflected[0] = mode_polarisation(kModeOrdinary, out.k_reflected[0], c, n_o, n_e);
-  out.pol_reflected[1] = mode_polarisation(kModeExtraordinary, out.k_reflected[1], c, n_o, n_e);
   out.k_out = normalize(f.t * kt + f.z * (prop_t ? q2.re : 0.0f));
   if (ok) {
     // The transmitted amplitudes from the crystal field V = incident + reflected: s = V·ŝ, p = −V_H·ŝ/n2; both
@@ -504,7 +489,6 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   const Vec3 mirror = k - f.z * (2.0f * kz);
   out.k_reflected[0] = out.k_reflected[1] = mirror;
   out.ray_reflected[0] = out.ray_reflected[1] = mirror;
-  out.n_reflected[1] = n_o;
   out.tir_reflected[0] = out.tir_reflected[1] = 0u;
   const float cos_t = cos_transmitted(n_o / n2, out.cos_i);
   out.tir_out = cos_t < 0.0f ? 1u : 0u;
