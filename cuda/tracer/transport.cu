@@ -308,42 +308,84 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
 }
 
-/// Phase 2 (kRest false): thread j takes queued path j through its bounces inside and its miss after the exit; a
-/// path that meets the stone again from outside is left in its slot, its index queued for phase 3. Phase 3
-/// (kRest true): the few paths phase 2 handed on (a re-entry, which edge rounding's normals or a frosted facet's
-/// directions allow), each finished with every bounce.
-template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kRest>
+/// Phase 2: the queued paths through their bounces inside and their miss after the exit, on a grid of `stride`
+/// threads that stays resident (medium_inside_grid): thread t takes queued paths t, t + stride, t + 2·stride, …
+/// and starts the next as soon as one ends, so a warp's lanes keep tracing while the queue lasts instead of
+/// idling behind the longest path of the warp (benchmarks/NOTES.md, issue 14 session 12). A path that meets the
+/// stone again from outside is left in its slot, its index queued for phase 3. Which thread takes a path does
+/// not change its result (its streams are its tuple's, its result goes to its tuple's slot).
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv>
 __global__ void __launch_bounds__(Block, MinBlocks)
-    medium_queue_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
-                        float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
-  const std::uint32_t n = kRest ? q.header->back_count : q.header->inside_count;
+    medium_inside_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
+                         float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q,
+                         std::uint32_t stride) {
+  const std::uint32_t n = q.header->inside_count;
   if (blockIdx.x * blockDim.x >= n) return;  // whole block past the queue (uniform: before the barrier)
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
   load_planes(planes, scene);
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= n) return;
-  const std::uint32_t j = kRest ? q.back[t] : t;
   const physics::TraceParams& p = scene.params;
   const auto env = medium_env<kEnv>(scene, map);
   physics::PathState ps;
   physics::MediumPathState ms;
   physics::EnvPathState es;
-  const std::uint64_t i = load_medium_path(ps, ms, es, q.paths[j]);
-  if constexpr (kRest) {
-    while (physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es)) {
+  std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  std::uint64_t i = 0;
+  bool tracing = false;
+  for (;;) {
+    if (!tracing) {
+      if (j >= n) break;
+      i = load_medium_path(ps, ms, es, q.paths[j]);
+      tracing = true;
     }
-  } else {
     bool handoff = false;
-    while (physics::path_step_uniaxial<decltype(env), physics::kPhaseInside>(ps, ms, p, scene.medium, planes,
-                                                                             env, es, &handoff)) {
-    }
+    if (physics::path_step_uniaxial<decltype(env), physics::kPhaseInside>(ps, ms, p, scene.medium, planes,
+                                                                          env, es, &handoff))
+      continue;
     if (handoff) {
       save_medium_path(q.paths[j], ps, ms, es, i);
       q.back[atomicAdd(&q.header->back_count, 1u)] = j;
-      return;
+    } else {
+      store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
     }
+    tracing = false;
+    j += stride;
+  }
+}
+
+/// Phase 3: the few paths phase 2 handed on (a re-entry, which edge rounding's normals or a frosted facet's
+/// directions allow), each finished with every bounce.
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv>
+__global__ void __launch_bounds__(Block, MinBlocks)
+    medium_rest_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
+                       float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
+  const std::uint32_t n = q.header->back_count;
+  if (blockIdx.x * blockDim.x >= n) return;  // whole block past the queue (uniform: before the barrier)
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
+  load_planes(planes, scene);
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const physics::TraceParams& p = scene.params;
+  const auto env = medium_env<kEnv>(scene, map);
+  physics::PathState ps;
+  physics::MediumPathState ms;
+  physics::EnvPathState es;
+  const std::uint64_t i = load_medium_path(ps, ms, es, q.paths[q.back[t]]);
+  while (physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es)) {
   }
   store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
+}
+
+/// A persistent kernel's grid: as many blocks of `block` threads as stay resident at once on the current device
+/// (at most `blocks`, the blocks one thread per item would take).
+template <class Kernel>
+Status resident_grid(Kernel kernel, unsigned block, unsigned blocks, unsigned& grid) {
+  int device = 0, sms = 0, per_sm = 0;
+  FT_CUDA_TRY(cudaGetDevice(&device));
+  FT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  FT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(block), 0));
+  const auto resident = static_cast<unsigned>(sms > 0 && per_sm > 0 ? sms * per_sm : 1);
+  grid = resident < blocks ? resident : blocks;
+  return {};
 }
 
 template <class Env>
@@ -376,16 +418,18 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
     const auto n =
         static_cast<std::uint32_t>(tuple_count - first < capacity ? tuple_count - first : capacity);
     const unsigned grid = (n + kBlock - 1) / kBlock;
+    unsigned inside_grid = 0;
+    FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv>, kBlock, grid, inside_grid));
     FT_CUDA_TRY(cudaMemsetAsync(q.header, 0, sizeof(MediumQueueHeader), stream));
     medium_outside_kernel<kBlock, kMediumMinBlocks, kEnv>
         <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
     FT_CUDA_LAUNCH_CHECK("medium_outside_kernel<<<>>>", stream);
-    medium_queue_kernel<kBlock, kMediumMinBlocks, kEnv, false>
+    medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv>
+        <<<inside_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q, inside_grid * kBlock);
+    FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<<<>>>", stream);
+    medium_rest_kernel<kBlock, kMediumMinBlocks, kEnv>
         <<<grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
-    FT_CUDA_LAUNCH_CHECK("medium_queue_kernel<inside><<<>>>", stream);
-    medium_queue_kernel<kBlock, kMediumMinBlocks, kEnv, true>
-        <<<grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
-    FT_CUDA_LAUNCH_CHECK("medium_queue_kernel<rest><<<>>>", stream);
+    FT_CUDA_LAUNCH_CHECK("medium_rest_kernel<<<>>>", stream);
   }
   return {};
 }
