@@ -18,6 +18,9 @@ constexpr unsigned kReduceBlock = 128;
 // The medium kernels' minimum resident blocks (≤ 128 registers): faster than 1 block for uniaxial stones, within
 // 2 % for inclusions (benchmarks/NOTES.md, issue 14 session 7).
 constexpr unsigned kMediumMinBlocks = 2;
+/// A clear uniaxial stone's paths still going after this many bounces finish in the persistent kernel
+/// (benchmarks/NOTES.md, issue 14 session 12: after 2 / 4 / 6 / 8 / 10 bounces −15 / 0 / +11 / +4 / −1 %).
+constexpr std::uint32_t kMediumSplit = 6;
 
 /// A path handed from the first launch to the second: its state after `split` bounces and its tuple index.
 struct alignas(16) SavedPath {
@@ -252,11 +255,10 @@ static_assert(sizeof(MediumQueueHeader) == kHandoffHeaderBytes, "MediumQueueHead
 /// A phased launch takes at most this many tuples at a time (the queue capacity: 2^21 × 372 B ≈ 0.78 GB).
 constexpr std::uint64_t kMediumQueueTuples = std::uint64_t{1} << 21;
 
-/// Whether a medium chunk runs the phased kernels: a uniaxial stone with inclusions. A clear uniaxial stone runs
-/// one launch, 2–4 % faster than the phases (benchmarks/NOTES.md, issue 14 session 10).
-bool phased_medium(const physics::MediumParams& m) {
-  return m.kind == physics::kMediumUniaxial && m.sigma_s > 0.0f;
-}
+/// Whether a medium chunk runs the phased kernels: a uniaxial stone (with inclusions: outside, inside and rest
+/// phases; clear: the split after kMediumSplit bounces and the persistent rest, benchmarks/NOTES.md, issue 14
+/// sessions 10 and 12).
+bool phased_medium(const physics::MediumParams& m) { return m.kind == physics::kMediumUniaxial; }
 
 std::uint64_t medium_queue_capacity(std::uint64_t tuples) {
   return tuples < kMediumQueueTuples ? tuples : kMediumQueueTuples;
@@ -308,13 +310,45 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
 }
 
+/// A clear uniaxial stone: tuples [first, first + n) of the chunk (thread ↔ tuple) through their first
+/// kMediumSplit bounces; a path still going is queued with its states for the persistent medium_inside_kernel
+/// (every bounce), so the long paths finish packed instead of holding their warps.
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv>
+__global__ void __launch_bounds__(Block, MinBlocks)
+    medium_split_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
+                        const ChunkRange range, std::uint64_t first, std::uint32_t n,
+                        float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
+  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
+  load_planes(planes, scene);
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const std::uint64_t i = first + t;
+  const TupleCoord c = tuple_coord(range, scene.params.width, i);
+  const physics::TraceParams& p = scene.params;
+  const auto env = medium_env<kEnv>(scene, map);
+  physics::PathState ps;
+  physics::EnvPathState es{{0.0f, 0.0f, 0.0f}, 0.0f};
+  physics::path_begin(ps, p, c.x, c.y, c.s);
+  physics::MediumPathState ms;
+  physics::medium_begin(ms, ps, scene.medium);
+  bool going = p.max_bounces > 0;
+  while (going && ps.b < kMediumSplit)
+    going = physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es);
+  if (going) {  // n ≤ the capacity: every path has a slot
+    save_medium_path(q.paths[atomicAdd(&q.header->inside_count, 1u)], ps, ms, es, i);
+    return;
+  }
+  store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
+}
+
 /// Phase 2: the queued paths through their bounces inside and their miss after the exit, on a grid of `stride`
 /// threads that stays resident (medium_inside_grid): thread t takes queued paths t, t + stride, t + 2·stride, …
 /// and starts the next as soon as one ends, so a warp's lanes keep tracing while the queue lasts instead of
 /// idling behind the longest path of the warp (benchmarks/NOTES.md, issue 14 session 12). A path that meets the
 /// stone again from outside is left in its slot, its index queued for phase 3. Which thread takes a path does
 /// not change its result (its streams are its tuple's, its result goes to its tuple's slot).
-template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv>
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv,
+          std::uint32_t kPhase = physics::kPhaseInside>
 __global__ void __launch_bounds__(Block, MinBlocks)
     medium_inside_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
                          float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q,
@@ -338,8 +372,8 @@ __global__ void __launch_bounds__(Block, MinBlocks)
       tracing = true;
     }
     bool handoff = false;
-    if (physics::path_step_uniaxial<decltype(env), physics::kPhaseInside>(ps, ms, p, scene.medium, planes,
-                                                                          env, es, &handoff))
+    if (physics::path_step_uniaxial<decltype(env), kPhase>(ps, ms, p, scene.medium, planes, env, es,
+                                                           &handoff))
       continue;
     if (handoff) {
       save_medium_path(q.paths[j], ps, ms, es, i);
@@ -397,8 +431,9 @@ void launch_env(const physics::ChunkScene& scene, const Env& env, const ChunkRan
   transport_env_kernel<kBlock, 2><<<grid, kBlock, 0, stream>>>(scene, env, range, tuples, nonfinite);
 }
 
-/// A medium chunk: for a uniaxial stone with inclusions and queues (`handoff`), the three phases over each run of
-/// at most kMediumQueueTuples tuples; else the one-launch kernel.
+/// A medium chunk: for a uniaxial stone and queues (`handoff`), over each run of at most kMediumQueueTuples
+/// tuples, the three phases (with inclusions) or the split and the persistent rest (clear); else the one-launch
+/// kernel.
 template <std::uint32_t kKind, std::uint32_t kEnv>
 Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView& map,
                      const ChunkRange& range, float* tuples, std::uint32_t* nonfinite, void* handoff,
@@ -421,6 +456,18 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
     unsigned inside_grid = 0;
     FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv>, kBlock, grid, inside_grid));
     FT_CUDA_TRY(cudaMemsetAsync(q.header, 0, sizeof(MediumQueueHeader), stream));
+    if (!(scene.medium.sigma_s > 0.0f)) {
+      unsigned all_grid = 0;
+      FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, physics::kPhaseAll>, kBlock,
+                           grid, all_grid));
+      medium_split_kernel<kBlock, kMediumMinBlocks, kEnv>
+          <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
+      FT_CUDA_LAUNCH_CHECK("medium_split_kernel<<<>>>", stream);
+      medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, physics::kPhaseAll>
+          <<<all_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q, all_grid * kBlock);
+      FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<all><<<>>>", stream);
+      continue;
+    }
     medium_outside_kernel<kBlock, kMediumMinBlocks, kEnv>
         <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
     FT_CUDA_LAUNCH_CHECK("medium_outside_kernel<<<>>>", stream);

@@ -221,27 +221,30 @@ TEST(TracerTier2Gpu, chunked_equals_whole_and_a_batch_mixing_classes_equals_sing
   EXPECT_TRUE(same_bits(a, parts));
 }
 
-// A chunk of a uniaxial stone with inclusions past the phased kernels' queue (2^21 tuples, docs/design/tracer.md
-// §10.1) runs in two rounds of the three phases; the image equals one of small chunks, each a single round, bit
-// for bit.
+// A chunk of a uniaxial stone past the phased kernels' queue (2^21 tuples, docs/design/tracer.md §10.1) runs in
+// two rounds (with inclusions: of the three phases; clear: of the split and the persistent rest); the image
+// equals one of small chunks, each a single round, bit for bit.
 TEST(TracerTier2Gpu, chunks_of_several_queue_rounds_equal_small_chunks) {
   FT_REQUIRE_GPU();
   auto& gpu = shared_gpu_backend();
   Scene ruby = stone("ruby", 1024, 1024);
   ruby.material.scattering_sigma_s = 1.5f;
   ruby.material.scattering_g = 0.3f;
-  Film big(1024, 1024), small(1024, 1024);
-  TraceWorkload wb(ruby, 0, 16, big);  // 16.8 M tuples in chunks of up to 4 194 240 (§10.2)
-  ASSERT_EQ(gpu.accumulate(wb), Outcome::kDone);
-  EXPECT_LE(wb.chunks(), 7);  // so some chunk holds more than 16.8 M / 7 = 2.4 M > 2^21 tuples
-  GpuChunkOptions opt;
-  opt.max_chunk_pixels = 16384;  // 262 144 tuples a chunk
-  TraceWorkload ws(ruby, 0, 16, small, opt);
-  ASSERT_EQ(gpu.accumulate(ws), Outcome::kDone);
-  EXPECT_GE(ws.chunks(), 64);
-  EXPECT_TRUE(same_bits(big, small)) << "a chunk of several queue rounds differs from small chunks";
-  std::printf("[ metric ] ruby with inclusions, 1024^2 x 16 spp: %d chunks whole, %d small\n", wb.chunks(),
-              ws.chunks());
+  const Scene emerald = stone("emerald", 1024, 1024);
+  for (const Scene* scene : {&ruby, &emerald}) {
+    const char* name = scene == &ruby ? "ruby with inclusions" : "emerald";
+    Film big(1024, 1024), small(1024, 1024);
+    TraceWorkload wb(*scene, 0, 16, big);  // 16.8 M tuples in chunks of up to 4 194 240 (§10.2)
+    ASSERT_EQ(gpu.accumulate(wb), Outcome::kDone) << name;
+    EXPECT_LE(wb.chunks(), 7) << name;  // so some chunk holds more than 16.8 M / 7 = 2.4 M > 2^21 tuples
+    GpuChunkOptions opt;
+    opt.max_chunk_pixels = 16384;  // 262 144 tuples a chunk
+    TraceWorkload ws(*scene, 0, 16, small, opt);
+    ASSERT_EQ(gpu.accumulate(ws), Outcome::kDone) << name;
+    EXPECT_GE(ws.chunks(), 64) << name;
+    EXPECT_TRUE(same_bits(big, small)) << name << ": a chunk of several queue rounds differs from small chunks";
+    std::printf("[ metric ] %s, 1024^2 x 16 spp: %d chunks whole, %d small\n", name, wb.chunks(), ws.chunks());
+  }
 }
 
 }  // namespace
