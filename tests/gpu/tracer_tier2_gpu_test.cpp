@@ -230,7 +230,7 @@ TEST(TracerTier2Gpu, chunks_of_several_queue_rounds_equal_small_chunks) {
   Scene ruby = stone("ruby", 1024, 1024);
   ruby.material.scattering_sigma_s = 1.5f;
   ruby.material.scattering_g = 0.3f;
-  const Scene emerald = stone("emerald", 1024, 1024);
+  Scene emerald = stone("emerald", 1024, 1024);
   for (const Scene* scene : {&ruby, &emerald}) {
     const char* name = scene == &ruby ? "ruby with inclusions" : "emerald";
     Film big(1024, 1024), small(1024, 1024);
@@ -242,8 +242,10 @@ TEST(TracerTier2Gpu, chunks_of_several_queue_rounds_equal_small_chunks) {
     TraceWorkload ws(*scene, 0, 16, small, opt);
     ASSERT_EQ(gpu.accumulate(ws), Outcome::kDone) << name;
     EXPECT_GE(ws.chunks(), 64) << name;
-    EXPECT_TRUE(same_bits(big, small)) << name << ": a chunk of several queue rounds differs from small chunks";
-    std::printf("[ metric ] %s, 1024^2 x 16 spp: %d chunks whole, %d small\n", name, wb.chunks(), ws.chunks());
+    EXPECT_TRUE(same_bits(big, small))
+        << name << ": a chunk of several queue rounds differs from small chunks";
+    std::printf("[ metric ] %s, 1024^2 x 16 spp: %d chunks whole, %d small\n", name, wb.chunks(),
+                ws.chunks());
   }
 }
 
