@@ -70,15 +70,15 @@ TEST(TracerLaunch, feasibility_and_handoff_size_are_functions_of_the_chunk_argum
   a.scene.params.plane_count = physics::kMaxPlanes + 1;
   EXPECT_EQ(can_implement_chunk(a).code(), Code::kDeclined);
   a.scene.params.plane_count = 0;
-  // Media (docs/design/tracer.md §10.1): a clear uniaxial stone and an isotropic one with inclusions run one
-  // launch; a uniaxial stone with inclusions has queues for every tuple of a chunk up to 2^21, then 2^21.
+  // Media (docs/design/tracer.md §10.1): an isotropic stone with inclusions runs one launch; a uniaxial stone,
+  // clear or with inclusions, has queues for every tuple of a chunk up to 2^21, then 2^21.
   a.scene.params.env_kind = physics::kEnvHdr;
   EXPECT_EQ(handoff_bytes(a), 0u);  // Tier 1 under an HDR map: one launch, whatever the configuration
   a.scene.medium.kind = physics::kMediumUniaxial;
-  EXPECT_EQ(handoff_bytes(a), 0u);
-  a.scene.medium.sigma_s = 1.5f;
   const std::uint64_t queued = handoff_bytes(a);  // 8192 tuples
   EXPECT_GT(queued, 8192u * sizeof(physics::PathState));
+  a.scene.medium.sigma_s = 1.5f;
+  EXPECT_EQ(handoff_bytes(a), queued);
   a.range = {0, 4096, 0, 1024};  // 2^22 tuples
   EXPECT_EQ(handoff_bytes(a) - none, 256 * (queued - none));
   a.scene.medium.kind = physics::kMediumIsotropic;
