@@ -250,6 +250,7 @@ __device__ __forceinline__ std::uint64_t load_medium_path(physics::PathState& ps
 struct MediumQueueHeader {
   alignas(16) std::uint32_t inside_count;
   std::uint32_t back_count;
+  std::uint32_t next;  ///< the next queued path the persistent kernel hands out
 };
 static_assert(sizeof(MediumQueueHeader) == kHandoffHeaderBytes, "MediumQueueHeader layout");
 /// A phased launch takes at most this many tuples at a time (the queue capacity: 2^21 × 372 B ≈ 0.78 GB).
@@ -341,18 +342,29 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
 }
 
-/// Phase 2: the queued paths through their bounces inside and their miss after the exit, on a grid of `stride`
-/// threads that stays resident (medium_inside_grid): thread t takes queued paths t, t + stride, t + 2·stride, …
-/// and starts the next as soon as one ends, so a warp's lanes keep tracing while the queue lasts instead of
-/// idling behind the longest path of the warp (benchmarks/NOTES.md, issue 14 session 12). A path that meets the
-/// stone again from outside is left in its slot, its index queued for phase 3. Which thread takes a path does
-/// not change its result (its streams are its tuple's, its result goes to its tuple's slot).
+/// The next queued path for a lane without one: one atomicAdd per group of lanes asking together (a warp's
+/// converged lanes), each lane taking its own index from it.
+__device__ __forceinline__ std::uint32_t next_queued(std::uint32_t* counter) {
+  const unsigned mask = __activemask();
+  const unsigned lane = threadIdx.x & 31u;
+  const int leader = __ffs(static_cast<int>(mask)) - 1;
+  std::uint32_t base = 0;
+  if (static_cast<int>(lane) == leader) base = atomicAdd(counter, static_cast<std::uint32_t>(__popc(mask)));
+  base = __shfl_sync(mask, base, leader);
+  return base + static_cast<std::uint32_t>(__popc(mask & ((1u << lane) - 1u)));
+}
+
+/// Phase 2: the queued paths through their bounces inside and their miss after the exit (kPhaseInside; with
+/// kPhaseAll, a clear stone's paths after medium_split_kernel), on a grid that stays resident (resident_grid): a
+/// lane takes the next queued path (next_queued) as soon as its path ends, so a warp's lanes keep tracing while
+/// the queue lasts instead of idling behind the longest path (benchmarks/NOTES.md, issue 14 session 12). A path
+/// that meets the stone again from outside is left in its slot, its index queued for phase 3. Which lane takes a
+/// path does not change its result (its streams are its tuple's, its result goes to its tuple's slot).
 template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv,
           std::uint32_t kPhase = physics::kPhaseInside>
 __global__ void __launch_bounds__(Block, MinBlocks)
     medium_inside_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
-                         float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q,
-                         std::uint32_t stride) {
+                         float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
   const std::uint32_t n = q.header->inside_count;
   if (blockIdx.x * blockDim.x >= n) return;  // whole block past the queue (uniform: before the barrier)
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
@@ -362,11 +374,12 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   physics::PathState ps;
   physics::MediumPathState ms;
   physics::EnvPathState es;
-  std::uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  std::uint32_t j = 0;
   std::uint64_t i = 0;
   bool tracing = false;
   for (;;) {
     if (!tracing) {
+      j = next_queued(&q.header->next);
       if (j >= n) break;
       i = load_medium_path(ps, ms, es, q.paths[j]);
       tracing = true;
@@ -382,7 +395,6 @@ __global__ void __launch_bounds__(Block, MinBlocks)
       store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
     }
     tracing = false;
-    j += stride;
   }
 }
 
@@ -464,7 +476,7 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
           <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
       FT_CUDA_LAUNCH_CHECK("medium_split_kernel<<<>>>", stream);
       medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, physics::kPhaseAll>
-          <<<all_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q, all_grid * kBlock);
+          <<<all_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
       FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<all><<<>>>", stream);
       continue;
     }
@@ -472,7 +484,7 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
         <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
     FT_CUDA_LAUNCH_CHECK("medium_outside_kernel<<<>>>", stream);
     medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv>
-        <<<inside_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q, inside_grid * kBlock);
+        <<<inside_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
     FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<<<>>>", stream);
     medium_rest_kernel<kBlock, kMediumMinBlocks, kEnv>
         <<<grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
