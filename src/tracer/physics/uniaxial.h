@@ -269,14 +269,14 @@ FT_HD float pleochroic_absorption(Vec3 e, Vec3 c, float alpha_o, float alpha_e) 
 /// is a power fraction of the incident s or p wave. Jones matrices are indexed [out·2 + in] with in, out ∈ {s, p}
 /// for reflection and out ∈ {o, e} for transmission; the reflected wave's frame is (ŝ, k̂_r × ŝ).
 struct UniaxialEntry {
-  Vec3 s_axis;           ///< ŝ of the plane of incidence
-  Vec3 k_reflected;      ///< mirror wave normal (outside)
-  Vec3 k[2];             ///< transmitted unit wave normals [o, e] (valid when the mode propagates)
-  Vec3 ray[2];           ///< transmitted ray directions S [o, e] (S = k for o)
-  Complexf r[4];         ///< reflection Jones [ss, sp, ps, pp] (power amplitudes)
-  Complexf t[4];         ///< transmission Jones [os, op, es, ep] (power amplitudes)
-  std::uint32_t tir[2];  ///< 1 when the mode is evanescent (no real root): it carries no power
-  std::uint32_t
+  Vec3 s_axis;          ///< ŝ of the plane of incidence
+  Vec3 k_reflected;     ///< mirror wave normal (outside)
+  Vec3 k[2];            ///< transmitted unit wave normals [o, e] (valid when the mode propagates)
+  Vec3 ray[2];          ///< transmitted ray directions S [o, e] (S = k for o)
+  Complexf r[4];        ///< reflection Jones [ss, sp, ps, pp] (power amplitudes)
+  Complexf t[4];        ///< transmission Jones [os, op, es, ep] (power amplitudes)
+  std::uint8_t tir[2];  ///< 1 when the mode is evanescent (no real root): it carries no power
+  std::uint8_t
       degenerate;  ///< 1: scalar Fresnel at n_o (tracer.md §7.5); r/t then hold that solution with o ≡ s, e ≡ p
   float cos_i;  ///< |k̂·N| of the incident wave
 };
@@ -298,8 +298,8 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   const EQuad eq = extraordinary_quadratic(n_o, n_e, kt, f.t, f.z, c);
   float slope_e;
   const Complexf qe = extraordinary_q(eq, 1.0f, prop_e, slope_e);
-  out.tir[0] = prop_o ? 0u : 1u;
-  out.tir[1] = prop_e ? 0u : 1u;
+  out.tir[0] = prop_o ? 0 : 1;
+  out.tir[1] = prop_e ? 0 : 1;
   out.k[0] = normalize(f.t * kt + f.z * qo.re);
 
   const float q1 = n1 * out.cos_i;
@@ -336,7 +336,7 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
     return out;
   }
   // Scalar Fresnel at n_o (tracer.md §7.5): both modes along the o wave normal, o ≡ s and e ≡ p.
-  out.degenerate = 1u;
+  out.degenerate = 1;
   out.k[1] = out.k[0];
   out.ray[1] = out.k[0];
   out.tir[1] = out.tir[0];
@@ -412,10 +412,10 @@ struct UniaxialInternal {
   Vec3 k_out;             ///< transmitted unit wave normal (outside; valid unless tir_out)
   Complexf r[2];          ///< power amplitudes into the reflected o and e modes
   Complexf t[2];  ///< transmitted Jones vector (s, p) in the frame (ŝ, k̂_out × ŝ), power amplitudes
-  std::uint32_t tir_reflected[2];  ///< 1 when that reflected mode is evanescent
-  std::uint32_t tir_out;           ///< 1 past the incident mode's critical angle (no transmitted power)
-  std::uint32_t degenerate;  ///< 1: scalar Fresnel at n_o; r[0] = √R, t = (√T_s/2, √T_p/2) unpolarised powers
-  float cos_i;               ///< |k̂·N| of the incident wave normal
+  std::uint8_t tir_reflected[2];  ///< 1 when that reflected mode is evanescent
+  std::uint8_t tir_out;           ///< 1 past the incident mode's critical angle (no transmitted power)
+  std::uint8_t degenerate;  ///< 1: scalar Fresnel at n_o; r[0] = √R, t = (√T_s/2, √T_p/2) unpolarised powers
+  float cos_i;              ///< |k̂·N| of the incident wave normal
 };
 
 /// Internal facet: unit incident wave normal k of mode `mode` inside (its ray S has S·N > 0), N out of the stone,
@@ -447,9 +447,9 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
     slope_e = slope_in;
   }
   const Complexf q2 = iso_q(n2, kt, 1.0f, prop_t);
-  out.tir_reflected[0] = prop_o ? 0u : 1u;
-  out.tir_reflected[1] = prop_e ? 0u : 1u;
-  out.tir_out = prop_t ? 0u : 1u;
+  out.tir_reflected[0] = prop_o ? 0 : 1;
+  out.tir_reflected[1] = prop_e ? 0 : 1;
+  out.tir_out = prop_t ? 0 : 1;
   out.k_reflected[0] = normalize(f.t * kt + f.z * qo.re);
 
   const AxisInFrame cf{dot(c, f.t), dot(c, f.s), dot(c, f.z)};
@@ -485,13 +485,13 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
     return out;
   }
   // Scalar Fresnel at n_o (tracer.md §7.5): the mirror direction and Snell at n_o, unpolarised powers.
-  out.degenerate = 1u;
+  out.degenerate = 1;
   const Vec3 mirror = k - f.z * (2.0f * kz);
   out.k_reflected[0] = out.k_reflected[1] = mirror;
   out.ray_reflected[0] = out.ray_reflected[1] = mirror;
-  out.tir_reflected[0] = out.tir_reflected[1] = 0u;
+  out.tir_reflected[0] = out.tir_reflected[1] = 0;
   const float cos_t = cos_transmitted(n_o / n2, out.cos_i);
-  out.tir_out = cos_t < 0.0f ? 1u : 0u;
+  out.tir_out = cos_t < 0.0f ? 1 : 0;
   if (cos_t < 0.0f) {
     out.r[0] = cx(1.0f);
     return out;
