@@ -278,45 +278,15 @@ MediumQueues medium_queues(void* handoff, std::uint64_t capacity) {
                       reinterpret_cast<std::uint32_t*>(paths + capacity)};
 }
 
-/// Phase 1 of a uniaxial stone with inclusions: tuples [first, first + n) of the chunk (thread ↔ tuple as in
-/// transport_medium_kernel) from path_begin through their bounces outside the stone; a path that ends there
-/// is finished, one that enters is queued with its states. The inside phase then runs a loop without the
-/// entry's solution over paths packed together (fewer instruction-fetch stalls, benchmarks/NOTES.md).
-template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv>
+/// Phase 1 of a uniaxial stone: tuples [first, first + n) of the chunk (thread ↔ tuple as in
+/// transport_medium_kernel) from path_begin through their first bounces; a path that ends there is finished, one
+/// still going is queued with its states for medium_inside_kernel. With inclusions (kClear false) the first bounces
+/// are those outside the stone (kPhaseOutside, the entry's solution only), so that the inside phase runs a loop
+/// without it; a clear stone (kClear true) takes its first kMediumSplit bounces, so that only the long paths
+/// finish packed instead of holding their warps (benchmarks/NOTES.md, issue 14 sessions 10 and 12).
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kClear>
 __global__ void __launch_bounds__(Block, MinBlocks)
-    medium_outside_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
-                          const ChunkRange range, std::uint64_t first, std::uint32_t n,
-                          float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
-  __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
-  load_planes(planes, scene);
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= n) return;
-  const std::uint64_t i = first + t;
-  const TupleCoord c = tuple_coord(range, scene.params.width, i);
-  const physics::TraceParams& p = scene.params;
-  const auto env = medium_env<kEnv>(scene, map);
-  physics::PathState ps;
-  physics::EnvPathState es{{0.0f, 0.0f, 0.0f}, 0.0f};
-  physics::path_begin(ps, p, c.x, c.y, c.s);
-  physics::MediumPathState ms;
-  physics::medium_begin(ms, ps, scene.medium);
-  bool going = p.max_bounces > 0;
-  while (going && !ps.inside)
-    going = physics::path_step_uniaxial<decltype(env), physics::kPhaseOutside>(ps, ms, p, scene.medium,
-                                                                               planes, env, es);
-  if (going) {  // n ≤ the capacity: every entering path has a slot
-    save_medium_path(q.paths[atomicAdd(&q.header->inside_count, 1u)], ps, ms, es, i);
-    return;
-  }
-  store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
-}
-
-/// A clear uniaxial stone: tuples [first, first + n) of the chunk (thread ↔ tuple) through their first
-/// kMediumSplit bounces; a path still going is queued with its states for the persistent medium_inside_kernel
-/// (every bounce), so the long paths finish packed instead of holding their warps.
-template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv>
-__global__ void __launch_bounds__(Block, MinBlocks)
-    medium_split_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
+    medium_first_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
                         const ChunkRange range, std::uint64_t first, std::uint32_t n,
                         float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
@@ -333,8 +303,14 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   physics::MediumPathState ms;
   physics::medium_begin(ms, ps, scene.medium);
   bool going = p.max_bounces > 0;
-  while (going && ps.b < kMediumSplit)
-    going = physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es);
+  if constexpr (kClear) {
+    while (going && ps.b < kMediumSplit)
+      going = physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es);
+  } else {
+    while (going && !ps.inside)
+      going = physics::path_step_uniaxial<decltype(env), physics::kPhaseOutside>(ps, ms, p, scene.medium,
+                                                                                 planes, env, es);
+  }
   if (going) {  // n ≤ the capacity: every path has a slot
     save_medium_path(q.paths[atomicAdd(&q.header->inside_count, 1u)], ps, ms, es, i);
     return;
@@ -355,7 +331,7 @@ __device__ __forceinline__ std::uint32_t next_queued(std::uint32_t* counter) {
 }
 
 /// Phase 2: the queued paths through their bounces inside and their miss after the exit (kPhaseInside; with
-/// kPhaseAll, a clear stone's paths after medium_split_kernel), on a grid that stays resident (resident_grid): a
+/// kPhaseAll, a clear stone's paths after medium_first_kernel<…, true>), on a grid that stays resident (resident_grid): a
 /// lane takes the next queued path (next_queued) as soon as its path ends, so a warp's lanes keep tracing while
 /// the queue lasts instead of idling behind the longest path (benchmarks/NOTES.md, issue 14 session 12). A path
 /// that meets the stone again from outside is left in its slot, its index queued for phase 3. Which lane takes a
@@ -472,17 +448,17 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
       unsigned all_grid = 0;
       FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, physics::kPhaseAll>, kBlock,
                            grid, all_grid));
-      medium_split_kernel<kBlock, kMediumMinBlocks, kEnv>
+      medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, true>
           <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
-      FT_CUDA_LAUNCH_CHECK("medium_split_kernel<<<>>>", stream);
+      FT_CUDA_LAUNCH_CHECK("medium_first_kernel<clear><<<>>>", stream);
       medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, physics::kPhaseAll>
           <<<all_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
       FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<all><<<>>>", stream);
       continue;
     }
-    medium_outside_kernel<kBlock, kMediumMinBlocks, kEnv>
+    medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, false>
         <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
-    FT_CUDA_LAUNCH_CHECK("medium_outside_kernel<<<>>>", stream);
+    FT_CUDA_LAUNCH_CHECK("medium_first_kernel<outside><<<>>>", stream);
     medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv>
         <<<inside_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
     FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<<<>>>", stream);
