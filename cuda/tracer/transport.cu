@@ -331,11 +331,12 @@ __device__ __forceinline__ std::uint32_t next_queued(std::uint32_t* counter) {
 }
 
 /// Phase 2: the queued paths through their bounces inside and their miss after the exit (kPhaseInside; with
-/// kPhaseAll, a clear stone's paths after medium_first_kernel<…, true>), on a grid that stays resident (resident_grid): a
-/// lane takes the next queued path (next_queued) as soon as its path ends, so a warp's lanes keep tracing while
-/// the queue lasts instead of idling behind the longest path (benchmarks/NOTES.md, issue 14 session 12). A path
-/// that meets the stone again from outside is left in its slot, its index queued for phase 3. Which lane takes a
-/// path does not change its result (its streams are its tuple's, its result goes to its tuple's slot).
+/// kPhaseAll, a clear stone's paths after medium_first_kernel<…, true>), on a grid that stays resident
+/// (resident_grid): a lane takes the next queued path (next_queued) as soon as its path ends, so a warp's lanes
+/// keep tracing while the queue lasts instead of idling behind the longest path (benchmarks/NOTES.md, issue 14
+/// session 12). A path that meets the stone again from outside is left in its slot, its index queued for phase 3.
+/// Which lane takes a path does not change its result (its streams are its tuple's, its result goes to its
+/// tuple's slot).
 template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv,
           std::uint32_t kPhase = physics::kPhaseInside>
 __global__ void __launch_bounds__(Block, MinBlocks)

@@ -220,7 +220,8 @@ TEST(Uniaxial, EnergyConservation) {
                       ph::internal_transmitted_power(w) - 1.0f;
     // Inside, the f32 boundary solve is less well conditioned than at entry (the incident and the same-mode
     // reflected wave differ only in the sign of q): measured worst 4.0e-5 for cos i >= 0.1 and 1.1e-5/cos i
-    // near grazing (seed 14, 20 000 draws; 3.6e-5 and 1.3e-5 with the earlier 4 × 4 elimination), so the bound here is 5e-5 and 2e-5/cos i, not 1e-5.
+    // near grazing (seed 14, 20 000 draws; 3.6e-5 and 1.3e-5 with the earlier 4 × 4 elimination), so the bound
+    // here is 5e-5 and 2e-5/cos i, not 1e-5.
     const float tol = std::fmax(5e-5f, 2e-5f / w.cos_i);
     if (w.cos_i >= 0.1f) worst_internal = std::fmax(worst_internal, std::fabs(sum));
     worst_internal_grazing = std::fmax(worst_internal_grazing, std::fabs(sum) * w.cos_i);
@@ -525,8 +526,8 @@ TEST(Uniaxial, FiniteForDegenerateInputs) {
 // docs/design/tracer.md §7.6 (four waves' tangential E and H = k × E along t̂ and ŝ, four unknowns, Gaussian
 // elimination with partial pivoting in std::complex<double>, fluxes Re(E × H*)·ẑ taken directly), the same
 // field conventions (o: E ∥ k × c; e: E ∥ n_o² c − (k·c) k; s: E = ŝ; p: E = k × ŝ/n; each |E| = 1). The
-// library eliminates the isotropic side's amplitudes in closed form and solves 2 × 2 in f32; every Jones entry must
-// match the oracle's, phase included.
+// library eliminates the isotropic side's amplitudes in closed form and solves 2 × 2 in f32; every Jones entry
+// must match the oracle's, phase included.
 namespace oracle {
 
 using C = std::complex<double>;

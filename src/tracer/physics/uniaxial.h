@@ -20,9 +20,10 @@
 /// C = k_t²(n_o² + Δε α²) − n_o² n_e², Δε = n_e² − n_o², α = c·t̂, γ = c·ẑ. The root with +√(B² − AC) carries
 /// energy along +ẑ (∂F/∂q = 2(Aq + B)); a negative discriminant is an evanescent (TIR) mode with Im q > 0 on the
 /// far side. The four unknown amplitudes follow from continuity of the tangential E and H (H = k × E): the
-/// isotropic side's two are eliminated in closed form, which leaves a 2 × 2 complex system for the crystal's two
-/// (Residual, solve2); the powers follow from the normal Poynting flux Re(E × H*)·ẑ. The behaviour follows the reference renderer
-/// (suitable-name/indicatrix, crates/indicatrix/src/optics/raytracer/uniaxial_fresnel/{frame,entry,internal}.rs and
+/// isotropic side's two are eliminated in closed form, which leaves a 2 × 2 complex system for the crystal's
+/// two (Residual, solve2); the powers follow from the normal Poynting flux Re(E × H*)·ẑ. The behaviour follows
+/// the reference renderer (suitable-name/indicatrix,
+/// crates/indicatrix/src/optics/raytracer/uniaxial_fresnel/{frame,entry,internal}.rs and
 /// raytracer/refraction/uniaxial_entry.rs: the same boundary system and the Poynting-weighted p_o), written anew.
 #pragma once
 
