@@ -318,6 +318,13 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
 }
 
+constexpr unsigned kFullWarp = 0xFFFFFFFFu;
+/// The lanes of a warp waiting at their facets that start the facet solution while others still scatter.
+#ifndef FT_FACET_QUORUM
+#define FT_FACET_QUORUM 32
+#endif
+constexpr int kFacetQuorum = FT_FACET_QUORUM;
+
 /// The next queued path for a lane without one: one atomicAdd per group of lanes asking together (a warp's
 /// converged lanes), each lane taking its own index from it.
 __device__ __forceinline__ std::uint32_t next_queued(std::uint32_t* counter) {
@@ -342,6 +349,8 @@ template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv,
 __global__ void __launch_bounds__(Block, MinBlocks)
     medium_inside_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
                          float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
+  // Inclusions: the warp gathers its lanes' facet solutions (below).
+  constexpr bool kGather = kPhase == physics::kPhaseInside;
   const std::uint32_t n = q.header->inside_count;
   if (blockIdx.x * blockDim.x >= n) return;  // whole block past the queue (uniform: before the barrier)
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
@@ -354,17 +363,52 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   std::uint32_t j = 0;
   std::uint64_t i = 0;
   bool tracing = false;
+  bool drained = false;   // the queue is empty for this lane (kGather)
+  bool at_facet = false;  // the lane's bounce waits at its facet (kGather)
+  physics::UniaxialSegment seg{};
   for (;;) {
-    if (!tracing) {
-      j = next_queued(&q.header->next);
-      if (j >= n) break;
-      i = load_medium_path(ps, ms, es, q.paths[j]);
-      tracing = true;
+    if constexpr (kGather) {
+      if (!tracing && !drained) {
+        j = next_queued(&q.header->next);
+        drained = j >= n;
+        if (!drained) {
+          i = load_medium_path(ps, ms, es, q.paths[j]);
+          tracing = true;
+        }
+      }
+      if (__all_sync(kFullWarp, !tracing)) break;  // every lane drained (the whole warp is in the loop)
+    } else {
+      if (!tracing) {
+        j = next_queued(&q.header->next);
+        if (j >= n) break;
+        i = load_medium_path(ps, ms, es, q.paths[j]);
+        tracing = true;
+      }
     }
     bool handoff = false;
-    if (physics::path_step_uniaxial<decltype(env), kPhase>(ps, ms, p, scene.medium, planes, env, es,
-                                                           &handoff))
+    if constexpr (kGather) {
+      // A lane whose segment scattered takes its next segment at once; a lane whose segment reached a facet
+      // waits there, and the warp solves its facets together once kFacetQuorum lanes wait or none scatters on
+      // (benchmarks/NOTES.md, issue 14 session 13). The bounce is the same two calls either way.
+      bool going = true, stepped = false;
+      if (tracing && !at_facet) {
+        at_facet = physics::uniaxial_segment<decltype(env), kPhase>(ps, ms, p, scene.medium, planes, env, es,
+                                                                    seg, going, &handoff);
+        stepped = !at_facet;
+      }
+      // Both votes by every lane of the warp (none inside a branch).
+      const int waiting = __popc(__ballot_sync(kFullWarp, at_facet));
+      const bool scatters_on = __any_sync(kFullWarp, stepped && going);
+      if (at_facet && (waiting >= kFacetQuorum || !scatters_on)) {
+        going = physics::uniaxial_facet<decltype(env), kPhase>(ps, ms, p, scene.medium, planes, env, es, seg);
+        at_facet = false;
+        stepped = true;
+      }
+      if (!stepped || going) continue;
+    } else if (physics::path_step_uniaxial<decltype(env), kPhase>(ps, ms, p, scene.medium, planes, env, es,
+                                                                  &handoff)) {
       continue;
+    }
     if (handoff) {
       save_medium_path(q.paths[j], ps, ms, es, i);
       q.back[atomicAdd(&q.header->back_count, 1u)] = j;

@@ -54,23 +54,25 @@ namespace detail {
 /// evanescent. The cheap test of whether a channel follows the hero into the stone.
 FT_HD bool entry_ray(Vec3 d, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e, std::uint32_t mode,
                      Vec3& ray) {
+  using namespace uniaxial_detail;  // the fused arithmetic of uniaxial.h
   const Vec3 z = -n_out;  // into the crystal
-  const Vec3 kt = (d - z * dot(d, z)) * n1;
-  const float kt2 = dot(kt, kt);
+  const Vec3 kt = fmadd(z, -fdot(d, z), d) * n1;
+  const float kt2 = fdot(kt, kt);
+  const float no2 = n_o * n_o;
   if (mode == kModeOrdinary) {
-    const float q2 = n_o * n_o - kt2;
+    const float q2 = no2 - kt2;
     if (q2 < 0.0f) return false;
-    ray = normalize(kt + z * sqrtf(q2));
+    ray = fnormalize(fmadd(z, sqrtf(q2), kt));
     return true;
   }
-  const float de = n_e * n_e - n_o * n_o;
-  const float ga = dot(c, z), ca = dot(c, kt);
-  const float a = n_o * n_o + de * ga * ga;
+  const float de = fmaf(n_e, n_e, -no2);
+  const float ga = fdot(c, z), ca = fdot(c, kt);
+  const float a = fmaf(de * ga, ga, no2);
   const float bq = de * ca * ga;
-  const float cq = kt2 * n_o * n_o + de * ca * ca - n_o * n_o * n_e * n_e;
-  const float disc = bq * bq - a * cq;
+  const float cq = fmaf(kt2, no2, fmaf(de * ca, ca, -(no2 * (n_e * n_e))));
+  const float disc = fmaf(bq, bq, -(a * cq));
   if (disc < 0.0f) return false;
-  const Vec3 k = normalize(kt + z * ((-bq + sqrtf(disc)) / a));
+  const Vec3 k = fnormalize(fmadd(z, (-bq + sqrtf(disc)) / a, kt));
   ray = extraordinary_ray(k, c, n_o, n_e);
   return true;
 }
@@ -151,25 +153,32 @@ FT_HD bool diffuse_into_mode(PathState& ps, MediumPathState& ms, const TracePara
 /// the same powers, depolarise, send every channel along one cosine-weighted direction and, going inside, pick
 /// the mode 50/50 (unpolarised light splits equally). With σ_s > 0 inclusions act on each inside segment first;
 /// with edge rounding the facet's normal is surface_normal's (§4.1).
-/// Returns path_step's answer. kPhase (the GPU's phased medium kernels, docs/design/tracer.md §10.1) compiles only
-/// part of the bounce: kPhaseOutside the bounce of a path outside the stone (never called inside), kPhaseInside
-/// the bounce inside and the miss of a path outside; a path outside that hits the stone there returns false with
-/// *handoff set and every state as it was, for a kPhaseAll step to take it on.
+///
+/// The bounce is two calls, path_step_uniaxial's: uniaxial_segment (the intersection along S, the inclusions'
+/// segment and a scatter, the miss) and, when that segment ends at a facet, uniaxial_facet. The GPU's inside
+/// phase calls them apart so that a warp's lanes meet the facet solution together (docs/design/tracer.md §10.1).
+/// uniaxial_segment returns true when the bounce goes on at the facet seg.hit (the inclusions' absorption, if
+/// any, applied), false when it ended there with path_step's answer in `going`. kPhase (the GPU's phased medium
+/// kernels) compiles only part of the bounce: kPhaseOutside the bounce of a path outside the stone (never called
+/// inside), kPhaseInside the bounce inside and the miss of a path outside; a path outside that hits the stone
+/// there returns false with *handoff set and every state as it was, for a kPhaseAll step to take it on.
+struct UniaxialSegment {
+  Hit hit;        ///< the facet the segment ends at
+  Vec3 pol;       ///< the inside mode's polarisation (zero outside)
+  bool absorbed;  ///< the inclusions applied the segment's absorption
+};
+
 template <class Env, std::uint32_t kPhase = kPhaseAll>
-FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
-                              const FacetPlane* planes, const Env& env, EnvPathState& es,
-                              bool* handoff = nullptr) {
-  constexpr int K = kChannels;
-  auto& st = ps.st;
-  auto& pdf = ps.pdf;
+FT_HD bool uniaxial_segment(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
+                            const FacetPlane* planes, const Env& env, EnvPathState& es, UniaxialSegment& seg,
+                            bool& going, bool* handoff = nullptr) {
   const std::uint32_t b = ps.b;
   const std::uint32_t seed = ps.seed;
-  const Vec3 c = m.c_axis;
   const Vec3 org = ps.org;
-  Vec3 dir = ps.dir;
-  Vec3 s_prev = ps.s_prev;
+  const Vec3 dir = ps.dir;
   const bool inside = kPhase != kPhaseOutside && ps.inside;
-  unsigned live = ps.live;
+  const unsigned live = ps.live;
+  going = false;
   // 1. Intersect along S.
   Hit hit{-1, 0.0f};
   if (!misses_bound(p.bound_radius2, org, dir) &&
@@ -187,7 +196,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     es.bsdf_pdf = 0.0f;
   }
   const Vec3 pol =
-      inside ? mode_polarisation(ms.mode, ms.k, c, ps.n_k[0], ms.ne_k[0]) : Vec3{0.0f, 0.0f, 0.0f};
+      inside ? mode_polarisation(ms.mode, ms.k, m.c_axis, ps.n_k[0], ms.ne_k[0]) : Vec3{0.0f, 0.0f, 0.0f};
   bool absorbed = false;
   if (inside && hit.plane >= 0 && m.sigma_s > 0.0f) {
     const float t_free = detail::inclusion_segment(
@@ -196,8 +205,9 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
       // A scatter about S: depolarised, so the new wave normal takes either mode with probability ½.
       const Vec3 kn = detail::hg_direction(dir, m.hg_g, stream_uniform(seed, b, kStreamHgDirection),
                                            stream_uniform(seed, b, kStreamHgDirection2));
-      return detail::diffuse_into_mode(ps, ms, p, m, live, org + dir * t_free, kn, false, kn,
-                                       stream_uniform(seed, b, kStreamBirefringent));
+      going = detail::diffuse_into_mode(ps, ms, p, m, live, org + dir * t_free, kn, false, kn,
+                                        stream_uniform(seed, b, kStreamBirefringent));
+      return false;
     }
     absorbed = true;
   }
@@ -206,6 +216,32 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     detail::path_escape(ps, p, env, dir, b, escape_bsdf_pdf);
     return false;
   }
+  seg.hit = hit;
+  seg.pol = pol;
+  seg.absorbed = absorbed;
+  return true;
+}
+
+/// The rest of a uniaxial bounce once uniaxial_segment returned true: steps 3–8 at the facet seg.hit (with the
+/// inside absorption unless the inclusions applied it). Returns path_step's answer.
+template <class Env, std::uint32_t kPhase = kPhaseAll>
+FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
+                          const FacetPlane* planes, const Env& env, EnvPathState& es,
+                          const UniaxialSegment& seg) {
+  constexpr int K = kChannels;
+  auto& st = ps.st;
+  auto& pdf = ps.pdf;
+  const std::uint32_t b = ps.b;
+  const std::uint32_t seed = ps.seed;
+  const Vec3 c = m.c_axis;
+  const Vec3 org = ps.org;
+  Vec3 dir = ps.dir;
+  Vec3 s_prev = ps.s_prev;
+  const bool inside = kPhase != kPhaseOutside && ps.inside;
+  unsigned live = ps.live;
+  const Hit hit = seg.hit;
+  const Vec3 pol = seg.pol;
+  const bool absorbed = seg.absorbed;
   const Vec3 pos = org + dir * hit.t;
   const Vec3 n_out =
       surface_normal(planes, p.plane_count, static_cast<std::uint32_t>(hit.plane), pos, dir, m.edge_radius);
@@ -230,7 +266,8 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
       s_prev = s_curr;
     }
     // 5–7. Entry (Lekner): the hero's solution makes the choice.
-    const UniaxialEntry e0 = uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[0], ms.ne_k[0], s_prev);
+    const FacetFrame ff = facet_frame(dir, n_out, true, c, s_prev);  // every channel's (the hero's k)
+    const UniaxialEntry e0 = uniaxial_entry(ff, dir, c, 1.0f, ps.n_k[0], ms.ne_k[0]);
     const float pr = detail::clampf(entry_reflectance_unpolarised(e0), kProbMin, kProbMax);
     const bool reflect = u_fresnel < pr;
     const float inv_t = 1.0f / (1.0f - pr);
@@ -281,7 +318,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     entry_channel(0, e0);  // todo always holds the hero
     for (unsigned t2 = todo & ~1u; t2 != 0u; t2 &= t2 - 1u) {
       const int k = FT_LOWEST_BIT(t2);
-      entry_channel(k, uniaxial_entry(dir, n_out, c, 1.0f, ps.n_k[k], ms.ne_k[k], s_prev));
+      entry_channel(k, uniaxial_entry(ff, dir, c, 1.0f, ps.n_k[k], ms.ne_k[k]));
     }
     if (reflect) {
       if (frosted) {
@@ -313,7 +350,8 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
     }
   }
   // 5–7. The facet from inside: the hero's solution makes the choice.
-  const UniaxialInternal w0 = uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[0], ms.ne_k[0], 1.0f, s_prev);
+  const FacetFrame ff = facet_frame(ms.k, n_out, false, c, s_prev);  // every channel's (the hero's k)
+  const UniaxialInternal w0 = uniaxial_internal(ff, ms.k, ms.mode, c, ps.n_k[0], ms.ne_k[0], 1.0f);
   const bool hero_tir = w0.tir_out != 0u;
   const float r_o0 = internal_reflected_power(w0, kModeOrdinary);
   const float r_e0 = internal_reflected_power(w0, kModeExtraordinary);
@@ -368,7 +406,7 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
   internal_channel(0, w0);  // todo always holds the hero
   for (unsigned t2 = todo & ~1u; t2 != 0u; t2 &= t2 - 1u) {
     const int k = FT_LOWEST_BIT(t2);
-    internal_channel(k, uniaxial_internal(ms.k, ms.mode, n_out, c, ps.n_k[k], ms.ne_k[k], 1.0f, s_prev));
+    internal_channel(k, uniaxial_internal(ff, ms.k, ms.mode, c, ps.n_k[k], ms.ne_k[k], 1.0f));
   }
   if (reflect) {
     if (frosted) {
@@ -407,6 +445,18 @@ FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TracePar
   }
   ms.k = dir;
   return detail::end_bounce(ps, p, live, pos, dir, s_prev, false);
+}
+
+/// One bounce of a path through a uniaxial stone (see the comment above uniaxial_segment): the segment, then the
+/// facet. Returns path_step's answer; kPhaseInside's *handoff as uniaxial_segment's.
+template <class Env, std::uint32_t kPhase = kPhaseAll>
+FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
+                              const FacetPlane* planes, const Env& env, EnvPathState& es,
+                              bool* handoff = nullptr) {
+  UniaxialSegment seg;
+  bool going = false;
+  if (!uniaxial_segment<Env, kPhase>(ps, ms, p, m, planes, env, es, seg, going, handoff)) return going;
+  return uniaxial_facet<Env, kPhase>(ps, ms, p, m, planes, env, es, seg);
 }
 
 /// Traces sample s of pixel (x, y) through a Tier 2 medium (docs/design/tracer.md §7.7) under environment policy

@@ -55,32 +55,51 @@ namespace uniaxial_detail {
 FT_HD Complexf cx(float re, float im = 0.0f) { return Complexf{re, im}; }
 FT_HD Complexf operator+(Complexf a, Complexf b) { return Complexf{a.re + b.re, a.im + b.im}; }
 FT_HD Complexf operator-(Complexf a, Complexf b) { return Complexf{a.re - b.re, a.im - b.im}; }
+// The arithmetic below writes its fused multiply-adds as fmaf (tracer.md conventions: nothing is contracted
+// implicitly, so the CPU and the GPU round alike); a product and a sum of products take one fmaf per term.
 FT_HD Complexf operator*(Complexf a, Complexf b) {
-  return Complexf{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+  return Complexf{fmaf(a.re, b.re, -(a.im * b.im)), fmaf(a.re, b.im, a.im * b.re)};
 }
 FT_HD Complexf operator*(Complexf a, float s) { return Complexf{a.re * s, a.im * s}; }
+/// a·b + c.
+FT_HD Complexf cfma(Complexf a, Complexf b, Complexf c) {
+  return Complexf{fmaf(a.re, b.re, fmaf(-a.im, b.im, c.re)), fmaf(a.re, b.im, fmaf(a.im, b.re, c.im))};
+}
+FT_HD Complexf neg(Complexf a) { return Complexf{-a.re, -a.im}; }
+/// a·b − c·d.
+FT_HD Complexf cfms(Complexf a, Complexf b, Complexf c, Complexf d) { return cfma(a, b, neg(c * d)); }
 FT_HD Complexf conj(Complexf a) { return Complexf{a.re, -a.im}; }
-FT_HD float abs2(Complexf a) { return a.re * a.re + a.im * a.im; }
+FT_HD float abs2(Complexf a) { return fmaf(a.re, a.re, a.im * a.im); }
 FT_HD Complexf cdiv(Complexf a, Complexf b) {
   const float inv = 1.0f / abs2(b);
-  return Complexf{(a.re * b.re + a.im * b.im) * inv, (a.im * b.re - a.re * b.im) * inv};
+  return Complexf{fmaf(a.re, b.re, a.im * b.im) * inv, fmaf(a.im, b.re, -(a.re * b.im)) * inv};
 }
+
+/// Vector forms with the same fused arithmetic (vec3.h's contract nothing; the Tier 1 transport keeps them).
+FT_HD float fdot(Vec3 a, Vec3 b) { return fmaf(a.x, b.x, fmaf(a.y, b.y, a.z * b.z)); }
+FT_HD Vec3 fcross(Vec3 a, Vec3 b) {
+  return Vec3{fmaf(a.y, b.z, -(a.z * b.y)), fmaf(a.z, b.x, -(a.x * b.z)), fmaf(a.x, b.y, -(a.y * b.x))};
+}
+/// a·s + b.
+FT_HD Vec3 fmadd(Vec3 a, float s, Vec3 b) { return Vec3{fmaf(a.x, s, b.x), fmaf(a.y, s, b.y), fmaf(a.z, s, b.z)}; }
+FT_HD Vec3 fnormalize(Vec3 a) { return a * (1.0f / sqrtf(fdot(a, a))); }
 
 /// The extraordinary quadratic A q² + 2B q + C = 0 in the interface frame (docs/design/tracer.md §7.6).
 struct EQuad {
   float a, b, c;
 };
 FT_HD EQuad extraordinary_quadratic(float n_o, float n_e, float kt, Vec3 t, Vec3 z, Vec3 c) {
-  const float de = n_e * n_e - n_o * n_o;
-  const float al = dot(c, t), ga = dot(c, z);
-  return EQuad{n_o * n_o + de * ga * ga, de * kt * al * ga,
-               kt * kt * (n_o * n_o + de * al * al) - n_o * n_o * n_e * n_e};
+  const float no2 = n_o * n_o;
+  const float de = fmaf(n_e, n_e, -no2);
+  const float al = fdot(c, t), ga = fdot(c, z);
+  return EQuad{fmaf(de * ga, ga, no2), de * kt * al * ga,
+               fmaf(kt * kt, fmaf(de * al, al, no2), -(no2 * (n_e * n_e)))};
 }
 
 /// Normal component of a wave of index n along +ẑ (sign +1) or −ẑ (sign −1); evanescent past k_t = n, decaying
 /// away from the interface on its own side.
 FT_HD Complexf iso_q(float n, float kt, float sign, bool& propagating) {
-  const float d = n * n - kt * kt;
+  const float d = (n - kt) * (n + kt);  // n² − k_t² without the cancellation near grazing
   propagating = d >= 0.0f;
   return propagating ? cx(sign * sqrtf(d)) : cx(0.0f, sign * sqrtf(-d));
 }
@@ -88,7 +107,7 @@ FT_HD Complexf iso_q(float n, float kt, float sign, bool& propagating) {
 /// Extraordinary normal component (A q² + 2B q + C = 0, docs/design/tracer.md §7.6): the root carrying energy
 /// along sign·ẑ; evanescent (decaying away on its own side) when B² − AC < 0. slope = |Aq + B| = √(B² − AC).
 FT_HD Complexf extraordinary_q(const EQuad& e, float sign, bool& propagating, float& slope) {
-  const float disc = e.b * e.b - e.a * e.c;
+  const float disc = fmaf(e.b, e.b, -(e.a * e.c));
   propagating = disc >= 0.0f;
   const float inv = 1.0f / e.a;
   const float root = sqrtf(fabsf(disc));
@@ -117,14 +136,16 @@ inline constexpr float kHandEntry = 1.0f;
 inline constexpr float kHandInternal = -1.0f;
 
 FT_HD Field unit_field(Complexf et, Complexf es, Complexf ez, Complexf q) {
-  const float n2 = abs2(et) + abs2(es) + abs2(ez);
+  const float n2 = fmaf(et.re, et.re, fmaf(et.im, et.im, fmaf(es.re, es.re, fmaf(es.im, es.im, abs2(ez)))));
   const float inv = n2 > 0.0f ? 1.0f / sqrtf(n2) : 0.0f;
   return Field{et * inv, es * inv, ez * inv, q, 0.0f};
 }
 
 /// The ordinary wave with normal component q: E ∥ k × c with k = k_t t̂ + q ẑ; E ⊥ k, so the flux is |Re q|.
 FT_HD Field ordinary_field(float kt, Complexf q, AxisInFrame c, float hand, bool propagating) {
-  Field f = unit_field(q * (-hand * c.s), q * (hand * c.t) - cx(hand * kt * c.z), cx(hand * kt * c.s), q);
+  const Complexf et = q * (-hand * c.s);
+  const Complexf es{fmaf(q.re, hand * c.t, -(hand * kt * c.z)), q.im * (hand * c.t)};
+  Field f = unit_field(et, es, cx(hand * kt * c.s), q);
   f.flux = propagating ? fabsf(q.re) : 0.0f;
   return f;
 }
@@ -135,21 +156,25 @@ FT_HD Field ordinary_field(float kt, Complexf q, AxisInFrame c, float hand, bool
 FT_HD Field extraordinary_field(float kt, Complexf q, AxisInFrame c, float n_o, float n_e, float slope,
                                 bool propagating) {
   const float no2 = n_o * n_o;
-  const Complexf kc = q * c.z + cx(kt * c.t);
-  Field f = unit_field(cx(no2 * c.t) - kc * kt, cx(no2 * c.s), cx(no2 * c.z) - kc * q, q);
+  const Complexf kc{fmaf(q.re, c.z, kt * c.t), q.im * c.z};
+  const Complexf et{fmaf(-kc.re, kt, no2 * c.t), -(kc.im * kt)};
+  const Complexf ez{fmaf(-kc.re, q.re, fmaf(kc.im, q.im, no2 * c.z)), -fmaf(kc.re, q.im, kc.im * q.re)};
+  Field f = unit_field(et, cx(no2 * c.s), ez, q);
   if (propagating) {
     const Vec3 kr{kt, 0.0f, q.re}, er{f.et.re, f.es.re, f.ez.re};
     const Vec3 cv{c.t, c.s, c.z};
-    const Vec3 p = kr - er * dot(er, kr);
-    const Vec3 ek = kr * no2 + cv * ((n_e * n_e - no2) * dot(kr, cv));
-    f.flux = fabsf(length(p) * slope / length(ek));
+    const Vec3 p = fmadd(er, -fdot(er, kr), kr);
+    const Vec3 ek = fmadd(cv, fmaf(n_e, n_e, -no2) * fdot(kr, cv), kr * no2);
+    f.flux = fabsf(slope * sqrtf(fdot(p, p) / fdot(ek, ek)));  // |P|·slope/|εk|
   }
   return f;
 }
 
 /// Tangential components of H = k × E: H·t̂ = −h q (E·ŝ) and H·ŝ = h (q (E·t̂) − k_t (E·ẑ)).
 FT_HD Complexf field_h_t(const Field& f, float hand) { return f.q * f.es * (-hand); }
-FT_HD Complexf field_h_s(const Field& f, float kt, float hand) { return (f.q * f.et - f.ez * kt) * hand; }
+FT_HD Complexf field_h_s(const Field& f, float kt, float hand) {
+  return cfma(f.q, f.et, cx(-(f.ez.re * kt), -(f.ez.im * kt))) * hand;
+}
 
 /// The two boundary conditions left once the isotropic side's s and p amplitudes are eliminated
 /// (docs/design/tracer.md §7.6). That side's waves, of index n and normal component q_i, have tangential
@@ -161,27 +186,23 @@ struct Residual {
 };
 FT_HD Residual iso_residual(const Field& f, float kt, float hand, Complexf qi, float n) {
   const Complexf qt = qi * (-hand);
-  return Residual{field_h_t(f, hand) - qt * f.es, f.et * (n * n) + qt * field_h_s(f, kt, hand)};
+  return Residual{cfma(neg(qt), f.es, field_h_t(f, hand)), cfma(qt, field_h_s(f, kt, hand), f.et * (n * n))};
 }
 
 /// x_r,0·u + x_r,1·v = w_r for R right-hand sides at once (Cramer's rule on complex 2-vectors); false when the
 /// system is singular to f32 precision (a degenerate mode field) or not finite.
 template <int R>
 FT_HD bool solve2(Residual u, Residual v, const Residual* w, Complexf (*x)[2]) {
-  const Complexf det = u.a * v.b - v.a * u.b;
+  const Complexf det = cfms(u.a, v.b, v.a, u.b);
   const float scale = (abs2(u.a) + abs2(v.a)) * (abs2(u.b) + abs2(v.b));
   if (!(abs2(det) > 1e-12f * scale)) return false;
   const Complexf inv = cdiv(cx(1.0f), det);
   FT_UNROLL for (int r = 0; r < R; ++r) {
-    x[r][0] = (w[r].a * v.b - v.a * w[r].b) * inv;
-    x[r][1] = (u.a * w[r].b - w[r].a * u.b) * inv;
+    x[r][0] = cfms(w[r].a, v.b, v.a, w[r].b) * inv;
+    x[r][1] = cfms(u.a, w[r].b, w[r].a, u.b) * inv;
   }
   return true;
 }
-
-/// Amplitude x of a wave with flux f_out per unit |E|², as a power amplitude relative to an incident flux f_in:
-/// |result|² is the power fraction.
-FT_HD Complexf power_amp(Complexf x, float f_out, float f_in) { return x * sqrtf(f_out / f_in); }
 
 /// An orthonormal interface frame: ẑ (into the far medium), t̂ (tangential part of k̂) and ŝ = k̂ × N normalised.
 /// At normal incidence ŝ comes from s_hint (the path's current s axis), else any vector ⊥ ẑ.
@@ -192,21 +213,21 @@ struct Frame {
 FT_HD Frame make_frame(Vec3 k, Vec3 n_out, bool entering, Vec3 s_hint) {
   Frame f;
   f.z = entering ? -n_out : n_out;
-  Vec3 s = cross(k, n_out);
-  float l2 = dot(s, s);
+  Vec3 s = fcross(k, n_out);
+  float l2 = fdot(s, s);
   if (!(l2 > 1e-12f)) {
-    s = s_hint - f.z * dot(s_hint, f.z);
-    l2 = dot(s, s);
+    s = fmadd(f.z, -fdot(s_hint, f.z), s_hint);
+    l2 = fdot(s, s);
     if (!(l2 > 1e-12f)) {
       // Any vector ⊥ ẑ (branchless ONB, Duff et al. 2017).
       const float sign = f.z.z >= 0.0f ? 1.0f : -1.0f;
       const float a = -1.0f / (sign + f.z.z);
       s = Vec3{1.0f + sign * f.z.x * f.z.x * a, sign * f.z.x * f.z.y * a, -sign * f.z.x};
-      l2 = dot(s, s);
+      l2 = fdot(s, s);
     }
   }
   f.s = s * (1.0f / sqrtf(l2));
-  f.t = entering ? cross(f.s, f.z) : cross(f.z, f.s);
+  f.t = entering ? fcross(f.s, f.z) : fcross(f.z, f.s);
   return f;
 }
 
@@ -219,18 +240,19 @@ FT_HD float clamp01(float v, float lo, float hi) { return v < lo ? lo : (v > hi 
 FT_HD float extraordinary_index(float cos_theta, float n_o, float n_e) {
   const float c2 = cos_theta * cos_theta;
   const float s2 = 1.0f - c2 > 0.0f ? 1.0f - c2 : 0.0f;
-  return n_o * n_e / sqrtf(n_e * n_e * c2 + n_o * n_o * s2);
+  return n_o * n_e / sqrtf(fmaf(n_e * n_e, c2, n_o * n_o * s2));
 }
 
 /// Phase index of a mode for unit wave normal k and unit optic axis c.
 FT_HD float mode_index(std::uint32_t mode, Vec3 k, Vec3 c, float n_o, float n_e) {
-  return mode == kModeOrdinary ? n_o : extraordinary_index(dot(k, c), n_o, n_e);
+  return mode == kModeOrdinary ? n_o : extraordinary_index(uniaxial_detail::fdot(k, c), n_o, n_e);
 }
 
 /// Ray (energy) direction S of the extraordinary wave with unit normal k: S ∥ ∇ₖ(k·εk) ∥ εk =
 /// n_o² k + (n_e² − n_o²)(k·c) c, normalised (docs/design/tracer.md §7.6). S ⊥ E and tan θ_S = (n_o²/n_e²) tan θ.
 FT_HD Vec3 extraordinary_ray(Vec3 k, Vec3 c, float n_o, float n_e) {
-  return normalize(k * (n_o * n_o) + c * ((n_e * n_e - n_o * n_o) * dot(k, c)));
+  using namespace uniaxial_detail;
+  return fnormalize(fmadd(c, fmaf(n_e, n_e, -(n_o * n_o)) * fdot(k, c), k * (n_o * n_o)));
 }
 
 /// Ray direction of a mode: k for o, the walk-off direction for e.
@@ -241,29 +263,46 @@ FT_HD Vec3 mode_ray(std::uint32_t mode, Vec3 k, Vec3 c, float n_o, float n_e) {
 /// Unit electric-field (polarisation) direction of a propagating mode with unit normal k: o ∥ k × c (⊥ the (k, c)
 /// plane, D ∥ E); e ∥ n_o² c − n(θ)²(k̂·c) k̂ (in the (k, c) plane, ⊥ S; its D = εE is ⊥ k). Zero when k ∥ c.
 FT_HD Vec3 mode_polarisation(std::uint32_t mode, Vec3 k, Vec3 c, float n_o, float n_e) {
+  using namespace uniaxial_detail;
   Vec3 e;
   if (mode == kModeOrdinary) {
-    e = cross(k, c);
+    e = fcross(k, c);
   } else {
-    const float kc = dot(k, c);
+    const float kc = fdot(k, c);
     const float n = extraordinary_index(kc, n_o, n_e);
-    e = c * (n_o * n_o) - k * (n * n * kc);
+    e = fmadd(k, -(n * n * kc), c * (n_o * n_o));
   }
-  const float l2 = dot(e, e);
+  const float l2 = fdot(e, e);
   return l2 > 0.0f ? e * (1.0f / sqrtf(l2)) : Vec3{0.0f, 0.0f, 0.0f};
 }
 
 /// True when the scalar fallback of tracer.md §7.5 applies to unit wave normal k: |k × c|² ≤ 1e-6.
 FT_HD bool uniaxial_degenerate(Vec3 k, Vec3 c) {
-  const Vec3 x = cross(k, c);
-  return dot(x, x) <= kUniaxialDegenerate;
+  const Vec3 x = uniaxial_detail::fcross(k, c);
+  return uniaxial_detail::fdot(x, x) <= kUniaxialDegenerate;
 }
 
 /// Pleochroic absorption along unit polarisation e: α = eᵀAe with A = α_o (I − ccᵀ) + α_e ccᵀ, i.e.
 /// α_o + (α_e − α_o)(e·c)² (docs/design/tracer.md §7.6).
 FT_HD float pleochroic_absorption(Vec3 e, Vec3 c, float alpha_o, float alpha_e) {
-  const float ec = dot(e, c);
-  return alpha_o + (alpha_e - alpha_o) * (ec * ec);
+  const float ec = uniaxial_detail::fdot(e, c);
+  return fmaf(alpha_e - alpha_o, ec * ec, alpha_o);
+}
+
+/// A facet's interface frame and the optic axis in it (docs/design/tracer.md §7.6): the same for every channel
+/// of a bounce (they share the hero's wave normal), so the transport makes it once and passes it to each
+/// channel's solution.
+struct FacetFrame {
+  uniaxial_detail::Frame f;
+  uniaxial_detail::AxisInFrame c;
+};
+
+/// The frame of incident unit wave normal k at the facet of outward normal n_out: ẑ into the far medium
+/// (`entering`: into the crystal), s_hint as in make_frame; c the unit optic axis.
+FT_HD FacetFrame facet_frame(Vec3 k, Vec3 n_out, bool entering, Vec3 c, Vec3 s_hint) {
+  using namespace uniaxial_detail;
+  const Frame f = make_frame(k, n_out, entering, s_hint);
+  return FacetFrame{f, AxisInFrame{fdot(c, f.t), fdot(c, f.s), fdot(c, f.z)}};
 }
 
 /// Entry from an isotropic medium (index n1) into the crystal (docs/design/tracer.md §7.6). Power amplitudes: |·|²
@@ -282,18 +321,17 @@ struct UniaxialEntry {
   float cos_i;  ///< |k̂·N| of the incident wave
 };
 
-/// Entry: unit incident wave normal k (k·N < 0), N out of the stone, unit optic axis c, indices n1 (outside), n_o,
-/// n_e, and the path's current s axis (used only at normal incidence).
-FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e,
-                                           Vec3 s_hint) {
+/// Entry: unit incident wave normal k (k·N < 0) in the frame ff = facet_frame(k, N, true, c, s_hint) of the facet
+/// (N out of the stone, c the unit optic axis, s_hint the path's current s axis), indices n1 (outside), n_o, n_e.
+FT_HD_OUTLINE UniaxialEntry uniaxial_entry(FacetFrame ff, Vec3 k, Vec3 c, float n1, float n_o, float n_e) {
   using namespace uniaxial_detail;
   UniaxialEntry out{};
-  const Frame f = make_frame(k, n_out, true, s_hint);
+  const Frame& f = ff.f;
   out.s_axis = f.s;
-  const float kz = dot(k, f.z);
+  const float kz = fdot(k, f.z);
   out.cos_i = fabsf(kz);
-  out.k_reflected = k - f.z * (2.0f * kz);
-  const float kt = n1 * dot(k, f.t);
+  out.k_reflected = fmadd(f.z, -2.0f * kz, k);
+  const float kt = n1 * fdot(k, f.t);
   bool prop_o, prop_e;
   const Complexf qo = iso_q(n_o, kt, 1.0f, prop_o);
   const EQuad eq = extraordinary_quadratic(n_o, n_e, kt, f.t, f.z, c);
@@ -301,10 +339,10 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   const Complexf qe = extraordinary_q(eq, 1.0f, prop_e, slope_e);
   out.tir[0] = prop_o ? 0 : 1;
   out.tir[1] = prop_e ? 0 : 1;
-  out.k[0] = normalize(f.t * kt + f.z * qo.re);
+  out.k[0] = fnormalize(fmadd(f.t, kt, f.z * qo.re));
 
   const float q1 = n1 * out.cos_i;
-  const AxisInFrame cf{dot(c, f.t), dot(c, f.s), dot(c, f.z)};
+  const AxisInFrame cf = ff.c;
   const Field wo = ordinary_field(kt, qo, cf, kHandEntry, prop_o);
   const Field we = extraordinary_field(kt, qe, cf, n_o, n_e, slope_e, prop_e);
   // The reflected s and p waves (normal component −q1) are eliminated: the incident s wave, (0, 1, −q1, 0), and
@@ -316,8 +354,7 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k[0], c) && !(q1 <= 0.0f);
   ok = ok && solve2<2>(ro, re, rhs, xt);
   // The modes' geometry after the solve, so it is not live through it (on the GPU, registers).
-  const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
-  out.k[1] = normalize(ke);
+  out.k[1] = fnormalize(fmadd(f.t, kt, f.z * qe.re));
   out.ray[0] = out.k[0];
   out.ray[1] = extraordinary_ray(out.k[1], c, n_o, n_e);
   if (ok) {
@@ -327,8 +364,8 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
     const float inv_n1 = 1.0f / n1;
     const float to = sqrtf(wo.flux / q1), te = sqrtf(we.flux / q1);
     FT_UNROLL for (int i = 0; i < 2; ++i) {
-      const Complexf ws = xt[i][0] * wo.es + xt[i][1] * we.es;
-      const Complexf wh = xt[i][0] * hs_o + xt[i][1] * hs_e;
+      const Complexf ws = cfma(xt[i][0], wo.es, xt[i][1] * we.es);
+      const Complexf wh = cfma(xt[i][0], hs_o, xt[i][1] * hs_e);
       out.r[i] = i == 0 ? ws - cx(1.0f) : ws;                  // ss, sp
       out.r[2 + i] = (i == 0 ? wh : wh + cx(n1)) * (-inv_n1);  // ps, pp
       out.t[i] = xt[i][0] * to;                                // os, op
@@ -356,12 +393,17 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1,
   return out;
 }
 
+/// Entry of unit wave normal k through the facet of outward normal n_out (its frame made here).
+FT_HD UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e, Vec3 s_hint) {
+  return uniaxial_entry(facet_frame(k, n_out, true, c, s_hint), k, c, n1, n_o, n_e);
+}
+
 /// Power carried out by Jones row (j_s, j_p) for an incident Stokes vector s (I, Q, U, V) in the (ŝ, p̂) frame:
 /// |j_s|²(I + Q)/2 + |j_p|²(I − Q)/2 + Re(j_s j_p*) U + Im(j_s j_p*) V.
 FT_HD float jones_row_power(Complexf js, Complexf jp, const float* s) {
   using namespace uniaxial_detail;
   const Complexf x = js * conj(jp);
-  return abs2(js) * 0.5f * (s[0] + s[1]) + abs2(jp) * 0.5f * (s[0] - s[1]) + x.re * s[2] + x.im * s[3];
+  return fmaf(abs2(js) * 0.5f, s[0] + s[1], fmaf(abs2(jp) * 0.5f, s[0] - s[1], fmaf(x.re, s[2], x.im * s[3])));
 }
 
 /// Power transmitted into a mode (kModeOrdinary / kModeExtraordinary) for incident Stokes s.
@@ -393,11 +435,11 @@ FT_HD void apply_jones(float* s, const Complexf* j, float scale) {
   const Complexf css = cx(0.5f * (s[0] + s[1])), cpp = cx(0.5f * (s[0] - s[1]));
   const Complexf csp = cx(0.5f * s[2], -0.5f * s[3]), cps = conj(csp);
   // M = J C, then C' = M J†.
-  const Complexf m00 = j[0] * css + j[1] * cps, m01 = j[0] * csp + j[1] * cpp;
-  const Complexf m10 = j[2] * css + j[3] * cps, m11 = j[2] * csp + j[3] * cpp;
-  const Complexf o00 = m00 * conj(j[0]) + m01 * conj(j[1]);
-  const Complexf o01 = m00 * conj(j[2]) + m01 * conj(j[3]);
-  const Complexf o11 = m10 * conj(j[2]) + m11 * conj(j[3]);
+  const Complexf m00 = cfma(j[0], css, j[1] * cps), m01 = cfma(j[0], csp, j[1] * cpp);
+  const Complexf m10 = cfma(j[2], css, j[3] * cps), m11 = cfma(j[2], csp, j[3] * cpp);
+  const Complexf o00 = cfma(m00, conj(j[0]), m01 * conj(j[1]));
+  const Complexf o01 = cfma(m00, conj(j[2]), m01 * conj(j[3]));
+  const Complexf o11 = cfma(m10, conj(j[2]), m11 * conj(j[3]));
   s[0] = (o00.re + o11.re) * scale;
   s[1] = (o00.re - o11.re) * scale;
   s[2] = 2.0f * o01.re * scale;
@@ -419,18 +461,19 @@ struct UniaxialInternal {
   float cos_i;              ///< |k̂·N| of the incident wave normal
 };
 
-/// Internal facet: unit incident wave normal k of mode `mode` inside (its ray S has S·N > 0), N out of the stone,
-/// unit optic axis c, n_o, n_e, outside index n2, and the path's current s axis (used only at normal incidence).
-FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec3 n_out, Vec3 c, float n_o,
-                                                 float n_e, float n2, Vec3 s_hint) {
+/// Internal facet: unit incident wave normal k of mode `mode` inside (its ray S has S·N > 0) in the frame
+/// ff = facet_frame(k, N, false, c, s_hint) of the facet (N out of the stone, c the unit optic axis, s_hint the
+/// path's current s axis), n_o, n_e, outside index n2.
+FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uint32_t mode, Vec3 c, float n_o,
+                                                 float n_e, float n2) {
   using namespace uniaxial_detail;
   UniaxialInternal out{};
-  const Frame f = make_frame(k, n_out, false, s_hint);
+  const Frame& f = ff.f;
   out.s_axis = f.s;
-  const float kz = dot(k, f.z);
+  const float kz = fdot(k, f.z);
   out.cos_i = fabsf(kz);
   const float n_in = mode_index(mode, k, c, n_o, n_e);
-  const float kt = n_in * dot(k, f.t);
+  const float kt = n_in * fdot(k, f.t);
   const float q_in = n_in * kz;
   // Reflected normal components: the same mode's other root is real (o: −q; e: Vieta, −2B/A − q), the other mode's
   // may be evanescent.
@@ -444,16 +487,16 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   } else {
     qo = iso_q(n_o, kt, -1.0f, prop_o);
     qe = cx(-2.0f * eq.b / eq.a - q_in);  // Vieta: the other root of the same quadratic
-    slope_in = fabsf(eq.a * q_in + eq.b);
+    slope_in = fabsf(fmaf(eq.a, q_in, eq.b));
     slope_e = slope_in;
   }
   const Complexf q2 = iso_q(n2, kt, 1.0f, prop_t);
   out.tir_reflected[0] = prop_o ? 0 : 1;
   out.tir_reflected[1] = prop_e ? 0 : 1;
   out.tir_out = prop_t ? 0 : 1;
-  out.k_reflected[0] = normalize(f.t * kt + f.z * qo.re);
+  out.k_reflected[0] = fnormalize(fmadd(f.t, kt, f.z * qo.re));
 
-  const AxisInFrame cf{dot(c, f.t), dot(c, f.s), dot(c, f.z)};
+  const AxisInFrame cf = ff.c;
   const Field inc = mode == kModeOrdinary ? ordinary_field(kt, cx(q_in), cf, kHandInternal, true)
                                           : extraordinary_field(kt, cx(q_in), cf, n_o, n_e, slope_in, true);
   const Field wo = ordinary_field(kt, qo, cf, kHandInternal, prop_o);
@@ -461,33 +504,35 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   // The transmitted s and p waves (index n2, normal component q2) are eliminated.
   const Residual ri = iso_residual(inc, kt, kHandInternal, q2, n2);
   const Residual rhs[1] = {{cx(0.0f) - ri.a, cx(0.0f) - ri.b}};
-  Complexf xr[1][2];  // [o, e]
+  Complexf xr[1][2]{};  // [o, e]
   bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected[0], c) && inc.flux > 0.0f;
   ok = ok && solve2<1>(iso_residual(wo, kt, kHandInternal, q2, n2),
                        iso_residual(we, kt, kHandInternal, q2, n2), rhs, xr);
   // The reflected modes' and the exit's geometry after the solve, so it is not live through it.
-  const Vec3 ke{f.t.x * kt + f.z.x * qe.re, f.t.y * kt + f.z.y * qe.re, f.t.z * kt + f.z.z * qe.re};
-  out.k_reflected[1] = normalize(ke);
+  out.k_reflected[1] = fnormalize(fmadd(f.t, kt, f.z * qe.re));
   out.ray_reflected[0] = out.k_reflected[0];
   out.ray_reflected[1] = extraordinary_ray(out.k_reflected[1], c, n_o, n_e);
-  out.k_out = normalize(f.t * kt + f.z * (prop_t ? q2.re : 0.0f));
+  out.k_out = fnormalize(fmadd(f.t, kt, f.z * (prop_t ? q2.re : 0.0f)));
   if (ok) {
     // The transmitted amplitudes from the crystal field V = incident + reflected: s = V·ŝ, p = −V_H·ŝ/n2; both
     // exit waves have the flux Re q2 (0 past the critical angle).
     const Complexf x0 = xr[0][0], x1 = xr[0][1];
-    const Complexf vs = inc.es + x0 * wo.es + x1 * we.es;
-    const Complexf vh = field_h_s(inc, kt, kHandInternal) + x0 * field_h_s(wo, kt, kHandInternal) +
-                        x1 * field_h_s(we, kt, kHandInternal);
+    const Complexf vs = cfma(x0, wo.es, cfma(x1, we.es, inc.es));
+    const Complexf vh = cfma(x0, field_h_s(wo, kt, kHandInternal),
+                             cfma(x1, field_h_s(we, kt, kHandInternal), field_h_s(inc, kt, kHandInternal)));
     const float ft = prop_t ? fabsf(q2.re) : 0.0f;
-    out.r[0] = power_amp(x0, wo.flux, inc.flux);
-    out.r[1] = power_amp(x1, we.flux, inc.flux);
-    out.t[0] = power_amp(vs, ft, inc.flux);
-    out.t[1] = power_amp(vh * (-1.0f / n2), ft, inc.flux);
+    // Power amplitudes: each amplitude times √(its flux / the incident flux), so |·|² is a power fraction.
+    const float inv_in = 1.0f / inc.flux;
+    out.r[0] = x0 * sqrtf(wo.flux * inv_in);
+    out.r[1] = x1 * sqrtf(we.flux * inv_in);
+    const float at = sqrtf(ft * inv_in);
+    out.t[0] = vs * at;
+    out.t[1] = vh * (-at / n2);
     return out;
   }
   // Scalar Fresnel at n_o (tracer.md §7.5): the mirror direction and Snell at n_o, unpolarised powers.
   out.degenerate = 1;
-  const Vec3 mirror = k - f.z * (2.0f * kz);
+  const Vec3 mirror = fmadd(f.z, -2.0f * kz, k);
   out.k_reflected[0] = out.k_reflected[1] = mirror;
   out.ray_reflected[0] = out.ray_reflected[1] = mirror;
   out.tir_reflected[0] = out.tir_reflected[1] = 0;
@@ -503,8 +548,15 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec
   out.r[0] = cx(sqrtf(r2));
   out.t[0] = cx(sqrtf(ts2 > 0.0f ? ts2 : 0.0f));
   out.t[1] = cx(sqrtf(tp2 > 0.0f ? tp2 : 0.0f));
-  out.k_out = normalize(k * (n_o / n2) + f.z * (cos_t - (n_o / n2) * out.cos_i));
+  const float eta = n_o / n2;
+  out.k_out = fnormalize(fmadd(k, eta, f.z * fmaf(-eta, out.cos_i, cos_t)));
   return out;
+}
+
+/// An internal facet of unit wave normal k and outward normal n_out (its frame made here).
+FT_HD UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec3 n_out, Vec3 c, float n_o, float n_e,
+                                         float n2, Vec3 s_hint) {
+  return uniaxial_internal(facet_frame(k, n_out, false, c, s_hint), k, mode, c, n_o, n_e, n2);
 }
 
 /// Stokes vector of the transmitted wave for an incident mode of intensity i: i·(|t_s|² + |t_p|², |t_s|² − |t_p|²,
