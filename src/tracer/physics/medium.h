@@ -55,7 +55,8 @@ namespace detail {
 FT_HD bool entry_ray(Vec3 d, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e, std::uint32_t mode,
                      Vec3& ray) {
   using namespace uniaxial_detail;  // the fused arithmetic of uniaxial.h
-  const Vec3 z = -n_out;  // into the crystal
+  // z: into the crystal.
+  const Vec3 z = -n_out;
   const Vec3 kt = fmadd(z, -fdot(d, z), d) * n1;
   const float kt2 = fdot(kt, kt);
   const float no2 = n_o * n_o;

@@ -81,7 +81,9 @@ FT_HD Vec3 fcross(Vec3 a, Vec3 b) {
   return Vec3{fmaf(a.y, b.z, -(a.z * b.y)), fmaf(a.z, b.x, -(a.x * b.z)), fmaf(a.x, b.y, -(a.y * b.x))};
 }
 /// a·s + b.
-FT_HD Vec3 fmadd(Vec3 a, float s, Vec3 b) { return Vec3{fmaf(a.x, s, b.x), fmaf(a.y, s, b.y), fmaf(a.z, s, b.z)}; }
+FT_HD Vec3 fmadd(Vec3 a, float s, Vec3 b) {
+  return Vec3{fmaf(a.x, s, b.x), fmaf(a.y, s, b.y), fmaf(a.z, s, b.z)};
+}
 FT_HD Vec3 fnormalize(Vec3 a) { return a * (1.0f / sqrtf(fdot(a, a))); }
 
 /// The extraordinary quadratic A q² + 2B q + C = 0 in the interface frame (docs/design/tracer.md §7.6).
@@ -403,7 +405,8 @@ FT_HD UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1, float n
 FT_HD float jones_row_power(Complexf js, Complexf jp, const float* s) {
   using namespace uniaxial_detail;
   const Complexf x = js * conj(jp);
-  return fmaf(abs2(js) * 0.5f, s[0] + s[1], fmaf(abs2(jp) * 0.5f, s[0] - s[1], fmaf(x.re, s[2], x.im * s[3])));
+  return fmaf(abs2(js) * 0.5f, s[0] + s[1],
+              fmaf(abs2(jp) * 0.5f, s[0] - s[1], fmaf(x.re, s[2], x.im * s[3])));
 }
 
 /// Power transmitted into a mode (kModeOrdinary / kModeExtraordinary) for incident Stokes s.
