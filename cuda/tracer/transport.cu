@@ -18,9 +18,11 @@ constexpr unsigned kReduceBlock = 128;
 // The medium kernels' minimum resident blocks (≤ 128 registers): faster than 1 block for uniaxial stones, within
 // 2 % for inclusions (benchmarks/NOTES.md, issue 14 session 7).
 constexpr unsigned kMediumMinBlocks = 2;
-/// A clear uniaxial stone's paths still going after this many bounces finish in the persistent kernel
-/// (benchmarks/NOTES.md, issue 14 session 12: after 2 / 4 / 6 / 8 / 10 bounces −15 / 0 / +11 / +4 / −1 %).
-constexpr std::uint32_t kMediumSplit = 6;
+/// A clear uniaxial stone's warp in the first kernel queues its paths still going for the persistent kernel once
+/// fewer than this many of its lanes go on (benchmarks/NOTES.md, issue 14 session 13; session 12's fixed split
+/// after 6 bounces was the best of 2 / 4 / 6 / 8 / 10).
+constexpr unsigned kMediumSplitAlive = 24;
+constexpr unsigned kFullWarp = 0xFFFFFFFFu;
 
 /// A path handed from the first launch to the second: its state after `split` bounces and its tuple index.
 struct alignas(16) SavedPath {
@@ -257,7 +259,7 @@ static_assert(sizeof(MediumQueueHeader) == kHandoffHeaderBytes, "MediumQueueHead
 constexpr std::uint64_t kMediumQueueTuples = std::uint64_t{1} << 21;
 
 /// Whether a medium chunk runs the phased kernels: a uniaxial stone (with inclusions: outside, inside and rest
-/// phases; clear: the split after kMediumSplit bounces and the persistent rest, benchmarks/NOTES.md, issue 14
+/// phases; clear: the first kernel while most of a warp goes on and the persistent rest, benchmarks/NOTES.md, issue 14
 /// sessions 10 and 12).
 bool phased_medium(const physics::MediumParams& m) { return m.kind == physics::kMediumUniaxial; }
 
@@ -282,8 +284,9 @@ MediumQueues medium_queues(void* handoff, std::uint64_t capacity) {
 /// transport_medium_kernel) from path_begin through their first bounces; a path that ends there is finished, one
 /// still going is queued with its states for medium_inside_kernel. With inclusions (kClear false) the first bounces
 /// are those outside the stone (kPhaseOutside, the entry's solution only), so that the inside phase runs a loop
-/// without it; a clear stone (kClear true) takes its first kMediumSplit bounces, so that only the long paths
-/// finish packed instead of holding their warps (benchmarks/NOTES.md, issue 14 sessions 10 and 12).
+/// without it; a clear stone's warp (kClear true) takes its bounces while kMediumSplitAlive of its lanes go on, so
+/// that the long paths finish packed instead of holding their warps (benchmarks/NOTES.md, issue 14 sessions 10, 12
+/// and 13).
 template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kClear>
 __global__ void __launch_bounds__(Block, MinBlocks)
     medium_first_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
@@ -292,6 +295,7 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
   load_planes(planes, scene);
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  [[maybe_unused]] const unsigned warp = __ballot_sync(kFullWarp, t < n);  // the lanes with a tuple
   if (t >= n) return;
   const std::uint64_t i = first + t;
   const TupleCoord c = tuple_coord(range, scene.params.width, i);
@@ -304,8 +308,13 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   physics::medium_begin(ms, ps, scene.medium);
   bool going = p.max_bounces > 0;
   if constexpr (kClear) {
-    while (going && ps.b < kMediumSplit)
-      going = physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es);
+    // The warp's lanes step together (each bounce one step): it stops once fewer than kMediumSplitAlive of them
+    // go on, and its paths still going are queued.
+    for (;;) {
+      const unsigned alive = __ballot_sync(warp, going);
+      if (alive == 0u || static_cast<unsigned>(__popc(alive)) < kMediumSplitAlive) break;
+      if (going) going = physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es);
+    }
   } else {
     while (going && !ps.inside)
       going = physics::path_step_uniaxial<decltype(env), physics::kPhaseOutside>(ps, ms, p, scene.medium,
@@ -318,12 +327,9 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   store_tuple(tuples, nonfinite, i, physics::path_finish_env(ps, p, es));
 }
 
-constexpr unsigned kFullWarp = 0xFFFFFFFFu;
-/// The lanes of a warp waiting at their facets that start the facet solution while others still scatter.
-#ifndef FT_FACET_QUORUM
-#define FT_FACET_QUORUM 32
-#endif
-constexpr int kFacetQuorum = FT_FACET_QUORUM;
+/// The lanes of a warp waiting at their facets that start the facet solution while others still scatter
+/// (benchmarks/NOTES.md, issue 14 session 13: 16 / 20 / 24 / 32 lanes → ruby 324 / 333 / 335 / 287 M paths/s.)
+constexpr int kFacetQuorum = 24;
 
 /// The next queued path for a lane without one: one atomicAdd per group of lanes asking together (a warp's
 /// converged lanes), each lane taking its own index from it.
