@@ -284,9 +284,11 @@ MediumQueues medium_queues(void* handoff, std::uint64_t capacity) {
 /// transport_medium_kernel) from path_begin through their first bounces; a path that ends there is finished, one
 /// still going is queued with its states for medium_inside_kernel. With inclusions (kClear false) the first bounces
 /// are those outside the stone (kPhaseOutside, the entry's solution only), so that the inside phase runs a loop
-/// without it; a clear stone's warp (kClear true) takes its bounces while kMediumSplitAlive of its lanes go on, so
-/// that the long paths finish packed instead of holding their warps (benchmarks/NOTES.md, issue 14 sessions 10, 12
-/// and 13).
+/// without it. A clear stone's warp (kClear true) takes the first bounce (kPhaseOutside: every path starts outside)
+/// and then its bounces inside (kPhaseInside: no entry code in the loop) while kMediumSplitAlive of its lanes go on,
+/// so that the long paths finish packed instead of holding their warps; a path that meets the stone again from
+/// outside is queued like one still going, and the inside phase hands it on (benchmarks/NOTES.md, issue 14
+/// sessions 10, 12, 13 and 14).
 template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kClear>
 __global__ void __launch_bounds__(Block, MinBlocks)
     medium_first_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
@@ -308,13 +310,20 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   physics::medium_begin(ms, ps, scene.medium);
   bool going = p.max_bounces > 0;
   if constexpr (kClear) {
+    if (going)
+      going = physics::path_step_uniaxial<decltype(env), physics::kPhaseOutside>(ps, ms, p, scene.medium,
+                                                                                 planes, env, es);
     // The warp's lanes step together (each bounce one step): it stops once fewer than kMediumSplitAlive of them
-    // go on, and its paths still going are queued.
+    // go on, and its paths still going or handed on are queued.
+    bool handoff = false;
     for (;;) {
-      const unsigned alive = __ballot_sync(warp, going);
+      const unsigned alive = __ballot_sync(warp, going && !handoff);
       if (alive == 0u || static_cast<unsigned>(__popc(alive)) < kMediumSplitAlive) break;
-      if (going) going = physics::path_step_uniaxial(ps, ms, p, scene.medium, planes, env, es);
+      if (going && !handoff)
+        going = physics::path_step_uniaxial<decltype(env), physics::kPhaseInside>(ps, ms, p, scene.medium,
+                                                                                  planes, env, es, &handoff);
     }
+    going = going || handoff;
   } else {
     while (going && !ps.inside)
       going = physics::path_step_uniaxial<decltype(env), physics::kPhaseOutside>(ps, ms, p, scene.medium,
@@ -343,20 +352,18 @@ __device__ __forceinline__ std::uint32_t next_queued(std::uint32_t* counter) {
   return base + static_cast<std::uint32_t>(__popc(mask & ((1u << lane) - 1u)));
 }
 
-/// Phase 2: the queued paths through their bounces inside and their miss after the exit (kPhaseInside; with
-/// kPhaseAll, a clear stone's paths after medium_first_kernel<…, true>), on a grid that stays resident
+/// Phase 2: the queued paths through their bounces inside and their miss after the exit (kPhaseInside; a clear
+/// stone's after medium_first_kernel<…, true>, without gathering: kGather false), on a grid that stays resident
 /// (resident_grid): a lane takes the next queued path (next_queued) as soon as its path ends, so a warp's lanes
 /// keep tracing while the queue lasts instead of idling behind the longest path (benchmarks/NOTES.md, issue 14
 /// session 12). A path that meets the stone again from outside is left in its slot, its index queued for phase 3.
 /// Which lane takes a path does not change its result (its streams are its tuple's, its result goes to its
 /// tuple's slot).
-template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv,
-          std::uint32_t kPhase = physics::kPhaseInside>
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kGather = true>
 __global__ void __launch_bounds__(Block, MinBlocks)
     medium_inside_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
                          float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
-  // Inclusions: the warp gathers its lanes' facet solutions (below).
-  constexpr bool kGather = kPhase == physics::kPhaseInside;
+  constexpr std::uint32_t kPhase = physics::kPhaseInside;
   const std::uint32_t n = q.header->inside_count;
   if (blockIdx.x * blockDim.x >= n) return;  // whole block past the queue (uniform: before the barrier)
   __shared__ physics::FacetPlane planes[physics::kMaxPlanes];
@@ -496,15 +503,20 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
     FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv>, kBlock, grid, inside_grid));
     FT_CUDA_TRY(cudaMemsetAsync(q.header, 0, sizeof(MediumQueueHeader), stream));
     if (!(scene.medium.sigma_s > 0.0f)) {
-      unsigned all_grid = 0;
-      FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, physics::kPhaseAll>, kBlock,
-                           grid, all_grid));
+      // A clear stone: the first kernel's bounces, then the persistent inside phase without gathering (nothing
+      // scatters) and the re-entries.
+      unsigned clear_grid = 0;
+      FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false>, kBlock, grid,
+                           clear_grid));
       medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, true>
           <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
       FT_CUDA_LAUNCH_CHECK("medium_first_kernel<clear><<<>>>", stream);
-      medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, physics::kPhaseAll>
-          <<<all_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
-      FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<all><<<>>>", stream);
+      medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false>
+          <<<clear_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
+      FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<clear><<<>>>", stream);
+      medium_rest_kernel<kBlock, kMediumMinBlocks, kEnv>
+          <<<grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
+      FT_CUDA_LAUNCH_CHECK("medium_rest_kernel<<<>>>", stream);
       continue;
     }
     medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, false>

@@ -385,7 +385,7 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       }
       const float pk = mode_split_probability(rok, rek);
       pdf[k] *= fresnel * (mode == kModeOrdinary ? pk : 1.0f - pk);
-      dirs[k] = wk.ray_reflected[mode];
+      dirs[k] = internal_reflected_ray(wk, ff, mode, c, ps.n_k[k], ms.ne_k[k]);
       ok |= wk.tir_reflected[mode] ? 0u : 1u << k;
       if (is_live) sk[0] *= (mode == kModeOrdinary ? rok : rek) * inv_r / pm;
       return;
@@ -394,7 +394,7 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
     const float tk = wk.tir_out ? 0.0f : internal_transmitted_power(wk);
     pdf[k] *= detail::clamp_pdf(tk);
     if (!is_live) return;
-    dirs[k] = wk.tir_out ? n_out : wk.k_out;
+    dirs[k] = wk.tir_out ? n_out : internal_exit_k(wk, ff, ms.k, ps.n_k[k], 1.0f);
     const float ik = wk.tir_out ? 0.0f : sk[0] * inv_t;
     if (frosted) {
       sk[0] = tk * ik;
@@ -422,14 +422,14 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       if (!((todo >> k) & 1u)) dirs[k] = dirs[0];
     }
     if ((todo & ~1u) != 0u) detail::intersect_classes(ps, dirs, ok | ~todo, live);
-    ms.k = w0.k_reflected[mode];
+    ms.k = internal_reflected_k(w0, ff, mode);
     ms.mode = mode;
     return detail::end_bounce(ps, p, live, pos, dirs[0], w0.s_axis, true);
   }
   if (frosted) {
     dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, s_prev);
   } else {
-    dir = w0.k_out;
+    dir = internal_exit_k(w0, ff, ms.k, ps.n_k[0], 1.0f);
     s_prev = w0.s_axis;
     // Exit splitting (§7.4): a channel leaving along its own direction is staged along it.
     for (unsigned mm = live & ~1u; mm != 0u; mm &= mm - 1u) {

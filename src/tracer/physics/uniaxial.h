@@ -117,9 +117,9 @@ FT_HD Complexf extraordinary_q(const EQuad& e, float sign, bool& propagating, fl
   return propagating ? cx((-e.b + sign * root) * inv) : cx(-e.b * inv, sign * root * inv);
 }
 
-/// A crystal wave at the interface, in the interface frame's coordinates (docs/design/tracer.md §7.6): its unit
-/// electric field E = e_t t̂ + e_s ŝ + e_z ẑ (complex for an evanescent wave), its normal component q and its
-/// normal Poynting flux per unit |E|² (0 for an evanescent wave). The flux is given in closed form: a direct
+/// A crystal wave at the interface, in the interface frame's coordinates (docs/design/tracer.md §7.6): its electric
+/// field E = e_t t̂ + e_s ŝ + e_z ẑ as formed, not normalised (complex for an evanescent wave), its normal
+/// component q and the normal Poynting flux of that field (0 for an evanescent wave). The flux is given in closed form: a direct
 /// Re(E × H*)·ẑ loses its relative precision near grazing, where it is small. H = k × E is never formed: its
 /// tangential components follow from E and q (field_h_t, field_h_s).
 struct Field {
@@ -137,37 +137,45 @@ struct AxisInFrame {
 inline constexpr float kHandEntry = 1.0f;
 inline constexpr float kHandInternal = -1.0f;
 
-FT_HD Field unit_field(Complexf et, Complexf es, Complexf ez, Complexf q) {
-  const float n2 = fmaf(et.re, et.re, fmaf(et.im, et.im, fmaf(es.re, es.re, fmaf(es.im, es.im, abs2(ez)))));
-  const float inv = n2 > 0.0f ? 1.0f / sqrtf(n2) : 0.0f;
-  return Field{et * inv, es * inv, ez * inv, q, 0.0f};
+/// A field as it is formed, not normalised: the solution's amplitudes are then relative to these fields, and each
+/// flux is per unit amplitude of this field (|E|² times the unit field's flux), so the power amplitudes
+/// x·√(flux / incident flux) are the unit fields' without a square root and a division per field.
+FT_HD Field raw_field(Complexf et, Complexf es, Complexf ez, Complexf q) {
+  return Field{et, es, ez, q, 0.0f};
 }
 
-/// The ordinary wave with normal component q: E ∥ k × c with k = k_t t̂ + q ẑ; E ⊥ k, so the flux is |Re q|.
+/// |E|² of a field.
+FT_HD float field_norm2(const Field& f) {
+  return fmaf(f.et.re, f.et.re,
+              fmaf(f.et.im, f.et.im, fmaf(f.es.re, f.es.re, fmaf(f.es.im, f.es.im, abs2(f.ez)))));
+}
+
+/// The ordinary wave with normal component q: E ∥ k × c with k = k_t t̂ + q ẑ; E ⊥ k, so the flux is |Re q|·|E|².
 FT_HD Field ordinary_field(float kt, Complexf q, AxisInFrame c, float hand, bool propagating) {
   const Complexf et = q * (-hand * c.s);
   const Complexf es{fmaf(q.re, hand * c.t, -(hand * kt * c.z)), q.im * (hand * c.t)};
-  Field f = unit_field(et, es, cx(hand * kt * c.s), q);
-  f.flux = propagating ? fabsf(q.re) : 0.0f;
+  Field f = raw_field(et, es, cx(hand * kt * c.s), q);
+  f.flux = propagating ? fabsf(q.re) * field_norm2(f) : 0.0f;
   return f;
 }
 
-/// The extraordinary wave with normal component q: E ∥ n_o² c − (k·c) k. Its Poynting vector P = k − E(E·k) is
-/// parallel to εk, whose normal component is Aq + B = slope (±√(B² − AC) for a root of the quadratic), so the
-/// flux is |P|·slope/|εk| without cancellation.
+/// The extraordinary wave with normal component q: E ∥ n_o² c − (k·c) k. For the unit field Ê its Poynting vector
+/// P = k − Ê(Ê·k) is parallel to εk, whose normal component is Aq + B = slope (±√(B² − AC) for a root of the
+/// quadratic), so the unit field's flux is |P|·slope/|εk| without cancellation; for E = |E|Ê that is
+/// |k|E|² − E(E·k)|·slope/|εk|.
 FT_HD Field extraordinary_field(float kt, Complexf q, AxisInFrame c, float n_o, float n_e, float slope,
                                 bool propagating) {
   const float no2 = n_o * n_o;
   const Complexf kc{fmaf(q.re, c.z, kt * c.t), q.im * c.z};
   const Complexf et{fmaf(-kc.re, kt, no2 * c.t), -(kc.im * kt)};
   const Complexf ez{fmaf(-kc.re, q.re, fmaf(kc.im, q.im, no2 * c.z)), -fmaf(kc.re, q.im, kc.im * q.re)};
-  Field f = unit_field(et, cx(no2 * c.s), ez, q);
+  Field f = raw_field(et, cx(no2 * c.s), ez, q);
   if (propagating) {
     const Vec3 kr{kt, 0.0f, q.re}, er{f.et.re, f.es.re, f.ez.re};
     const Vec3 cv{c.t, c.s, c.z};
-    const Vec3 p = fmadd(er, -fdot(er, kr), kr);
+    const Vec3 p = fmadd(er, -fdot(er, kr), kr * fdot(er, er));
     const Vec3 ek = fmadd(cv, fmaf(n_e, n_e, -no2) * fdot(kr, cv), kr * no2);
-    f.flux = fabsf(slope * sqrtf(fdot(p, p) / fdot(ek, ek)));  // |P|·slope/|εk|
+    f.flux = fabsf(slope * sqrtf(fdot(p, p) / fdot(ek, ek)));  // |k|E|² − E(E·k)|·slope/|εk|
   }
   return f;
 }
@@ -451,13 +459,17 @@ FT_HD void apply_jones(float* s, const Complexf* j, float scale) {
 
 /// A facet met from inside (docs/design/tracer.md §7.6): the incident mode's reflection into both crystal modes (the
 /// reflected path is relabelled by the mode it continues in) and its refraction into the outside medium (index n2).
+/// The reflected e wave's and the exit wave's directions are not formed here but by internal_reflected_k,
+/// internal_reflected_ray and internal_exit_k from the normal components kept here, so each channel's solution
+/// forms only the one direction its path takes (the same bits as forming them all).
 struct UniaxialInternal {
-  Vec3 s_axis;            ///< ŝ of the plane of incidence
-  Vec3 k_reflected[2];    ///< reflected unit wave normals [o, e]
-  Vec3 ray_reflected[2];  ///< reflected ray directions S [o, e]
-  Vec3 k_out;             ///< transmitted unit wave normal (outside; valid unless tir_out)
-  Complexf r[2];          ///< power amplitudes into the reflected o and e modes
-  Complexf t[2];  ///< transmitted Jones vector (s, p) in the frame (ŝ, k̂_out × ŝ), power amplitudes
+  Vec3 s_axis;       ///< ŝ of the plane of incidence
+  Vec3 k_reflected;  ///< the reflected o wave's unit normal (the mirror direction when degenerate)
+  float kt;          ///< k_t, the conserved tangential component
+  float q_e;         ///< the reflected e wave's normal component (real part)
+  float q_out;       ///< the exit wave's normal component (0 past the critical angle)
+  Complexf r[2];     ///< power amplitudes into the reflected o and e modes
+  Complexf t[2];     ///< transmitted Jones vector (s, p) in the frame (ŝ, k̂_out × ŝ), power amplitudes
   std::uint8_t tir_reflected[2];  ///< 1 when that reflected mode is evanescent
   std::uint8_t tir_out;           ///< 1 past the incident mode's critical angle (no transmitted power)
   std::uint8_t degenerate;  ///< 1: scalar Fresnel at n_o; r[0] = √R, t = (√T_s/2, √T_p/2) unpolarised powers
@@ -497,7 +509,10 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
   out.tir_reflected[0] = prop_o ? 0 : 1;
   out.tir_reflected[1] = prop_e ? 0 : 1;
   out.tir_out = prop_t ? 0 : 1;
-  out.k_reflected[0] = fnormalize(fmadd(f.t, kt, f.z * qo.re));
+  out.k_reflected = fnormalize(fmadd(f.t, kt, f.z * qo.re));
+  out.kt = kt;
+  out.q_e = qe.re;
+  out.q_out = prop_t ? q2.re : 0.0f;
 
   const AxisInFrame cf = ff.c;
   const Field inc = mode == kModeOrdinary ? ordinary_field(kt, cx(q_in), cf, kHandInternal, true)
@@ -508,14 +523,9 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
   const Residual ri = iso_residual(inc, kt, kHandInternal, q2, n2);
   const Residual rhs[1] = {{cx(0.0f) - ri.a, cx(0.0f) - ri.b}};
   Complexf xr[1][2]{};  // [o, e]
-  bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected[0], c) && inc.flux > 0.0f;
+  bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected, c) && inc.flux > 0.0f;
   ok = ok && solve2<1>(iso_residual(wo, kt, kHandInternal, q2, n2),
                        iso_residual(we, kt, kHandInternal, q2, n2), rhs, xr);
-  // The reflected modes' and the exit's geometry after the solve, so it is not live through it.
-  out.k_reflected[1] = fnormalize(fmadd(f.t, kt, f.z * qe.re));
-  out.ray_reflected[0] = out.k_reflected[0];
-  out.ray_reflected[1] = extraordinary_ray(out.k_reflected[1], c, n_o, n_e);
-  out.k_out = fnormalize(fmadd(f.t, kt, f.z * (prop_t ? q2.re : 0.0f)));
   if (ok) {
     // The transmitted amplitudes from the crystal field V = incident + reflected: s = V·ŝ, p = −V_H·ŝ/n2; both
     // exit waves have the flux Re q2 (0 past the critical angle).
@@ -536,8 +546,7 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
   // Scalar Fresnel at n_o (tracer.md §7.5): the mirror direction and Snell at n_o, unpolarised powers.
   out.degenerate = 1;
   const Vec3 mirror = fmadd(f.z, -2.0f * kz, k);
-  out.k_reflected[0] = out.k_reflected[1] = mirror;
-  out.ray_reflected[0] = out.ray_reflected[1] = mirror;
+  out.k_reflected = mirror;
   out.tir_reflected[0] = out.tir_reflected[1] = 0;
   const float cos_t = cos_transmitted(n_o / n2, out.cos_i);
   out.tir_out = cos_t < 0.0f ? 1 : 0;
@@ -551,9 +560,48 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
   out.r[0] = cx(sqrtf(r2));
   out.t[0] = cx(sqrtf(ts2 > 0.0f ? ts2 : 0.0f));
   out.t[1] = cx(sqrtf(tp2 > 0.0f ? tp2 : 0.0f));
-  const float eta = n_o / n2;
-  out.k_out = fnormalize(fmadd(k, eta, f.z * fmaf(-eta, out.cos_i, cos_t)));
   return out;
+}
+
+/// The reflected wave normal of `mode` from an internal solution w in its frame ff.
+FT_HD Vec3 internal_reflected_k(const UniaxialInternal& w, const FacetFrame& ff, std::uint32_t mode) {
+  using namespace uniaxial_detail;
+  if (mode == kModeOrdinary || w.degenerate) return w.k_reflected;
+  return fnormalize(fmadd(ff.f.t, w.kt, ff.f.z * w.q_e));
+}
+
+/// The reflected ray direction S of `mode` (S = k for o and when degenerate).
+FT_HD Vec3 internal_reflected_ray(const UniaxialInternal& w, const FacetFrame& ff, std::uint32_t mode, Vec3 c,
+                                  float n_o, float n_e) {
+  if (mode == kModeOrdinary || w.degenerate) return w.k_reflected;
+  return extraordinary_ray(internal_reflected_k(w, ff, mode), c, n_o, n_e);
+}
+
+/// The transmitted unit wave normal outside (valid unless w.tir_out) of the solution w for incident unit wave
+/// normal k in its frame ff, n_o and n2 as given to uniaxial_internal (Snell at n_o when degenerate).
+FT_HD Vec3 internal_exit_k(const UniaxialInternal& w, const FacetFrame& ff, Vec3 k, float n_o, float n2) {
+  using namespace uniaxial_detail;
+  if (!w.degenerate) return fnormalize(fmadd(ff.f.t, w.kt, ff.f.z * w.q_out));
+  const float cos_t = cos_transmitted(n_o / n2, w.cos_i);
+  const float eta = n_o / n2;
+  return fnormalize(fmadd(k, eta, ff.f.z * fmaf(-eta, w.cos_i, cos_t)));
+}
+
+/// Every direction of an internal solution at once (tests and tools; the transport forms only the one it takes).
+struct InternalGeometry {
+  Vec3 k_reflected[2];    ///< reflected unit wave normals [o, e]
+  Vec3 ray_reflected[2];  ///< reflected ray directions S [o, e]
+  Vec3 k_out;             ///< transmitted unit wave normal (outside; valid unless tir_out)
+};
+FT_HD InternalGeometry internal_geometry(const UniaxialInternal& w, const FacetFrame& ff, Vec3 k, Vec3 c,
+                                         float n_o, float n_e, float n2) {
+  InternalGeometry g;
+  for (std::uint32_t m = 0; m < 2; ++m) {
+    g.k_reflected[m] = internal_reflected_k(w, ff, m);
+    g.ray_reflected[m] = internal_reflected_ray(w, ff, m, c, n_o, n_e);
+  }
+  g.k_out = internal_exit_k(w, ff, k, n_o, n2);
+  return g;
 }
 
 /// An internal facet of unit wave normal k and outward normal n_out (its frame made here).
