@@ -119,8 +119,8 @@ FT_HD Complexf extraordinary_q(const EQuad& e, float sign, bool& propagating, fl
 
 /// A crystal wave at the interface, in the interface frame's coordinates (docs/design/tracer.md §7.6): its electric
 /// field E = e_t t̂ + e_s ŝ + e_z ẑ as formed, not normalised (complex for an evanescent wave), its normal
-/// component q and the normal Poynting flux of that field (0 for an evanescent wave). The flux is given in closed form: a direct
-/// Re(E × H*)·ẑ loses its relative precision near grazing, where it is small. H = k × E is never formed: its
+/// component q and the normal Poynting flux of that field (0 for an evanescent wave). The flux is given in closed
+/// form: a direct Re(E × H*)·ẑ loses its relative precision near grazing, where it is small. H = k × E is never formed: its
 /// tangential components follow from E and q (field_h_t, field_h_s).
 struct Field {
   Complexf et, es, ez, q;
