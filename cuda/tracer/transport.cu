@@ -259,8 +259,8 @@ static_assert(sizeof(MediumQueueHeader) == kHandoffHeaderBytes, "MediumQueueHead
 constexpr std::uint64_t kMediumQueueTuples = std::uint64_t{1} << 21;
 
 /// Whether a medium chunk runs the phased kernels: a uniaxial stone (with inclusions: outside, inside and rest
-/// phases; clear: the first kernel while most of a warp goes on and the persistent rest, benchmarks/NOTES.md, issue 14
-/// sessions 10 and 12).
+/// phases; clear: the first kernel while most of a warp goes on, then the persistent inside phase and the rest;
+/// benchmarks/NOTES.md, issue 14 sessions 10, 12 and 14).
 bool phased_medium(const physics::MediumParams& m) { return m.kind == physics::kMediumUniaxial; }
 
 std::uint64_t medium_queue_capacity(std::uint64_t tuples) {
@@ -478,8 +478,8 @@ void launch_env(const physics::ChunkScene& scene, const Env& env, const ChunkRan
 }
 
 /// A medium chunk: for a uniaxial stone and queues (`handoff`), over each run of at most kMediumQueueTuples
-/// tuples, the three phases (with inclusions) or the split and the persistent rest (clear); else the one-launch
-/// kernel.
+/// tuples, the three phases (with inclusions; a clear stone's first phase is the split of medium_first_kernel<…,
+/// true>, its inside phase does not gather); else the one-launch kernel.
 template <std::uint32_t kKind, std::uint32_t kEnv>
 Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView& map,
                      const ChunkRange& range, float* tuples, std::uint32_t* nonfinite, void* handoff,
