@@ -78,9 +78,12 @@ bool all_finite(const ph::UniaxialEntry& e) {
   return ok;
 }
 
-bool all_finite(const ph::UniaxialInternal& w) {
-  bool ok = finite(w.s_axis) && finite(w.k_reflected) && std::isfinite(w.cos_i);
-  for (int m = 0; m < 2; ++m) ok = ok && finite(w.r[m]) && finite(w.t[m]);
+/// The solution and every direction formed from it (g: ph::internal_geometry).
+bool all_finite(const ph::UniaxialInternal& w, const ph::InternalGeometry& g) {
+  bool ok = finite(w.s_axis) && finite(g.k_out) && std::isfinite(w.cos_i);
+  for (int m = 0; m < 2; ++m) {
+    ok = ok && finite(g.k_reflected[m]) && finite(g.ray_reflected[m]) && finite(w.r[m]) && finite(w.t[m]);
+  }
   return ok;
 }
 
@@ -508,7 +511,9 @@ TEST(Uniaxial, FiniteForDegenerateInputs) {
     ASSERT_TRUE(all_finite(e)) << "entry i=" << i;
     for (std::uint32_t m = 0; m < 2; ++m) {
       const ph::UniaxialInternal w = ph::uniaxial_internal(-kin, m, n, c, n_o, n_e, 1.0f, kHint);
-      ASSERT_TRUE(all_finite(w)) << "internal i=" << i << " mode " << m;
+      const ph::InternalGeometry g =
+          ph::internal_geometry(w, ph::facet_frame(-kin, n, false, c, kHint), -kin, c, n_o, n_e, 1.0f);
+      ASSERT_TRUE(all_finite(w, g)) << "internal i=" << i << " mode " << m;
       float s[4];
       ph::internal_transmitted_stokes(w, 1.0f, s);
       for (float v : s) ASSERT_TRUE(std::isfinite(v));

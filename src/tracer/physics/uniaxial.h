@@ -119,9 +119,11 @@ FT_HD Complexf extraordinary_q(const EQuad& e, float sign, bool& propagating, fl
 
 /// A crystal wave at the interface, in the interface frame's coordinates (docs/design/tracer.md §7.6): its electric
 /// field E = e_t t̂ + e_s ŝ + e_z ẑ as formed, not normalised (complex for an evanescent wave), its normal
-/// component q and the normal Poynting flux of that field (0 for an evanescent wave). The flux is given in closed
-/// form: a direct Re(E × H*)·ẑ loses its relative precision near grazing, where it is small. H = k × E is never formed: its
-/// tangential components follow from E and q (field_h_t, field_h_s).
+/// component q and the normal Poynting flux of that field (0 for an evanescent wave): the solution's amplitudes are
+/// relative to these fields, so the power amplitudes x·√(flux / incident flux) are the unit fields' without a
+/// square root and a division per field. The flux is given in closed form: a direct Re(E × H*)·ẑ loses its
+/// relative precision near grazing, where it is small. H = k × E is never formed: its tangential components follow
+/// from E and q (field_h_t, field_h_s).
 struct Field {
   Complexf et, es, ez, q;
   float flux;
@@ -137,13 +139,6 @@ struct AxisInFrame {
 inline constexpr float kHandEntry = 1.0f;
 inline constexpr float kHandInternal = -1.0f;
 
-/// A field as it is formed, not normalised: the solution's amplitudes are then relative to these fields, and each
-/// flux is per unit amplitude of this field (|E|² times the unit field's flux), so the power amplitudes
-/// x·√(flux / incident flux) are the unit fields' without a square root and a division per field.
-FT_HD Field raw_field(Complexf et, Complexf es, Complexf ez, Complexf q) {
-  return Field{et, es, ez, q, 0.0f};
-}
-
 /// |E|² of a field.
 FT_HD float field_norm2(const Field& f) {
   return fmaf(f.et.re, f.et.re,
@@ -154,7 +149,7 @@ FT_HD float field_norm2(const Field& f) {
 FT_HD Field ordinary_field(float kt, Complexf q, AxisInFrame c, float hand, bool propagating) {
   const Complexf et = q * (-hand * c.s);
   const Complexf es{fmaf(q.re, hand * c.t, -(hand * kt * c.z)), q.im * (hand * c.t)};
-  Field f = raw_field(et, es, cx(hand * kt * c.s), q);
+  Field f{et, es, cx(hand * kt * c.s), q, 0.0f};
   f.flux = propagating ? fabsf(q.re) * field_norm2(f) : 0.0f;
   return f;
 }
@@ -169,7 +164,7 @@ FT_HD Field extraordinary_field(float kt, Complexf q, AxisInFrame c, float n_o, 
   const Complexf kc{fmaf(q.re, c.z, kt * c.t), q.im * c.z};
   const Complexf et{fmaf(-kc.re, kt, no2 * c.t), -(kc.im * kt)};
   const Complexf ez{fmaf(-kc.re, q.re, fmaf(kc.im, q.im, no2 * c.z)), -fmaf(kc.re, q.im, kc.im * q.re)};
-  Field f = raw_field(et, cx(no2 * c.s), ez, q);
+  Field f{et, cx(no2 * c.s), ez, q, 0.0f};
   if (propagating) {
     const Vec3 kr{kt, 0.0f, q.re}, er{f.et.re, f.es.re, f.ez.re};
     const Vec3 cv{c.t, c.s, c.z};
@@ -582,8 +577,8 @@ FT_HD Vec3 internal_reflected_ray(const UniaxialInternal& w, const FacetFrame& f
 FT_HD Vec3 internal_exit_k(const UniaxialInternal& w, const FacetFrame& ff, Vec3 k, float n_o, float n2) {
   using namespace uniaxial_detail;
   if (!w.degenerate) return fnormalize(fmadd(ff.f.t, w.kt, ff.f.z * w.q_out));
-  const float cos_t = cos_transmitted(n_o / n2, w.cos_i);
   const float eta = n_o / n2;
+  const float cos_t = cos_transmitted(eta, w.cos_i);
   return fnormalize(fmadd(k, eta, ff.f.z * fmaf(-eta, w.cos_i, cos_t)));
 }
 
