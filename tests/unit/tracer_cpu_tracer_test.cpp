@@ -168,19 +168,19 @@ TEST(CpuTracer, pinned_golden_hashes_of_tier2_renders) {
     void (*edit)(ft::Scene&);
   };
   const Case cases[] = {
-      {"emerald, frosted girdle, rounded edges", 0x4498736d0e7b53f4ull,
+      {"emerald, frosted girdle, rounded edges", 0x4ee6ce3d75ccdca6ull,
        [](ft::Scene& s) {
          s.material = ft::material_preset("emerald").value();
          s.material.edge_rounding_radius = 0.03f;
          s.girdle_frosted = true;
        }},
-      {"ruby with inclusions", 0xcd92dfd7115ddf18ull,
+      {"ruby with inclusions", 0x4217bad127e39d76ull,
        [](ft::Scene& s) {
          s.material = ft::material_preset("ruby").value();
          s.material.scattering_sigma_s = 1.5f;
          s.material.scattering_g = 0.3f;
        }},
-      {"sapphire, tilted axis, Daylight", 0xaee49411264469ceull,
+      {"sapphire, tilted axis, Daylight", 0xeefce458d3db5fa8ull,
        [](ft::Scene& s) {
          s.material = ft::material_preset("sapphire").value();
          s.material.c_axis[0] = 1.0f;

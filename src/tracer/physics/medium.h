@@ -283,7 +283,7 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       mode = stream_uniform(seed, b, kStreamBirefringent) < p_o ? kModeOrdinary : kModeExtraordinary;
       pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
       Vec3 rays[K];
-      rays[0] = e0.ray[mode];
+      rays[0] = entry_wave_ray(e0, ff, mode, c, ps.n_k[0], ms.ne_k[0]);
       unsigned ok = e0.tir[mode] ? 0u : 1u;
       FT_CHANNELS for (int k = 1; k < K; ++k) {
         if ((todo >> k) & 1u)
@@ -325,8 +325,8 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       if (frosted) {
         dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, s_prev);
       } else {
-        dir = e0.k_reflected;
-        s_prev = e0.s_axis;
+        dir = entry_reflected_k(ff, dir);
+        s_prev = ff.f.s;
       }
       ms.k = dir;
       return detail::end_bounce(ps, p, live, pos, dir, s_prev, false);
@@ -338,9 +338,10 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       return detail::diffuse_into_mode(ps, ms, p, m, live, pos, kn, true, n_out,
                                        stream_uniform(seed, b, kStreamBirefringent));
     }
-    ms.k = e0.k[mode];
+    ms.k = entry_wave_k(e0, ff, mode);
     ms.mode = mode;
-    return detail::end_bounce(ps, p, live, pos, e0.ray[mode], e0.s_axis, true);
+    return detail::end_bounce(ps, p, live, pos, entry_wave_ray(e0, ff, mode, c, ps.n_k[0], ms.ne_k[0]), ff.f.s,
+                              true);
   }
 
   // Inside: 4. absorption along S with the mode's α (unless the inclusions already applied it).
@@ -424,13 +425,13 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
     if ((todo & ~1u) != 0u) detail::intersect_classes(ps, dirs, ok | ~todo, live);
     ms.k = internal_reflected_k(w0, ff, mode);
     ms.mode = mode;
-    return detail::end_bounce(ps, p, live, pos, dirs[0], w0.s_axis, true);
+    return detail::end_bounce(ps, p, live, pos, dirs[0], ff.f.s, true);
   }
   if (frosted) {
     dir = frosted_direction(ps, p, planes, env, es, pos, n_out, live, s_prev);
   } else {
     dir = internal_exit_k(w0, ff, ms.k, ps.n_k[0], 1.0f);
-    s_prev = w0.s_axis;
+    s_prev = ff.f.s;
     // Exit splitting (§7.4): a channel leaving along its own direction is staged along it.
     for (unsigned mm = live & ~1u; mm != 0u; mm &= mm - 1u) {
       const int k = FT_LOWEST_BIT(mm);

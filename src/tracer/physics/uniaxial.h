@@ -90,10 +90,15 @@ FT_HD Vec3 fnormalize(Vec3 a) { return a * (1.0f / sqrtf(fdot(a, a))); }
 struct EQuad {
   float a, b, c;
 };
-FT_HD EQuad extraordinary_quadratic(float n_o, float n_e, float kt, Vec3 t, Vec3 z, Vec3 c) {
+/// The optic axis in the interface frame: (c·t̂, c·ŝ, c·ẑ).
+struct AxisInFrame {
+  float t, s, z;
+};
+
+FT_HD EQuad extraordinary_quadratic(float n_o, float n_e, float kt, AxisInFrame c) {
   const float no2 = n_o * n_o;
   const float de = fmaf(n_e, n_e, -no2);
-  const float al = fdot(c, t), ga = fdot(c, z);
+  const float al = c.t, ga = c.z;
   return EQuad{fmaf(de * ga, ga, no2), de * kt * al * ga,
                fmaf(kt * kt, fmaf(de * al, al, no2), -(no2 * (n_e * n_e)))};
 }
@@ -119,19 +124,16 @@ FT_HD Complexf extraordinary_q(const EQuad& e, float sign, bool& propagating, fl
 
 /// A crystal wave at the interface, in the interface frame's coordinates (docs/design/tracer.md §7.6): its electric
 /// field E = e_t t̂ + e_s ŝ + e_z ẑ as formed, not normalised (complex for an evanescent wave), its normal
-/// component q and the normal Poynting flux of that field (0 for an evanescent wave): the solution's amplitudes are
-/// relative to these fields, so the power amplitudes x·√(flux / incident flux) are the unit fields' without a
-/// square root and a division per field. The flux is given in closed form: a direct Re(E × H*)·ẑ loses its
-/// relative precision near grazing, where it is small. H = k × E is never formed: its tangential components follow
-/// from E and q (field_h_t, field_h_s).
+/// component q and the normal Poynting flux of that field (0 for an evanescent wave) as a fraction flux / flux_den:
+/// the solution's amplitudes are relative to these fields, so a power fraction is |x|² times the ratio of two waves'
+/// fluxes, formed with one division per solution for all its ratios (no normalisation, no square root, no division
+/// per field). The flux is given in closed form: a direct Re(E × H*)·ẑ loses its relative precision near grazing,
+/// where it is small. H = k × E is never formed: its tangential components follow from E and q (field_h_t,
+/// field_h_s).
 struct Field {
   Complexf et, es, ez, q;
-  float flux;
-};
-
-/// The optic axis in the interface frame: (c·t̂, c·ŝ, c·ẑ).
-struct AxisInFrame {
-  float t, s, z;
+  float flux;      ///< the normal flux's numerator (> 0 exactly when the wave propagates)
+  float flux_den;  ///< its denominator (> 0; 1 but for e waves)
 };
 
 /// The interface frame's handedness: t̂ × ŝ = h ẑ with h = +1 at an entry (ẑ into the crystal) and −1 inside
@@ -149,7 +151,7 @@ FT_HD float field_norm2(const Field& f) {
 FT_HD Field ordinary_field(float kt, Complexf q, AxisInFrame c, float hand, bool propagating) {
   const Complexf et = q * (-hand * c.s);
   const Complexf es{fmaf(q.re, hand * c.t, -(hand * kt * c.z)), q.im * (hand * c.t)};
-  Field f{et, es, cx(hand * kt * c.s), q, 0.0f};
+  Field f{et, es, cx(hand * kt * c.s), q, 0.0f, 1.0f};
   f.flux = propagating ? fabsf(q.re) * field_norm2(f) : 0.0f;
   return f;
 }
@@ -157,20 +159,21 @@ FT_HD Field ordinary_field(float kt, Complexf q, AxisInFrame c, float hand, bool
 /// The extraordinary wave with normal component q: E ∥ n_o² c − (k·c) k. For the unit field Ê its Poynting vector
 /// P = k − Ê(Ê·k) is parallel to εk, whose normal component is Aq + B = slope (±√(B² − AC) for a root of the
 /// quadratic), so the unit field's flux is |P|·slope/|εk| without cancellation; for E = |E|Ê that is
-/// |k|E|² − E(E·k)|·slope/|εk|.
+/// |k|E|² − E(E·k)|·slope/|εk|, formed as |P·εk|·slope over |εk|² (P ∥ εk: no square root).
 FT_HD Field extraordinary_field(float kt, Complexf q, AxisInFrame c, float n_o, float n_e, float slope,
                                 bool propagating) {
   const float no2 = n_o * n_o;
   const Complexf kc{fmaf(q.re, c.z, kt * c.t), q.im * c.z};
   const Complexf et{fmaf(-kc.re, kt, no2 * c.t), -(kc.im * kt)};
   const Complexf ez{fmaf(-kc.re, q.re, fmaf(kc.im, q.im, no2 * c.z)), -fmaf(kc.re, q.im, kc.im * q.re)};
-  Field f{et, cx(no2 * c.s), ez, q, 0.0f};
+  Field f{et, cx(no2 * c.s), ez, q, 0.0f, 1.0f};
   if (propagating) {
     const Vec3 kr{kt, 0.0f, q.re}, er{f.et.re, f.es.re, f.ez.re};
     const Vec3 cv{c.t, c.s, c.z};
     const Vec3 p = fmadd(er, -fdot(er, kr), kr * fdot(er, er));
     const Vec3 ek = fmadd(cv, fmaf(n_e, n_e, -no2) * fdot(kr, cv), kr * no2);
-    f.flux = fabsf(slope * sqrtf(fdot(p, p) / fdot(ek, ek)));  // |k|E|² − E(E·k)|·slope/|εk|
+    f.flux = fabsf(slope * fdot(p, ek));  // |k|E|² − E(E·k)|·slope/|εk| = flux / flux_den
+    f.flux_den = fdot(ek, ek);
   }
   return f;
 }
@@ -237,6 +240,13 @@ FT_HD Frame make_frame(Vec3 k, Vec3 n_out, bool entering, Vec3 s_hint) {
 }
 
 FT_HD float clamp01(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+/// tracer.md §7.5's test |k̂ × c|² ≤ 1e-6 for the wave vector k = k_t t̂ + q ẑ as formed (|k| the wave's index), in
+/// frame coordinates: |k × c|² ≤ 1e-6·|k|², without normalising k.
+FT_HD bool frame_wave_degenerate(float kt, float q, AxisInFrame c) {
+  const float x = q * c.s, y = fmaf(q, c.t, -(kt * c.z)), z = kt * c.s;
+  return fmaf(x, x, fmaf(y, y, z * z)) <= kUniaxialDegenerate * fmaf(kt, kt, q * q);
+}
 
 }  // namespace uniaxial_detail
 
@@ -310,16 +320,21 @@ FT_HD FacetFrame facet_frame(Vec3 k, Vec3 n_out, bool entering, Vec3 c, Vec3 s_h
   return FacetFrame{f, AxisInFrame{fdot(c, f.t), fdot(c, f.s), fdot(c, f.z)}};
 }
 
-/// Entry from an isotropic medium (index n1) into the crystal (docs/design/tracer.md §7.6). Power amplitudes: |·|²
-/// is a power fraction of the incident s or p wave. Jones matrices are indexed [out·2 + in] with in, out ∈ {s, p}
-/// for reflection and out ∈ {o, e} for transmission; the reflected wave's frame is (ŝ, k̂_r × ŝ).
+/// Entry from an isotropic medium (index n1) into the crystal (docs/design/tracer.md §7.6). Jones matrices are
+/// indexed [out·2 + in] with in, out ∈ {s, p} for reflection and out ∈ {o, e} for transmission; the reflected
+/// wave's frame is (ŝ, k̂_r × ŝ). The reflection entries are power amplitudes (|·|² a power fraction of the
+/// incident s or p wave). A transmitted row is kept as solved, relative to its mode's field as formed, with that
+/// row's power scale (the mode's flux over the incident's): |t|²·t_scale is the power fraction, and the power
+/// amplitude t·√t_scale is never needed by the transport (entry_transmission_amplitude forms it for tests). The
+/// modes' wave normals and rays are formed where taken (entry_wave_k, entry_wave_ray) from k_t and the normal
+/// components kept here; the plane of incidence's ŝ is the frame's (ff.f.s) and the mirror wave normal
+/// entry_reflected_k's. The structure is returned through local memory on the GPU: it holds nothing the caller has.
 struct UniaxialEntry {
-  Vec3 s_axis;          ///< ŝ of the plane of incidence
-  Vec3 k_reflected;     ///< mirror wave normal (outside)
-  Vec3 k[2];            ///< transmitted unit wave normals [o, e] (valid when the mode propagates)
-  Vec3 ray[2];          ///< transmitted ray directions S [o, e] (S = k for o)
+  float kt;             ///< k_t, the conserved tangential component
+  float q[2];           ///< the transmitted modes' normal components [o, e] (real parts)
   Complexf r[4];        ///< reflection Jones [ss, sp, ps, pp] (power amplitudes)
-  Complexf t[4];        ///< transmission Jones [os, op, es, ep] (power amplitudes)
+  Complexf t[4];        ///< transmission Jones [os, op, es, ep], each row relative to its mode's field
+  float t_scale[2];     ///< power scale of the rows [o, e] (0 for an evanescent mode)
   std::uint8_t tir[2];  ///< 1 when the mode is evanescent (no real root): it carries no power
   std::uint8_t
       degenerate;  ///< 1: scalar Fresnel at n_o (tracer.md §7.5); r/t then hold that solution with o ≡ s, e ≡ p
@@ -332,19 +347,19 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(FacetFrame ff, Vec3 k, Vec3 c, float 
   using namespace uniaxial_detail;
   UniaxialEntry out{};
   const Frame& f = ff.f;
-  out.s_axis = f.s;
   const float kz = fdot(k, f.z);
   out.cos_i = fabsf(kz);
-  out.k_reflected = fmadd(f.z, -2.0f * kz, k);
   const float kt = n1 * fdot(k, f.t);
   bool prop_o, prop_e;
   const Complexf qo = iso_q(n_o, kt, 1.0f, prop_o);
-  const EQuad eq = extraordinary_quadratic(n_o, n_e, kt, f.t, f.z, c);
+  const EQuad eq = extraordinary_quadratic(n_o, n_e, kt, ff.c);
   float slope_e;
   const Complexf qe = extraordinary_q(eq, 1.0f, prop_e, slope_e);
   out.tir[0] = prop_o ? 0 : 1;
   out.tir[1] = prop_e ? 0 : 1;
-  out.k[0] = fnormalize(fmadd(f.t, kt, f.z * qo.re));
+  out.kt = kt;
+  out.q[0] = qo.re;
+  out.q[1] = qe.re;
 
   const float q1 = n1 * out.cos_i;
   const AxisInFrame cf = ff.c;
@@ -356,32 +371,30 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(FacetFrame ff, Vec3 k, Vec3 c, float 
   const Residual re = iso_residual(we, kt, kHandEntry, cx(-q1), n1);
   const Residual rhs[2] = {{cx(-2.0f * q1), cx(0.0f)}, {cx(0.0f), cx(-2.0f * n1 * q1)}};
   Complexf xt[2][2];  // [incident s, p][o, e]
-  bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k[0], c) && !(q1 <= 0.0f);
+  bool ok = !uniaxial_degenerate(k, c) && !frame_wave_degenerate(kt, qo.re, cf) && !(q1 <= 0.0f);
   ok = ok && solve2<2>(ro, re, rhs, xt);
-  // The modes' geometry after the solve, so it is not live through it (on the GPU, registers).
-  out.k[1] = fnormalize(fmadd(f.t, kt, f.z * qe.re));
-  out.ray[0] = out.k[0];
-  out.ray[1] = extraordinary_ray(out.k[1], c, n_o, n_e);
   if (ok) {
     // The reflected amplitudes from the transmitted field W: s = (W − incident)·ŝ, p = −(W − incident)_H·ŝ/n1.
     // Reflected and incident waves share the flux q1, so their amplitudes are power amplitudes as they are.
     const Complexf hs_o = field_h_s(wo, kt, kHandEntry), hs_e = field_h_s(we, kt, kHandEntry);
-    const float inv_n1 = 1.0f / n1;
-    const float to = sqrtf(wo.flux / q1), te = sqrtf(we.flux / q1);
+    // One division for 1/n1 and the modes' power scales (their fluxes over q1; the o wave's flux_den is 1).
+    const float inv = 1.0f / (q1 * we.flux_den * n1);
+    const float inv_n1 = q1 * we.flux_den * inv;
+    out.t_scale[0] = wo.flux * we.flux_den * n1 * inv;
+    out.t_scale[1] = we.flux * n1 * inv;
     FT_UNROLL for (int i = 0; i < 2; ++i) {
       const Complexf ws = cfma(xt[i][0], wo.es, xt[i][1] * we.es);
       const Complexf wh = cfma(xt[i][0], hs_o, xt[i][1] * hs_e);
       out.r[i] = i == 0 ? ws - cx(1.0f) : ws;                  // ss, sp
       out.r[2 + i] = (i == 0 ? wh : wh + cx(n1)) * (-inv_n1);  // ps, pp
-      out.t[i] = xt[i][0] * to;                                // os, op
-      out.t[2 + i] = xt[i][1] * te;                            // es, ep
+      out.t[i] = xt[i][0];                                     // os, op
+      out.t[2 + i] = xt[i][1];                                 // es, ep
     }
     return out;
   }
   // Scalar Fresnel at n_o (tracer.md §7.5): both modes along the o wave normal, o ≡ s and e ≡ p.
   out.degenerate = 1;
-  out.k[1] = out.k[0];
-  out.ray[1] = out.k[0];
+  out.q[1] = out.q[0];
   out.tir[1] = out.tir[0];
   const float cos_t = cos_transmitted(n1 / n_o, out.cos_i);
   if (cos_t < 0.0f) {
@@ -393,14 +406,57 @@ FT_HD_OUTLINE UniaxialEntry uniaxial_entry(FacetFrame ff, Vec3 k, Vec3 c, float 
   out.r[0] = cx(a.rs);
   out.r[3] = cx(a.rp);
   const float ts2 = 1.0f - a.rs * a.rs, tp2 = 1.0f - a.rp * a.rp;
-  out.t[0] = cx(sqrtf(ts2 > 0.0f ? ts2 : 0.0f));
-  out.t[3] = cx(sqrtf(tp2 > 0.0f ? tp2 : 0.0f));
+  out.t[0] = cx(1.0f);
+  out.t[3] = cx(1.0f);
+  out.t_scale[0] = ts2 > 0.0f ? ts2 : 0.0f;
+  out.t_scale[1] = tp2 > 0.0f ? tp2 : 0.0f;
   return out;
 }
 
 /// Entry of unit wave normal k through the facet of outward normal n_out (its frame made here).
 FT_HD UniaxialEntry uniaxial_entry(Vec3 k, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e, Vec3 s_hint) {
   return uniaxial_entry(facet_frame(k, n_out, true, c, s_hint), k, c, n1, n_o, n_e);
+}
+
+/// The mirror wave normal (outside) of unit incident wave normal k at the facet of frame ff.
+FT_HD Vec3 entry_reflected_k(const FacetFrame& ff, Vec3 k) {
+  using namespace uniaxial_detail;
+  return fmadd(ff.f.z, -2.0f * fdot(k, ff.f.z), k);
+}
+
+/// The transmitted unit wave normal of `mode` (valid when the mode propagates) of the entry solution e in its frame
+/// ff (both modes along the o normal when degenerate).
+FT_HD Vec3 entry_wave_k(const UniaxialEntry& e, const FacetFrame& ff, std::uint32_t mode) {
+  using namespace uniaxial_detail;
+  return fnormalize(fmadd(ff.f.t, e.kt, ff.f.z * e.q[mode]));
+}
+
+/// The transmitted ray direction S of `mode` (S = k for o and when degenerate), c, n_o, n_e as given to
+/// uniaxial_entry.
+FT_HD Vec3 entry_wave_ray(const UniaxialEntry& e, const FacetFrame& ff, std::uint32_t mode, Vec3 c, float n_o,
+                          float n_e) {
+  const Vec3 k = entry_wave_k(e, ff, mode);
+  return mode == kModeOrdinary || e.degenerate ? k : extraordinary_ray(k, c, n_o, n_e);
+}
+
+/// Both transmitted modes' directions at once (tests and tools; the transport forms only the one it takes).
+struct EntryGeometry {
+  Vec3 k[2];    ///< transmitted unit wave normals [o, e] (valid where the mode propagates)
+  Vec3 ray[2];  ///< transmitted ray directions S [o, e]
+};
+FT_HD EntryGeometry entry_geometry(const UniaxialEntry& e, const FacetFrame& ff, Vec3 c, float n_o, float n_e) {
+  EntryGeometry g;
+  for (std::uint32_t m = 0; m < 2; ++m) {
+    g.k[m] = entry_wave_k(e, ff, m);
+    g.ray[m] = entry_wave_ray(e, ff, m, c, n_o, n_e);
+  }
+  return g;
+}
+
+/// Transmission Jones entry j (os, op, es, ep) as a power amplitude (|·|² a power fraction): tests and tools.
+FT_HD Complexf entry_transmission_amplitude(const UniaxialEntry& e, int j) {
+  using namespace uniaxial_detail;
+  return e.t[j] * sqrtf(e.t_scale[j >> 1]);
 }
 
 /// Power carried out by Jones row (j_s, j_p) for an incident Stokes vector s (I, Q, U, V) in the (ŝ, p̂) frame:
@@ -414,7 +470,7 @@ FT_HD float jones_row_power(Complexf js, Complexf jp, const float* s) {
 
 /// Power transmitted into a mode (kModeOrdinary / kModeExtraordinary) for incident Stokes s.
 FT_HD float entry_mode_power(const UniaxialEntry& e, std::uint32_t mode, const float* s) {
-  return jones_row_power(e.t[2 * mode], e.t[2 * mode + 1], s);
+  return jones_row_power(e.t[2 * mode], e.t[2 * mode + 1], s) * e.t_scale[mode];
 }
 
 /// Total reflected power for incident Stokes s.
@@ -454,20 +510,23 @@ FT_HD void apply_jones(float* s, const Complexf* j, float scale) {
 
 /// A facet met from inside (docs/design/tracer.md §7.6): the incident mode's reflection into both crystal modes (the
 /// reflected path is relabelled by the mode it continues in) and its refraction into the outside medium (index n2).
-/// The reflected e wave's and the exit wave's directions are not formed here but by internal_reflected_k,
-/// internal_reflected_ray and internal_exit_k from the normal components kept here, so each channel's solution
-/// forms only the one direction its path takes (the same bits as forming them all).
+/// A reflected path goes on as the intensity of one mode, so only the reflected powers are kept. The transmitted
+/// Jones vector is kept as solved, relative to the fields as formed, with its power scale (the exit waves' flux over
+/// the incident's): |t|²·t_scale is a power fraction without a square root (internal_transmitted_amplitude forms
+/// the power amplitude for tests and tools). No direction is formed here, only the normal components:
+/// internal_reflected_k, internal_reflected_ray and internal_exit_k form them, so each channel's solution forms
+/// only the one direction its path takes. The plane of incidence's ŝ is the frame's (ff.f.s). The structure is
+/// returned through local memory on the GPU: it holds nothing the caller has.
 struct UniaxialInternal {
-  Vec3 s_axis;       ///< ŝ of the plane of incidence
-  Vec3 k_reflected;  ///< the reflected o wave's unit normal (the mirror direction when degenerate)
   float kt;          ///< k_t, the conserved tangential component
-  float q_e;         ///< the reflected e wave's normal component (real part)
+  float q_r[2];      ///< the reflected o and e waves' normal components (real parts)
   float q_out;       ///< the exit wave's normal component (0 past the critical angle)
-  Complexf r[2];     ///< power amplitudes into the reflected o and e modes
-  Complexf t[2];     ///< transmitted Jones vector (s, p) in the frame (ŝ, k̂_out × ŝ), power amplitudes
+  float r_power[2];  ///< power fractions into the reflected o and e modes (0 for an evanescent mode)
+  Complexf t[2];     ///< transmitted Jones vector (s, p) in the frame (ŝ, k̂_out × ŝ), relative
+  float t_scale;     ///< its power scale (0 past the critical angle)
   std::uint8_t tir_reflected[2];  ///< 1 when that reflected mode is evanescent
   std::uint8_t tir_out;           ///< 1 past the incident mode's critical angle (no transmitted power)
-  std::uint8_t degenerate;  ///< 1: scalar Fresnel at n_o; r[0] = √R, t = (√T_s/2, √T_p/2) unpolarised powers
+  std::uint8_t degenerate;  ///< 1: scalar Fresnel at n_o; powers R and (T_s/2, T_p/2) for unpolarised light
   float cos_i;              ///< |k̂·N| of the incident wave normal
 };
 
@@ -479,7 +538,6 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
   using namespace uniaxial_detail;
   UniaxialInternal out{};
   const Frame& f = ff.f;
-  out.s_axis = f.s;
   const float kz = fdot(k, f.z);
   out.cos_i = fabsf(kz);
   const float n_in = mode_index(mode, k, c, n_o, n_e);
@@ -488,7 +546,7 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
   // Reflected normal components: the same mode's other root is real (o: −q; e: Vieta, −2B/A − q), the other mode's
   // may be evanescent.
   bool prop_o = true, prop_e = true, prop_t;
-  const EQuad eq = extraordinary_quadratic(n_o, n_e, kt, f.t, f.z, c);
+  const EQuad eq = extraordinary_quadratic(n_o, n_e, kt, ff.c);
   Complexf qo, qe;
   float slope_e, slope_in = 0.0f;
   if (mode == kModeOrdinary) {
@@ -504,9 +562,9 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
   out.tir_reflected[0] = prop_o ? 0 : 1;
   out.tir_reflected[1] = prop_e ? 0 : 1;
   out.tir_out = prop_t ? 0 : 1;
-  out.k_reflected = fnormalize(fmadd(f.t, kt, f.z * qo.re));
   out.kt = kt;
-  out.q_e = qe.re;
+  out.q_r[0] = qo.re;
+  out.q_r[1] = qe.re;
   out.q_out = prop_t ? q2.re : 0.0f;
 
   const AxisInFrame cf = ff.c;
@@ -518,7 +576,7 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
   const Residual ri = iso_residual(inc, kt, kHandInternal, q2, n2);
   const Residual rhs[1] = {{cx(0.0f) - ri.a, cx(0.0f) - ri.b}};
   Complexf xr[1][2]{};  // [o, e]
-  bool ok = !uniaxial_degenerate(k, c) && !uniaxial_degenerate(out.k_reflected, c) && inc.flux > 0.0f;
+  bool ok = !uniaxial_degenerate(k, c) && !frame_wave_degenerate(kt, qo.re, cf) && inc.flux > 0.0f;
   ok = ok && solve2<1>(iso_residual(wo, kt, kHandInternal, q2, n2),
                        iso_residual(we, kt, kHandInternal, q2, n2), rhs, xr);
   if (ok) {
@@ -529,47 +587,49 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
     const Complexf vh = cfma(x0, field_h_s(wo, kt, kHandInternal),
                              cfma(x1, field_h_s(we, kt, kHandInternal), field_h_s(inc, kt, kHandInternal)));
     const float ft = prop_t ? fabsf(q2.re) : 0.0f;
-    // Power amplitudes: each amplitude times √(its flux / the incident flux), so |·|² is a power fraction.
-    const float inv_in = 1.0f / inc.flux;
-    out.r[0] = x0 * sqrtf(wo.flux * inv_in);
-    out.r[1] = x1 * sqrtf(we.flux * inv_in);
-    const float at = sqrtf(ft * inv_in);
-    out.t[0] = vs * at;
-    out.t[1] = vh * (-at / n2);
+    // Power scales, each wave's flux over the incident's, so |amplitude|²·scale is a power fraction, and 1/n2 from
+    // one division (the o waves' flux_den is 1; the incident's is its own mode's).
+    const float inv = 1.0f / (inc.flux * we.flux_den * n2);
+    const float g = inc.flux_den * n2 * inv;  // (1/incident flux)/we.flux_den
+    out.r_power[0] = abs2(x0) * (wo.flux * we.flux_den * g);
+    out.r_power[1] = abs2(x1) * (we.flux * g);
+    out.t[0] = vs;
+    out.t[1] = vh * -(inc.flux * we.flux_den * inv);
+    out.t_scale = ft * we.flux_den * g;
     return out;
   }
   // Scalar Fresnel at n_o (tracer.md §7.5): the mirror direction and Snell at n_o, unpolarised powers.
   out.degenerate = 1;
-  const Vec3 mirror = fmadd(f.z, -2.0f * kz, k);
-  out.k_reflected = mirror;
+  out.kt = fdot(k, f.t);  // both reflected normals along the mirror direction, of unit length
+  out.q_r[0] = out.q_r[1] = -kz;
   out.tir_reflected[0] = out.tir_reflected[1] = 0;
   const float cos_t = cos_transmitted(n_o / n2, out.cos_i);
   out.tir_out = cos_t < 0.0f ? 1 : 0;
   if (cos_t < 0.0f) {
-    out.r[0] = cx(1.0f);
+    out.r_power[0] = 1.0f;
     return out;
   }
   const FresnelAmps a = fresnel_amps(n_o, n2, out.cos_i, cos_t);
-  const float r2 = 0.5f * (a.rs * a.rs + a.rp * a.rp);
   const float ts2 = 0.5f * (1.0f - a.rs * a.rs), tp2 = 0.5f * (1.0f - a.rp * a.rp);
-  out.r[0] = cx(sqrtf(r2));
+  out.r_power[0] = 0.5f * (a.rs * a.rs + a.rp * a.rp);
   out.t[0] = cx(sqrtf(ts2 > 0.0f ? ts2 : 0.0f));
   out.t[1] = cx(sqrtf(tp2 > 0.0f ? tp2 : 0.0f));
+  out.t_scale = 1.0f;
   return out;
 }
 
-/// The reflected wave normal of `mode` from an internal solution w in its frame ff.
+/// The reflected wave normal of `mode` from an internal solution w in its frame ff (the mirror direction when
+/// degenerate).
 FT_HD Vec3 internal_reflected_k(const UniaxialInternal& w, const FacetFrame& ff, std::uint32_t mode) {
   using namespace uniaxial_detail;
-  if (mode == kModeOrdinary || w.degenerate) return w.k_reflected;
-  return fnormalize(fmadd(ff.f.t, w.kt, ff.f.z * w.q_e));
+  return fnormalize(fmadd(ff.f.t, w.kt, ff.f.z * w.q_r[mode]));
 }
 
 /// The reflected ray direction S of `mode` (S = k for o and when degenerate).
 FT_HD Vec3 internal_reflected_ray(const UniaxialInternal& w, const FacetFrame& ff, std::uint32_t mode, Vec3 c,
                                   float n_o, float n_e) {
-  if (mode == kModeOrdinary || w.degenerate) return w.k_reflected;
-  return extraordinary_ray(internal_reflected_k(w, ff, mode), c, n_o, n_e);
+  const Vec3 k = internal_reflected_k(w, ff, mode);
+  return mode == kModeOrdinary || w.degenerate ? k : extraordinary_ray(k, c, n_o, n_e);
 }
 
 /// The transmitted unit wave normal outside (valid unless w.tir_out) of the solution w for incident unit wave
@@ -606,23 +666,28 @@ FT_HD UniaxialInternal uniaxial_internal(Vec3 k, std::uint32_t mode, Vec3 n_out,
 }
 
 /// Stokes vector of the transmitted wave for an incident mode of intensity i: i·(|t_s|² + |t_p|², |t_s|² − |t_p|²,
-/// 2 Re(t_s t_p*), −2 Im(t_s t_p*)) in the frame (ŝ, k̂_out × ŝ).
+/// 2 Re(t_s t_p*), −2 Im(t_s t_p*)) in the frame (ŝ, k̂_out × ŝ), t the power amplitudes.
 FT_HD void internal_transmitted_stokes(const UniaxialInternal& w, float i, float* s) {
   using namespace uniaxial_detail;
   const float a = abs2(w.t[0]), b = abs2(w.t[1]);
   const Complexf x = w.t[0] * conj(w.t[1]);
-  s[0] = (a + b) * i;
-  s[1] = (a - b) * i;
-  s[2] = 2.0f * x.re * i;
-  s[3] = -2.0f * x.im * i;
+  const float is = i * w.t_scale;
+  s[0] = (a + b) * is;
+  s[1] = (a - b) * is;
+  s[2] = 2.0f * x.re * is;
+  s[3] = -2.0f * x.im * is;
 }
 
 /// Reflected power into a mode and the total transmitted power.
-FT_HD float internal_reflected_power(const UniaxialInternal& w, std::uint32_t mode) {
-  return uniaxial_detail::abs2(w.r[mode]);
-}
+FT_HD float internal_reflected_power(const UniaxialInternal& w, std::uint32_t mode) { return w.r_power[mode]; }
 FT_HD float internal_transmitted_power(const UniaxialInternal& w) {
-  return uniaxial_detail::abs2(w.t[0]) + uniaxial_detail::abs2(w.t[1]);
+  return (uniaxial_detail::abs2(w.t[0]) + uniaxial_detail::abs2(w.t[1])) * w.t_scale;
+}
+
+/// The power amplitude (|·|² a power fraction) of the transmitted s (j = 0) and p (j = 1) waves: tests and tools.
+FT_HD Complexf internal_transmitted_amplitude(const UniaxialInternal& w, int j) {
+  using namespace uniaxial_detail;
+  return w.t[j] * sqrtf(w.t_scale);
 }
 
 }  // namespace facetrace::tracer::physics
