@@ -386,7 +386,12 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       }
       const float pk = mode_split_probability(rok, rek);
       pdf[k] *= fresnel * (mode == kModeOrdinary ? pk : 1.0f - pk);
-      dirs[k] = internal_reflected_ray(wk, ff, mode, c, ps.n_k[k], ms.ne_k[k]);
+      // An o wave reflected as o leaves along the mirror direction at every wavelength (k_t and q both scale with
+      // n_o), so a channel's direction equals the hero's to rounding and the class test below cannot part them:
+      // it takes the hero's (channel 0 is done first) instead of forming its own.
+      dirs[k] = k > 0 && mode == kModeOrdinary && ms.mode == kModeOrdinary
+                    ? dirs[0]
+                    : internal_reflected_ray(wk, ff, mode, c, ps.n_k[k], ms.ne_k[k]);
       ok |= wk.tir_reflected[mode] ? 0u : 1u << k;
       if (is_live) sk[0] *= (mode == kModeOrdinary ? rok : rek) * inv_r / pm;
       return;
