@@ -108,7 +108,8 @@ FT_HD EQuad extraordinary_quadratic(float n_o, float n_e, float kt, AxisInFrame 
 FT_HD Complexf iso_q(float n, float kt, float sign, bool& propagating) {
   const float d = (n - kt) * (n + kt);  // n² − k_t² without the cancellation near grazing
   propagating = d >= 0.0f;
-  return propagating ? cx(sign * sqrtf(d)) : cx(0.0f, sign * sqrtf(-d));
+  const float root = sign * sqrtf(fabsf(d));  // one square root for both cases (one copy of its code)
+  return propagating ? cx(root) : cx(0.0f, root);
 }
 
 /// Extraordinary normal component (A q² + 2B q + C = 0, docs/design/tracer.md §7.6): the root carrying energy
