@@ -28,7 +28,8 @@ FT_HD float refractive_index(const DispersionCoeffs& d, float lambda_nm) {
   const float l2 = l * l;
   float n;
   if (d.model == kDispCauchy) {
-    n = d.b[0] + d.b[1] / l2 + d.b[2] / (l2 * l2);
+    // A zero C term (most two-term fits) adds +0 without dividing it (IEEE division's slow path on the GPU).
+    n = d.b[0] + d.b[1] / l2 + (d.b[2] != 0.0f ? d.b[2] / (l2 * l2) : 0.0f);
   } else {
     float n2 = 1.0f + d.b[0] * l2 / (l2 - d.c[0]);
     if (d.model == kDispSellmeier3) {

@@ -90,19 +90,21 @@ FT_HD float mode_alpha(const TraceParams& p, const MediumParams& m, float hero, 
 /// channels outside the hero's class stop (S_k = 0, not live). docs/design/tracer.md §7.4 and §7.7.
 FT_HD void intersect_classes(PathState& ps, const Vec3* dirs, unsigned ok, unsigned& live) {
   constexpr int K = kChannels;
-  std::uint8_t cls[K];
-  FT_UNROLL for (int k = 0; k < K; ++k) cls[k] = static_cast<std::uint8_t>(1u << k);
+  // The classes packed as compat is (byte k = the channels in k's class), so they stay in registers and
+  // compat ∩= them is one AND; each channel's direction is loaded once per row.
+  std::uint64_t cls = 0x8040201008040201ull;  // byte k = 1 << k
   FT_CHANNELS for (int j = 0; j < K; ++j) {
+    if (!((ok >> j) & 1u)) continue;
+    const Vec3 dj = dirs[j];
     FT_CHANNELS for (int k = j + 1; k < K; ++k) {
-      if (((ok >> j) & (ok >> k) & 1u) && dot(dirs[j], dirs[k]) >= kSameDirection) {
-        cls[j] = static_cast<std::uint8_t>(cls[j] | (1u << k));
-        cls[k] = static_cast<std::uint8_t>(cls[k] | (1u << j));
+      if (((ok >> k) & 1u) && dot(dj, dirs[k]) >= kSameDirection) {
+        cls |= (std::uint64_t{1} << (8 * j + k)) | (std::uint64_t{1} << (8 * k + j));
       }
     }
   }
+  ps.compat &= cls;
   FT_CHANNELS for (int k = 0; k < K; ++k) {
-    ps.compat &= ~(static_cast<std::uint64_t>(0xFFu & ~static_cast<unsigned>(cls[k])) << (8 * k));
-    if (k > 0 && !(cls[0] & (1u << k))) {
+    if (k > 0 && !((cls >> k) & 1u)) {
       ps.st[k][0] = ps.st[k][1] = ps.st[k][2] = ps.st[k][3] = 0.0f;
       live &= ~(1u << k);
     }
@@ -312,7 +314,8 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       } else {
         const float pk = mode_split_probability(po_k, pe_k);
         pdf[k] *= detail::clamp_pdf(1.0f - rk) * (mode == kModeOrdinary ? pk : 1.0f - pk);
-        sk[0] = (mode == kModeOrdinary ? po_k : pe_k) * inv_t / pm;
+        // A dead channel's S_k is zero and unread: no division of its zero (IEEE division's slow path on the GPU).
+        if (is_live) sk[0] = (mode == kModeOrdinary ? po_k : pe_k) * inv_t / pm;
       }
       sk[1] = sk[2] = sk[3] = 0.0f;
     };
@@ -423,11 +426,15 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
                                        stream_uniform(seed, b, kStreamModeCoupling));
     }
     // The other mode's direction depends on the index: compat ∩= the classes of the reflected rays. A channel
-    // outside the worklist is dead and unread; it keeps the hero's direction for the class test.
-    FT_CHANNELS for (int k = 1; k < K; ++k) {
-      if (!((todo >> k) & 1u)) dirs[k] = dirs[0];
+    // outside the worklist is dead and unread; it keeps the hero's direction for the class test. An o wave
+    // reflected as o gave every channel the hero's direction and none is evanescent: every class is all eight
+    // channels and the test would change nothing, so it is skipped.
+    if ((todo & ~1u) != 0u && !(mode == kModeOrdinary && ms.mode == kModeOrdinary)) {
+      FT_CHANNELS for (int k = 1; k < K; ++k) {
+        if (!((todo >> k) & 1u)) dirs[k] = dirs[0];
+      }
+      detail::intersect_classes(ps, dirs, ok | ~todo, live);
     }
-    if ((todo & ~1u) != 0u) detail::intersect_classes(ps, dirs, ok | ~todo, live);
     ms.k = internal_reflected_k(w0, ff, mode);
     ms.mode = mode;
     return detail::end_bounce(ps, p, live, pos, dirs[0], ff.f.s, true);

@@ -555,7 +555,8 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
     qe = extraordinary_q(eq, -1.0f, prop_e, slope_e);
   } else {
     qo = iso_q(n_o, kt, -1.0f, prop_o);
-    qe = cx(-2.0f * eq.b / eq.a - q_in);  // Vieta: the other root of the same quadratic
+    // Vieta: the other root of the same quadratic (B = 0, k_t or c·t̂ or c·ẑ zero, adds −0 without dividing it).
+    qe = cx((eq.b != 0.0f ? -2.0f * eq.b / eq.a : 0.0f) - q_in);
     slope_in = fabsf(fmaf(eq.a, q_in, eq.b));
     slope_e = slope_in;
   }
