@@ -425,15 +425,14 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       return detail::diffuse_into_mode(ps, ms, p, m, live, pos, kn, true, n_out,
                                        stream_uniform(seed, b, kStreamModeCoupling));
     }
-    // The other mode's direction depends on the index: compat ∩= the classes of the reflected rays. A channel
-    // outside the worklist is dead and unread; it keeps the hero's direction for the class test. An o wave
-    // reflected as o gave every channel the hero's direction and none is evanescent: every class is all eight
-    // channels and the test would change nothing, so it is skipped.
+    // The other mode's direction depends on the index: compat ∩= the classes of the reflected rays, among the
+    // worklist's channels (ok holds only those). A channel outside it is dead, stays dead, and neither its compat
+    // row nor its bit in a live or split channel's row is ever read again (uniaxial_todo), so leaving it out of
+    // the classes changes nothing that is read. An o wave reflected as o gave every channel the hero's direction
+    // and none is evanescent: every class is the whole worklist and the test would change nothing, so it is
+    // skipped.
     if ((todo & ~1u) != 0u && !(mode == kModeOrdinary && ms.mode == kModeOrdinary)) {
-      FT_CHANNELS for (int k = 1; k < K; ++k) {
-        if (!((todo >> k) & 1u)) dirs[k] = dirs[0];
-      }
-      detail::intersect_classes(ps, dirs, ok | ~todo, live);
+      detail::intersect_classes(ps, dirs, ok, live);
     }
     ms.k = internal_reflected_k(w0, ff, mode);
     ms.mode = mode;
