@@ -279,13 +279,15 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
     // whose ray in that mode leaves the hero's stops (compat ∩= the classes, §7.4).
     std::uint32_t mode = kModeOrdinary;
     float pm = 1.0f;
+    Vec3 ray0{};  // the hero's ray in the chosen mode (a polished entry)
     if (!reflect && !frosted) {
       const float p_o = mode_split_probability(entry_mode_power(e0, kModeOrdinary, st[0]),
                                                entry_mode_power(e0, kModeExtraordinary, st[0]));
       mode = stream_uniform(seed, b, kStreamBirefringent) < p_o ? kModeOrdinary : kModeExtraordinary;
       pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
       Vec3 rays[K];
-      rays[0] = entry_wave_ray(e0, ff, mode, c, ps.n_k[0], ms.ne_k[0]);
+      ray0 = entry_wave_ray(e0, ff, mode, c, ps.n_k[0], ms.ne_k[0]);
+      rays[0] = ray0;
       unsigned ok = e0.tir[mode] ? 0u : 1u;
       FT_CHANNELS for (int k = 1; k < K; ++k) {
         if ((todo >> k) & 1u)
@@ -343,8 +345,7 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
     }
     ms.k = entry_wave_k(e0, ff, mode);
     ms.mode = mode;
-    return detail::end_bounce(ps, p, live, pos, entry_wave_ray(e0, ff, mode, c, ps.n_k[0], ms.ne_k[0]), ff.f.s,
-                              true);
+    return detail::end_bounce(ps, p, live, pos, ray0, ff.f.s, true);
   }
 
   // Inside: 4. absorption along S with the mode's α (unless the inclusions already applied it).
@@ -372,6 +373,10 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
     mode = stream_uniform(seed, b, kStreamModeCoupling) < p_o ? kModeOrdinary : kModeExtraordinary;
     pm = mode == kModeOrdinary ? p_o : 1.0f - p_o;
   }
+  // An o wave reflected as o leaves along the mirror direction at every wavelength (k_t and q both scale with n_o)
+  // and is never evanescent: every channel keeps the hero's direction, no class can change, and the followers form
+  // no direction and the class test is skipped.
+  const bool mirror_all = mode == kModeOrdinary && ms.mode == kModeOrdinary;
   Vec3 dirs[K];  // per channel: the reflected ray (polished reflection) or the exit wave normal (exit)
   unsigned ok = 0u;
   // Channel k's update from its facet solution (the hero's is w0).
@@ -389,12 +394,7 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
       }
       const float pk = mode_split_probability(rok, rek);
       pdf[k] *= fresnel * (mode == kModeOrdinary ? pk : 1.0f - pk);
-      // An o wave reflected as o leaves along the mirror direction at every wavelength (k_t and q both scale with
-      // n_o), so a channel's direction equals the hero's to rounding and the class test below cannot part them:
-      // it takes the hero's (channel 0 is done first) instead of forming its own.
-      dirs[k] = k > 0 && mode == kModeOrdinary && ms.mode == kModeOrdinary
-                    ? dirs[0]
-                    : internal_reflected_ray(wk, ff, mode, c, ps.n_k[k], ms.ne_k[k]);
+      if (k == 0 || !mirror_all) dirs[k] = internal_reflected_ray(wk, ff, mode, c, ps.n_k[k], ms.ne_k[k]);
       ok |= wk.tir_reflected[mode] ? 0u : 1u << k;
       if (is_live) sk[0] *= (mode == kModeOrdinary ? rok : rek) * inv_r / pm;
       return;
@@ -428,12 +428,8 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
     // The other mode's direction depends on the index: compat ∩= the classes of the reflected rays, among the
     // worklist's channels (ok holds only those). A channel outside it is dead, stays dead, and neither its compat
     // row nor its bit in a live or split channel's row is ever read again (uniaxial_todo), so leaving it out of
-    // the classes changes nothing that is read. An o wave reflected as o gave every channel the hero's direction
-    // and none is evanescent: every class is the whole worklist and the test would change nothing, so it is
-    // skipped.
-    if ((todo & ~1u) != 0u && !(mode == kModeOrdinary && ms.mode == kModeOrdinary)) {
-      detail::intersect_classes(ps, dirs, ok, live);
-    }
+    // the classes changes nothing that is read. Skipped when mirror_all (above).
+    if ((todo & ~1u) != 0u && !mirror_all) detail::intersect_classes(ps, dirs, ok, live);
     ms.k = internal_reflected_k(w0, ff, mode);
     ms.mode = mode;
     return detail::end_bounce(ps, p, live, pos, dirs[0], ff.f.s, true);

@@ -321,6 +321,13 @@ FT_HD FacetFrame facet_frame(Vec3 k, Vec3 n_out, bool entering, Vec3 c, Vec3 s_h
   return FacetFrame{f, AxisInFrame{fdot(c, f.t), fdot(c, f.s), fdot(c, f.z)}};
 }
 
+/// The unit wave normal k_t t̂ + q ẑ (normalised) in the frame ff: a solution's waves from its k_t and normal
+/// components, formed only where a path takes them.
+FT_HD Vec3 frame_wave_k(const FacetFrame& ff, float kt, float q) {
+  using namespace uniaxial_detail;
+  return fnormalize(fmadd(ff.f.t, kt, ff.f.z * q));
+}
+
 /// Entry from an isotropic medium (index n1) into the crystal (docs/design/tracer.md §7.6). Jones matrices are
 /// indexed [out·2 + in] with in, out ∈ {s, p} for reflection and out ∈ {o, e} for transmission; the reflected
 /// wave's frame is (ŝ, k̂_r × ŝ). The reflection entries are power amplitudes (|·|² a power fraction of the
@@ -428,8 +435,7 @@ FT_HD Vec3 entry_reflected_k(const FacetFrame& ff, Vec3 k) {
 /// The transmitted unit wave normal of `mode` (valid when the mode propagates) of the entry solution e in its frame
 /// ff (both modes along the o normal when degenerate).
 FT_HD Vec3 entry_wave_k(const UniaxialEntry& e, const FacetFrame& ff, std::uint32_t mode) {
-  using namespace uniaxial_detail;
-  return fnormalize(fmadd(ff.f.t, e.kt, ff.f.z * e.q[mode]));
+  return frame_wave_k(ff, e.kt, e.q[mode]);
 }
 
 /// The transmitted ray direction S of `mode` (S = k for o and when degenerate), c, n_o, n_e as given to
@@ -623,8 +629,7 @@ FT_HD_OUTLINE UniaxialInternal uniaxial_internal(FacetFrame ff, Vec3 k, std::uin
 /// The reflected wave normal of `mode` from an internal solution w in its frame ff (the mirror direction when
 /// degenerate).
 FT_HD Vec3 internal_reflected_k(const UniaxialInternal& w, const FacetFrame& ff, std::uint32_t mode) {
-  using namespace uniaxial_detail;
-  return fnormalize(fmadd(ff.f.t, w.kt, ff.f.z * w.q_r[mode]));
+  return frame_wave_k(ff, w.kt, w.q_r[mode]);
 }
 
 /// The reflected ray direction S of `mode` (S = k for o and when degenerate).
@@ -638,7 +643,7 @@ FT_HD Vec3 internal_reflected_ray(const UniaxialInternal& w, const FacetFrame& f
 /// normal k in its frame ff, n_o and n2 as given to uniaxial_internal (Snell at n_o when degenerate).
 FT_HD Vec3 internal_exit_k(const UniaxialInternal& w, const FacetFrame& ff, Vec3 k, float n_o, float n2) {
   using namespace uniaxial_detail;
-  if (!w.degenerate) return fnormalize(fmadd(ff.f.t, w.kt, ff.f.z * w.q_out));
+  if (!w.degenerate) return frame_wave_k(ff, w.kt, w.q_out);
   const float eta = n_o / n2;
   const float cos_t = cos_transmitted(eta, w.cos_i);
   return fnormalize(fmadd(k, eta, ff.f.z * fmaf(-eta, w.cos_i, cos_t)));
