@@ -220,7 +220,7 @@ struct alignas(16) SavedMediumPath {
   physics::EnvPathState es;
   std::uint64_t tuple;
 };
-static_assert(sizeof(physics::MediumPathState) == 48 && sizeof(physics::EnvPathState) == 16,
+static_assert(sizeof(physics::MediumPathState) == 112 && sizeof(physics::EnvPathState) == 16,
               "save_medium_path must copy every MediumPathState and EnvPathState field");
 __device__ __forceinline__ void save_medium_path(SavedMediumPath& dst, const physics::PathState& ps,
                                                  const physics::MediumPathState& ms,
@@ -228,7 +228,11 @@ __device__ __forceinline__ void save_medium_path(SavedMediumPath& dst, const phy
   copy_path(dst.ps, ps);
   dst.ms.k = ms.k;
   dst.ms.mode = ms.mode;
-  for (int k = 0; k < physics::kChannels; ++k) dst.ms.ne_k[k] = ms.ne_k[k];
+  for (int k = 0; k < physics::kChannels; ++k) {
+    dst.ms.ne_k[k] = ms.ne_k[k];
+    dst.ms.ao_k[k] = ms.ao_k[k];
+    dst.ms.ae_k[k] = ms.ae_k[k];
+  }
   for (int c = 0; c < 3; ++c) dst.es.xyz[c] = es.xyz[c];
   dst.es.bsdf_pdf = es.bsdf_pdf;
   dst.tuple = tuple;
@@ -240,7 +244,11 @@ __device__ __forceinline__ std::uint64_t load_medium_path(physics::PathState& ps
   copy_path(ps, src.ps);
   ms.k = src.ms.k;
   ms.mode = src.ms.mode;
-  for (int k = 0; k < physics::kChannels; ++k) ms.ne_k[k] = src.ms.ne_k[k];
+  for (int k = 0; k < physics::kChannels; ++k) {
+    ms.ne_k[k] = src.ms.ne_k[k];
+    ms.ao_k[k] = src.ms.ao_k[k];
+    ms.ae_k[k] = src.ms.ae_k[k];
+  }
   for (int c = 0; c < 3; ++c) es.xyz[c] = src.es.xyz[c];
   es.bsdf_pdf = src.es.bsdf_pdf;
   return src.tuple;
@@ -255,7 +263,7 @@ struct MediumQueueHeader {
   std::uint32_t next;  ///< the next queued path the persistent kernel hands out
 };
 static_assert(sizeof(MediumQueueHeader) == kHandoffHeaderBytes, "MediumQueueHeader layout");
-/// A phased launch takes at most this many tuples at a time (the queue capacity: 2^21 × 372 B ≈ 0.78 GB).
+/// A phased launch takes at most this many tuples at a time (the queue capacity: 2^21 × 436 B ≈ 0.91 GB).
 constexpr std::uint64_t kMediumQueueTuples = std::uint64_t{1} << 21;
 
 /// Whether a medium chunk runs the phased kernels: a uniaxial stone (with inclusions: outside, inside and rest
@@ -307,7 +315,7 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   physics::EnvPathState es{{0.0f, 0.0f, 0.0f}, 0.0f};
   physics::path_begin(ps, p, c.x, c.y, c.s);
   physics::MediumPathState ms;
-  physics::medium_begin(ms, ps, scene.medium);
+  physics::medium_begin(ms, ps, p, scene.medium);
   bool going = p.max_bounces > 0;
   if constexpr (kClear) {
     if (going)

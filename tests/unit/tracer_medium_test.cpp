@@ -292,7 +292,7 @@ ph::SampleXyz phased_sample(const ph::TraceParams& p, const ph::MediumParams& m,
   ph::EnvPathState es{{0.0f, 0.0f, 0.0f}, 0.0f};
   ph::path_begin(ps, p, x, y, i);
   ph::MediumPathState ms;
-  ph::medium_begin(ms, ps, m);
+  ph::medium_begin(ms, ps, p, m);
   bool going = p.max_bounces > 0;
   while (going && !ps.inside)
     going = ph::path_step_uniaxial<Env, ph::kPhaseOutside>(ps, ms, p, m, planes, env, es);

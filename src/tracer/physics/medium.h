@@ -23,12 +23,16 @@ inline constexpr std::uint32_t kPhaseOutside = 1;  ///< a path outside the stone
 inline constexpr std::uint32_t kPhaseInside = 2;   ///< a path inside, and the miss of a path outside
 
 /// What a uniaxial path carries beside PathState (docs/design/tracer.md §7.7), like EnvPathState for NEE: the wave
-/// normal k (ps.dir is the ray S; the two are equal outside and for the o mode), the mode label inside, and
-/// n_e(λ_k) per channel (PathState::n_k holds n_o(λ_k)).
+/// normal k (ps.dir is the ray S; the two are equal outside and for the o mode), the mode label inside, and per
+/// channel n_e(λ_k) (PathState::n_k holds n_o(λ_k)) and the absorption coefficients α_o(λ_k)·path_scale and
+/// α_e(λ_k)·path_scale, which a path's wavelengths fix at its start (each bounce inside reads them for every live
+/// channel: computed once, not per bounce).
 struct MediumPathState {
   Vec3 k;
   std::uint32_t mode;
   float ne_k[kChannels];
+  float ao_k[kChannels];
+  float ae_k[kChannels];
 };
 
 /// Channel k's extraordinary absorption α_e(λ_k)·path_scale: the e_ray bands, or α_o when there are none.
@@ -37,13 +41,15 @@ FT_HD float channel_alpha_e(const TraceParams& p, const MediumParams& m, float h
   return absorption_coefficient(m.e_bands, m.e_band_count, channel_lambda(hero, k)) * p.path_scale;
 }
 
-/// The medium's part of path_begin: k = the camera ray, n_e(λ_k) from the e curve or n_o + Δ.
-FT_HD void medium_begin(MediumPathState& ms, const PathState& ps, const MediumParams& m) {
+/// The medium's part of path_begin: k = the camera ray, n_e(λ_k) from the e curve or n_o + Δ, α_o and α_e.
+FT_HD void medium_begin(MediumPathState& ms, const PathState& ps, const TraceParams& p, const MediumParams& m) {
   ms.k = ps.dir;
   ms.mode = kModeOrdinary;
   FT_CHANNELS for (int k = 0; k < kChannels; ++k) {
     ms.ne_k[k] =
         m.e_dispersion ? refractive_index(m.e_disp, channel_lambda(ps.hero, k)) : ps.n_k[k] + m.delta;
+    ms.ao_k[k] = channel_alpha(p, ps.hero, k);
+    ms.ae_k[k] = m.e_band_count == 0 ? ms.ao_k[k] : channel_alpha_e(p, m, ps.hero, k);
   }
 }
 
@@ -79,11 +85,10 @@ FT_HD bool entry_ray(Vec3 d, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e,
 }
 
 /// Channel k's α·path_scale along the path's mode: α_o for o, eᵀAe along the e wave's E for e (pol, §7.6).
-FT_HD float mode_alpha(const TraceParams& p, const MediumParams& m, float hero, int k, std::uint32_t mode,
-                       Vec3 pol) {
-  const float ao = channel_alpha(p, hero, k);
+FT_HD float mode_alpha(const MediumPathState& ms, const MediumParams& m, int k, std::uint32_t mode, Vec3 pol) {
+  const float ao = ms.ao_k[k];
   if (mode == kModeOrdinary) return ao;
-  return pleochroic_absorption(pol, m.c_axis, ao, channel_alpha_e(p, m, hero, k));
+  return pleochroic_absorption(pol, m.c_axis, ao, ms.ae_k[k]);
 }
 
 /// compat ∩= the equivalence classes of the channels' new directions (dirs[k], valid where bit k of ok is set);
@@ -203,7 +208,7 @@ FT_HD bool uniaxial_segment(PathState& ps, MediumPathState& ms, const TraceParam
   bool absorbed = false;
   if (inside && hit.plane >= 0 && m.sigma_s > 0.0f) {
     const float t_free = detail::inclusion_segment(
-        ps, m, hit.t, live, [&](int k) { return detail::mode_alpha(p, m, ps.hero, k, ms.mode, pol); });
+        ps, m, hit.t, live, [&](int k) { return detail::mode_alpha(ms, m, k, ms.mode, pol); });
     if (t_free >= 0.0f) {
       // A scatter about S: depolarised, so the new wave normal takes either mode with probability ½.
       const Vec3 kn = detail::hg_direction(dir, m.hg_g, stream_uniform(seed, b, kStreamHgDirection),
@@ -352,7 +357,7 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
   if (!absorbed && (p.band_count != 0u || m.e_band_count != 0u)) {
     for (unsigned mm = live; mm != 0u; mm &= mm - 1u) {
       const int k = FT_LOWEST_BIT(mm);
-      st[k][0] *= expf(-detail::mode_alpha(p, m, ps.hero, k, ms.mode, pol) * hit.t);
+      st[k][0] *= expf(-detail::mode_alpha(ms, m, k, ms.mode, pol) * hit.t);
     }
   }
   // 5–7. The facet from inside: the hero's solution makes the choice.
@@ -480,7 +485,7 @@ FT_HD SampleXyz trace_sample_medium(const TraceParams& p, const MediumParams& m,
   if (p.max_bounces > 0) {
     if constexpr (kKind == kMediumUniaxial) {
       MediumPathState ms;
-      medium_begin(ms, ps, m);
+      medium_begin(ms, ps, p, m);
       while (path_step_uniaxial(ps, ms, p, m, planes, env, es)) {
       }
     } else {
