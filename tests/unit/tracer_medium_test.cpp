@@ -400,3 +400,34 @@ TEST(TracerMedium, edge_rounding_changes_the_image_and_radius_zero_is_the_tier1_
   std::printf("[ metric ] edge rounding 0.02: %zu of %zu values differ, sum %.4f vs sharp %.4f\n", differ,
               sharp.xyz.size(), sum_rounded, sum_sharp);
 }
+
+// make_medium_params: e bands equal to the o bands are no pleochroism (e_band_count 0, docs/design/tracer.md
+// §7.7), which the transport may skip because eᵀAe = α_o + (α_e − α_o)(e·c)² is α_o exactly when α_e = α_o.
+TEST(TracerMedium, e_bands_equal_to_the_o_bands_are_no_pleochroism_and_change_no_bit) {
+  ft::Scene s = ft::builtin_diamond_scene();
+  auto emerald = ft::material_preset("emerald");
+  auto tourmaline = ft::material_preset("tourmaline");
+  ASSERT_TRUE(emerald.ok() && tourmaline.ok());
+  s.material = *emerald;
+  ASSERT_FALSE(s.material.o_ray.empty());
+  const ph::MediumParams me = ft::make_medium_params(s);
+  EXPECT_EQ(me.e_band_count, 0u);
+  s.material.e_ray.back().peak *= 0.5f;  // one band differs: pleochroic
+  EXPECT_EQ(ft::make_medium_params(s).e_band_count, static_cast<std::uint32_t>(s.material.e_ray.size()));
+  s.material = *tourmaline;
+  EXPECT_EQ(ft::make_medium_params(s).e_band_count, static_cast<std::uint32_t>(s.material.e_ray.size()));
+  // The skipped expression: α_o + 0·(e·c)² for unit e and c and α over the catalogue's range.
+  std::uint32_t state = 12345u;
+  auto uniform = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) * (1.0f / 16777216.0f);
+  };
+  int changed = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const ph::Vec3 e = ph::normalize(ph::Vec3{uniform() - 0.5f, uniform() - 0.5f, uniform() - 0.5f});
+    const ph::Vec3 c = ph::normalize(ph::Vec3{uniform() - 0.5f, uniform() - 0.5f, uniform() - 0.5f});
+    const float alpha = uniform() * 40.0f;
+    changed += ph::pleochroic_absorption(e, c, alpha, alpha) != alpha;
+  }
+  EXPECT_EQ(changed, 0);
+}

@@ -84,10 +84,11 @@ FT_HD bool entry_ray(Vec3 d, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e,
   return true;
 }
 
-/// Channel k's α·path_scale along the path's mode: α_o for o, eᵀAe along the e wave's E for e (pol, §7.6).
+/// Channel k's α·path_scale along the path's mode: α_o for o, eᵀAe along the e wave's E for e (pol, §7.6); α_o
+/// without pleochroism (e_band_count 0: α_e = α_o, and eᵀAe = α_o + 0·(e·c)² is α_o exactly).
 FT_HD float mode_alpha(const MediumPathState& ms, const MediumParams& m, int k, std::uint32_t mode, Vec3 pol) {
   const float ao = ms.ao_k[k];
-  if (mode == kModeOrdinary) return ao;
+  if (mode == kModeOrdinary || m.e_band_count == 0) return ao;
   return pleochroic_absorption(pol, m.c_axis, ao, ms.ae_k[k]);
 }
 
@@ -172,7 +173,7 @@ FT_HD bool diffuse_into_mode(PathState& ps, MediumPathState& ms, const TracePara
 /// there returns false with *handoff set and every state as it was, for a kPhaseAll step to take it on.
 struct UniaxialSegment {
   Hit hit;        ///< the facet the segment ends at
-  Vec3 pol;       ///< the inside mode's polarisation (zero outside)
+  Vec3 pol;       ///< the inside e mode's polarisation in a pleochroic stone (else zero)
   bool absorbed;  ///< the inclusions applied the segment's absorption
 };
 
@@ -203,8 +204,10 @@ FT_HD bool uniaxial_segment(PathState& ps, MediumPathState& ms, const TraceParam
     escape_bsdf_pdf = es.bsdf_pdf;
     es.bsdf_pdf = 0.0f;
   }
-  const Vec3 pol =
-      inside ? mode_polarisation(ms.mode, ms.k, m.c_axis, ps.n_k[0], ms.ne_k[0]) : Vec3{0.0f, 0.0f, 0.0f};
+  // The e mode's polarisation, which only a pleochroic stone's absorption reads (mode_alpha).
+  const Vec3 pol = inside && ms.mode == kModeExtraordinary && m.e_band_count != 0
+                       ? mode_polarisation(ms.mode, ms.k, m.c_axis, ps.n_k[0], ms.ne_k[0])
+                       : Vec3{0.0f, 0.0f, 0.0f};
   bool absorbed = false;
   if (inside && hit.plane >= 0 && m.sigma_s > 0.0f) {
     const float t_free = detail::inclusion_segment(
@@ -257,8 +260,8 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
   const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
   unsigned todo = detail::uniaxial_todo(ps, live);
   // Each branch below runs one loop over the worklist with one call site of the facet solution (the hero's
-  // comes from the decision; the others' only for the rare channels still following it), so the megakernel
-  // holds one copy of each solver.
+  // comes from the decision; the others' for the channels still following it, most of them inside: an o wave's
+  // internal reflection keeps every channel's direction), so the megakernel holds one copy of each solver.
 
   if (kPhase != kPhaseInside && !inside) {
     // 3. Frame rotation into the plane of incidence, as in Tier 1 (outside, S_k are full Stokes vectors).
