@@ -271,6 +271,15 @@ constexpr std::uint64_t kMediumQueueTuples = std::uint64_t{1} << 21;
 /// benchmarks/NOTES.md, issue 14 sessions 10, 12 and 14).
 bool phased_medium(const physics::MediumParams& m) { return m.kind == physics::kMediumUniaxial; }
 
+/// Whether a clear uniaxial stone's kernels may be the plain ones (kPlain: no frosted facet, no edge rounding, no
+/// inclusions), whose hot loop holds none of that code (benchmarks/NOTES.md, issue 14 session 16).
+bool plain_medium(const physics::ChunkScene& scene) {
+  const auto& mask = scene.params.frosted_mask;
+  bool frosted = false;
+  for (std::uint32_t w : mask) frosted = frosted || w != 0u;
+  return !frosted && !(scene.medium.edge_radius > 0.0f) && !(scene.medium.sigma_s > 0.0f);
+}
+
 std::uint64_t medium_queue_capacity(std::uint64_t tuples) {
   return tuples < kMediumQueueTuples ? tuples : kMediumQueueTuples;
 }
@@ -297,7 +306,7 @@ MediumQueues medium_queues(void* handoff, std::uint64_t capacity) {
 /// so that the long paths finish packed instead of holding their warps; a path that meets the stone again from
 /// outside is queued like one still going, and the inside phase hands it on (benchmarks/NOTES.md, issue 14
 /// sessions 10, 12, 13 and 14).
-template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kClear>
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kClear, bool kPlain = false>
 __global__ void __launch_bounds__(Block, MinBlocks)
     medium_first_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
                         const ChunkRange range, std::uint64_t first, std::uint32_t n,
@@ -319,8 +328,8 @@ __global__ void __launch_bounds__(Block, MinBlocks)
   bool going = p.max_bounces > 0;
   if constexpr (kClear) {
     if (going)
-      going = physics::path_step_uniaxial<decltype(env), physics::kPhaseOutside>(ps, ms, p, scene.medium,
-                                                                                 planes, env, es);
+      going = physics::path_step_uniaxial<decltype(env), physics::kPhaseOutside, kPlain>(
+          ps, ms, p, scene.medium, planes, env, es);
     // The warp's lanes step together (each bounce one step): it stops once fewer than kMediumSplitAlive of them
     // go on, and its paths still going or handed on are queued.
     bool handoff = false;
@@ -328,8 +337,8 @@ __global__ void __launch_bounds__(Block, MinBlocks)
       const unsigned alive = __ballot_sync(warp, going && !handoff);
       if (alive == 0u || static_cast<unsigned>(__popc(alive)) < kMediumSplitAlive) break;
       if (going && !handoff)
-        going = physics::path_step_uniaxial<decltype(env), physics::kPhaseInside>(ps, ms, p, scene.medium,
-                                                                                  planes, env, es, &handoff);
+        going = physics::path_step_uniaxial<decltype(env), physics::kPhaseInside, kPlain>(
+            ps, ms, p, scene.medium, planes, env, es, &handoff);
     }
     going = going || handoff;
   } else {
@@ -367,7 +376,7 @@ __device__ __forceinline__ std::uint32_t next_queued(std::uint32_t* counter) {
 /// session 12). A path that meets the stone again from outside is left in its slot, its index queued for phase 3.
 /// Which lane takes a path does not change its result (its streams are its tuple's, its result goes to its
 /// tuple's slot).
-template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kGather = true>
+template <unsigned Block, unsigned MinBlocks, std::uint32_t kEnv, bool kGather = true, bool kPlain = false>
 __global__ void __launch_bounds__(Block, MinBlocks)
     medium_inside_kernel(const physics::ChunkScene scene, const physics::EnvMapView map,
                          float* __restrict__ tuples, std::uint32_t* __restrict__ nonfinite, MediumQueues q) {
@@ -426,8 +435,8 @@ __global__ void __launch_bounds__(Block, MinBlocks)
         stepped = true;
       }
       if (!stepped || going) continue;
-    } else if (physics::path_step_uniaxial<decltype(env), kPhase>(ps, ms, p, scene.medium, planes, env, es,
-                                                                  &handoff)) {
+    } else if (physics::path_step_uniaxial<decltype(env), kPhase, kPlain>(ps, ms, p, scene.medium, planes,
+                                                                          env, es, &handoff)) {
       continue;
     }
     if (handoff) {
@@ -512,16 +521,27 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
     FT_CUDA_TRY(cudaMemsetAsync(q.header, 0, sizeof(MediumQueueHeader), stream));
     if (!(scene.medium.sigma_s > 0.0f)) {
       // A clear stone: the first kernel's bounces, then the persistent inside phase without gathering (nothing
-      // scatters) and the re-entries.
+      // scatters) and the re-entries; a plain one's kernels without the code it cannot reach.
       unsigned clear_grid = 0;
-      FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false>, kBlock, grid,
-                           clear_grid));
-      medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, true>
-          <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
-      FT_CUDA_LAUNCH_CHECK("medium_first_kernel<clear><<<>>>", stream);
-      medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false>
-          <<<clear_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
-      FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<clear><<<>>>", stream);
+      if (plain_medium(scene)) {
+        FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false, true>, kBlock, grid,
+                             clear_grid));
+        medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, true, true>
+            <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
+        FT_CUDA_LAUNCH_CHECK("medium_first_kernel<plain><<<>>>", stream);
+        medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false, true>
+            <<<clear_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
+        FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<plain><<<>>>", stream);
+      } else {
+        FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false>, kBlock, grid,
+                             clear_grid));
+        medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, true>
+            <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
+        FT_CUDA_LAUNCH_CHECK("medium_first_kernel<clear><<<>>>", stream);
+        medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false>
+            <<<clear_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
+        FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<clear><<<>>>", stream);
+      }
       medium_rest_kernel<kBlock, kMediumMinBlocks, kEnv>
           <<<grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
       FT_CUDA_LAUNCH_CHECK("medium_rest_kernel<<<>>>", stream);

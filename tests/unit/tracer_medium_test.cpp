@@ -283,8 +283,9 @@ TEST(TracerMedium, cpu_tracer_renders_uniaxial_and_included_stones_deterministic
 
 /// Sample (x, y, i) the way the GPU's phased medium kernels trace it (docs/design/tracer.md §10.1): outside steps
 /// until the path enters, inside steps until it ends or meets the stone again from outside (`handoffs` counts
-/// those), then every bounce. Returns the sample's XYZ.
-template <class Env>
+/// those), then every bounce; kPlain as the plain stone's kernels take the first two (no inclusions, frosted
+/// facets or edge rounding compiled in). Returns the sample's XYZ.
+template <bool kPlain = false, class Env>
 ph::SampleXyz phased_sample(const ph::TraceParams& p, const ph::MediumParams& m, const ph::FacetPlane* planes,
                             const Env& env, std::uint32_t x, std::uint32_t y, std::uint32_t i,
                             int& handoffs) {
@@ -295,10 +296,10 @@ ph::SampleXyz phased_sample(const ph::TraceParams& p, const ph::MediumParams& m,
   ph::medium_begin(ms, ps, p, m);
   bool going = p.max_bounces > 0;
   while (going && !ps.inside)
-    going = ph::path_step_uniaxial<Env, ph::kPhaseOutside>(ps, ms, p, m, planes, env, es);
+    going = ph::path_step_uniaxial<Env, ph::kPhaseOutside, kPlain>(ps, ms, p, m, planes, env, es);
   if (going) {
     bool handoff = false;
-    while (ph::path_step_uniaxial<Env, ph::kPhaseInside>(ps, ms, p, m, planes, env, es, &handoff)) {
+    while (ph::path_step_uniaxial<Env, ph::kPhaseInside, kPlain>(ps, ms, p, m, planes, env, es, &handoff)) {
     }
     if (handoff) {
       ++handoffs;
@@ -311,7 +312,8 @@ ph::SampleXyz phased_sample(const ph::TraceParams& p, const ph::MediumParams& m,
 
 // The phases the GPU splits a uniaxial path into are the whole path's steps: every sample's bits equal
 // trace_sample_medium's, with inclusions, under NEE of the sun, and where a frosted girdle and rounded edges send
-// paths back into the stone (the third phase).
+// paths back into the stone (the third phase). A plain stone's (no inclusions, frosted facets or edge rounding:
+// the GPU's kPlain kernels) are the same bits with that code compiled out.
 TEST(TracerMedium, phased_steps_are_the_whole_path_bit_for_bit) {
   struct Case {
     const char* name;
@@ -319,12 +321,14 @@ TEST(TracerMedium, phased_steps_are_the_whole_path_bit_for_bit) {
     float sigma_s, edge_radius;
     bool frosted, sun;
     bool expect_handoffs;
+    bool plain;
   };
   const Case cases[] = {
-      {"emerald", "emerald", 0.0f, 0.0f, false, false, false},
-      {"ruby with inclusions", "ruby", 1.5f, 0.0f, false, false, false},
-      {"tourmaline, frosted girdle, rounded edges", "tourmaline", 0.0f, 0.05f, true, false, true},
-      {"emerald, frosted girdle, rounded edges, DaylightSun", "emerald", 0.0f, 0.05f, true, true, true},
+      {"emerald", "emerald", 0.0f, 0.0f, false, false, false, true},
+      {"tourmaline (pleochroic)", "tourmaline", 0.0f, 0.0f, false, false, false, true},
+      {"ruby with inclusions", "ruby", 1.5f, 0.0f, false, false, false, false},
+      {"tourmaline, frosted girdle, rounded edges", "tourmaline", 0.0f, 0.05f, true, false, true, false},
+      {"emerald, frosted girdle, rounded edges, DaylightSun", "emerald", 0.0f, 0.05f, true, true, true, false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -350,7 +354,11 @@ TEST(TracerMedium, phased_steps_are_the_whole_path_bit_for_bit) {
             const ph::SampleXyz whole =
                 ph::trace_sample_medium<ph::kMediumUniaxial>(p, m, planes.data(), env, x, y, i);
             const ph::SampleXyz phased = phased_sample(p, m, planes.data(), env, x, y, i, handoffs);
-            const bool same = std::memcmp(&whole, &phased, sizeof whole) == 0;
+            bool same = std::memcmp(&whole, &phased, sizeof whole) == 0;
+            if (c.plain) {
+              const ph::SampleXyz plain = phased_sample<true>(p, m, planes.data(), env, x, y, i, handoffs);
+              same = same && std::memcmp(&whole, &plain, sizeof whole) == 0;
+            }
             differ += same ? 0 : 1;
             lit += whole.y > 0.0f ? 1 : 0;
           }

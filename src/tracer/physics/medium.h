@@ -42,7 +42,8 @@ FT_HD float channel_alpha_e(const TraceParams& p, const MediumParams& m, float h
 }
 
 /// The medium's part of path_begin: k = the camera ray, n_e(λ_k) from the e curve or n_o + Δ, α_o and α_e.
-FT_HD void medium_begin(MediumPathState& ms, const PathState& ps, const TraceParams& p, const MediumParams& m) {
+FT_HD void medium_begin(MediumPathState& ms, const PathState& ps, const TraceParams& p,
+                        const MediumParams& m) {
   ms.k = ps.dir;
   ms.mode = kModeOrdinary;
   FT_CHANNELS for (int k = 0; k < kChannels; ++k) {
@@ -86,7 +87,8 @@ FT_HD bool entry_ray(Vec3 d, Vec3 n_out, Vec3 c, float n1, float n_o, float n_e,
 
 /// Channel k's α·path_scale along the path's mode: α_o for o, eᵀAe along the e wave's E for e (pol, §7.6); α_o
 /// without pleochroism (e_band_count 0: α_e = α_o, and eᵀAe = α_o + 0·(e·c)² is α_o exactly).
-FT_HD float mode_alpha(const MediumPathState& ms, const MediumParams& m, int k, std::uint32_t mode, Vec3 pol) {
+FT_HD float mode_alpha(const MediumPathState& ms, const MediumParams& m, int k, std::uint32_t mode,
+                       Vec3 pol) {
   const float ao = ms.ao_k[k];
   if (mode == kModeOrdinary || m.e_band_count == 0) return ao;
   return pleochroic_absorption(pol, m.c_axis, ao, ms.ae_k[k]);
@@ -170,14 +172,17 @@ FT_HD bool diffuse_into_mode(PathState& ps, MediumPathState& ms, const TracePara
 /// any, applied), false when it ended there with path_step's answer in `going`. kPhase (the GPU's phased medium
 /// kernels) compiles only part of the bounce: kPhaseOutside the bounce of a path outside the stone (never called
 /// inside), kPhaseInside the bounce inside and the miss of a path outside; a path outside that hits the stone
-/// there returns false with *handoff set and every state as it was, for a kPhaseAll step to take it on.
+/// there returns false with *handoff set and every state as it was, for a kPhaseAll step to take it on. kPlain
+/// (the GPU's kernels for a plain stone, plain_medium: no inclusions, no frosted facet, no edge rounding, which
+/// the caller checked) compiles that code out, so the hot loop's code is smaller (benchmarks/NOTES.md, issue 14
+/// session 16).
 struct UniaxialSegment {
   Hit hit;        ///< the facet the segment ends at
   Vec3 pol;       ///< the inside e mode's polarisation in a pleochroic stone (else zero)
   bool absorbed;  ///< the inclusions applied the segment's absorption
 };
 
-template <class Env, std::uint32_t kPhase = kPhaseAll>
+template <class Env, std::uint32_t kPhase = kPhaseAll, bool kPlain = false>
 FT_HD bool uniaxial_segment(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
                             const FacetPlane* planes, const Env& env, EnvPathState& es, UniaxialSegment& seg,
                             bool& going, bool* handoff = nullptr) {
@@ -209,7 +214,7 @@ FT_HD bool uniaxial_segment(PathState& ps, MediumPathState& ms, const TraceParam
                        ? mode_polarisation(ms.mode, ms.k, m.c_axis, ps.n_k[0], ms.ne_k[0])
                        : Vec3{0.0f, 0.0f, 0.0f};
   bool absorbed = false;
-  if (inside && hit.plane >= 0 && m.sigma_s > 0.0f) {
+  if (!kPlain && inside && hit.plane >= 0 && m.sigma_s > 0.0f) {
     const float t_free = detail::inclusion_segment(
         ps, m, hit.t, live, [&](int k) { return detail::mode_alpha(ms, m, k, ms.mode, pol); });
     if (t_free >= 0.0f) {
@@ -235,7 +240,7 @@ FT_HD bool uniaxial_segment(PathState& ps, MediumPathState& ms, const TraceParam
 
 /// The rest of a uniaxial bounce once uniaxial_segment returned true: steps 3–8 at the facet seg.hit (with the
 /// inside absorption unless the inclusions applied it). Returns path_step's answer.
-template <class Env, std::uint32_t kPhase = kPhaseAll>
+template <class Env, std::uint32_t kPhase = kPhaseAll, bool kPlain = false>
 FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
                           const FacetPlane* planes, const Env& env, EnvPathState& es,
                           const UniaxialSegment& seg) {
@@ -254,9 +259,9 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
   const Vec3 pol = seg.pol;
   const bool absorbed = seg.absorbed;
   const Vec3 pos = org + dir * hit.t;
-  const Vec3 n_out =
-      surface_normal(planes, p.plane_count, static_cast<std::uint32_t>(hit.plane), pos, dir, m.edge_radius);
-  const bool frosted = ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u) != 0u;
+  const Vec3 n_out = surface_normal(planes, p.plane_count, static_cast<std::uint32_t>(hit.plane), pos, dir,
+                                    kPlain ? 0.0f : m.edge_radius);
+  const bool frosted = !kPlain && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u) != 0u;
   const float u_fresnel = stream_uniform(seed, b, kStreamFresnel);
   unsigned todo = detail::uniaxial_todo(ps, live);
   // Each branch below runs one loop over the worklist with one call site of the facet solution (the hero's
@@ -466,14 +471,15 @@ FT_HD bool uniaxial_facet(PathState& ps, MediumPathState& ms, const TraceParams&
 
 /// One bounce of a path through a uniaxial stone (see the comment above uniaxial_segment): the segment, then the
 /// facet. Returns path_step's answer; kPhaseInside's *handoff as uniaxial_segment's.
-template <class Env, std::uint32_t kPhase = kPhaseAll>
+template <class Env, std::uint32_t kPhase = kPhaseAll, bool kPlain = false>
 FT_HD bool path_step_uniaxial(PathState& ps, MediumPathState& ms, const TraceParams& p, const MediumParams& m,
                               const FacetPlane* planes, const Env& env, EnvPathState& es,
                               bool* handoff = nullptr) {
   UniaxialSegment seg;
   bool going = false;
-  if (!uniaxial_segment<Env, kPhase>(ps, ms, p, m, planes, env, es, seg, going, handoff)) return going;
-  return uniaxial_facet<Env, kPhase>(ps, ms, p, m, planes, env, es, seg);
+  if (!uniaxial_segment<Env, kPhase, kPlain>(ps, ms, p, m, planes, env, es, seg, going, handoff))
+    return going;
+  return uniaxial_facet<Env, kPhase, kPlain>(ps, ms, p, m, planes, env, es, seg);
 }
 
 /// Traces sample s of pixel (x, y) through a Tier 2 medium (docs/design/tracer.md §7.7) under environment policy
