@@ -55,6 +55,7 @@ struct AbsorptionBand {
   float centre = 0;
   float width = 1;
   BandDomain domain = BandDomain::kWavelength;
+  bool operator==(const AbsorptionBand&) const = default;  ///< field by field, exactly
 };
 
 enum class OpticalCharacter : std::uint8_t {

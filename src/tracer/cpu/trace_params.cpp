@@ -294,15 +294,9 @@ physics::MediumParams make_medium_params(const Scene& scene) {
     const double len = std::sqrt(cx * cx + cy * cy + cz * cz);  // validate_scene refused a (near) zero axis
     md.c_axis = to_vec(cx / len, cy / len, cz / len);
     const std::size_t bands = std::min<std::size_t>(m.e_ray.size(), physics::kMaxBands);
-    const std::size_t o_bands = std::min<std::size_t>(m.o_ray.size(), physics::kMaxBands);
     // e bands equal to the o bands (emerald, zircon: no dichroic split published) are no pleochroism: α_e = α_o
     // bit for bit, so the transport takes α_o for both modes without forming the e wave's polarisation.
-    bool same = bands == o_bands;
-    for (std::size_t i = 0; same && i < bands; ++i) {
-      same = m.e_ray[i].peak == m.o_ray[i].peak && m.e_ray[i].centre == m.o_ray[i].centre &&
-             m.e_ray[i].width == m.o_ray[i].width && m.e_ray[i].domain == m.o_ray[i].domain;
-    }
-    md.e_band_count = same ? 0u : static_cast<std::uint32_t>(bands);
+    md.e_band_count = m.e_ray == m.o_ray ? 0u : static_cast<std::uint32_t>(bands);
     for (std::size_t i = 0; i < md.e_band_count; ++i) {
       md.e_bands[i] = physics::GaussianBand{m.e_ray[i].peak, m.e_ray[i].centre, m.e_ray[i].width,
                                             static_cast<std::uint32_t>(m.e_ray[i].domain)};

@@ -438,15 +438,6 @@ ojson bands_json(const std::vector<AbsorptionBand>& bands) {
   return a;
 }
 
-bool same_bands(const std::vector<AbsorptionBand>& a, const std::vector<AbsorptionBand>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].peak != b[i].peak || a[i].centre != b[i].centre || a[i].width != b[i].width ||
-        a[i].domain != b[i].domain)
-      return false;
-  return true;
-}
-
 bool same_dispersion(const Dispersion& a, const Dispersion& b) {
   if (a.model != b.model) return false;
   for (int i = 0; i < 3; ++i)
@@ -460,7 +451,7 @@ bool same_material(const Material& a, const Material& b) {
   if (a.extraordinary_dispersion &&
       !same_dispersion(*a.extraordinary_dispersion, *b.extraordinary_dispersion))
     return false;
-  return same_bands(a.o_ray, b.o_ray) && same_bands(a.e_ray, b.e_ray) && same_bands(a.beta_ray, b.beta_ray) &&
+  return a.o_ray == b.o_ray && a.e_ray == b.e_ray && a.beta_ray == b.beta_ray &&
          a.absorption_path_scale == b.absorption_path_scale && a.optical_character == b.optical_character &&
          a.crystal_system == b.crystal_system && a.birefringence_delta == b.birefringence_delta &&
          a.c_axis[0] == b.c_axis[0] && a.c_axis[1] == b.c_axis[1] && a.c_axis[2] == b.c_axis[2] &&
