@@ -274,10 +274,8 @@ bool phased_medium(const physics::MediumParams& m) { return m.kind == physics::k
 /// Whether a clear uniaxial stone's kernels may be the plain ones (kPlain: no frosted facet, no edge rounding, no
 /// inclusions), whose hot loop holds none of that code (benchmarks/NOTES.md, issue 14 session 16).
 bool plain_medium(const physics::ChunkScene& scene) {
-  const auto& mask = scene.params.frosted_mask;
-  bool frosted = false;
-  for (std::uint32_t w : mask) frosted = frosted || w != 0u;
-  return !frosted && !(scene.medium.edge_radius > 0.0f) && !(scene.medium.sigma_s > 0.0f);
+  return !physics::any_frosted(scene.params) && !(scene.medium.edge_radius > 0.0f) &&
+         !(scene.medium.sigma_s > 0.0f);
 }
 
 std::uint64_t medium_queue_capacity(std::uint64_t tuples) {
@@ -494,6 +492,29 @@ void launch_env(const physics::ChunkScene& scene, const Env& env, const ChunkRan
   transport_env_kernel<kBlock, 2><<<grid, kBlock, 0, stream>>>(scene, env, range, tuples, nonfinite);
 }
 
+/// A clear uniaxial stone's first two phases over one run of n tuples: the first kernel's bounces, then the
+/// persistent inside phase without gathering (nothing scatters); kPlain: the kernels without the code a plain
+/// stone cannot reach (plain_medium).
+template <std::uint32_t kEnv, bool kPlain>
+Status launch_clear_phases(const physics::ChunkScene& scene, const physics::EnvMapView& map,
+                           const ChunkRange& range, std::uint64_t first, std::uint32_t n, float* tuples,
+                           std::uint32_t* nonfinite, const MediumQueues& q, CUstream_st* stream) {
+  constexpr unsigned kBlock = 256;
+  const unsigned grid = (n + kBlock - 1) / kBlock;
+  unsigned inside_grid = 0;
+  FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false, kPlain>, kBlock, grid,
+                       inside_grid));
+  medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, true, kPlain>
+      <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
+  FT_CUDA_LAUNCH_CHECK(kPlain ? "medium_first_kernel<plain><<<>>>" : "medium_first_kernel<clear><<<>>>",
+                       stream);
+  medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false, kPlain>
+      <<<inside_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
+  FT_CUDA_LAUNCH_CHECK(kPlain ? "medium_inside_kernel<plain><<<>>>" : "medium_inside_kernel<clear><<<>>>",
+                       stream);
+  return {};
+}
+
 /// A medium chunk: for a uniaxial stone and queues (`handoff`), over each run of at most kMediumQueueTuples
 /// tuples, the three phases (with inclusions; a clear stone's first phase is the split of medium_first_kernel<…,
 /// true>, its inside phase does not gather); else the one-launch kernel.
@@ -522,26 +543,9 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
     if (!(scene.medium.sigma_s > 0.0f)) {
       // A clear stone: the first kernel's bounces, then the persistent inside phase without gathering (nothing
       // scatters) and the re-entries; a plain one's kernels without the code it cannot reach.
-      unsigned clear_grid = 0;
-      if (plain_medium(scene)) {
-        FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false, true>, kBlock, grid,
-                             clear_grid));
-        medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, true, true>
-            <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
-        FT_CUDA_LAUNCH_CHECK("medium_first_kernel<plain><<<>>>", stream);
-        medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false, true>
-            <<<clear_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
-        FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<plain><<<>>>", stream);
-      } else {
-        FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false>, kBlock, grid,
-                             clear_grid));
-        medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, true>
-            <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
-        FT_CUDA_LAUNCH_CHECK("medium_first_kernel<clear><<<>>>", stream);
-        medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv, false>
-            <<<clear_grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
-        FT_CUDA_LAUNCH_CHECK("medium_inside_kernel<clear><<<>>>", stream);
-      }
+      const auto clear_phases =
+          plain_medium(scene) ? launch_clear_phases<kEnv, true> : launch_clear_phases<kEnv, false>;
+      FT_TRY(clear_phases(scene, map, range, first, n, tuples, nonfinite, q, stream));
       medium_rest_kernel<kBlock, kMediumMinBlocks, kEnv>
           <<<grid, kBlock, 0, stream>>>(scene, map, tuples, nonfinite, q);
       FT_CUDA_LAUNCH_CHECK("medium_rest_kernel<<<>>>", stream);

@@ -83,6 +83,13 @@ struct TraceParams {
 static_assert(sizeof(TraceParams) == 476, "TraceParams layout is shared with the device");
 static_assert(std::is_standard_layout_v<TraceParams> && std::is_trivially_copyable_v<TraceParams>);
 
+/// Whether any facet is Frosted. It reads the mask at constant indices, so on the device the test is uniform
+/// across a warp: only stones with frosted facets pay for the per-lane lookup, whose index varies.
+FT_HD bool any_frosted(const TraceParams& p) {
+  static_assert(kMaxPlanes / 32 == 4, "any_frosted reads the four mask words");
+  return (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
+}
+
 /// Media beyond Tier 1's isotropic glass (docs/design/tracer.md §7.6, §7.7): kMediumIsotropic is traced by
 /// path_step_env alone; kMediumUniaxial by path_step_uniaxial (physics/medium.h).
 inline constexpr std::uint32_t kMediumIsotropic = 0;  // docs/design/tracer.md §7.7

@@ -465,12 +465,7 @@ FT_HD bool path_step_env(PathState& ps, const TraceParams& p, const FacetPlane* 
   }
   const float inv_prob = 1.0f / prob;
   const float glare = (b == 0 && !inside && reflect) ? p.glare : 1.0f;  // bounce-0 glare (§7.2)
-  // The any-frosted test reads the mask at constant indices (uniform); only stones with frosted facets pay
-  // for the per-lane lookup, whose index varies across a warp.
-  static_assert(kMaxPlanes / 32 == 4, "any_frosted reads the four mask words");
-  const bool any_frosted =
-      (p.frosted_mask[0] | p.frosted_mask[1] | p.frosted_mask[2] | p.frosted_mask[3]) != 0u;
-  const bool frosted = any_frosted && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u);
+  const bool frosted = any_frosted(p) && ((p.frosted_mask[hit.plane >> 5] >> (hit.plane & 31)) & 1u);
   const bool refract = !frosted && !reflect;  // 8. transmission through a polished facet (§7.4)
   const bool entering = refract && !inside;
 
