@@ -225,9 +225,15 @@ TEST(MaterialCatalogue, every_preset_is_valid_has_its_published_index_and_the_ri
       EXPECT_NE(m->crystal_system, ft::CrystalSystem::kCubic);
     }
     EXPECT_EQ(!m->o_ray.empty(), e->coloured) << "colourless presets have no bands";
-    if (!e->coloured) EXPECT_TRUE(m->e_ray.empty() && m->beta_ray.empty());
-    if (e->coloured && e->tier >= 2) EXPECT_FALSE(m->e_ray.empty()) << "anisotropic colour needs e-ray bands";
-    if (e->coloured && e->tier == 3) EXPECT_FALSE(m->beta_ray.empty());
+    if (!e->coloured) {
+      EXPECT_TRUE(m->e_ray.empty() && m->beta_ray.empty());
+    }
+    if (e->coloured && e->tier >= 2) {
+      EXPECT_FALSE(m->e_ray.empty()) << "anisotropic colour needs e-ray bands";
+    }
+    if (e->coloured && e->tier == 3) {
+      EXPECT_FALSE(m->beta_ray.empty());
+    }
   }
 }
 
@@ -455,6 +461,15 @@ TEST(SceneJsonErrors, malformed_json_reports_line_and_column) {
   EXPECT_MESSAGE_HAS(parse_error("{\"width\": 512,}"), "at line 1, column 15: ");
   EXPECT_MESSAGE_HAS(parse_error(""), "malformed JSON");
   EXPECT_MESSAGE_HAS(parse_error("[1, 2]"), "top level");
+}
+
+TEST(SceneJsonErrors, a_farm_job_file_is_named_as_one) {
+  const std::string msg =
+      parse_error(R"({"name": "d", "scene": "diamond.json", "spp": 64, "unit_samples": 8})");
+  EXPECT_MESSAGE_HAS(msg, "a farm job file, not a scene");
+  EXPECT_MESSAGE_HAS(msg, "facetrace worker --job");
+  // A scene field that happens to be called like a job's is still the scene's error.
+  EXPECT_MESSAGE_HAS(parse_error(R"({"scene": "x"})"), "scene: unknown field");
 }
 
 TEST(SceneJsonErrors, nan_and_infinity_are_refused) {

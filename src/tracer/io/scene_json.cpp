@@ -558,6 +558,10 @@ Expected<Scene> scene_from_json_in(std::string_view text, std::string_view sourc
     return invalid_argument(src + ": " + core::printable(duplicate) + ": field given more than once");
   if (!j.is_object())
     return invalid_argument(src + ": expected a JSON object at the top level, got " + type_name(j));
+  if (j.contains("scene") && j.contains("unit_samples"))  // a farm job (docs/farm.md) handed to render
+    return invalid_argument(src +
+                            ": a farm job file, not a scene (docs/farm.md): render its units with `facetrace "
+                            "worker --job FILE` or `facetrace-mpi render FILE`, or render its \"scene\" file");
   Scene scene;
   try {
     scene = parse_scene(j, base_dir);
