@@ -537,8 +537,6 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
     const auto n =
         static_cast<std::uint32_t>(tuple_count - first < capacity ? tuple_count - first : capacity);
     const unsigned grid = (n + kBlock - 1) / kBlock;
-    unsigned inside_grid = 0;
-    FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv>, kBlock, grid, inside_grid));
     FT_CUDA_TRY(cudaMemsetAsync(q.header, 0, sizeof(MediumQueueHeader), stream));
     if (!(scene.medium.sigma_s > 0.0f)) {
       // A clear stone: the first kernel's bounces, then the persistent inside phase without gathering (nothing
@@ -551,6 +549,9 @@ Status launch_medium(const physics::ChunkScene& scene, const physics::EnvMapView
       FT_CUDA_LAUNCH_CHECK("medium_rest_kernel<<<>>>", stream);
       continue;
     }
+    // The gathering inside phase's grid (a clear stone's is launch_clear_phases's own).
+    unsigned inside_grid = 0;
+    FT_TRY(resident_grid(medium_inside_kernel<kBlock, kMediumMinBlocks, kEnv>, kBlock, grid, inside_grid));
     medium_first_kernel<kBlock, kMediumMinBlocks, kEnv, false>
         <<<grid, kBlock, 0, stream>>>(scene, map, range, first, n, tuples, nonfinite, q);
     FT_CUDA_LAUNCH_CHECK("medium_first_kernel<outside><<<>>>", stream);

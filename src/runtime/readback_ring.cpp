@@ -53,12 +53,13 @@ ReadbackRing::ReadbackRing(std::span<std::byte> host, RingOptions options, std::
   options_.max_slots_per_class =
       std::clamp<std::uint32_t>(options_.max_slots_per_class, kMinSlots, kMaxSlots);
   options_.budget_bytes = std::min<std::uint64_t>(options_.budget_bytes, host_.size());
+  if (options_.budget_bytes > 0) gaps_[0] = options_.budget_bytes;
 }
 
 ReadbackRing::~ReadbackRing() {
   const RingStats s = stats();
-  FT_LOG_INFO("readback ring: {} dispatches, {} stalls, peak {} in flight, {} slots, {} pinned bytes",
-              s.dispatches, s.stalls, s.peak_in_flight, s.slots, s.pinned_bytes);
+  FT_LOG_INFO("readback ring: {} dispatches, {} stalls, peak {} in flight, {} slots, {} pinned bytes, {} reclaimed",
+              s.dispatches, s.stalls, s.peak_in_flight, s.slots, s.pinned_bytes, s.reclaimed);
 }
 
 std::string ReadbackRing::lost_reason() const {
@@ -85,6 +86,10 @@ RingStats ReadbackRing::stats() const {
   }
   s.budget_bytes = options_.budget_bytes;
   s.max_slots_per_class = options_.max_slots_per_class;
+  {
+    std::lock_guard lock(mu_);
+    s.reclaimed = reclaimed_;
+  }
   return s;
 }
 
@@ -106,28 +111,19 @@ Expected<RingTicket> ReadbackRing::record_copy(const void* src, std::uint64_t by
                             " but was on the free list: collect its ticket first");
     }
     ring.free_list.pop_back();
-  } else if (ring.slots.size() < options_.max_slots_per_class && carved_bytes_ + c <= options_.budget_bytes) {
-    auto slot = std::make_unique<Slot>();
-    slot->host = host_.data() + carved_bytes_;
-    slot->engine_id = next_engine_id_;
-    if (Status st = engine_->create_slot(slot->engine_id); !st.ok()) {
-      if (st.code() == Code::kDeviceLost) {
-        lost_reason_ = st.what();
-        lost_.store(true, std::memory_order_release);
-      }
-      return st.with_context("readback ring: creating " +
-                             slot_name(c, static_cast<std::uint32_t>(ring.slots.size())));
+  } else if (ring.live < options_.max_slots_per_class) {
+    auto carved = carve_locked(c, ring);
+    if (!carved) {
+      Status st = carved.status();
+      if (ring.live == 0) rings_.erase(c);  // a class that never got a slot leaves nothing behind
+      return st;
     }
-    ++next_engine_id_;
-    carved_bytes_ += c;
-    index = static_cast<std::uint32_t>(ring.slots.size());
-    ring.slots.push_back(std::move(slot));
-    slots_.fetch_add(1, std::memory_order_relaxed);
+    index = *carved;
   } else {
     return ring_full_locked(c, ring);
   }
   Slot& s = *ring.slots[index];
-  s.generation += 1;
+  s.generation = static_cast<std::uint32_t>(claim_seq_ + 1);  // unique per claim, across classes
   s.byte_len = bytes;
   s.error_code = 0;
   s.claim_seq = ++claim_seq_;
@@ -149,6 +145,105 @@ Expected<RingTicket> ReadbackRing::record_copy(const void* src, std::uint64_t by
   return RingTicket{c, index, s.generation, bytes};
 }
 
+Expected<std::uint32_t> ReadbackRing::carve_locked(std::uint64_t c, ClassRing& ring) {
+  std::optional<std::uint64_t> offset = take_gap_locked(c);
+  while (!offset && reclaim_one_locked(c)) offset = take_gap_locked(c);
+  if (!offset) return ring_full_locked(c, ring);
+  std::uint32_t engine_id = 0;
+  if (!spare_engine_ids_.empty()) {  // its events exist already: no CUDA call on this path
+    engine_id = spare_engine_ids_.back();
+    spare_engine_ids_.pop_back();
+  } else {
+    engine_id = next_engine_id_;
+    const auto index = static_cast<std::uint32_t>(ring.retired.empty() ? ring.slots.size() : ring.retired.back());
+    if (Status st = engine_->create_slot(engine_id); !st.ok()) {
+      give_gap_locked(*offset, c);
+      if (st.code() == Code::kDeviceLost) {
+        lost_reason_ = st.what();
+        lost_.store(true, std::memory_order_release);
+      }
+      return st.with_context("readback ring: creating " + slot_name(c, index));
+    }
+    ++next_engine_id_;
+  }
+  std::uint32_t index = 0;
+  if (!ring.retired.empty()) {
+    index = ring.retired.back();
+    ring.retired.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(ring.slots.size());
+    ring.slots.push_back(std::make_unique<Slot>());
+  }
+  Slot& s = *ring.slots[index];
+  s.retired = false;
+  s.host = host_.data() + *offset;
+  s.engine_id = engine_id;
+  s.state.store(static_cast<std::uint8_t>(SlotState::kFree), std::memory_order_release);
+  ++ring.live;
+  carved_bytes_ += c;
+  slots_.fetch_add(1, std::memory_order_relaxed);
+  return index;
+}
+
+std::optional<std::uint64_t> ReadbackRing::take_gap_locked(std::uint64_t bytes) {
+  for (auto it = gaps_.begin(); it != gaps_.end(); ++it) {
+    if (it->second < bytes) continue;
+    const std::uint64_t offset = it->first, left = it->second - bytes;
+    gaps_.erase(it);
+    if (left > 0) gaps_[offset + bytes] = left;
+    return offset;
+  }
+  return std::nullopt;
+}
+
+void ReadbackRing::give_gap_locked(std::uint64_t offset, std::uint64_t bytes) {
+  auto next = gaps_.lower_bound(offset);
+  if (next != gaps_.end() && next->first == offset + bytes) {  // joins the gap after it
+    bytes += next->second;
+    next = gaps_.erase(next);
+  }
+  if (next != gaps_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {  // and the gap before it
+      prev->second += bytes;
+      return;
+    }
+  }
+  gaps_[offset] = bytes;
+}
+
+bool ReadbackRing::reclaim_one_locked(std::uint64_t keep) {
+  ClassRing* victim_ring = nullptr;
+  std::uint64_t victim_class = 0;
+  std::uint32_t victim = 0;
+  for (auto& [cls, ring] : rings_) {
+    if (cls == keep) continue;
+    for (std::uint32_t i : ring.free_list) {
+      const Slot& s = *ring.slots[i];
+      if (victim_ring == nullptr || s.claim_seq < victim_ring->slots[victim]->claim_seq) {
+        victim_ring = &ring;
+        victim_class = cls;
+        victim = i;
+      }
+    }
+  }
+  if (victim_ring == nullptr) return false;
+  Slot& s = *victim_ring->slots[victim];
+  auto& fl = victim_ring->free_list;
+  fl.erase(std::find(fl.begin(), fl.end(), victim));
+  give_gap_locked(static_cast<std::uint64_t>(s.host - host_.data()), victim_class);
+  spare_engine_ids_.push_back(s.engine_id);
+  s.retired = true;
+  s.host = nullptr;
+  victim_ring->retired.push_back(victim);
+  --victim_ring->live;
+  carved_bytes_ -= victim_class;
+  slots_.fetch_sub(1, std::memory_order_relaxed);
+  ++reclaimed_;
+  if (victim_ring->live == 0) rings_.erase(victim_class);  // its tickets were all collected
+  return true;
+}
+
 Status ReadbackRing::ring_full_locked(std::uint64_t c, ClassRing& ring) {
   stalls_.fetch_add(1, std::memory_order_relaxed);
   // Poll the oldest PENDING slot once: it may have completed (it then becomes READY, still not reusable).
@@ -164,7 +259,7 @@ Status ReadbackRing::ring_full_locked(std::uint64_t c, ClassRing& ring) {
   }
   if (oldest != nullptr) refresh_locked(c, oldest_index, *oldest);
   const std::string head =
-      "RingFull: no FREE slot in class " + std::to_string(c) + " (" + std::to_string(ring.slots.size()) +
+      "RingFull: no FREE slot in class " + std::to_string(c) + " (" + std::to_string(ring.live) +
       " slots, cap " + std::to_string(options_.max_slots_per_class) + ", budget " +
       std::to_string(carved_bytes_) + "/" + std::to_string(options_.budget_bytes) + " bytes): ";
   for (SlotState want : {SlotState::kReady, SlotState::kError, SlotState::kPending}) {
@@ -187,9 +282,13 @@ Status ReadbackRing::ring_full_locked(std::uint64_t c, ClassRing& ring) {
       }
     }
   }
-  return {Code::kOutOfMemory, head +
-                                  "the readback budget is used up by other classes; raise "
-                                  "FACETRACE_READBACK_BUDGET_MB or collect tickets of other classes"};
+  std::uint64_t widest_gap = 0;
+  for (const auto& [offset, bytes] : gaps_) widest_gap = std::max(widest_gap, bytes);
+  return {Code::kOutOfMemory,
+          head + "the rest of the readback budget is held by " +
+              std::to_string(in_flight_.load(std::memory_order_relaxed)) +
+              " uncollected slots of other classes (widest free gap " + std::to_string(widest_gap) +
+              " bytes): collect their tickets, or raise FACETRACE_READBACK_BUDGET_MB"};
 }
 
 Expected<ReadbackRing::Slot*> ReadbackRing::find_locked(const RingTicket& t, ClassRing** out) const {

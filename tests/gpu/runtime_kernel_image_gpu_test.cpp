@@ -105,7 +105,9 @@ TEST(GpuSelection, a_uuid_an_index_and_a_local_rank_select_through_the_child) {
   auto a = make_isolated_executor(by_uuid);
   ASSERT_TRUE(a->start().ok()) << a->state_reason();
   EXPECT_EQ(a->info()->uuid, uuid);
-  if (!inherited) EXPECT_EQ(a->info()->visible_devices, uuid);
+  if (!inherited) {
+    EXPECT_EQ(a->info()->visible_devices, uuid);
+  }
 
   ExecutorOptions by_index = small_options();
   by_index.gpu_device = "0";

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -76,6 +77,45 @@ TEST_F(GpuRing, wraps_and_reuses_slots) {
   const auto s = ring->stats();
   EXPECT_EQ(s.dispatches, 200u);
   EXPECT_LE(s.slots, 4u);
+  cudaFree(dev);
+}
+
+// A render's chunk sizes follow its timing (docs/design/tracer.md §10.2): 300 copies of changing lengths, one in
+// flight, through a 64 MiB ring; the classes' idle slots give their bytes back instead of filling the budget
+// (docs/design/runtime.md §2 "Reclaiming").
+TEST_F(GpuRing, serves_changing_lengths_past_the_budget_by_reclaiming) {
+  auto ring = make(256);
+  constexpr std::size_t kMaxWords = 4u << 20;  // 16 MiB
+  std::vector<std::uint32_t> src(kMaxWords);
+  std::iota(src.begin(), src.end(), 0u);
+  void* dev = nullptr;
+  ASSERT_CUDA(cudaMalloc(&dev, kMaxWords * 4));
+  ASSERT_CUDA(cudaMemcpy(dev, src.data(), kMaxWords * 4, cudaMemcpyHostToDevice));
+  std::optional<RingTicket> in_flight;
+  std::size_t in_flight_words = 0;
+  std::uint64_t state = 12345;
+  for (int round = 0; round < 300; ++round) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const std::size_t words = (1u << 18) + (state >> 33) % (kMaxWords - (1u << 18));  // 1–16 MiB
+    auto t = ring->record_copy(dev, words * 4, cudaStreamPerThread);
+    ASSERT_TRUE(t.ok()) << "round " << round << ": " << t.status().to_string();
+    if (in_flight) {
+      ASSERT_TRUE(ring->wait(*in_flight, deadline()).ok());
+      bool same = false;
+      ASSERT_TRUE(ring->with_mapped(*in_flight, [&](std::span<const std::byte> b) {
+                        same = b.size() == in_flight_words * 4 && std::memcmp(b.data(), src.data(), b.size()) == 0;
+                      }).ok());
+      ASSERT_TRUE(same) << "round " << round;
+    }
+    in_flight = *t;
+    in_flight_words = words;
+  }
+  ASSERT_TRUE(ring->wait(*in_flight, deadline()).ok());
+  ASSERT_TRUE(ring->with_mapped(*in_flight, [](auto) {}).ok());
+  const RingStats st = ring->stats();
+  EXPECT_EQ(st.stalls, 0u);
+  EXPECT_GT(st.reclaimed, 0u);
+  EXPECT_LE(st.pinned_bytes, host_bytes);
   cudaFree(dev);
 }
 

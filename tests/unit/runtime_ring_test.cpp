@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "facetrace/runtime/readback_ring.h"
@@ -194,6 +195,66 @@ TEST_F(RingFixture, stays_within_the_byte_budget) {
   EXPECT_EQ(b.status().code(), Code::kOutOfMemory);
   EXPECT_TRUE(ring->record_copy(v.data(), 100, nullptr).ok());  // 4 KiB still fits
   EXPECT_EQ(ring->stats().pinned_bytes, 3u * 4096u);
+}
+
+// A render's chunks change size with its timing (tracer.md §10.2), so every chunk may open a new class: FREE slots
+// of other classes must give their bytes back, or the budget fills with idle classes and the GPU declines.
+TEST_F(RingFixture, reclaims_free_slots_of_other_classes_when_sizes_keep_changing) {
+  constexpr std::uint64_t kPage = 4096;
+  // 18 pages: one slot of up to 6 pages in flight leaves 12 in at most two gaps, one of them ≥ 6 pages; the
+  // classes 1..6 pages together (21) do not fit, so the ring must reclaim.
+  auto ring = make(256, 18 * kPage);
+  const int pages[] = {1, 4, 6, 2, 5, 3, 6, 1, 5, 2, 4, 3};
+  std::optional<RingTicket> in_flight;
+  std::vector<std::uint32_t> payload;
+  std::uint32_t in_flight_tag = 0;
+  for (std::uint32_t round = 0; round < 120; ++round) {
+    const std::uint64_t bytes = pages[round % 12] * kPage - 4 * (round % 5);  // a class's lengths vary too
+    payload.assign(bytes / 4, round);
+    auto t = ring->record_copy(payload.data(), bytes, nullptr);
+    ASSERT_TRUE(t.ok()) << "round " << round << ": " << t.status().to_string();
+    if (in_flight) {
+      ASSERT_TRUE(ring->with_mapped(*in_flight, [&](std::span<const std::byte> b) {
+                        std::vector<std::uint32_t> got(b.size() / 4);
+                        std::memcpy(got.data(), b.data(), got.size() * 4);
+                        for (std::uint32_t v : got) ASSERT_EQ(v, in_flight_tag);
+                      }).ok());
+    }
+    in_flight = *t;
+    in_flight_tag = round;
+  }
+  const RingStats s = ring->stats();
+  EXPECT_EQ(s.dispatches, 120u);
+  EXPECT_EQ(s.stalls, 0u);
+  EXPECT_GT(s.reclaimed, 0u);
+  EXPECT_LE(s.pinned_bytes, 18 * kPage);
+  EXPECT_LE(shared.created, 18);  // engine slots (CUDA events) are reused, not created per class
+}
+
+TEST_F(RingFixture, a_reclaimed_slot_turns_its_old_tickets_stale_and_full_names_the_held_bytes) {
+  auto ring = make(256, 3 * 4096);
+  std::vector<std::byte> v(3 * 4096);
+  auto a = ring->record_copy(v.data(), 4096, nullptr);
+  auto b = ring->record_copy(v.data(), 8192, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(ring->with_mapped(*a, [](auto) {}).ok());
+  ASSERT_TRUE(ring->with_mapped(*b, [](auto) {}).ok());
+  auto c = ring->record_copy(v.data(), 3 * 4096, nullptr);  // both FREE slots give their pages back
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(ring->stats().reclaimed, 2u);
+  EXPECT_EQ(ring->stats().slots, 1u);
+  EXPECT_EQ(ring->stats().pinned_bytes, 3u * 4096u);
+  for (const RingTicket& old : {*a, *b}) {
+    const Status st = ring->poll(old).status();
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.to_string();
+  }
+  // c is held (uncollected): a new class finds no room and the message says who holds the budget.
+  auto d = ring->record_copy(v.data(), 4096, nullptr);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kOutOfMemory);
+  EXPECT_NE(d.status().what().find("held by 1 uncollected"), std::string::npos) << d.status().what();
+  ASSERT_TRUE(ring->with_mapped(*c, [](auto) {}).ok());
+  EXPECT_TRUE(ring->record_copy(v.data(), 4096, nullptr).ok());  // collected: its pages serve again
 }
 
 TEST_F(RingFixture, rejects_stale_tickets_after_reuse) {

@@ -32,7 +32,7 @@ std::string_view slot_state_name(SlotState s) noexcept;
 struct RingTicket {
   std::uint64_t size_class = 0;  ///< bytes per slot of the class (a multiple of 4096)
   std::uint32_t slot = 0;        ///< index within the class
-  std::uint32_t generation = 0;  ///< bumped on every claim; a mismatch means a stale ticket
+  std::uint32_t generation = 0;  ///< the ring's claim count at this claim; a mismatch means a stale ticket
   std::uint64_t byte_len = 0;    ///< bytes copied
 };
 
@@ -49,6 +49,7 @@ struct RingStats {
   std::uint64_t pinned_bytes = 0;    ///< bytes carved, all classes
   std::uint64_t budget_bytes = 0;    ///< the ring's byte budget
   std::uint32_t max_slots_per_class = 0;
+  std::uint64_t reclaimed = 0;  ///< FREE slots given back to the budget so that another class could carve one
 };
 
 /// How a ring reaches the device. Implementations are not required to be thread-safe: the ring serialises
@@ -79,7 +80,8 @@ struct RingOptions {
 };
 
 /// A set of rings, one per size class, carving slots lazily from a host region that was pinned or registered
-/// at start-up. Thread-safe. An event error marks the whole ring lost (sticky codes) and every later call
+/// at start-up; when a class finds no room, the least recently claimed FREE slots of other classes give theirs
+/// back (docs/design/runtime.md §2 "Reclaiming"). Thread-safe. An event error marks the whole ring lost (sticky codes) and every later call
 /// returns kDeviceLost.
 class ReadbackRing {
  public:
@@ -120,6 +122,7 @@ class ReadbackRing {
  private:
   struct Slot {
     std::atomic<std::uint8_t> state{0};
+    bool retired = false;  // its bytes went back to the budget; the index waits to be carved again
     std::uint32_t generation = 0;
     std::uint32_t engine_id = 0;
     std::uint64_t byte_len = 0;
@@ -130,20 +133,33 @@ class ReadbackRing {
   struct ClassRing {
     std::vector<std::unique_ptr<Slot>> slots;
     std::vector<std::uint32_t> free_list;  // LIFO
+    std::vector<std::uint32_t> retired;    // indices whose slot gave its bytes back
+    std::uint32_t live = 0;                // slots.size() - retired.size()
   };
   Expected<Slot*> find_locked(const RingTicket& t, ClassRing** ring = nullptr) const;
   PollResult refresh_locked(std::uint64_t size_class, std::uint32_t index, Slot& s);
   void free_locked(ClassRing& ring, std::uint32_t index, Slot& s);
   Status ring_full_locked(std::uint64_t size_class, ClassRing& ring);
+  /// A new slot of class `size_class`: bytes from the budget's gaps, reclaiming FREE slots of other classes
+  /// (least recently claimed first) until a gap fits; its index and engine id reused where one is spare.
+  Expected<std::uint32_t> carve_locked(std::uint64_t size_class, ClassRing& ring);
+  /// The offset of `bytes` contiguous budget bytes (first fit), or nothing.
+  std::optional<std::uint64_t> take_gap_locked(std::uint64_t bytes);
+  void give_gap_locked(std::uint64_t offset, std::uint64_t bytes);
+  /// Retires the least recently claimed FREE slot outside class `keep`; false when there is none.
+  bool reclaim_one_locked(std::uint64_t keep);
 
   std::span<std::byte> host_;
   RingOptions options_;
   std::unique_ptr<CopyEngine> engine_;
   mutable std::mutex mu_;
   std::map<std::uint64_t, ClassRing> rings_;
+  std::map<std::uint64_t, std::uint64_t> gaps_;  // offset -> bytes of the budget no slot holds (coalesced)
+  std::vector<std::uint32_t> spare_engine_ids_;  // engine slots (their events) of retired slots
   std::uint64_t carved_bytes_ = 0;
   std::uint32_t next_engine_id_ = 0;
   std::uint64_t claim_seq_ = 0;
+  std::uint64_t reclaimed_ = 0;
   std::atomic<bool> lost_{false};
   std::string lost_reason_;
   std::atomic<std::uint64_t> dispatches_{0}, stalls_{0}, peak_in_flight_{0}, in_flight_{0}, slots_{0};

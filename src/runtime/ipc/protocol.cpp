@@ -42,7 +42,7 @@ template <class Ar> void visit(Ar& ar, RingTicket& m) { ar(m.size_class, m.slot,
 template <class Ar>
 void visit(Ar& ar, RingStats& m) {
   ar(m.dispatches, m.stalls, m.peak_in_flight, m.in_flight, m.slots, m.pinned_bytes, m.budget_bytes,
-     m.max_slots_per_class);
+     m.max_slots_per_class, m.reclaimed);
 }
 template <class Ar>
 void visit(Ar& ar, DeviceInfo& m) {
