@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -187,50 +186,33 @@ int run_worker(const WorkerArgs& a) {
   opt.cancel = signals.flag();
   std::size_t done = 0;
   double seconds = 0;
-  // Unit k's append (crc, write, fdatasync, header, fsync: a fair share of a 2048² unit's GPU render) runs on its
-  // own thread while unit k + 1 renders. It is joined before anything reports, so every count below is of units
-  // synced to the partial (docs/farm.md "Workers and the merge"). One append at a time: the writer is not shared
-  // otherwise. A failed append is reported after the next unit's render.
-  std::future<Status> appending;
-  farm::UnitResult appended;  // the unit being appended (its numbers for the progress line)
-  auto join = [&]() -> Status {
-    if (!appending.valid()) return {};
-    Status st = appending.get();
-    if (!st.ok()) return st;
-    ++done;
-    seconds += appended.seconds;
-    if (!a.quiet)
-      std::fprintf(stderr, "worker: unit %llu (samples %llu+%u) on %s in %.2f s  [%zu/%zu]\n",
-                   static_cast<unsigned long long>(appended.unit),
-                   static_cast<unsigned long long>(appended.range.first_sample), appended.range.samples,
-                   std::string(farm::unit_backend_name(appended.backend)).c_str(), appended.seconds, done,
-                   todo.size());
-    return {};
-  };
   for (const std::uint64_t u : todo) {
     if (signals.cancelled()) break;
     auto unit = farm::render_unit(*job, u, opt);
-    if (Status st = join(); !st.ok()) return fail(kExitFailure, st.what());
     if (!unit.ok()) {
       if (unit.status().code() == Code::kCancelled) break;
-      const bool gpu_required =
-          *device == tracer::RenderDevice::kGpu &&
-          (unit.status().code() == Code::kNotSupported || unit.status().code() == Code::kDeviceLost);
+      const bool gpu_required = *device == tracer::RenderDevice::kGpu &&
+                                (unit.status().code() == Code::kNotSupported ||
+                                 unit.status().code() == Code::kDeviceLost);
       return fail(gpu_required ? kExitGpuUnavailable : kExitFailure,
                   unit.status().what() + " (" + std::to_string(done) + " units finished and kept in " +
                       writer->path() + ")");
     }
+    if (Status st = writer->append(*unit); !st.ok()) return fail(kExitFailure, st.what());
     // The next units start at the request size the last one reached (≈ 100 ms of work, the render loop's target)
     // instead of ramping up from one sample again; the bits do not depend on the split (docs/design/tracer.md §9 G3).
     if (unit->seconds > 0 && unit->range.samples > 0) {
       const double per_sample = unit->seconds / unit->range.samples;
       opt.samples_per_request = static_cast<std::uint32_t>(std::clamp(0.1 / per_sample, 1.0, 2048.0));
     }
-    appended = std::move(unit).value();
-    appending = std::async(std::launch::async | std::launch::deferred,
-                           [&w = *writer, &appended] { return w.append(appended); });
+    ++done;
+    seconds += unit->seconds;
+    if (!a.quiet)
+      std::fprintf(stderr, "worker: unit %llu (samples %llu+%u) on %s in %.2f s  [%zu/%zu]\n",
+                   static_cast<unsigned long long>(u), static_cast<unsigned long long>(unit->range.first_sample),
+                   unit->range.samples, std::string(farm::unit_backend_name(unit->backend)).c_str(), unit->seconds,
+                   done, todo.size());
   }
-  if (Status st = join(); !st.ok()) return fail(kExitFailure, st.what());
   if (signals.cancelled()) {
     std::fprintf(stderr,
                  "facetrace worker: interrupted by %s: %zu of %zu units finished and kept in %s; rerun the same "
