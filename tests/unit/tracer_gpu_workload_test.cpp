@@ -54,8 +54,11 @@ struct Harness {
   runtime::SimulatedExecutor* sim = nullptr;
   std::unique_ptr<runtime::GpuBackend> backend;
   /// `max_attempts`: replacements allowed per hour (the soak-like tests lose the device many times).
-  explicit Harness(int max_attempts = 6) {
-    auto ex = runtime::make_simulated_executor();
+  /// `ring_bytes`: the readback ring's budget (0: the executor's default).
+  explicit Harness(int max_attempts = 6, std::uint64_t ring_bytes = 0) {
+    runtime::ExecutorOptions options;
+    if (ring_bytes > 0) options.ring_bytes = ring_bytes;
+    auto ex = runtime::make_simulated_executor(options);
     sim = ex.get();
     sim->add_op(kOpTraceChunk, sim_trace_chunk);
     runtime::RecoveryConfig config;
@@ -91,6 +94,27 @@ TEST(TraceWorkload, chunked_equals_whole_frame_and_the_cpu_bit_for_bit) {
   EXPECT_GT(w2.chunks(), 30);
   expect_same_film(whole, chunked);
   expect_same_film(whole, cpu_film(s, 0, 6));
+}
+
+// A render's chunk sizes follow its timing (docs/design/tracer.md §10.2), so chunk after chunk may open a new ring
+// size class; the idle classes must give their bytes back (docs/design/runtime.md §2 "Reclaiming") or, once they
+// fill the budget, the GPU declines (a 2048² farm job did, session 18). 40 requests, each of its own chunk size
+// (a new 4 KiB class: 12 bytes a pixel), through a 2 MiB ring that their classes together overflow.
+TEST(TraceWorkload, chunk_sizes_that_keep_changing_never_fill_the_readback_ring) {
+  Harness h(6, 2ull << 20);
+  const Scene s = tiny_scene(128, 128);
+  Film f(s.width, s.height);
+  for (std::uint32_t k = 1; k <= 40; ++k) {
+    GpuChunkOptions o;
+    o.max_chunk_pixels = 341 * k + 1;
+    TraceWorkload w(s, k - 1, 1, f, o);
+    ASSERT_EQ(h.backend->accumulate(w), Outcome::kDone) << "request " << k;
+  }
+  expect_same_film(f, cpu_film(s, 0, 40));
+  auto stats = h.sim->ring_stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().to_string();
+  EXPECT_GT(stats->reclaimed, 0u);
+  EXPECT_LE(stats->pinned_bytes, 2ull << 20);
 }
 
 TEST(TraceWorkload, continues_the_callers_running_sums) {

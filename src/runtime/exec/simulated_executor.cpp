@@ -10,15 +10,27 @@
 #include <thread>
 
 #include "facetrace/core/env.h"
+#include "facetrace/runtime/readback_ring.h"
 #include "log.h"
 
 namespace facetrace::runtime {
 namespace {
 
+/// The simulated device's copies: done at once (device pointers are host pointers here).
+class SimCopyEngine final : public CopyEngine {
+ public:
+  Status create_slot(std::uint32_t) override { return {}; }
+  Status enqueue_copy(std::uint32_t, void* dst, const void* src, std::uint64_t bytes, CUstream_st*) override {
+    std::memcpy(dst, src, bytes);
+    return {};
+  }
+  int query(std::uint32_t) override { return 0; }
+};
+
 class SimExecutor final : public SimulatedExecutor, private SimDevice {
  public:
   SimExecutor(std::shared_ptr<SharedArena> arena, ExecutorOptions options)
-      : arena_(std::move(arena)), options_(std::move(options)) {
+      : arena_(std::move(arena)), options_(std::move(options)), ring_(make_ring()) {
     add_builtin_ops();
   }
 
@@ -108,8 +120,8 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     std::this_thread::sleep_for(restart_delay_);  // a slow child start-up, as the isolated executor's spawn
     if (restart_fails_) return {Code::kDeviceLost, "simulated: the replacement device could not start"};
     ++restarts_;
-    slots_.clear();
-    hung_slots_.clear();
+    ring_ = make_ring();  // the old device's tickets are unknown to the new one
+    hung_.clear();
     device_residents_.clear();
     return {};
   }
@@ -133,17 +145,11 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     OpArgs args{call.args, in, out, reply};
     FT_TRY(it->second(*this, args));
     if (hang_countdown_ > 0 && --hang_countdown_ == 0)
-      for (const RingTicket& t : reply.tickets) hung_slots_.insert(t.slot);
+      for (const RingTicket& t : reply.tickets) hung_.insert(t.generation);
     return reply;
   }
 
-  Expected<RingStats> ring_stats_locked() override {
-    RingStats s = stats_;
-    s.in_flight = slots_.size();
-    s.budget_bytes = arena_->ring_bytes();
-    s.max_slots_per_class = 256;
-    return s;
-  }
+  Expected<RingStats> ring_stats_locked() override { return ring_->stats(); }
 
   Status inject_fault_locked(FaultKind kind) override {
     return {Code::kDeviceLost, kind == FaultKind::kIllegalAddress
@@ -162,45 +168,27 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   }
   Expected<ArenaRange> ring_wait_locked(const RingTicket& t, std::chrono::milliseconds deadline) override {
     last_wait_deadline_ = deadline;
-    if (hung_slots_.count(t.slot) != 0) {
+    if (hung_.count(t.generation) != 0) {
       std::this_thread::sleep_for(deadline);  // the lock stays held: a hung device serves nobody
       return Status(Code::kDeviceLost, "simulated hang: ring slot " + std::to_string(t.slot) +
                                            " did not complete before its deadline of " +
                                            std::to_string(deadline.count()) + " ms");
     }
-    auto it = slots_.find(t.slot);
-    if (it == slots_.end() || it->second.size != t.byte_len) return stale(t);
-    return it->second;
+    FT_TRY(ring_->wait(t, std::chrono::steady_clock::now() + deadline));
+    auto off = ring_->host_offset(t);
+    if (!off) return off.status();
+    return ArenaRange{*off, t.byte_len};  // the ring region starts at arena offset 0
   }
   Status ring_release_locked(const RingTicket& t) override {
-    if (slots_.erase(t.slot) == 0) return stale(t);
-    return {};
+    return ring_->with_mapped(t, [](std::span<const std::byte>) {});
   }
 
  private:
   // SimDevice: called only by op handlers, inside invoke_locked (the lock is held).
+  // The production ring (its size classes, free lists and reclaiming) over the arena's ring region, so the CPU
+  // tests meet the ring the GPU child uses (docs/design/runtime.md §1–§2).
   Expected<RingTicket> emit(std::span<const std::byte> bytes) override {
-    auto cls = ReadbackRing::size_class(bytes.size());
-    if (!cls) return cls.status();
-    // First fit over the ring region, 4096-aligned.
-    std::vector<ArenaRange> used;
-    for (const auto& [id, r] : slots_) used.push_back(r);
-    std::sort(used.begin(), used.end(), [](auto& a, auto& b) { return a.offset < b.offset; });
-    std::uint64_t off = 0;
-    for (const auto& r : used) {
-      if (off + *cls <= r.offset) break;
-      off = std::max(off, (r.offset + r.size + 4095) / 4096 * 4096);
-    }
-    if (off + *cls > arena_->ring_bytes()) {
-      ++stats_.stalls;
-      return Status(Code::kOutOfMemory, "RingFull: simulated ring region is full; collect tickets");
-    }
-    const std::uint32_t slot = next_slot_++;
-    slots_[slot] = ArenaRange{off, bytes.size()};
-    std::copy(bytes.begin(), bytes.end(), arena_->base() + off);
-    ++stats_.dispatches;
-    stats_.peak_in_flight = std::max<std::uint64_t>(stats_.peak_in_flight, slots_.size());
-    return RingTicket{*cls, slot, 1, bytes.size()};
+    return ring_->record_copy(bytes.data(), bytes.size(), nullptr);
   }
   Expected<std::span<const std::byte>> resident(std::string_view name) override {
     auto it = device_residents_.find(std::string(name));
@@ -209,9 +197,10 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
     return std::span<const std::byte>(it->second);
   }
 
-  static Status stale(const RingTicket& t) {
-    return invalid_argument("stale ticket: simulated slot " + std::to_string(t.slot) +
-                            " was already collected");
+  std::unique_ptr<ReadbackRing> make_ring() const {
+    return std::make_unique<ReadbackRing>(arena_->ring_region(),
+                                          RingOptions{arena_->ring_bytes(), 256},
+                                          std::make_unique<SimCopyEngine>());
   }
 
   void add_builtin_ops() {
@@ -262,12 +251,10 @@ class SimExecutor final : public SimulatedExecutor, private SimDevice {
   // Guarded by the executor's lock (lock_state, or held around the hooks).
   DeviceInfo info_;
   std::map<OpId, SimOpHandler> ops_;
-  std::map<std::uint32_t, ArenaRange> slots_;
+  std::unique_ptr<ReadbackRing> ring_;
   std::map<std::string, std::vector<std::byte>> device_residents_;
-  std::uint32_t next_slot_ = 0;
-  RingStats stats_;
   int invokes_ = 0, restarts_ = 0, resident_uploads_ = 0, loss_countdown_ = 0, hang_countdown_ = 0;
-  std::set<std::uint32_t> hung_slots_;  // arm_hang_on_invoke
+  std::set<std::uint32_t> hung_;  // arm_hang_on_invoke: the generations of the tickets that never complete
   std::chrono::milliseconds last_wait_deadline_{0};
   bool restart_fails_ = false, no_gpu_ = false;
   std::string unsupported_;  ///< non-empty: start() reports "not supported: <this>"
