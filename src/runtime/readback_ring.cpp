@@ -83,13 +83,10 @@ RingStats ReadbackRing::stats() const {
   {
     std::lock_guard lock(mu_);
     s.pinned_bytes = carved_bytes_;
+    s.reclaimed = reclaimed_;
   }
   s.budget_bytes = options_.budget_bytes;
   s.max_slots_per_class = options_.max_slots_per_class;
-  {
-    std::lock_guard lock(mu_);
-    s.reclaimed = reclaimed_;
-  }
   return s;
 }
 
@@ -111,11 +108,11 @@ Expected<RingTicket> ReadbackRing::record_copy(const void* src, std::uint64_t by
                             " but was on the free list: collect its ticket first");
     }
     ring.free_list.pop_back();
-  } else if (ring.live < options_.max_slots_per_class) {
+  } else if (ring.live() < options_.max_slots_per_class) {
     auto carved = carve_locked(c, ring);
     if (!carved) {
       Status st = carved.status();
-      if (ring.live == 0) rings_.erase(c);  // a class that never got a slot leaves nothing behind
+      if (ring.live() == 0) rings_.erase(c);  // a class that never got a slot leaves nothing behind
       return st;
     }
     index = *carved;
@@ -149,13 +146,14 @@ Expected<std::uint32_t> ReadbackRing::carve_locked(std::uint64_t c, ClassRing& r
   std::optional<std::uint64_t> offset = take_gap_locked(c);
   while (!offset && reclaim_one_locked(c)) offset = take_gap_locked(c);
   if (!offset) return ring_full_locked(c, ring);
+  const bool revive = !ring.retired.empty();  // a retired index of this class is carved again first
+  const auto index = static_cast<std::uint32_t>(revive ? ring.retired.back() : ring.slots.size());
   std::uint32_t engine_id = 0;
   if (!spare_engine_ids_.empty()) {  // its events exist already: no CUDA call on this path
     engine_id = spare_engine_ids_.back();
     spare_engine_ids_.pop_back();
   } else {
     engine_id = next_engine_id_;
-    const auto index = static_cast<std::uint32_t>(ring.retired.empty() ? ring.slots.size() : ring.retired.back());
     if (Status st = engine_->create_slot(engine_id); !st.ok()) {
       give_gap_locked(*offset, c);
       if (st.code() == Code::kDeviceLost) {
@@ -166,20 +164,15 @@ Expected<std::uint32_t> ReadbackRing::carve_locked(std::uint64_t c, ClassRing& r
     }
     ++next_engine_id_;
   }
-  std::uint32_t index = 0;
-  if (!ring.retired.empty()) {
-    index = ring.retired.back();
+  if (revive) {
     ring.retired.pop_back();
   } else {
-    index = static_cast<std::uint32_t>(ring.slots.size());
     ring.slots.push_back(std::make_unique<Slot>());
   }
   Slot& s = *ring.slots[index];
-  s.retired = false;
   s.host = host_.data() + *offset;
   s.engine_id = engine_id;
   s.state.store(static_cast<std::uint8_t>(SlotState::kFree), std::memory_order_release);
-  ++ring.live;
   carved_bytes_ += c;
   slots_.fetch_add(1, std::memory_order_relaxed);
   return index;
@@ -233,14 +226,12 @@ bool ReadbackRing::reclaim_one_locked(std::uint64_t keep) {
   fl.erase(std::find(fl.begin(), fl.end(), victim));
   give_gap_locked(static_cast<std::uint64_t>(s.host - host_.data()), victim_class);
   spare_engine_ids_.push_back(s.engine_id);
-  s.retired = true;
   s.host = nullptr;
   victim_ring->retired.push_back(victim);
-  --victim_ring->live;
   carved_bytes_ -= victim_class;
   slots_.fetch_sub(1, std::memory_order_relaxed);
   ++reclaimed_;
-  if (victim_ring->live == 0) rings_.erase(victim_class);  // its tickets were all collected
+  if (victim_ring->live() == 0) rings_.erase(victim_class);  // its tickets were all collected
   return true;
 }
 
@@ -259,7 +250,7 @@ Status ReadbackRing::ring_full_locked(std::uint64_t c, ClassRing& ring) {
   }
   if (oldest != nullptr) refresh_locked(c, oldest_index, *oldest);
   const std::string head =
-      "RingFull: no FREE slot in class " + std::to_string(c) + " (" + std::to_string(ring.live) +
+      "RingFull: no FREE slot in class " + std::to_string(c) + " (" + std::to_string(ring.live()) +
       " slots, cap " + std::to_string(options_.max_slots_per_class) + ", budget " +
       std::to_string(carved_bytes_) + "/" + std::to_string(options_.budget_bytes) + " bytes): ";
   for (SlotState want : {SlotState::kReady, SlotState::kError, SlotState::kPending}) {
@@ -303,6 +294,9 @@ Expected<ReadbackRing::Slot*> ReadbackRing::find_locked(const RingTicket& t, Cla
   if (static_cast<SlotState>(s->state.load()) == SlotState::kFree)
     return invalid_argument("stale ticket: " + slot_name(t.size_class, t.slot) +
                             " is FREE: this ticket was already collected");
+  if (s->byte_len != t.byte_len)  // a forged or corrupted ticket would lend bytes past the slot's copy
+    return invalid_argument("bad ticket: " + slot_name(t.size_class, t.slot) + " holds " +
+                            std::to_string(s->byte_len) + " bytes, the ticket says " + std::to_string(t.byte_len));
   if (out != nullptr) *out = const_cast<ClassRing*>(&it->second);
   return s;
 }

@@ -267,6 +267,12 @@ TEST_F(RingFixture, rejects_stale_tickets_after_reuse) {
   EXPECT_EQ(b->slot, a->slot);
   const auto st = ring->poll(*a).status();
   EXPECT_NE(st.what().find("stale ticket"), std::string::npos) << st.what();
+  RingTicket longer = *b;  // a ticket claiming more bytes than the slot's copy is refused, not lent
+  longer.byte_len = 4096;
+  const auto bad = ring->host_offset(longer).status();
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.what().find("holds 4 bytes, the ticket says 4096"), std::string::npos) << bad.what();
+  EXPECT_TRUE(ring->with_mapped(*b, [](auto) {}).ok());
 }
 
 }  // namespace

@@ -81,8 +81,8 @@ struct RingOptions {
 
 /// A set of rings, one per size class, carving slots lazily from a host region that was pinned or registered
 /// at start-up; when a class finds no room, the least recently claimed FREE slots of other classes give theirs
-/// back (docs/design/runtime.md §2 "Reclaiming"). Thread-safe. An event error marks the whole ring lost (sticky codes) and every later call
-/// returns kDeviceLost.
+/// back (docs/design/runtime.md §2 "Reclaiming"). Thread-safe. An event error marks the whole ring lost (sticky
+/// codes) and every later call returns kDeviceLost.
 class ReadbackRing {
  public:
   /// `host` must stay valid and page-locked for the ring's life.
@@ -122,7 +122,6 @@ class ReadbackRing {
  private:
   struct Slot {
     std::atomic<std::uint8_t> state{0};
-    bool retired = false;  // its bytes went back to the budget; the index waits to be carved again
     std::uint32_t generation = 0;
     std::uint32_t engine_id = 0;
     std::uint64_t byte_len = 0;
@@ -133,8 +132,8 @@ class ReadbackRing {
   struct ClassRing {
     std::vector<std::unique_ptr<Slot>> slots;
     std::vector<std::uint32_t> free_list;  // LIFO
-    std::vector<std::uint32_t> retired;    // indices whose slot gave its bytes back
-    std::uint32_t live = 0;                // slots.size() - retired.size()
+    std::vector<std::uint32_t> retired;    // indices whose slot gave its bytes back, to be carved again
+    std::size_t live() const { return slots.size() - retired.size(); }
   };
   Expected<Slot*> find_locked(const RingTicket& t, ClassRing** ring = nullptr) const;
   PollResult refresh_locked(std::uint64_t size_class, std::uint32_t index, Slot& s);

@@ -2,7 +2,6 @@
 /// SimulatedExecutor: host-only device with the runtime's built-in ops and a loss switch.
 #include "facetrace/runtime/testing/simulated_executor.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
